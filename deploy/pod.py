@@ -1,0 +1,22 @@
+"""The desired pod state: every role, in order, from one probe of the pod.
+
+Run from the repository root: ``pyinfra -y inventories/pods.py deploy/pod.py``.
+"""
+
+from pyinfra import host
+
+from podstate.operations import violations
+from podstate.probe import PodProbe
+from roles import env, nccl, scratch, shm
+
+wanted = host.data.podstate
+probe = host.get_fact(
+    PodProbe, paths=scratch.paths(wanted.get("scratch")) + env.paths(wanted), files=env.FILES
+)
+
+problems, fresh_mounts = scratch.apply(wanted.get("scratch"), probe)
+problems += shm.apply(wanted.get("shm"), probe)
+nccl_vars = nccl.variables(wanted.get("nccl"), host.data.get("cloud", "COMMUNITY"), probe)
+problems += env.apply(wanted, nccl_vars, probe, fresh_mounts)
+
+violations(name="Report what apply cannot fix", messages=problems)

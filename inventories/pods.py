@@ -1,0 +1,13 @@
+"""pyinfra inventory: the pods in PODSTATE_PODS (default inventories/pods.yaml).
+
+Each pod's desired state is merged from PODSTATE_VARS (default inventories/) and validated
+here, so an invalid file stops the run before any pod is contacted.
+"""
+
+from podstate.inventory import inventory_groups, load_pods
+from podstate.spec import SpecError
+
+try:
+    globals().update(inventory_groups(load_pods()))
+except SpecError as _error:
+    raise SystemExit(f"podstate: {_error}") from None

@@ -1,0 +1,3 @@
+from podstate.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,246 @@
+"""One remote command per pod that returns everything the roles read (DESIGN: one round trip).
+
+``PodProbe`` is a pyinfra fact; the parsers beside it are pure functions so they can be
+unit-tested on real command output without a pod.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+from pyinfra.api import FactBase
+
+from podstate.shell import quote_path
+
+CAP_SYS_ADMIN = 21
+
+# Filesystems whose data lives on another machine. Every FUSE filesystem counts too
+# (sshfs, RunPod's MooseFS ``mfs#…`` network volumes show up as plain ``fuse``).
+NETWORK_FS = {
+    "nfs",
+    "nfs4",
+    "cifs",
+    "smb3",
+    "smbfs",
+    "ceph",
+    "glusterfs",
+    "9p",
+    "lustre",
+    "gpfs",
+    "beegfs",
+    "moosefs",
+    "mfs",
+    "afs",
+    "ncpfs",
+    "ocfs2",
+    "gfs2",
+    "davfs",
+    "virtiofs",
+}
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One line of /proc/mounts."""
+
+    source: str
+    target: str
+    fstype: str
+    options: tuple[str, ...]
+
+    @property
+    def is_network(self) -> bool:
+        """True for filesystems that are slow at metadata because they live elsewhere."""
+        base = self.fstype.split(".", 1)[0]
+        return base in ("fuse", "fuseblk") or base in NETWORK_FS or self.source.startswith("mfs#")
+
+    @property
+    def size(self) -> int | None:
+        """The ``size=`` of a tmpfs in bytes, when the kernel shows it."""
+        for option in self.options:
+            if option.startswith("size="):
+                return _kernel_size(option[5:])
+        return None
+
+
+def _kernel_size(text: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    if text[-1:].lower() in units:
+        return int(text[:-1]) * units[text[-1].lower()]
+    return int(text)
+
+
+def _unescape(field: str) -> str:
+    """Undo the octal escapes (``\\040`` for a space) that /proc/mounts uses."""
+    out, i = [], 0
+    while i < len(field):
+        if field[i] == "\\" and field[i + 1 : i + 4].isdigit():
+            out.append(chr(int(field[i + 1 : i + 4], 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+
+def parse_mounts(text: str) -> list[Mount]:
+    """Return the mounts listed in /proc/mounts text, in order (later mounts hide earlier)."""
+    mounts = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 4:
+            source, target, fstype, options = (_unescape(f) for f in fields[:4])
+            mounts.append(Mount(source, target, fstype, tuple(options.split(","))))
+    return mounts
+
+
+def mount_of(path: str, mounts: list[Mount]) -> Mount | None:
+    """Return the mount that holds the absolute, resolved ``path`` (the last, longest match)."""
+    best: Mount | None = None
+    for mount in mounts:
+        target = mount.target.rstrip("/") or "/"
+        if path == target or path.startswith(target.rstrip("/") + "/"):
+            if best is None or len(target) >= len(best.target.rstrip("/") or "/"):
+                best = mount
+    return best
+
+
+def parse_gpu_list(text: str) -> list[str]:
+    """Return the GPU names in ``nvidia-smi -L`` output (``GPU 0: NAME (UUID: …)``)."""
+    names = []
+    for line in text.splitlines():
+        if line.startswith("GPU ") and ":" in line:
+            names.append(line.split(":", 1)[1].split(" (UUID")[0].strip())
+    return names
+
+
+def parse_topology(text: str) -> dict[tuple[int, int], str]:
+    """Return the GPU-to-GPU links of ``nvidia-smi topo -m``: {(i, j): "NV12" | "PHB" | …}.
+
+    Only the GPU columns are read; NIC columns, affinities and the legend are skipped.
+    """
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return {}
+    header = lines[0].split("\t")
+    columns = {
+        i: int(name[3:])
+        for i, name in enumerate(header)
+        if name.strip().startswith("GPU") and name.strip()[3:].isdigit()
+    }
+    links: dict[tuple[int, int], str] = {}
+    for line in lines[1:]:
+        cells = line.split("\t")
+        row = cells[0].strip()
+        if not (row.startswith("GPU") and row[3:].isdigit()):
+            continue
+        for index, gpu in columns.items():
+            if index < len(cells):
+                links[(int(row[3:]), gpu)] = cells[index].strip()
+    return links
+
+
+def all_nvlink(links: dict[tuple[int, int], str], count: int) -> bool:
+    """True when every pair of the ``count`` GPUs is joined by NVLink (``NV#``)."""
+    pairs = [(i, j) for i in range(count) for j in range(count) if i != j]
+    return bool(pairs) and all(links.get(p, "").startswith("NV") for p in pairs)
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _script(paths: list[str], files: list[str]) -> str:
+    """Return the POSIX sh program the probe runs: read-only, one output line per item."""
+    lines = [
+        "export LC_ALL=C",
+        "b64() { base64 | tr -d '\\n'; }",
+        'echo "caps $(sed -n "s/^CapEff:[[:space:]]*//p" /proc/self/status)"',
+        'echo "shm $(stat -f -c "%S %b" /dev/shm 2>/dev/null)"',
+        'echo "mounts $(b64 < /proc/self/mounts)"',
+        "if command -v nvidia-smi >/dev/null 2>&1; then"
+        ' echo "gpus $(timeout 20 nvidia-smi -L 2>/dev/null | b64)";'
+        ' echo "topo $(timeout 20 nvidia-smi topo -m 2>/dev/null | b64)"; fi',
+    ]
+    for path in paths:
+        q = quote_path(path)
+        lines.append(
+            f"k=$(stat -c %F:%a -- {q} 2>/dev/null) || k=-; r=$(realpath -m -- {q}); "
+            f'echo "path {_b64(path)} $(printf %s "$k" | tr " " _) $(printf %s "$r" | b64)"'
+        )
+    for path in files:
+        q = quote_path(path)
+        lines.append(f'if [ -f {q} ]; then echo "file {_b64(path)} $(b64 < {q})"; fi')
+    lines.append("true")
+    return "\n".join(lines)
+
+
+class PodProbe(FactBase[dict[str, Any]]):
+    """
+    Everything podstate's roles read from a pod, in one command.
+
+    + paths: directories whose kind, mode, real path and filesystem matter
+    + files: managed files whose current content matters (``~/`` means the SSH user's home)
+
+    .. code:: python
+
+        {
+            "can_mount": False,          # CAP_SYS_ADMIN in the login's effective set
+            "shm_size": 67108864,        # /dev/shm in bytes, None if absent
+            "mounts": [Mount, ...],
+            "gpus": ["NVIDIA H100 80GB HBM3", ...],   # [] without nvidia-smi
+            "nvlink": True,              # every GPU pair on NVLink (False for < 2 GPUs)
+            "paths": {"/scratch": {"kind": "directory", "mode": "1777",
+                                   "real": "/scratch", "mount": Mount}},  # kind None: absent
+            "files": {"~/.bashrc": "text"},     # absent files are missing from the dict
+        }
+    """
+
+    def command(self, paths: list[str], files: list[str]) -> str:
+        return _script(paths, files)
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        return parse_probe(output)
+
+
+def parse_probe(output: list[str]) -> dict[str, Any]:
+    """Return the probe's documented dict from its output lines."""
+    fields: dict[str, str] = {}
+    paths: dict[str, dict[str, Any]] = {}
+    files: dict[str, str] = {}
+    for line in output:
+        key, _, rest = line.partition(" ")
+        if key == "path":
+            name, kind_mode, real = (rest.split(" ") + ["", ""])[:3]
+            kind, _, mode = kind_mode.partition(":")
+            paths[_decode(name)] = {
+                "kind": None if kind in ("", "-") else kind.replace("_", " "),
+                "mode": mode or None,
+                "real": _decode(real),
+            }
+        elif key == "file":
+            name, _, data = rest.partition(" ")
+            files[_decode(name)] = _decode(data)
+        else:
+            fields[key] = rest
+    mounts = parse_mounts(_decode(fields.get("mounts", "")))
+    for info in paths.values():
+        info["mount"] = mount_of(info["real"], mounts)
+    caps = int(fields.get("caps") or "0", 16)
+    shm = fields.get("shm", "").split()
+    gpus = parse_gpu_list(_decode(fields.get("gpus", "")))
+    return {
+        "can_mount": bool(caps >> CAP_SYS_ADMIN & 1),
+        "shm_size": int(shm[0]) * int(shm[1]) if len(shm) == 2 else None,
+        "mounts": mounts,
+        "gpus": gpus,
+        "nvlink": all_nvlink(parse_topology(_decode(fields.get("topo", ""))), len(gpus)),
+        "paths": paths,
+        "files": files,
+    }
+
+
+def _decode(data: str) -> str:
+    return base64.b64decode(data).decode("utf-8", "replace") if data else ""

@@ -1,0 +1,37 @@
+"""Byte sizes as users write them (``64M``, ``16G``) and as pods report them."""
+
+from __future__ import annotations
+
+import re
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
+SIZE_PATTERN = r"^([0-9]+(?:\.[0-9]+)?) ?([KMGTP]?)(?:i?B)?$"
+_SIZE_RE = re.compile(SIZE_PATTERN)
+
+
+def parse_size(value: int | str) -> int:
+    """Return ``value`` in bytes: an integer is bytes, a string takes binary units (``16G``).
+
+    Raises ValueError for anything else, so the schema and the roles agree on what a size is.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a size")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"{value!r} is not a size")
+        return value
+    match = _SIZE_RE.match(value) if isinstance(value, str) else None
+    if not match:
+        raise ValueError(f"{value!r} is not a size")
+    return int(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def format_size(size: int) -> str:
+    """Return ``size`` bytes as the shortest exact binary-unit string (``16G``), else ``12.3M``."""
+    for unit in ("P", "T", "G", "M", "K"):
+        if size >= _UNITS[unit] and size % _UNITS[unit] == 0:
+            return f"{size // _UNITS[unit]}{unit}"
+    for unit in ("P", "T", "G", "M", "K"):
+        if size >= _UNITS[unit]:
+            return f"{size / _UNITS[unit]:.1f}{unit}"
+    return f"{size}B"

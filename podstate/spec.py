@@ -1,0 +1,228 @@
+"""The desired state: YAML vars files merged per pod and validated before any connection.
+
+The path a value takes is: vars file -> ``load_yaml`` -> ``merge`` -> ``validate`` ->
+``normalize`` -> host data ``podstate`` -> roles.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from podstate.sizes import parse_size
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "pod.schema.json"
+
+
+class SpecError(Exception):
+    """A problem with the user's files, worded as one line that says what to fix."""
+
+
+def load_yaml(path: Path, display: str | None = None) -> dict[str, Any]:
+    """Return the mapping in a YAML file ({} for an empty file); SpecError for anything else."""
+    shown = display or str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise SpecError(f"{shown}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"{shown}: not UTF-8 text") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise SpecError(f"{shown}: invalid YAML{where}: {problem}") from None
+    except RecursionError:
+        raise SpecError(f"{shown}: invalid YAML: nested too deeply") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SpecError(f"{shown}: expected a mapping of keys at the top, got {_kind(data)}")
+    for key in data:
+        if not isinstance(key, str):
+            raise SpecError(f"{shown}: key {key!r} must be a string")
+    return data
+
+
+def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Return ``base`` deep-merged with ``override``: mappings merge, everything else replaces."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+@dataclass
+class Layer:
+    """One vars file's contribution to a pod's state, remembered so errors can name the file."""
+
+    display: str
+    data: dict[str, Any]
+
+
+@dataclass
+class VarsDir:
+    """The vars directory (group_vars/, host_vars/), each file read at most once."""
+
+    root: Path
+    _cache: dict[Path, dict[str, Any]] = field(default_factory=dict)
+
+    def layers(self, groups: Iterable[str], pod: str) -> list[Layer]:
+        """Return the layers for a pod in merge order: all, each group, then the pod itself."""
+        files = [self.root / "group_vars" / f"{g}.yaml" for g in ("all", *groups)]
+        files.append(self.root / "host_vars" / f"{pod}.yaml")
+        layers = []
+        for path in files:
+            if path.is_file():
+                if path not in self._cache:
+                    self._cache[path] = load_yaml(path, _display(path))
+                layers.append(Layer(_display(path), self._cache[path]))
+        return layers
+
+
+def _display(path: Path) -> str:
+    """Return ``path`` relative to the working directory when it is below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+_VALIDATOR: Draft202012Validator | None = None
+
+
+def _validator() -> Draft202012Validator:
+    global _VALIDATOR
+    if _VALIDATOR is None:
+        schema = json.loads(SCHEMA_PATH.read_text())
+        _VALIDATOR = Draft202012Validator(schema)
+    return _VALIDATOR
+
+
+def resolve(layers: list[Layer], pod: str) -> dict[str, Any]:
+    """Return the pod's merged, validated and normalized state; SpecError names file and key."""
+    state: dict[str, Any] = {}
+    for layer in layers:
+        state = merge(state, layer.data)
+    errors = list(_validator().iter_errors(state))
+    if errors:
+        error = min(errors, key=lambda e: len(list(e.absolute_path)))
+        key_path = list(error.absolute_path)
+        source = _source(layers, key_path, error)
+        raise SpecError(f"{source}: {_key_text(key_path, error)}: {_message(error)} (pod {pod})")
+    return normalize(state)
+
+
+def _source(layers: list[Layer], key_path: list[Any], error: ValidationError) -> str:
+    """Return the file that last set the deepest part of ``key_path`` that exists."""
+    if error.validator == "additionalProperties":
+        key_path = key_path + [_offending_key(error)]
+    for depth in range(len(key_path), -1, -1):
+        for layer in reversed(layers):
+            node: Any = layer.data
+            for key in key_path[:depth]:
+                node = node.get(key, _MISSING) if isinstance(node, dict) else _MISSING
+            if node is not _MISSING:
+                return layer.display
+    return layers[-1].display if layers else "desired state"
+
+
+_MISSING = object()
+
+
+def _offending_key(error: ValidationError) -> str:
+    """Return the first key that ``additionalProperties`` rejected."""
+    extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+    return extra[0] if extra else ""
+
+
+def _key_text(key_path: list[Any], error: ValidationError) -> str:
+    if error.validator == "additionalProperties":
+        key_path = key_path + [_offending_key(error)]
+    return ".".join(str(k) for k in key_path) or "(top level)"
+
+
+def _message(error: ValidationError) -> str:
+    schema = error.schema
+    if error.validator == "additionalProperties":
+        allowed = ", ".join(sorted(schema.get("properties", {})))
+        return f"unknown key (allowed: {allowed})"
+    if error.validator == "required":
+        return error.message.replace("is a required property", "is required")
+    if error.validator == "enum":
+        return f"{_short(error.instance)} is not one of: {', '.join(map(str, schema['enum']))}"
+    if error.validator == "type":
+        expected = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        names = " or ".join(_TYPE_NAMES.get(t, t) for t in expected)
+        return f"expected {names}, got {_kind(error.instance)}"
+    if "x-message" in schema:
+        return f"{_short(error.instance)} {schema['x-message']}"
+    return error.message
+
+
+_TYPE_NAMES = {
+    "object": "a mapping",
+    "string": "a string",
+    "integer": "an integer",
+    "array": "a list",
+}
+
+
+def _kind(value: Any) -> str:
+    for kind, name in (
+        (bool, "a boolean"),
+        (int, "an integer"),
+        (float, "a number"),
+        (str, "a string"),
+        (list, "a list"),
+        (dict, "a mapping"),
+    ):
+        if isinstance(value, kind):
+            return name
+    return "nothing" if value is None else type(value).__name__
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def normpath(path: str) -> str:
+    """Return an absolute POSIX path without ``.``/``..``/``//`` parts."""
+    normal = posixpath.normpath(path)
+    return "/" + normal.lstrip("/")
+
+
+def normalize(state: dict[str, Any]) -> dict[str, Any]:
+    """Return the validated state with sizes in bytes, paths normalized and defaults filled."""
+    out: dict[str, Any] = {}
+    if "scratch" in state:
+        out["scratch"] = {
+            normpath(path): {"size": parse_size(item["size"]), "mode": item.get("mode", "1777")}
+            for path, item in state["scratch"].items()
+        }
+    if "dirs" in state:
+        out["dirs"] = {name: normpath(path) for name, path in state["dirs"].items()}
+    if "env" in state:
+        out["env"] = dict(state["env"])
+    if "shm" in state:
+        out["shm"] = {"min_size": parse_size(state["shm"]["min_size"])}
+    if "nccl" in state:
+        out["nccl"] = {
+            "p2p": state["nccl"].get("p2p", "auto"),
+            "ib": state["nccl"].get("ib", "auto"),
+        }
+    return out

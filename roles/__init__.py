@@ -1,0 +1,1 @@
+"""One module per concern; deploy/pod.py calls them in order."""

@@ -1,0 +1,108 @@
+"""Directories and variables: one managed profile that every shell kind reads last.
+
+``ssh pod CMD`` runs ``bash -c`` which reads ~/.bashrc (Debian/Ubuntu bash is built to do
+so for sshd) but stops at its early return for non-interactive shells; ``bash -lc`` reads
+/etc/profile.d; ``bash -ic`` reads all of ~/.bashrc, including RunPod's
+``source /etc/rp_environment`` appended at its end. So the profile lives in
+/etc/profile.d and ~/.bashrc sources it both first (before the early return) and last
+(after /etc/rp_environment, whose values it must override).
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from pyinfra.api import deploy
+
+from podstate import operations
+
+PROFILE = "/etc/profile.d/podstate.sh"
+BASHRC = "~/.bashrc"
+FILES = [PROFILE, BASHRC]
+MARK_BEGIN = "# >>> podstate >>>"
+MARK_END = "# <<< podstate <<<"
+HOOK = (
+    f"{MARK_BEGIN} managed: sources {PROFILE}, keep this block first and last\n"
+    f"[ -r {PROFILE} ] && . {PROFILE}\n"
+    f"{MARK_END}\n"
+)
+STICKY = {"TMPDIR": "1777"}
+
+
+def paths(wanted: dict[str, Any]) -> list[str]:
+    """Return the paths this role needs probed: every ``dirs`` directory."""
+    return list((wanted.get("dirs") or {}).values())
+
+
+def render_profile(variables: dict[str, str]) -> str:
+    """Return the profile that exports ``variables``, each value quoted to arrive literally."""
+    lines = ["# Managed by podstate: overwritten on every run. Edit the desired state instead."]
+    lines += [f"export {name}={shlex.quote(value)}" for name, value in variables.items()]
+    return "\n".join(lines) + "\n"
+
+
+def render_bashrc(current: str | None) -> str:
+    """Return ``current`` with podstate's hook as its first and last block, once each."""
+    kept, inside = [], False
+    for line in (current or "").splitlines(keepends=True):
+        if line.startswith(MARK_BEGIN):
+            inside = True
+        elif inside and line.startswith(MARK_END):
+            inside = False
+        elif not inside:
+            kept.append(line)
+    body = "".join(kept).strip("\n")
+    return HOOK + (body + "\n" if body else "") + HOOK
+
+
+@deploy("Environment")
+def apply(
+    wanted: dict[str, Any], extra: dict[str, str], probe: dict[str, Any], fresh_mounts: list[str]
+) -> list[str]:
+    """Create the ``dirs``, write the profile and the ~/.bashrc hooks; return violations.
+
+    ``extra`` are variables other roles decided (NCCL); ``fresh_mounts`` are scratch paths
+    that get a new tmpfs in this run, hiding whatever is below them now.
+    """
+    dirs: dict[str, str] = wanted.get("dirs") or {}
+    env: dict[str, str] = wanted.get("env") or {}
+    if not dirs and not env and not extra:
+        return []
+    problems = []
+    modes: dict[str, str | None] = {}
+    missing, wrong_mode = [], []
+    for name, path in dirs.items():
+        info = probe["paths"][path]
+        mount = info["mount"]
+        if mount is not None and mount.is_network:
+            problems.append(
+                f"dirs.{name} = {path} is on the network filesystem {mount.fstype} "
+                f"({mount.source} at {mount.target}): small-file I/O there stalls pip, uv and "
+                "temp files for minutes; point it at scratch or the container disk"
+            )
+        mode = STICKY.get(name)
+        modes[path] = modes.get(path) or mode
+        hidden = any(path == m or path.startswith(m.rstrip("/") + "/") for m in fresh_mounts)
+        if info["kind"] is None or hidden:
+            missing.append(path)
+        elif mode and info["mode"] != mode:
+            wrong_mode.append(path)
+    if dirs:
+        operations.directories(
+            name="Directories named in dirs", paths=modes, missing=missing, wrong_mode=wrong_mode
+        )
+    operations.managed_file(
+        name=f"Profile {PROFILE}",
+        path=PROFILE,
+        content=render_profile({**dirs, **env, **extra}),
+        current=probe["files"].get(PROFILE),
+    )
+    current_rc = probe["files"].get(BASHRC)
+    operations.managed_file(
+        name="Hooks in ~/.bashrc",
+        path=BASHRC,
+        content=render_bashrc(current_rc),
+        current=current_rc,
+    )
+    return problems

@@ -1,0 +1,32 @@
+"""Shared memory: /dev/shm must be at least ``min_size``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyinfra.api import deploy
+
+from podstate import operations
+from podstate.sizes import format_size
+
+
+@deploy("Shared memory")
+def apply(wanted: dict[str, Any] | None, probe: dict[str, Any]) -> list[str]:
+    """Grow /dev/shm where the pod may remount it; return a violation where it may not."""
+    if not wanted:
+        return []
+    size, minimum = probe["shm_size"], wanted["min_size"]
+    if size is not None and size >= minimum:
+        return []
+    if probe["can_mount"] and size is not None:
+        operations.tmpfs(
+            name="Grow /dev/shm", path="/dev/shm", size=minimum, mode="1777", mounted_size=size
+        )
+        return []
+    have = "missing" if size is None else format_size(size)
+    return [
+        f"/dev/shm is {have}, below the minimum {format_size(minimum)}: PyTorch DataLoader "
+        'workers die with "Bus error" and NCCL fails to create shared-memory segments; '
+        "this pod cannot remount it, so recreate it on a host or template with a larger "
+        "/dev/shm (docker --shm-size) or lower shm.min_size"
+    ]

@@ -1,0 +1,31 @@
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import os  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def fleet(tmp_path_factory):
+    """Five sandbox pods (one of each shape) for the whole session, taken down at the end."""
+    from podstate import sandbox
+    from tests.e2e import Fleet, new_vars_dir
+
+    if os.geteuid() != 0:
+        pytest.skip("sandbox pods need root")
+    state = tmp_path_factory.mktemp("sandbox")
+    old = os.environ.get("PODSTATE_SANDBOX")
+    os.environ["PODSTATE_SANDBOX"] = str(state)
+    try:
+        pods_file = sandbox.up(pods=5)
+        yield Fleet(state, pods_file, new_vars_dir(tmp_path_factory.mktemp("vars")))
+    finally:
+        sandbox.down()
+        if old is None:
+            os.environ.pop("PODSTATE_SANDBOX", None)
+        else:
+            os.environ["PODSTATE_SANDBOX"] = old

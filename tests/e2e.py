@@ -1,0 +1,120 @@
+"""Helpers for end-to-end tests: a sandbox fleet, real ssh, the real pyinfra CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+@dataclass
+class Fleet:
+    """Sandbox pods plus a vars directory of the test's own."""
+
+    state: Path
+    pods_file: Path
+    vars_dir: Path
+
+    @property
+    def pods(self) -> dict:
+        return yaml.safe_load(self.pods_file.read_text())["pods"]
+
+    def env(self, pods_file: Path | None = None) -> dict[str, str]:
+        return {
+            **os.environ,
+            "PODSTATE_PODS": str(pods_file or self.pods_file),
+            "PODSTATE_VARS": str(self.vars_dir),
+            "PODSTATE_SANDBOX": str(self.state),
+        }
+
+    def ssh(self, pod: str, command: str) -> subprocess.CompletedProcess:
+        """Run ``command`` on ``pod`` the way a user does: ``ssh pod CMD``."""
+        return subprocess.run(
+            [
+                "ssh",
+                "-i",
+                str(self.state / "id_ed25519"),
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                f"UserKnownHostsFile={self.state / 'known_hosts'}",
+                "-o",
+                "StrictHostKeyChecking=yes",
+                "-p",
+                str(self.pods[pod]["ssh_port"]),
+                "root@127.0.0.1",
+                command,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+
+    def out(self, pod: str, command: str) -> str:
+        result = self.ssh(pod, command)
+        assert result.returncode == 0, f"{pod}: {command}: {result.stderr}"
+        return result.stdout
+
+    def host_vars(self, pod: str, data: dict | None) -> None:
+        """Set (or with None, remove) ``host_vars/<pod>.yaml``."""
+        path = self.vars_dir / "host_vars" / f"{pod}.yaml"
+        if data is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_text(yaml.safe_dump(data))
+
+
+def new_vars_dir(target: Path) -> Path:
+    """Return a copy of the shipped inventories/ group_vars, for a test to change freely."""
+    (target / "host_vars").mkdir(parents=True, exist_ok=True)
+    shutil.copytree(ROOT / "inventories" / "group_vars", target / "group_vars")
+    return target
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+    json: dict | None
+
+    def hosts(self, key: str) -> set[str]:
+        """Return the hosts listed under ``key`` (success/no_change/error) of any operation."""
+        return {h for op in self.json["results"]["operations"] for h in op[key]}
+
+
+def apply(fleet: Fleet, *args: str, pods_file: Path | None = None, dry: bool = False) -> Run:
+    """Run ``pyinfra -y --json inventories/pods.py deploy/pod.py`` as a user would."""
+    command = [
+        str(BIN / "pyinfra"),
+        "-y",
+        "--json",
+        *(["--dry"] if dry else []),
+        *args,
+        "inventories/pods.py",
+        "deploy/pod.py",
+    ]
+    result = subprocess.run(
+        command,
+        cwd=ROOT,
+        env=fleet.env(pods_file),
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+    )
+    try:
+        parsed = json.loads(result.stdout) if result.stdout.strip() else None
+    except json.JSONDecodeError:
+        parsed = None
+    return Run(result.returncode, result.stdout, result.stderr, parsed)

@@ -1,0 +1,134 @@
+"""Unit tests for the pure parsers: sizes, /proc/mounts, nvidia-smi output, the probe."""
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from podstate.probe import (
+    _script,
+    all_nvlink,
+    mount_of,
+    parse_gpu_list,
+    parse_mounts,
+    parse_probe,
+    parse_topology,
+)
+from podstate.sizes import SIZE_PATTERN, format_size, parse_size
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("64M", 64 << 20),
+        ("16G", 16 << 30),
+        ("1.5G", 3 << 29),
+        ("8GiB", 8 << 30),
+        ("512K", 512 << 10),
+        ("100", 100),
+        ("2 GB", 2 << 30),
+        (4096, 4096),
+    ],
+)
+def test_sizes_use_binary_units(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["8X", "-1", "", " 8G", "G", "8 G B", True, -5, 1.5])
+def test_bad_sizes_are_refused(text):
+    with pytest.raises(ValueError):
+        parse_size(text)
+
+
+def test_format_size_is_exact_or_rounded():
+    assert format_size(16 << 30) == "16G"
+    assert format_size(65536 * 1024) == "64M"
+    assert format_size(1536 << 20) == "1536M"
+    assert format_size(1000) == "1000B"
+
+
+def test_schema_and_parser_agree_on_sizes():
+    schema = json.loads((Path(__file__).parent.parent / "schema/pod.schema.json").read_text())
+    assert schema["$defs"]["size"]["pattern"] == SIZE_PATTERN
+    assert re.match(SIZE_PATTERN, "16G")
+
+
+def test_mounts_find_the_network_volume_of_runpod():
+    mounts = parse_mounts((FIXTURES / "mounts-runpod.txt").read_text())
+    workspace = mount_of("/workspace/.cache/pip", mounts)
+    assert workspace.target == "/workspace" and workspace.is_network
+    assert not mount_of("/scratch/tmp", mounts).is_network
+    assert mount_of("/scratch/tmp", mounts).target == "/"
+
+
+def test_mounts_unescape_spaces_and_read_tmpfs_size():
+    mounts = parse_mounts((FIXTURES / "mounts-runpod.txt").read_text())
+    scratch = mount_of("/scratch dir/x", mounts)
+    assert scratch.target == "/scratch dir"
+    assert scratch.size == 8 << 30
+    assert mount_of("/dev/shm", mounts).size == 64 << 20
+
+
+@pytest.mark.parametrize(
+    "line,network",
+    [
+        ("host:/export /data nfs4 rw 0 0", True),
+        ("root@h:/s /workspace fuse.sshfs rw 0 0", True),
+        ("//srv/share /mnt cifs rw 0 0", True),
+        ("/dev/vda / ext4 rw 0 0", False),
+        ("tmpfs /scratch tmpfs rw,size=1k 0 0", False),
+        ("overlay / overlay rw 0 0", False),
+    ],
+)
+def test_network_filesystems(line, network):
+    assert parse_mounts(line)[0].is_network is network
+
+
+def test_gpu_list():
+    text = (
+        "GPU 0: NVIDIA GeForce RTX 4090 (UUID: GPU-1b2c3d4e-0000-1111-2222-333344445555)\n"
+        "GPU 1: NVIDIA GeForce RTX 4090 (UUID: GPU-1b2c3d4e-0000-1111-2222-333344445556)\n"
+    )
+    assert parse_gpu_list(text) == ["NVIDIA GeForce RTX 4090"] * 2
+    assert parse_gpu_list("") == []
+
+
+@pytest.mark.parametrize(
+    "fixture,count,nvlink",
+    [
+        ("topo-8x-nvlink-nics.txt", 8, True),
+        ("topo-2x-pcie.txt", 2, False),
+        ("topo-4x-mixed.txt", 4, False),
+        ("topo-1x.txt", 1, False),
+    ],
+)
+def test_topology_nvlink_needs_every_pair(fixture, count, nvlink):
+    links = parse_topology((FIXTURES / fixture).read_text())
+    assert len([pair for pair in links if pair[0] != pair[1]]) == count * (count - 1)
+    assert all_nvlink(links, count) is nvlink
+
+
+def test_topology_ignores_nic_columns():
+    links = parse_topology((FIXTURES / "topo-8x-nvlink-nics.txt").read_text())
+    assert set(links.values()) == {"X", "NV18"}
+
+
+def test_probe_script_runs_in_sh_and_reads_back(tmp_path):
+    (tmp_path / "a dir").mkdir(mode=0o1777)
+    (tmp_path / "a dir").chmod(0o1777)
+    (tmp_path / "f").write_text("line 1\n$(not run)\n")
+    paths = [str(tmp_path / "a dir"), str(tmp_path / "missing" / "deeper")]
+    files = [str(tmp_path / "f"), str(tmp_path / "absent")]
+    out = subprocess.run(["sh", "-c", _script(paths, files)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    probe = parse_probe(out.stdout.splitlines())
+    assert probe["paths"][paths[0]]["kind"] == "directory"
+    assert probe["paths"][paths[0]]["mode"] == "1777"
+    assert probe["paths"][paths[1]]["kind"] is None
+    assert probe["paths"][paths[1]]["real"] == paths[1]
+    assert probe["files"] == {files[0]: "line 1\n$(not run)\n"}
+    assert probe["shm_size"] > 0
