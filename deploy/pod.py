@@ -14,9 +14,9 @@ probe = host.get_fact(
     PodProbe, paths=scratch.paths(wanted.get("scratch")) + env.paths(wanted), files=env.FILES
 )
 
-problems, fresh_mounts = scratch.apply(wanted.get("scratch"), probe)
-problems += shm.apply(wanted.get("shm"), probe)
-nccl_vars = nccl.variables(wanted.get("nccl"), host.data.get("cloud", "COMMUNITY"), probe)
-problems += env.apply(wanted, nccl_vars, probe, fresh_mounts)
-
-violations(name="Report what apply cannot fix", messages=problems)
+if probe is not None:  # None: the probe failed, pyinfra has already failed this pod
+    fresh_mounts = scratch.apply(wanted.get("scratch"), probe)
+    shm.apply(wanted.get("shm"), probe)
+    nccl_vars = nccl.variables(wanted.get("nccl"), host.data.get("cloud", "COMMUNITY"), probe)
+    env.apply(wanted, nccl_vars, probe, fresh_mounts)
+    violations(name="Report what apply cannot fix")

@@ -14,6 +14,7 @@ from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, operation
 from pyinfra.api.util import format_text
 
+from podstate import findings
 from podstate.shell import quote_path
 from podstate.sizes import format_size
 
@@ -57,6 +58,7 @@ def managed_file(path: str, content: str, current: str | None, mode: str = "644"
     if current == content:
         host.noop(f"{path} is up to date")
         return
+    findings.record_diff(path, current, content)
     yield atomic_write_command(path, content, mode)
 
 
@@ -111,12 +113,14 @@ def tmpfs(path: str, size: int, mode: str, mounted_size: int | None):
 
 
 @operation(is_idempotent=False)
-def violations(messages: list[str]):
+def violations():
     """
     Fail this pod with what apply cannot fix, after everything fixable has converged.
 
-    + messages: one line each: what is wrong, why it matters, how to fix it
+    The roles record each violation (what is wrong, why it matters, how to fix it) with
+    ``findings.violation`` while the deploy is planned; this operation comes last.
     """
+    messages = [message for _, message in findings.of(host).violations]
     if not messages:
         host.noop("no violations")
         return

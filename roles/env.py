@@ -15,7 +15,7 @@ from typing import Any
 
 from pyinfra.api import deploy
 
-from podstate import operations
+from podstate import findings, operations
 
 PROFILE = "/etc/profile.d/podstate.sh"
 BASHRC = "~/.bashrc"
@@ -59,8 +59,8 @@ def render_bashrc(current: str | None) -> str:
 @deploy("Environment")
 def apply(
     wanted: dict[str, Any], extra: dict[str, str], probe: dict[str, Any], fresh_mounts: list[str]
-) -> list[str]:
-    """Create the ``dirs``, write the profile and the ~/.bashrc hooks; return violations.
+) -> None:
+    """Create the ``dirs``, write the profile and the ~/.bashrc hooks.
 
     ``extra`` are variables other roles decided (NCCL); ``fresh_mounts`` are scratch paths
     that get a new tmpfs in this run, hiding whatever is below them now.
@@ -68,15 +68,14 @@ def apply(
     dirs: dict[str, str] = wanted.get("dirs") or {}
     env: dict[str, str] = wanted.get("env") or {}
     if not dirs and not env and not extra:
-        return []
-    problems = []
+        return
     modes: dict[str, str | None] = {}
     missing, wrong_mode = [], []
     for name, path in dirs.items():
         info = probe["paths"][path]
         mount = info["mount"]
         if mount is not None and mount.is_network:
-            problems.append(
+            findings.violation(
                 f"dirs.{name} = {path} is on the network filesystem {mount.fstype} "
                 f"({mount.source} at {mount.target}): small-file I/O there stalls pip, uv and "
                 "temp files for minutes; point it at scratch or the container disk"
@@ -105,4 +104,3 @@ def apply(
         content=render_bashrc(current_rc),
         current=current_rc,
     )
-    return problems

@@ -6,7 +6,7 @@ from typing import Any
 
 from pyinfra.api import deploy
 
-from podstate import operations
+from podstate import findings, operations
 from podstate.sizes import format_size
 
 
@@ -16,13 +16,12 @@ def paths(wanted: dict[str, Any] | None) -> list[str]:
 
 
 @deploy("Scratch")
-def apply(wanted: dict[str, Any] | None, probe: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """Converge each scratch path; return (violations, paths that get a new, empty tmpfs).
+def apply(wanted: dict[str, Any] | None, probe: dict[str, Any]) -> list[str]:
+    """Converge each scratch path; return the paths that get a new, empty tmpfs.
 
     Directories below a newly mounted tmpfs disappear under it, so later roles must treat
     them as missing.
     """
-    problems: list[str] = []
     fresh: list[str] = []
     for path, item in (wanted or {}).items():
         info = probe["paths"][path]
@@ -30,7 +29,7 @@ def apply(wanted: dict[str, Any] | None, probe: dict[str, Any]) -> tuple[list[st
         at_path = mount is not None and mount.target == info["real"]
         size = format_size(item["size"])
         if at_path and mount.fstype != "tmpfs":
-            problems.append(
+            findings.violation(
                 f"scratch {path} is already a {mount.fstype} mount from {mount.source}; podstate "
                 "will not hide it: choose another scratch path or unmount it"
             )
@@ -52,7 +51,7 @@ def apply(wanted: dict[str, Any] | None, probe: dict[str, Any]) -> tuple[list[st
                 wrong_mode=[path] if info["mode"] != item["mode"] else [],
             )
         elif mount is not None and mount.is_network:
-            problems.append(
+            findings.violation(
                 f"scratch {path} ({size}) would be on the network filesystem {mount.fstype} "
                 f"at {mount.target}, and this pod cannot mount a tmpfs (no CAP_SYS_ADMIN): "
                 "choose a path on the container disk such as /scratch"
@@ -64,4 +63,4 @@ def apply(wanted: dict[str, Any] | None, probe: dict[str, Any]) -> tuple[list[st
                 missing=[] if info["kind"] else [path],
                 wrong_mode=[path] if info["kind"] and info["mode"] != item["mode"] else [],
             )
-    return problems, fresh
+    return fresh

@@ -6,27 +6,27 @@ from typing import Any
 
 from pyinfra.api import deploy
 
-from podstate import operations
+from podstate import findings, operations
 from podstate.sizes import format_size
 
 
 @deploy("Shared memory")
-def apply(wanted: dict[str, Any] | None, probe: dict[str, Any]) -> list[str]:
-    """Grow /dev/shm where the pod may remount it; return a violation where it may not."""
+def apply(wanted: dict[str, Any] | None, probe: dict[str, Any]) -> None:
+    """Grow /dev/shm where the pod may remount it; record a violation where it may not."""
     if not wanted:
-        return []
+        return
     size, minimum = probe["shm_size"], wanted["min_size"]
     if size is not None and size >= minimum:
-        return []
+        return
     if probe["can_mount"] and size is not None:
         operations.tmpfs(
             name="Grow /dev/shm", path="/dev/shm", size=minimum, mode="1777", mounted_size=size
         )
-        return []
+        return
     have = "missing" if size is None else format_size(size)
-    return [
+    findings.violation(
         f"/dev/shm is {have}, below the minimum {format_size(minimum)}: PyTorch DataLoader "
         'workers die with "Bus error" and NCCL fails to create shared-memory segments; '
         "this pod cannot remount it, so recreate it on a host or template with a larger "
         "/dev/shm (docker --shm-size) or lower shm.min_size"
-    ]
+    )

@@ -1,0 +1,264 @@
+"""``podstate check``: plan the deploy on every pod without changing anything, and report.
+
+pyinfra's ``--dry`` exits 0 with changes pending and its JSON plan leaves out pods that
+failed, so the check drives pyinfra's API itself: connect, plan (which runs only the
+read-only probe on each pod), then classify every pod as ok, drift, violation,
+unreachable or error.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import io
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import gevent
+import pyinfra
+from pyinfra import logger as pyinfra_logger
+from pyinfra.api import Config, State
+from pyinfra.api.connect import connect_all, disconnect_all
+from pyinfra.api.exceptions import PyinfraError
+from pyinfra.api.state import BaseStateCallback, StateStage
+from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
+from pyinfra_cli.inventory import make_inventory
+from pyinfra_cli.util import exec_file
+
+from podstate import findings
+
+STATUSES = ("ok", "drift", "violation", "unreachable", "error")
+ROLES = ["Scratch", "Shared memory", "Environment"]  # the JUnit test cases of every pod
+VIOLATIONS_OP = "Report what apply cannot fix"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@dataclass
+class PodResult:
+    """The check's verdict on one pod."""
+
+    status: str = "ok"
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    violations: list[dict[str, str]] = field(default_factory=list)
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "changes": self.changes,
+            "violations": self.violations,
+            "error": self.error,
+        }
+
+
+class CheckFailed(Exception):
+    """The check could not run at all (bad inventory or deploy file): one line."""
+
+
+class _Errors(BaseStateCallback, logging.Handler):
+    """Collects connection errors and pyinfra's per-pod error lines, by pod name."""
+
+    def __init__(self) -> None:
+        logging.Handler.__init__(self, logging.WARNING)
+        self.unreachable: dict[str, str] = {}
+        self.errors: dict[str, list[str]] = {}
+
+    def host_connect_error(self, state, host, error) -> None:  # noqa: ARG002 - pyinfra's API
+        self.unreachable[host.name] = _ANSI.sub("", str(error.args[0] if error.args else error))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = _ANSI.sub("", record.getMessage()).strip()
+        match = re.match(r"^\[([^\]]+)\]\s*(.*)$", text, re.S)
+        if match:
+            self.errors.setdefault(match.group(1), []).append(match.group(2).strip())
+
+
+def _load_deploy(state: State, deploy: str, failures: dict[str, str]) -> None:
+    """Plan ``deploy`` on every active pod in parallel; one pod's exception fails only it."""
+
+    def plan(host) -> None:
+        try:
+            with ctx_config.use(state.config.copy()), ctx_host.use(host):
+                exec_file(deploy)
+        except Exception as e:  # noqa: BLE001 - a broken pod must not stop the others
+            failures[host.name] = _ANSI.sub("", str(getattr(e, "exception", e)) or repr(e))
+
+    state.current_deploy_filename = deploy
+    greenlets = [state.pool.spawn(plan, host) for host in state.inventory.get_active_hosts()]
+    gevent.joinall(greenlets)
+
+
+def _limit(inventory, patterns: list[str]) -> list | None:
+    if not patterns:
+        return None
+    chosen = []
+    for host in inventory:
+        names = [host.name, *host.groups]
+        if any(fnmatch.fnmatch(n, p) for n in names for p in patterns):
+            chosen.append(host)
+    if not chosen:
+        raise CheckFailed(f"--limit {','.join(patterns)} matches no pod")
+    return chosen
+
+
+def run(
+    inventory_file: str, deploy: str, limit: list[str], timeout: int = 10
+) -> dict[str, PodResult]:
+    """Return the verdict for every pod of the inventory (after ``--limit``)."""
+    for path, what in ((inventory_file, "inventory"), (deploy, "deploy file")):
+        if not os.path.isfile(path):
+            raise CheckFailed(f"no {what} at {path} (run from the repository root)")
+    pyinfra.is_cli = True
+    findings.reset()
+    state = State(check_for_changes=True)
+    config = Config(CONNECT_TIMEOUT=timeout)
+    ctx_state.set(state)
+    ctx_config.set(config)
+    errors = _Errors()
+    pyinfra_logger.addHandler(errors)
+    try:
+        try:
+            inventory = make_inventory(inventory_file, cwd=os.getcwd())
+        except SystemExit as e:
+            raise CheckFailed(str(e.code).removeprefix("podstate: ")) from None
+        ctx_inventory.set(inventory)
+        hosts = _limit(inventory, limit)
+        config.PARALLEL = len(hosts or inventory) or 1
+        state.init(inventory, config, initial_limit=hosts)
+        state.add_callback_handler(errors)
+        results = {host.name: PodResult() for host in (hosts or inventory)}
+        state.set_stage(StateStage.Connect)
+        try:
+            connect_all(state)
+        except PyinfraError:
+            pass  # every pod unreachable: reported below
+        state.set_stage(StateStage.Prepare)
+        failures: dict[str, str] = {}
+        _load_deploy(state, deploy, failures)
+        for host in hosts or inventory:
+            results[host.name] = _verdict(state, host, errors, failures)
+        state.set_stage(StateStage.Disconnect)
+        disconnect_all(state)
+        return results
+    finally:
+        pyinfra_logger.removeHandler(errors)
+
+
+def _verdict(state: State, host, errors: _Errors, failures: dict[str, str]) -> PodResult:
+    result = PodResult()
+    if host.name in errors.unreachable or not host.connected:
+        result.status = "unreachable"
+        result.error = errors.unreachable.get(host.name, "could not connect")
+        return result
+    if host.name in failures or host in state.failed_hosts:
+        result.status = "error"
+        result.error = (
+            failures.get(host.name)
+            or "; ".join(errors.errors.get(host.name, []))
+            or ("the probe failed")
+        )
+        return result
+    found = findings.of(host)
+    result.violations = [{"role": role, "message": msg} for role, msg in found.violations]
+    for op_hash in state.get_op_order():
+        if op_hash not in state.ops[host]:
+            continue
+        meta = state.ops[host][op_hash].operation_meta
+        names = sorted(state.op_meta[op_hash].names)
+        role, _, operation = names[0].partition(" | ") if names else ("", "", "")
+        if not operation:
+            role, operation = "", role
+        if operation == VIOLATIONS_OP or not meta._maybe_is_change:
+            continue
+        change = {"role": role, "operation": operation}
+        if op_hash in found.diffs:
+            change["diff"] = found.diffs[op_hash]
+        result.changes.append(change)
+    if result.violations:
+        result.status = "violation"
+    elif result.changes:
+        result.status = "drift"
+    return result
+
+
+def exit_code(results: dict[str, PodResult]) -> int:
+    """Return 0 when every pod is ok, 2 for drift and nothing worse, 1 otherwise."""
+    statuses = {r.status for r in results.values()}
+    if statuses & {"violation", "unreachable", "error"}:
+        return 1
+    return 2 if "drift" in statuses else 0
+
+
+def summary(results: dict[str, PodResult]) -> dict[str, int]:
+    """Return how many pods have each status, plus the exit code."""
+    counts = {status: 0 for status in STATUSES}
+    for result in results.values():
+        counts[result.status] += 1
+    return {"pods": len(results), **counts, "exit_code": exit_code(results)}
+
+
+def as_json(results: dict[str, PodResult]) -> dict[str, Any]:
+    """Return the stable JSON document (schema/check-report.schema.json)."""
+    return {
+        "pods": {name: r.as_dict() for name, r in sorted(results.items())},
+        "summary": summary(results),
+    }
+
+
+def table(results: dict[str, PodResult], diff: bool) -> str:
+    """Return the terminal report: one line per pod, details indented below it."""
+    out = io.StringIO()
+    width = max([len(n) for n in results] + [3])
+    for name, r in sorted(results.items()):
+        detail = {
+            "ok": "nothing would change",
+            "drift": f"{len(r.changes)} change(s)",
+            "violation": f"{len(r.violations)} violation(s)",
+        }.get(r.status, r.error or "")
+        out.write(f"{name:<{width}}  {r.status:<11}  {detail}\n")
+        for change in r.changes:
+            out.write(f"    would change: {change['role']} | {change['operation']}\n")
+            if diff and change.get("diff"):
+                out.write("".join(f"      {line}\n" for line in change["diff"].splitlines()))
+        for v in r.violations:
+            out.write(f"    violation ({v['role']}): {v['message']}\n")
+    s = summary(results)
+    out.write(", ".join(f"{s[k]} {k}" for k in STATUSES) + f"; exit {s['exit_code']}\n")
+    return out.getvalue()
+
+
+def junit(results: dict[str, PodResult], roles: list[str] = ROLES) -> str:
+    """Return JUnit XML: a test case per pod and role; drift and violations fail, errors err."""
+    import xml.etree.ElementTree as ET
+
+    suite = ET.Element("testsuite", name="podstate check")
+    counts = {"tests": 0, "failures": 0, "errors": 0}
+    for name, r in sorted(results.items()):
+        if r.status in ("unreachable", "error"):
+            case = ET.SubElement(suite, "testcase", classname=name, name="connection")
+            ET.SubElement(case, "error", message=f"{r.status}: {r.error}").text = r.error
+            counts["tests"] += 1
+            counts["errors"] += 1
+            continue
+        for role in roles + sorted({c["role"] for c in r.changes} - set(roles)):
+            case = ET.SubElement(suite, "testcase", classname=name, name=role)
+            counts["tests"] += 1
+            problems = [f"violation: {v['message']}" for v in r.violations if v["role"] == role]
+            problems += [
+                f"drift: {c['operation']}\n{c.get('diff', '')}".rstrip()
+                for c in r.changes
+                if c["role"] == role
+            ]
+            if problems:
+                counts["failures"] += 1
+                ET.SubElement(
+                    case,
+                    "failure",
+                    message=problems[0].splitlines()[0],
+                    type="violation" if problems[0].startswith("violation") else "drift",
+                ).text = "\n\n".join(problems)
+    for key, value in counts.items():
+        suite.set(key, str(value))
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"

@@ -1,0 +1,350 @@
+"""Sandbox pods, checked through real SSH the way podstate reaches RunPod pods."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from podstate import sandbox
+
+if os.geteuid() != 0:
+    _CANNOT = "sandbox pods need root (Linux namespaces and mounts)"
+elif not (os.access(sandbox.SSHD, os.X_OK) and shutil.which("sshfs") and shutil.which("ssh")):
+    _CANNOT = "sandbox pods need openssh-server, openssh-client and sshfs"
+else:
+    _CANNOT = ""
+live = pytest.mark.skipif(bool(_CANNOT), reason=_CANNOT or "-")
+
+SHAPE_OF = {f"pod-{i}": sandbox.SHAPES[i - 1] for i in range(1, 6)}
+GPU_PODS = [name for name, shape in SHAPE_OF.items() if shape.gpus]
+
+
+class Box:
+    """A running sandbox: its state directory and pods.json."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.pods = json.loads((root / "pods.json").read_text())
+
+    def ssh(self, name: str, command: str, check: bool = True) -> subprocess.CompletedProcess:
+        """Run command on a pod through ssh with strict host key checking."""
+        return subprocess.run(
+            ["ssh", "-F", "/dev/null", "-i", str(self.root / "id_ed25519"),
+             "-o", f"UserKnownHostsFile={self.root / 'known_hosts'}",
+             "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
+             "-o", "ConnectTimeout=10", "-p", str(self.pods[name]["port"]),
+             "root@127.0.0.1", command],
+            capture_output=True, text=True, check=check, timeout=60,
+        )  # fmt: skip
+
+
+def _gone(pid: int) -> bool:
+    """True when pid no longer runs (exited, or a zombie nobody has reaped yet)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2] in "ZX"
+
+
+def _host_mount_points() -> list[str]:
+    return [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("sandbox") / "state"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PODSTATE_SANDBOX", str(root))
+        sandbox.up(5)
+        try:
+            yield Box(root)
+        finally:
+            sandbox.down()
+
+
+# --- without pods -----------------------------------------------------------------------
+
+
+def test_shapes_cycle_keeping_one_small_shm_pod() -> None:
+    shapes = [sandbox.shape_for(i) for i in range(1, 49)]
+    assert shapes[:5] == sandbox.SHAPES
+    assert shapes[5:9] == [sandbox.SHAPES[i] for i in (0, 1, 3, 4)]
+    assert [i + 1 for i, s in enumerate(shapes) if s.shm == "64M"] == [3]
+    assert sandbox.SHAPES[2].shm_bytes == 64 * 1024**2
+    assert [s.privileged for s in sandbox.SHAPES] == [False, False, False, True, False]
+
+
+def test_up_refuses_without_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PODSTATE_SANDBOX", str(tmp_path / "state"))
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(sandbox.SandboxError, match="need root") as error:
+        sandbox.up(1)
+    assert "\n" not in str(error.value)
+    assert not (tmp_path / "state").exists()
+
+
+def test_up_names_missing_tools(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PODSTATE_SANDBOX", str(tmp_path / "state"))
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(shutil, "which", lambda tool: None if tool == "sshfs" else "/bin/" + tool)
+    with pytest.raises(sandbox.SandboxError, match=r"apt-get install openssh-server sshfs"):
+        sandbox.up(1)
+
+
+def test_down_without_sandbox_is_a_no_op(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PODSTATE_SANDBOX", str(tmp_path / "nothing"))
+    sandbox.down()
+    assert sandbox.status() == []
+    assert not (tmp_path / "nothing").exists()
+
+
+# --- a five-pod sandbox -----------------------------------------------------------------
+
+
+@live
+def test_pods_file_lists_every_pod(box: Box) -> None:
+    doc = yaml.safe_load(sandbox.pods_file().read_text())
+    assert doc["defaults"] == {
+        "ssh_user": "root",
+        "ssh_key": str(box.root / "id_ed25519"),
+        "ssh_known_hosts_file": str(box.root / "known_hosts"),
+        "ssh_strict_host_key_checking": "yes",
+    }
+    assert list(doc["pods"]) == list(SHAPE_OF)
+    known_hosts = (box.root / "known_hosts").read_text().splitlines()
+    for name, pod in doc["pods"].items():
+        assert pod == {
+            "ssh_hostname": "127.0.0.1",
+            "ssh_port": box.pods[name]["port"],
+            "cloud": SHAPE_OF[name].cloud,
+        }
+        assert any(
+            re.fullmatch(rf"\[127\.0\.0\.1\]:{pod['ssh_port']} ssh-ed25519 AAAA\S+", line)
+            for line in known_hosts
+        )
+    assert len({pod["ssh_port"] for pod in doc["pods"].values()}) == 5
+
+
+@live
+def test_status_reports_running_pods_and_shapes(box: Box) -> None:
+    pods = sandbox.status()
+    assert [p.name for p in pods] == list(SHAPE_OF)
+    for pod in pods:
+        assert pod.running
+        assert pod.shape == SHAPE_OF[pod.name]
+        assert (pod.port, pod.pid) == (box.pods[pod.name]["port"], box.pods[pod.name]["pid"])
+    assert box.pods["pod-4"]["privileged"] and box.pods["pod-2"]["nvlink"]
+    assert box.pods["pod-1"]["workspace"] == "sshfs" and box.pods["pod-2"]["workspace"] == "local"
+
+
+@live
+def test_second_up_is_refused(box: Box) -> None:
+    with pytest.raises(sandbox.SandboxError, match="already up"):
+        sandbox.up(1)
+    assert sandbox.status()[0].running
+
+
+@pytest.mark.parametrize("name", list(SHAPE_OF))
+@live
+def test_hostname_is_pod_name(box: Box, name: str) -> None:
+    assert box.ssh(name, "hostname").stdout.strip() == name
+
+
+@pytest.mark.parametrize("name", list(SHAPE_OF))
+@live
+def test_dev_shm_size_follows_shape(box: Box, name: str) -> None:
+    out = box.ssh(name, "df -B1 --output=size /dev/shm | tail -n 1").stdout
+    assert int(out) == SHAPE_OF[name].shm_bytes
+
+
+@pytest.mark.parametrize("name", list(SHAPE_OF))
+@live
+def test_workspace_kind_and_writable(box: Box, name: str) -> None:
+    token = uuid.uuid4().hex
+    out = box.ssh(
+        name,
+        "awk '$2 == \"/workspace\" {print $3}' /proc/mounts | tail -n 1; "
+        f"mkdir -p /workspace/.cache && echo {token} > /workspace/.cache/probe && "
+        "cat /workspace/.cache/probe",
+    ).stdout.split()
+    fstype, written = out[0], out[-1]
+    assert written == token
+    if SHAPE_OF[name].workspace == "sshfs":
+        assert fstype == "fuse.sshfs"
+        backing = box.root / "storage" / name / ".cache/probe"
+    else:
+        assert fstype != "fuse.sshfs"
+        backing = box.root / "pods" / name / "workspace/.cache/probe"
+    assert backing.read_text().strip() == token
+
+
+@live
+def test_unprivileged_pod_cannot_mount(box: Box) -> None:
+    result = box.ssh("pod-1", "mount -t tmpfs tmpfs /mnt", check=False)
+    assert result.returncode != 0
+    assert "permission denied" in result.stderr.lower()
+    cap_eff = box.ssh("pod-1", "awk '/^CapEff/ {print $2}' /proc/self/status").stdout
+    assert not int(cap_eff, 16) & (1 << 21)  # CAP_SYS_ADMIN
+
+
+@live
+def test_privileged_pod_mounts_stay_in_the_pod(box: Box) -> None:
+    cap_eff = box.ssh("pod-4", "awk '/^CapEff/ {print $2}' /proc/self/status").stdout
+    assert int(cap_eff, 16) & (1 << 21)
+    box.ssh("pod-4", "mount -t tmpfs -o size=1M podstate-probe /mnt")
+    try:
+        seen = box.ssh("pod-4", "grep -c '^podstate-probe /mnt tmpfs' /proc/mounts").stdout
+        assert int(seen) == 1
+        assert "podstate-probe" not in Path("/proc/mounts").read_text()
+        other = box.ssh("pod-2", "grep -c '^podstate-probe ' /proc/mounts", check=False).stdout
+        assert int(other) == 0
+    finally:
+        box.ssh("pod-4", "umount /mnt")
+    assert "podstate-probe" not in box.ssh("pod-4", "cat /proc/mounts").stdout
+
+
+@pytest.mark.parametrize("name", GPU_PODS)
+@live
+def test_nvidia_smi_lists_the_shape_gpus(box: Box, name: str) -> None:
+    shape = SHAPE_OF[name]
+    lines = box.ssh(name, "nvidia-smi -L").stdout.splitlines()
+    assert len(lines) == shape.gpus
+    for index, line in enumerate(lines):
+        assert re.fullmatch(
+            rf"GPU {index}: {re.escape(shape.gpu_name)} \(UUID: GPU-[0-9a-f]{{8}}"
+            r"(-[0-9a-f]{4}){3}-[0-9a-f]{12}\)",
+            line,
+        )
+    query = "nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader"
+    rows = box.ssh(name, query).stdout.splitlines()
+    assert rows == [f"{i}, {shape.gpu_name}, {shape.gpu_memory_mib} MiB" for i in range(shape.gpus)]
+    csv = box.ssh(name, "nvidia-smi --query-gpu=memory.total,uuid --format=csv,nounits").stdout
+    assert csv.splitlines()[0] == "memory.total [MiB], uuid"
+    assert csv.splitlines()[1].startswith(f"{shape.gpu_memory_mib}, GPU-")
+
+
+@pytest.mark.parametrize("name", GPU_PODS)
+@live
+def test_nvidia_smi_topology_matrix(box: Box, name: str) -> None:
+    shape = SHAPE_OF[name]
+    out = box.ssh(name, "nvidia-smi topo -m").stdout
+    header, *rest = out.splitlines()
+    gpus = [f"GPU{i}" for i in range(shape.gpus)]
+    assert header == "\t" + "\t".join(gpus + ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"])
+    rows = rest[: shape.gpus]
+    for i, row in enumerate(rows):
+        cells = row.split("\t")
+        assert cells[0] == f"GPU{i}"
+        links = cells[1 : shape.gpus + 1]
+        assert links[i] == " X "
+        assert {c for j, c in enumerate(links) if j != i} <= {shape.link}
+    assert rest[shape.gpus] == ""
+    assert "Legend:" in out and "NV#  = Connection traversing a bonded set of # NVLinks" in out
+    if shape.gpus > 1:
+        assert shape.link in rows[0]
+
+
+@live
+def test_pod_without_gpus_has_no_nvidia_smi(box: Box) -> None:
+    result = box.ssh("pod-5", "command -v nvidia-smi", check=False)
+    assert result.returncode != 0 and result.stdout == ""
+    assert box.ssh("pod-2", "command -v nvidia-smi").stdout.strip() == "/usr/local/bin/nvidia-smi"
+
+
+@live
+def test_rp_environment_only_reaches_interactive_shells(box: Box) -> None:
+    interactive = box.ssh("pod-1", "bash -ic 'echo $PIP_CACHE_DIR' 2>/dev/null").stdout
+    assert interactive.strip() == "/workspace/.cache/pip"
+    assert box.ssh("pod-1", 'echo "[$PIP_CACHE_DIR]"').stdout.strip() == "[]"
+    env = box.ssh("pod-2", "cat /etc/rp_environment").stdout
+    assert 'export RUNPOD_GPU_COUNT="8"' in env
+    assert 'export HF_HOME="/workspace/.cache/huggingface"' in env
+    assert re.search(r'^export RUNPOD_POD_ID="[a-z0-9]{14}"$', env, re.M)
+    bashrc = box.ssh("pod-2", "tail -n 1 /root/.bashrc").stdout
+    assert bashrc.strip() == "source /etc/rp_environment"
+
+
+@live
+def test_etc_writes_stay_in_the_pod(box: Box) -> None:
+    path = f"/etc/podstate-probe-{uuid.uuid4().hex}"
+    box.ssh("pod-1", f"echo private > {path}")
+    assert box.ssh("pod-1", f"cat {path}").stdout.strip() == "private"
+    assert not Path(path).exists()
+    assert box.ssh("pod-2", f"test -e {path}", check=False).returncode == 1
+    assert (box.root / "pods/pod-1/upper" / path.lstrip("/")).exists()
+
+
+@live
+def test_root_and_tmp_are_the_pods_own(box: Box) -> None:
+    box.ssh("pod-1", "echo one > /tmp/probe && echo one > /root/probe")
+    assert box.ssh("pod-2", "test -e /tmp/probe || test -e /root/probe", check=False).returncode
+    assert not Path("/root/probe").exists()
+    keys = box.ssh("pod-3", "cat /root/.ssh/authorized_keys").stdout.strip()
+    assert keys == " ".join((box.root / "id_ed25519.pub").read_text().split()[:2])
+
+
+@live
+def test_pod_exec_runs_inside_the_pod(box: Box) -> None:
+    result = sandbox.pod_exec("pod-2", "hostname; test -d /run/sshd && echo run-ok")
+    assert result.stdout.split() == ["pod-2", "run-ok"]
+    assert sandbox.pod_exec("pod-2", "exit 3", check=False).returncode == 3
+    with pytest.raises(subprocess.CalledProcessError):
+        sandbox.pod_exec("pod-2", "false")
+    with pytest.raises(sandbox.SandboxError, match="no sandbox pod"):
+        sandbox.pod_exec("pod-99", "true")
+
+
+@live
+def test_sshd_log_has_one_line_per_exec_request(box: Box) -> None:
+    log = box.root / "pods/pod-3/sshd.log"
+    pattern = re.compile(r"^Starting session: command for root from 127\.0\.0\.1 port \d+ id \d+$")
+
+    def count() -> int:
+        return sum(bool(pattern.match(line)) for line in log.read_text().splitlines())
+
+    before = count()
+    for _ in range(3):
+        box.ssh("pod-3", "true")
+    assert count() == before + 3
+
+
+# --- a second sandbox, taken down -------------------------------------------------------
+
+
+@live
+def test_down_leaves_no_process_and_no_mount(
+    box: Box, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    root = tmp_path / "second"
+    monkeypatch.setenv("PODSTATE_SANDBOX", str(root))
+    sandbox.up(3)
+    other = Box(root)
+    sleeper = other.ssh("pod-1", "nohup sleep 600 >/dev/null 2>&1 & echo $!").stdout
+    sandbox.stop_pod("pod-2")
+    assert [p.running for p in sandbox.status()] == [True, False, True]
+    with pytest.raises(sandbox.SandboxError, match="not running"):
+        sandbox.pod_exec("pod-2", "true")
+    pids = [int(sleeper), json.loads((root / "sandbox.json").read_text())["storage"]["pid"]]
+    for pod in other.pods.values():
+        pids += [pod["pid"]] + ([pod["sshfs_pid"]] if pod.get("sshfs_pid") else [])
+    assert len(pids) == 7
+
+    sandbox.down()
+
+    assert [pid for pid in pids if not _gone(pid)] == []
+    mounts = _host_mount_points()
+    assert [m for m in mounts if m == str(root) or m.startswith(f"{root}/")] == []
+    assert "/workspace" not in mounts
+    assert not root.exists()
+    assert sandbox.status() == []
+    sandbox.down()  # a second down is harmless
+    assert box.ssh("pod-1", "hostname").stdout.strip() == "pod-1"  # the other sandbox is fine
