@@ -4,9 +4,11 @@ Each pod's desired state is merged from PODSTATE_VARS (default inventories/) and
 here, so an invalid file stops the run before any pod is contacted.
 """
 
+from podstate import signals
 from podstate.inventory import inventory_groups, load_pods
 from podstate.spec import SpecError
 
+signals.install()
 try:
     globals().update(inventory_groups(load_pods()))
 except SpecError as _error:

@@ -233,7 +233,8 @@ def junit(results: dict[str, PodResult], roles: list[str] = ROLES) -> str:
     """Return JUnit XML: a test case per pod and role; drift and violations fail, errors err."""
     import xml.etree.ElementTree as ET
 
-    suite = ET.Element("testsuite", name="podstate check")
+    suites = ET.Element("testsuites", name="podstate check")
+    suite = ET.SubElement(suites, "testsuite", name="podstate check")
     counts = {"tests": 0, "failures": 0, "errors": 0}
     for name, r in sorted(results.items()):
         if r.status in ("unreachable", "error"):
@@ -261,4 +262,5 @@ def junit(results: dict[str, PodResult], roles: list[str] = ROLES) -> str:
                 ).text = "\n\n".join(problems)
     for key, value in counts.items():
         suite.set(key, str(value))
-    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+        suites.set(key, str(value))
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"

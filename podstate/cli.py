@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from podstate import check, sandbox
+from podstate import check, sandbox, settings, signals
 from podstate.spec import SpecError
 
 
@@ -63,7 +63,9 @@ def parser() -> argparse.ArgumentParser:
     drift.add_argument("--json", metavar="PATH", help="write the JSON report here")
     drift.add_argument("--junit", metavar="PATH", help="write a JUnit XML report here")
     drift.add_argument("--diff", action="store_true", help="show unified diffs of managed files")
-    drift.add_argument("--timeout", type=int, default=10, help="SSH connect timeout, seconds")
+    drift.add_argument(
+        "--timeout", type=int, default=settings.CONNECT_TIMEOUT, help="SSH connect timeout, seconds"
+    )
     drift.set_defaults(run=_check)
     return top
 
@@ -71,11 +73,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run a subcommand; errors are one line on stderr and exit status 1."""
     args = parser().parse_args(argv)
+    signals.install()
     try:
         return args.run(args)
     except sandbox.SandboxError as e:
         print(f"podstate: {e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("podstate: interrupted", file=sys.stderr)
-        return 130

@@ -6,6 +6,7 @@ converged pod costs no remote command beyond the probe, and a change costs exact
 
 from __future__ import annotations
 
+import base64
 import posixpath
 import shlex
 from collections.abc import Iterable
@@ -26,14 +27,16 @@ def atomic_write_command(path: str, content: str, mode: str) -> str:
 
     The new content goes to a temporary file in the same directory and is renamed over
     the old one, so a reader (or a run killed half-way) sees the old or the new file,
-    never a partial one.
+    never a partial one. The content travels base64-encoded, so no byte of it is ever
+    seen by a shell.
     """
     directory, base = posixpath.split(path)
+    encoded = base64.b64encode(content.encode()).decode()
     return (
         f"set -e; mkdir -p {quote_path(directory or '/')}; "
         f"t=$(mktemp {quote_path(posixpath.join(directory, '.' + base + '.podstate.XXXXXX'))}); "
         "trap 'rm -f \"$t\"' EXIT; "
-        f'printf %s {shlex.quote(content)} > "$t"; chmod {mode} "$t"; '
+        f'printf %s {encoded} | base64 -d > "$t"; chmod {mode} "$t"; '
         f'mv -f "$t" {quote_path(path)}; trap - EXIT'
     )
 

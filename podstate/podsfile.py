@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from podstate.spec import SpecError, load_yaml
+from podstate.spec import SpecError, key_text, load_yaml
 
 HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 GROUP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
@@ -35,7 +35,7 @@ def read_pods_file(path: Path, display: str | None = None) -> list[Pod]:
     doc = load_yaml(path, shown)
     for key in doc:
         if key not in ("defaults", "pods"):
-            raise SpecError(f"{shown}: {key}: unknown key (allowed: defaults, pods)")
+            raise SpecError(f"{shown}: {key_text([key])}: unknown key (allowed: defaults, pods)")
     defaults = doc.get("defaults") or {}
     pods = doc.get("pods")
     if not isinstance(defaults, dict):
@@ -47,7 +47,8 @@ def read_pods_file(path: Path, display: str | None = None) -> list[Pod]:
     for name, settings in pods.items():
         if not isinstance(name, str) or not HOST_NAME.match(name):
             raise SpecError(
-                f"{shown}: pods.{name}: not a valid pod name (letters, digits, '.', '_', '-')"
+                f"{shown}: {key_text(['pods', name])}: not a valid pod name "
+                "(letters, digits, '.', '_', '-')"
             )
         settings = settings or {}
         if not isinstance(settings, dict):
@@ -76,8 +77,8 @@ def _check_host_data(data: dict[str, Any], shown: str, where: str) -> None:
     for key, value in data.items():
         if not isinstance(key, str) or not (key.startswith("ssh_") or key in _POD_KEYS):
             raise SpecError(
-                f"{shown}: {where}.{key}: unknown key (allowed: ssh_* connector settings, "
-                "cloud, groups)"
+                f"{shown}: {key_text([where, key])}: unknown key "
+                "(allowed: ssh_* connector settings, cloud, groups)"
             )
         if key == "ssh_port" and (
             isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536

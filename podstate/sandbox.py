@@ -3,9 +3,11 @@
 Each pod is an ``sshd -D`` in its own Linux mount and UTS namespace, like a RunPod pod is
 a Docker container whose start script runs sshd as root with no systemd:
 
-* hostname is the pod name; ``/etc``, ``/opt``, ``/usr/local`` and ``/var`` are overlayfs
-  views of the host's directories whose writes stay in the pod; ``/root``, ``/tmp``,
-  ``/run`` and ``/dev/shm`` are the pod's own;
+* hostname is the pod name; its root filesystem is its own, like a container's: an
+  overlayfs over the host's ``/`` whose writable layer is a tmpfs of ``disk`` bytes (the
+  container disk, ``df /``), so whatever a pod writes (``/scratch``, ``/etc``, ...) stays
+  in that pod and vanishes with it; ``/root`` and ``/tmp`` start empty but for what RunPod
+  puts there; ``/run`` and ``/dev/shm`` are the pod's own tmpfs;
 * ``/workspace`` is a local directory or, like a network volume, an sshfs mount served by
   one storage sshd;
 * ``/root/.bashrc`` ends with ``source /etc/rp_environment``, after Debian's "not
@@ -39,19 +41,24 @@ from typing import Any
 
 FILES = Path(__file__).with_name("sandbox_files")
 SSHD = "/usr/sbin/sshd"
-WORKSPACE = Path("/workspace")
 DEFAULT_BASE_PORT = 42201
 START_TIMEOUT_S = 60.0
+# Each pod's container disk: the tmpfs holding its root filesystem's writable layer (tmpfs
+# only takes memory for what is written).
+DISK = "4G"
 
 # Docker's default capability set: what an unprivileged RunPod container's root gets.
 DOCKER_CAPS = (
     "chown dac_override fowner fsetid kill setgid setuid setpcap net_bind_service net_raw "
     "sys_chroot mknod audit_write setfcap"
 ).split()
-# Host directories each pod sees through its own overlayfs layer.
-OVERLAID = {"etc": "/etc", "opt": "/opt", "usr-local": "/usr/local", "var": "/var"}
-# Directories a state directory must not live under: pods mount over them.
-_SHADOWED = ("/etc", "/opt", "/usr/local", "/var", "/run", "/dev", "/proc", "/sys", "/workspace")
+# Where separately mounted host filesystems hold software a pod needs: each such mount (a
+# direct child of the host's root mount) gets an overlay of its own in every pod, since the
+# root overlay's lower layer stops at mount points.
+SOFTWARE_DIRS = (
+    "/usr", "/opt", "/home", "/srv", "/nix", "/snap", "/var", "/etc",
+    "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+)  # fmt: skip
 _POD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _POD_ENV = {
     "PATH": _POD_PATH,
@@ -159,27 +166,24 @@ def pods_json() -> Path:
     return state_dir() / "pods.json"
 
 
-def up(pods: int = 4, base_port: int | None = None) -> Path:
+def up(pods: int = 4, base_port: int | None = None, disk: str = DISK) -> Path:
     """Start ``pods`` sandbox pods and return the pods file written for them.
 
-    Ports are the first free ones from ``base_port`` (default 42201) on. Returns once every
-    pod's sshd answers with its SSH banner; on any failure, stops what it started and raises
-    SandboxError.
+    Ports are the first free ones from ``base_port`` (default 42201) on. ``disk`` is each
+    pod's container disk size, as mount(8) takes tmpfs sizes ("4G", "512M"). Returns once
+    every pod's sshd answers with its SSH banner; on any failure, stops what it started and
+    raises SandboxError.
     """
     if pods < 1:
         raise SandboxError("a sandbox needs at least one pod")
+    if not re.fullmatch(r"[1-9]\d*[kKmMgG]?", disk):
+        raise SandboxError(f"disk size {disk!r} is not a size like 4G or 512M")
     _preflight()
     root = state_dir()
     if (root / "sandbox.json").exists():
         raise SandboxError(ALREADY_UP_MESSAGE)
-    for shadowed in _SHADOWED:
-        if root == Path(shadowed) or Path(shadowed) in root.parents:
-            raise SandboxError(
-                f"sandbox state directory {root} is under {shadowed}, which pods mount over; "
-                "set PODSTATE_SANDBOX elsewhere"
-            )
     try:
-        return _up(root, pods, base_port or DEFAULT_BASE_PORT)
+        return _up(root, pods, base_port or DEFAULT_BASE_PORT, disk)
     except BaseException as error:
         try:
             down()
@@ -204,9 +208,6 @@ def down() -> None:
 
     for mount_point in _host_mounts_under(root):
         subprocess.run(["umount", "-l", mount_point], capture_output=True)
-    if meta.get("created_workspace"):
-        for mount_point in _host_mounts_under(WORKSPACE):
-            subprocess.run(["umount", "-l", mount_point], capture_output=True)
     left = _host_mounts_under(root)
     if left:
         raise SandboxError(f"cannot unmount {left[0]}; unmount it and run down again")
@@ -215,8 +216,6 @@ def down() -> None:
         shutil.rmtree(root / name, ignore_errors=True)
     for name in ("pods.yaml", "pods.json", "known_hosts", "id_ed25519", "id_ed25519.pub"):
         (root / name).unlink(missing_ok=True)
-    if meta.get("created_workspace"):
-        _remove_workspace_mount_point()
     (root / "sandbox.json").unlink(missing_ok=True)
     try:
         root.rmdir()
@@ -243,7 +242,7 @@ def status() -> list[PodStatus]:
 def pod_exec(
     name: str, command: str, check: bool = True, timeout: float | None = 120
 ) -> subprocess.CompletedProcess:
-    """Run ``bash -c command`` inside a pod's namespaces, bypassing SSH; return its result.
+    """Run ``bash -c command`` inside a pod (its namespaces and root), bypassing SSH.
 
     stdout and stderr come back as text. With check, a non-zero exit raises
     subprocess.CalledProcessError (which carries the output), like subprocess.run.
@@ -254,7 +253,7 @@ def pod_exec(
     if not _alive(pod["pid"], pod.get("pid_start")):
         raise SandboxError(f"sandbox pod {name} is not running")
     return subprocess.run(
-        ["nsenter", "-t", str(pod["pid"]), "-m", "-u", "--", "bash", "-c", command],
+        ["nsenter", "-t", str(pod["pid"]), "-m", "-u", "-r", "-w", "--", "bash", "-c", command],
         capture_output=True,
         text=True,
         check=check,
@@ -285,7 +284,11 @@ def _preflight() -> None:
         shutil.which(tool) for tool in ("ssh", "ssh-keygen", "sshfs")
     ):
         raise SandboxError(TOOLS_MESSAGE)
-    missing = [tool for tool in ("unshare", "nsenter", "setpriv") if not shutil.which(tool)]
+    missing = [
+        tool
+        for tool in ("unshare", "nsenter", "setpriv", "pivot_root", "mountpoint")
+        if not shutil.which(tool)
+    ]
     if missing:
         raise SandboxError(f"{missing[0]} is missing; install util-linux")
     if not Path("/dev/fuse").exists():
@@ -300,19 +303,13 @@ def _preflight() -> None:
         raise SandboxError(f"Linux mount/UTS namespaces do not work here ({detail})")
 
 
-def _up(root: Path, count: int, base_port: int) -> Path:
+def _up(root: Path, count: int, base_port: int, disk: str) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     for stale in ("pods", "storage", "storaged"):  # left by a down() that was cut short
         if not _host_mounts_under(root / stale):
             shutil.rmtree(root / stale, ignore_errors=True)
-    meta: dict[str, Any] = {"created_workspace": False, "storage": None}
+    meta: dict[str, Any] = {"disk": disk, "storage": None}
     _write_json(root / "sandbox.json", meta)
-    if not WORKSPACE.exists():
-        WORKSPACE.mkdir(mode=0o755)
-        meta["created_workspace"] = True
-        _write_json(root / "sandbox.json", meta)
-    elif not WORKSPACE.is_dir():
-        raise SandboxError(f"{WORKSPACE} exists and is not a directory; pods mount over it")
 
     ports = _free_ports(count + 1, base_port)
     names = [f"pod-{i}" for i in range(1, count + 1)]
@@ -321,7 +318,7 @@ def _up(root: Path, count: int, base_port: int) -> Path:
     (root / "storage").mkdir()
     _keygen(
         [root / "id_ed25519", storaged / "host_key", storaged / "client_key"]
-        + [_pod_dir(root, name) / "upper/etc/ssh/ssh_host_ed25519_key" for name in names]
+        + [_pod_dir(root, name) / "seed/etc/ssh/ssh_host_ed25519_key" for name in names]
     )
 
     storage_port = ports[-1]
@@ -332,11 +329,13 @@ def _up(root: Path, count: int, base_port: int) -> Path:
     _wait_for_banners({"storage sshd": (storage_port, meta["storage"], storaged / "sshd.log")})
 
     client_pub = _public_key(root / "id_ed25519.pub")
+    submounts = "".join(point + "\n" for point in _software_mounts(root))
     records: dict[str, dict[str, Any]] = {}
     for number, (name, port) in enumerate(zip(names, ports, strict=False), start=1):
         shape = shape_for(number)
         pod_dir = _pod_dir(root, name)
-        _prepare_pod(root, pod_dir, name, number, port, shape, storage_port, client_pub)
+        _prepare_pod(root, pod_dir, name, port, shape, storage_port, client_pub, disk)
+        (pod_dir / "submounts").write_text(submounts)
         records[name] = _pod_record(name, number, port, shape, pod_dir)
     for name, record in records.items():
         record.update(_start_pod(_pod_dir(root, name)))
@@ -358,7 +357,7 @@ def _up(root: Path, count: int, base_port: int) -> Path:
 
     known_hosts = "".join(
         f"[127.0.0.1]:{rec['port']} "
-        f"{_public_key(_pod_dir(root, name) / 'upper/etc/ssh/ssh_host_ed25519_key.pub')}\n"
+        f"{_public_key(_pod_dir(root, name) / 'seed/etc/ssh/ssh_host_ed25519_key.pub')}\n"
         for name, rec in records.items()
     )
     (root / "known_hosts").write_text(known_hosts)
@@ -509,17 +508,22 @@ def _prepare_pod(
     root: Path,
     pod_dir: Path,
     name: str,
-    number: int,
     port: int,
     shape: Shape,
     storage_port: int,
     client_pub: str,
+    disk: str,
 ) -> None:
-    """Write everything a pod's bootstrap needs into its state directory."""
-    for layer in OVERLAID:
-        (pod_dir / "upper" / layer).mkdir(parents=True, exist_ok=True)
-        (pod_dir / "work" / layer).mkdir(parents=True, exist_ok=True)
-    etc = pod_dir / "upper/etc"
+    """Write everything a pod's bootstrap needs into its state directory.
+
+    seed/ holds the files the pod's root gets on top of the host's (the bootstrap copies
+    them into the pod's root overlay): its /etc changes, /root, /tmp, /workspace and
+    nvidia-smi stand-in.
+    """
+    seed = pod_dir / "seed"
+    etc = seed / "etc"
+    (etc / "ssh").mkdir(parents=True, exist_ok=True)
+    (pod_dir / "disk").mkdir()
     pod_id = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(14))
     (pod_dir / "pod_id").write_text(pod_id + "\n")
 
@@ -558,7 +562,7 @@ def _prepare_pod(
     (etc / "rp_environment").write_text("".join(f'export {k}="{v}"\n' for k, v in env.items()))
 
     # /root as RunPod's start script leaves it.
-    home = pod_dir / "root"
+    home = seed / "root"
     (home / ".ssh").mkdir(parents=True, mode=0o700)
     home.chmod(0o700)
     skel = Path("/etc/skel")
@@ -568,13 +572,13 @@ def _prepare_pod(
     (home / ".profile").write_text(profile)
     (home / ".ssh/authorized_keys").write_text(client_pub + "\n")
     (home / ".ssh/authorized_keys").chmod(0o600)
-    tmp = pod_dir / "tmp"
-    tmp.mkdir()
-    tmp.chmod(0o1777)
+    (seed / "tmp").mkdir(mode=0o1777)
+    (seed / "tmp").chmod(0o1777)
+    (seed / "workspace").mkdir(mode=0o755)
 
     if shape.gpus:
-        local = pod_dir / "upper/usr-local"
-        (local / "bin").mkdir(exist_ok=True)
+        local = seed / "usr/local"
+        (local / "bin").mkdir(parents=True)
         shutil.copyfile(FILES / "nvidia-smi", local / "bin/nvidia-smi")
         (local / "bin/nvidia-smi").chmod(0o755)
         (local / "share/nvidia-smi-standin").mkdir(parents=True)
@@ -587,9 +591,11 @@ def _prepare_pod(
         shutil.copyfile(root / "storaged/known_hosts", pod_dir / "storage_known_hosts")
     else:
         (pod_dir / "workspace").mkdir(mode=0o755)
+    _mirror_host_dirs(seed)
 
     settings = {
         "POD_NAME": name,
+        "POD_DISK": disk,
         "POD_SHM": shape.shm,
         "POD_WORKSPACE": shape.workspace,
         "POD_PRIVILEGED": "1" if shape.privileged else "0",
@@ -600,6 +606,51 @@ def _prepare_pod(
     (pod_dir / "pod.env").write_text(
         "".join(f"{k}={_shell_quote(v)}\n" for k, v in settings.items())
     )
+
+
+def _mirror_host_dirs(seed: Path) -> None:
+    """Give each directory in seed the mode and owner of the host's, where the host has it.
+
+    The bootstrap copies seed/ over the pod's root with modes and owners, so a directory
+    such as seed/etc must not change /etc's. The pod's own directories (/root, /tmp) keep
+    theirs.
+    """
+    own = {seed / "root", seed / "tmp", seed / "workspace"}
+    for directory in [seed, *sorted(p for p in seed.rglob("*") if p.is_dir())]:
+        if directory in own or any(parent in own for parent in directory.parents):
+            continue
+        host = Path("/") / directory.relative_to(seed)
+        try:
+            info = host.stat()
+        except OSError:
+            continue
+        if host.is_dir():
+            os.chown(directory, info.st_uid, info.st_gid)
+            directory.chmod(info.st_mode & 0o7777)
+
+
+def _software_mounts(root: Path) -> list[str]:
+    """Return host mount points under SOFTWARE_DIRS that are direct children of the root mount.
+
+    They are directories the host sees but the pods' root overlay (whose lower layer is the
+    root mount alone) does not; mounts in the state directory are left out.
+    """
+    entries = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        entries.append((fields[0], fields[1], _unescape(fields[4])))
+    root_ids = [mount_id for mount_id, _, point in entries if point == "/"]
+    if not root_ids:
+        return []
+    result: list[str] = []
+    for _, parent, point in entries:
+        if parent != root_ids[-1] or point in result or not os.path.isdir(point):
+            continue
+        if Path(point) == root or root in Path(point).parents:
+            continue
+        if any(point == top or point.startswith(top + "/") for top in SOFTWARE_DIRS):
+            result.append(point)
+    return result
 
 
 def _root_account(etc: Path) -> None:
@@ -902,30 +953,3 @@ def _host_mounts_under(path: Path) -> list[str]:
 
 def _unescape(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), field)
-
-
-def _remove_workspace_mount_point() -> None:
-    """Remove the /workspace directory up() created, unless in use or no longer empty."""
-    try:
-        if any(WORKSPACE.iterdir()):
-            return
-    except OSError:
-        return
-    seen: set[str] = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        mnt, _ = _namespaces(int(entry.name))
-        if mnt is None or mnt in seen:
-            continue
-        seen.add(mnt)
-        try:
-            mounts = (entry / "mounts").read_text()
-        except OSError:
-            continue
-        if any(line.split()[1] == str(WORKSPACE) for line in mounts.splitlines()):
-            return  # another sandbox's pod still mounts over it
-    try:
-        WORKSPACE.rmdir()
-    except OSError:
-        pass

@@ -48,10 +48,23 @@ def load_yaml(path: Path, display: str | None = None) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise SpecError(f"{shown}: expected a mapping of keys at the top, got {_kind(data)}")
-    for key in data:
-        if not isinstance(key, str):
-            raise SpecError(f"{shown}: key {key!r} must be a string")
+    _check_tree(data, [], shown, set())
     return data
+
+
+def _check_tree(node: Any, where: list[str], shown: str, seen: set[int]) -> None:
+    """Refuse what JSON cannot hold: non-string keys, aliases that loop, absurd nesting."""
+    if not isinstance(node, (dict, list)):
+        return
+    here = key_text(where)
+    if id(node) in seen or len(where) > 32:
+        raise SpecError(f"{shown}: {here}: nested too deeply or refers to itself (YAML alias)")
+    seen = seen | {id(node)}
+    items = node.items() if isinstance(node, dict) else enumerate(node)
+    for key, value in items:
+        if isinstance(node, dict) and not isinstance(key, str):
+            raise SpecError(f"{shown}: {here}: key {_short(key)} must be a string")
+        _check_tree(value, [*where, str(key)], shown, seen)
 
 
 def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -149,10 +162,16 @@ def _offending_key(error: ValidationError) -> str:
     return extra[0] if extra else ""
 
 
+def key_text(key_path: list[Any]) -> str:
+    """Return a key path as ``a.b.c`` on one line; keys with odd characters are quoted."""
+    parts = [k if isinstance(k, str) and k.isprintable() else repr(k) for k in key_path]
+    return ".".join(str(p) for p in parts) or "(top level)"
+
+
 def _key_text(key_path: list[Any], error: ValidationError) -> str:
     if error.validator == "additionalProperties":
         key_path = key_path + [_offending_key(error)]
-    return ".".join(str(k) for k in key_path) or "(top level)"
+    return key_text(key_path)
 
 
 def _message(error: ValidationError) -> str:
@@ -168,7 +187,11 @@ def _message(error: ValidationError) -> str:
         expected = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
         names = " or ".join(_TYPE_NAMES.get(t, t) for t in expected)
         return f"expected {names}, got {_kind(error.instance)}"
-    if "x-message" in schema:
+    if error.validator == "maxLength":
+        return f"is longer than {schema['maxLength']} characters"
+    if error.validator == "maxItems":
+        return f"has more than {schema['maxItems']} entries"
+    if error.validator == "pattern" and "x-message" in schema:
         return f"{_short(error.instance)} {schema['x-message']}"
     return error.message
 
@@ -218,6 +241,8 @@ def normalize(state: dict[str, Any]) -> dict[str, Any]:
         out["dirs"] = {name: normpath(path) for name, path in state["dirs"].items()}
     if "env" in state:
         out["env"] = dict(state["env"])
+    if "path" in state:
+        out["path"] = [normpath(path) for path in state["path"]]
     if "shm" in state:
         out["shm"] = {"min_size": parse_size(state["shm"]["min_size"])}
     if "nccl" in state:

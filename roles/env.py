@@ -35,10 +35,19 @@ def paths(wanted: dict[str, Any]) -> list[str]:
     return list((wanted.get("dirs") or {}).values())
 
 
-def render_profile(variables: dict[str, str]) -> str:
-    """Return the profile that exports ``variables``, each value quoted to arrive literally."""
+def render_profile(variables: dict[str, str], path: list[str]) -> str:
+    """Return the profile: ``variables`` exported literally, ``path`` prepended to PATH once.
+
+    Every value is single-quoted, so nothing in it is expanded or run by any shell; PATH
+    entries are added only when missing, so sourcing the profile twice changes nothing.
+    """
     lines = ["# Managed by podstate: overwritten on every run. Edit the desired state instead."]
     lines += [f"export {name}={shlex.quote(value)}" for name, value in variables.items()]
+    for entry in reversed(path):
+        q = shlex.quote(entry)
+        lines.append(f'case ":$PATH:" in *:{q}:*) ;; *) PATH={q}:"$PATH" ;; esac')
+    if path:
+        lines.append("export PATH")
     return "\n".join(lines) + "\n"
 
 
@@ -67,7 +76,8 @@ def apply(
     """
     dirs: dict[str, str] = wanted.get("dirs") or {}
     env: dict[str, str] = wanted.get("env") or {}
-    if not dirs and not env and not extra:
+    prepend: list[str] = wanted.get("path") or []
+    if not dirs and not env and not extra and not prepend:
         return
     modes: dict[str, str | None] = {}
     missing, wrong_mode = [], []
@@ -94,7 +104,7 @@ def apply(
     operations.managed_file(
         name=f"Profile {PROFILE}",
         path=PROFILE,
-        content=render_profile({**dirs, **env, **extra}),
+        content=render_profile({**dirs, **env, **extra}, prepend),
         current=probe["files"].get(PROFILE),
     )
     current_rc = probe["files"].get(BASHRC)

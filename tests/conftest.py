@@ -9,9 +9,9 @@ import os  # noqa: E402
 import pytest  # noqa: E402
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    """Five sandbox pods (one of each shape) for the whole session, taken down at the end."""
+    """Five fresh sandbox pods (one of each shape) for a test module, taken down after it."""
     from podstate import sandbox
     from tests.e2e import Fleet, new_vars_dir
 

@@ -118,3 +118,22 @@ def apply(fleet: Fleet, *args: str, pods_file: Path | None = None, dry: bool = F
     except json.JSONDecodeError:
         parsed = None
     return Run(result.returncode, result.stdout, result.stderr, parsed)
+
+
+def check(fleet: Fleet, *args: str, pods_file: Path | None = None) -> subprocess.CompletedProcess:
+    """Run ``podstate check`` as CI does: no TTY, stdin closed."""
+    return subprocess.run(
+        [str(BIN / "podstate"), "check", *args],
+        cwd=ROOT,
+        env=fleet.env(pods_file),
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+    )
+
+
+def exec_count(fleet: Fleet, pod: str) -> int:
+    """Return how many exec requests (remote commands) the pod's sshd has served so far."""
+    log = fleet.state / "pods" / pod / "sshd.log"
+    return log.read_text().count("Starting session: command for ")

@@ -280,7 +280,52 @@ def test_etc_writes_stay_in_the_pod(box: Box) -> None:
     assert box.ssh("pod-1", f"cat {path}").stdout.strip() == "private"
     assert not Path(path).exists()
     assert box.ssh("pod-2", f"test -e {path}", check=False).returncode == 1
-    assert (box.root / "pods/pod-1/upper" / path.lstrip("/")).exists()
+    assert sandbox.pod_exec("pod-1", f"cat {path}").stdout.strip() == "private"
+    assert sandbox.pod_exec("pod-2", f"test -e {path}", check=False).returncode == 1
+
+
+@live
+def test_every_path_a_pod_writes_stays_in_that_pod(box: Box) -> None:
+    path = f"/scratch-test-{uuid.uuid4().hex}"
+    box.ssh("pod-1", f"mkdir -p {path}/tmp && touch {path}/tmp/file")
+    assert box.ssh("pod-1", f"test -f {path}/tmp/file && echo yes").stdout.strip() == "yes"
+    assert sandbox.pod_exec("pod-1", f"test -f {path}/tmp/file && echo yes").stdout == "yes\n"
+    assert box.ssh("pod-2", f"test -e {path}", check=False).returncode == 1
+    assert sandbox.pod_exec("pod-2", f"test -e {path}", check=False).returncode == 1
+    assert not Path(path).exists()
+
+
+@pytest.mark.parametrize("name", ["pod-1", "pod-4"])
+@live
+def test_root_is_the_pods_own_container_disk(box: Box, name: str) -> None:
+    mounts = box.ssh(name, "cat /proc/self/mounts").stdout.splitlines()
+    points = [line.split()[1] for line in mounts]
+    assert points[0] == "/" and mounts[0].split()[2] == "overlay"
+    assert {"/", "/proc", "/dev/shm", "/run", "/workspace"} <= set(points)
+    assert not [p for p in points if str(box.root) in p]  # no host paths
+    size = box.ssh(name, "df -B1 --output=size / | tail -n 1").stdout
+    assert int(size) == 4 * 1024**3
+    assert box.ssh(name, "python3 -c 'print(1)'").stdout == "1\n"
+    assert box.ssh(name, "/usr/bin/python3 -c 'import sys; print(sys.prefix)'").stdout == "/usr\n"
+
+
+@live
+def test_privileged_pod_mounts_show_as_the_pod_sees_them(box: Box) -> None:
+    box.ssh("pod-4", "mkdir -p /mnt/x && mount -t tmpfs -o size=1m t /mnt/x")
+    try:
+        assert " /mnt/x tmpfs " in box.ssh("pod-4", "cat /proc/self/mounts").stdout
+        assert not Path("/mnt/x").exists()
+    finally:
+        box.ssh("pod-4", "umount /mnt/x")
+    denied = box.ssh("pod-1", "mkdir -p /mnt/x && mount -t tmpfs -o size=1m t /mnt/x", check=False)
+    assert denied.returncode != 0
+    assert " /mnt/x " not in box.ssh("pod-1", "cat /proc/self/mounts").stdout
+
+
+@live
+def test_host_has_no_workspace_while_up(box: Box) -> None:
+    assert not Path("/workspace").exists()
+    assert "/workspace" not in _host_mount_points()
 
 
 @live
@@ -326,8 +371,12 @@ def test_down_leaves_no_process_and_no_mount(
 ) -> None:
     root = tmp_path / "second"
     monkeypatch.setenv("PODSTATE_SANDBOX", str(root))
-    sandbox.up(3)
+    with pytest.raises(sandbox.SandboxError, match="disk size"):
+        sandbox.up(3, disk="lots")
+    sandbox.up(3, disk="64M")
     other = Box(root)
+    assert other.ssh("pod-3", "df -B1 --output=size / | tail -n 1").stdout.strip() == str(64 << 20)
+    assert not Path("/workspace").exists()
     sleeper = other.ssh("pod-1", "nohup sleep 600 >/dev/null 2>&1 & echo $!").stdout
     sandbox.stop_pod("pod-2")
     assert [p.running for p in sandbox.status()] == [True, False, True]
@@ -344,6 +393,7 @@ def test_down_leaves_no_process_and_no_mount(
     mounts = _host_mount_points()
     assert [m for m in mounts if m == str(root) or m.startswith(f"{root}/")] == []
     assert "/workspace" not in mounts
+    assert not Path("/workspace").exists()
     assert not root.exists()
     assert sandbox.status() == []
     sandbox.down()  # a second down is harmless

@@ -1,0 +1,36 @@
+"""Time limits and parallelism, each overridable from the environment.
+
+A pod that dies or hangs mid-run is reported within these bounds while the others finish:
+connecting (TCP, SSH banner, authentication) is bounded by ``PODSTATE_CONNECT_TIMEOUT``
+seconds and every remote command by ``PODSTATE_COMMAND_TIMEOUT`` seconds.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pyinfra.api.state import MAX_PARALLEL
+
+
+def _seconds(name: str, default: int) -> int:
+    value = os.environ.get(name, "")
+    return int(value) if value.isdigit() and int(value) > 0 else default
+
+
+CONNECT_TIMEOUT = _seconds("PODSTATE_CONNECT_TIMEOUT", 10)
+COMMAND_TIMEOUT = _seconds("PODSTATE_COMMAND_TIMEOUT", 120)
+# Every pod at once: a run costs one round trip per step whatever the fleet size, and
+# pyinfra's own default (20 per CPU core) would add a step at 40 pods on a 2-core runner.
+PARALLEL = min(_seconds("PODSTATE_PARALLEL", 1000), MAX_PARALLEL)
+
+
+def host_data() -> dict[str, object]:
+    """Return the pyinfra host data that applies these limits to every pod's connection."""
+    return {
+        "_timeout": COMMAND_TIMEOUT,
+        "ssh_paramiko_connect_kwargs": {
+            "banner_timeout": CONNECT_TIMEOUT,
+            "auth_timeout": CONNECT_TIMEOUT,
+            "channel_timeout": CONNECT_TIMEOUT,
+        },
+    }

@@ -1,0 +1,109 @@
+"""Fuzzing the loaders: any input is a valid state or one line naming the file and key."""
+
+import os
+import string
+from pathlib import Path
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from podstate.podsfile import read_pods_file
+from podstate.spec import SpecError, VarsDir, resolve
+
+KEYS = [
+    "scratch",
+    "dirs",
+    "env",
+    "shm",
+    "nccl",
+    "path",
+    "size",
+    "mode",
+    "min_size",
+    "p2p",
+    "ib",
+    "/scratch",
+    "/workspace/x",
+    "TMPDIR",
+    "PIP_CACHE_DIR",
+    "defaults",
+    "pods",
+    "pod-1",
+    "ssh_hostname",
+    "ssh_port",
+    "ssh_user",
+    "cloud",
+    "groups",
+    "auto",
+    "disable",
+]
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=12),
+    st.sampled_from(["16G", "64M", "1.5T", "8X", "/abs", "rel", "1777"]),
+)
+keys = st.one_of(st.sampled_from(KEYS), st.text(max_size=8), st.integers(), st.booleans())
+documents = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(keys, inner, max_size=4)),
+    max_leaves=25,
+)
+raw_text = st.text(alphabet=string.printable + "\x00\x85\u2028é", max_size=200)
+CASES = settings(
+    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "300")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+
+
+def _as_yaml(document) -> str:
+    try:
+        return yaml.safe_dump(document)
+    except yaml.YAMLError:
+        return repr(document)
+
+
+def assert_one_line_naming(error: SpecError, filename: str) -> None:
+    message = str(error)
+    assert message and "\n" not in message and "\r" not in message
+    assert filename in message
+
+
+@CASES
+@given(document=documents, text=raw_text, use_text=st.booleans())
+def test_desired_state_loader(tmp_path_factory, document, text, use_text):
+    root = tmp_path_factory.mktemp("vars")
+    (root / "group_vars").mkdir()
+    path = root / "group_vars" / "all.yaml"
+    path.write_text(text if use_text else _as_yaml(document), encoding="utf-8")
+    try:
+        state = resolve(VarsDir(root).layers(["community"], "pod-1"), "pod-1")
+    except SpecError as error:
+        assert_one_line_naming(error, "all.yaml")
+    else:
+        assert isinstance(state, dict)
+        assert set(state) <= {"scratch", "dirs", "env", "shm", "nccl", "path"}
+
+
+@CASES
+@given(document=documents, text=raw_text, use_text=st.booleans())
+def test_pods_file_reader(tmp_path_factory, document, text, use_text):
+    path: Path = tmp_path_factory.mktemp("pods") / "pods.yaml"
+    path.write_text(text if use_text else _as_yaml(document), encoding="utf-8")
+    try:
+        pods = read_pods_file(path)
+    except SpecError as error:
+        assert_one_line_naming(error, "pods.yaml")
+    else:
+        assert pods and all(pod.groups[0] in ("community", "secure") for pod in pods)
+
+
+@CASES
+@given(document=st.dictionaries(st.sampled_from(KEYS[:6]), documents, max_size=4))
+def test_desired_state_loader_near_valid(tmp_path_factory, document):
+    """Documents whose top-level keys are real sections reach the schema's deeper checks."""
+    test_desired_state_loader.hypothesis.inner_test(tmp_path_factory, document, "", False)
