@@ -5,13 +5,16 @@ Run from the repository root: ``pyinfra -y inventories/pods.py deploy/pod.py``.
 
 from pyinfra import host
 
-from podstate.operations import violations
+from podstate.operations import release_lock, violations
 from podstate.probe import PodProbe
-from roles import env, nccl, scratch, shm
+from roles import env, nccl, scratch, shm, venv
 
 wanted = host.data.podstate
 probe = host.get_fact(
-    PodProbe, paths=scratch.paths(wanted.get("scratch")) + env.paths(wanted), files=env.FILES
+    PodProbe,
+    paths=scratch.paths(wanted.get("scratch")) + env.paths(wanted) + venv.paths(wanted),
+    files=env.FILES,
+    venv=venv.probe_args(wanted),
 )
 
 if probe is not None:  # None: the probe failed, pyinfra has already failed this pod
@@ -19,4 +22,6 @@ if probe is not None:  # None: the probe failed, pyinfra has already failed this
     shm.apply(wanted.get("shm"), probe)
     nccl_vars = nccl.variables(wanted.get("nccl"), host.data.get("cloud", "COMMUNITY"), probe)
     env.apply(wanted, nccl_vars, probe, fresh_mounts)
+    venv.apply(wanted, probe)
+    release_lock(name="Release the pod lock")
     violations(name="Report what apply cannot fix")

@@ -1,4 +1,5 @@
-"""pyinfra inventory: the pods in PODSTATE_PODS (default inventories/pods.yaml).
+"""pyinfra inventory: the pods in PODSTATE_PODS, else RunPod's API when RUNPOD_API_KEY is set,
+else inventories/pods.yaml. Pods the API lists but podstate cannot manage are named on stderr.
 
 Each pod's desired state is merged from PODSTATE_VARS (default inventories/) and validated
 here, so an invalid file stops the run before any pod is contacted.

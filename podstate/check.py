@@ -31,7 +31,7 @@ from podstate import findings
 
 STATUSES = ("ok", "drift", "violation", "unreachable", "error")
 ROLES = ["Scratch", "Shared memory", "Environment"]  # the JUnit test cases of every pod
-VIOLATIONS_OP = "Report what apply cannot fix"
+BOOKKEEPING = {"Report what apply cannot fix", "Release the pod lock"}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -170,7 +170,7 @@ def _verdict(state: State, host, errors: _Errors, failures: dict[str, str]) -> P
         role, _, operation = names[0].partition(" | ") if names else ("", "", "")
         if not operation:
             role, operation = "", role
-        if operation == VIOLATIONS_OP or not meta._maybe_is_change:
+        if operation in BOOKKEEPING or not meta._maybe_is_change:
             continue
         change = {"role": role, "operation": operation}
         if op_hash in found.diffs:

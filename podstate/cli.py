@@ -45,6 +45,41 @@ def _check(args: argparse.Namespace) -> int:
     return check.exit_code(results)
 
 
+def _inventory(args: argparse.Namespace) -> int:
+    """Print the pods the inventory would manage, and the skipped ones; 1 on an error."""
+    from podstate.inventory import load_inventory
+
+    try:
+        found = load_inventory(record_host_keys=False)
+    except SpecError as e:
+        print(f"podstate: {e}", file=sys.stderr)
+        return 1
+    pods = [
+        {
+            "name": pod.name,
+            "address": pod.data.get("ssh_hostname") or pod.name,
+            "port": int(pod.data.get("ssh_port") or 22),
+            "user": pod.data.get("ssh_user"),
+            "groups": pod.groups,
+            "pod_id": pod.data.get("pod_id"),
+        }
+        for pod in found.pods
+    ]
+    skipped = [{"id": s.id, "name": s.name, "reason": s.reason} for s in found.skipped]
+    if args.json:
+        print(json.dumps({"pods": pods, "skipped": skipped}, indent=2))
+        return 0
+    width = max((len(pod["name"]) for pod in pods), default=0)
+    for pod in pods:
+        user = f"{pod['user']}@" if pod["user"] else ""
+        address = f"{user}{pod['address']}:{pod['port']}"
+        print(f"{pod['name']:{width}}  {address:28} {', '.join(pod['groups'])}")
+    for item in found.skipped:
+        print(item.line().removeprefix("podstate: "))
+    print(f"{len(pods)} pods from the {found.source}, {len(skipped)} skipped")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """Return the argument parser for every subcommand."""
     top = argparse.ArgumentParser(prog="podstate", description=__doc__)
@@ -67,6 +102,11 @@ def parser() -> argparse.ArgumentParser:
         "--timeout", type=int, default=settings.CONNECT_TIMEOUT, help="SSH connect timeout, seconds"
     )
     drift.set_defaults(run=_check)
+    listing = commands.add_parser(
+        "inventory", help="list the pods to manage (pods file or RunPod API) and skipped ones"
+    )
+    listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    listing.set_defaults(run=_inventory)
     return top
 
 

@@ -16,10 +16,12 @@ from pyinfra.api import Host
 
 @dataclass
 class Findings:
-    """Violations as (role, message) and unified diffs keyed by operation hash."""
+    """Violations as (role, message), unified diffs keyed by operation hash, and whether a
+    command of this run took the pod lock."""
 
     violations: list[tuple[str, str]] = field(default_factory=list)
     diffs: dict[str, str] = field(default_factory=dict)
+    locked: bool = False
 
 
 _BY_POD: dict[str, Findings] = {}

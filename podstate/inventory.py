@@ -1,4 +1,4 @@
-"""Builds pyinfra's inventory groups from the pods file and the desired state.
+"""Builds pyinfra's inventory groups from the pods file or the RunPod API, and the desired state.
 
 Every pod's state is resolved and validated here, before pyinfra connects to anything, and
 handed to the roles as the host data key ``podstate``.
@@ -7,10 +7,14 @@ handed to the roles as the host data key ``podstate``.
 from __future__ import annotations
 
 import os
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from podstate import runpod, settings
 from podstate.podsfile import Pod, read_pods_file
+from podstate.runpod import Skipped
 from podstate.spec import SpecError, VarsDir, resolve
 
 DEFAULT_PODS = Path("inventories/pods.yaml")
@@ -29,20 +33,66 @@ def vars_path() -> Path:
     return Path(os.environ.get("PODSTATE_VARS") or DEFAULT_VARS)
 
 
+@dataclass
+class Inventory:
+    """The pods to manage, the pods RunPod lists that podstate skips, and where both came from."""
+
+    pods: list[Pod]
+    skipped: list[Skipped]
+    source: str  # "pods file <path>" or "RunPod API"
+
+
+def load_inventory(record_host_keys: bool = True) -> Inventory:
+    """Return the inventory, each pod with its resolved state in ``data['podstate']``.
+
+    The source: the pods file when ``PODSTATE_PODS`` is set (it wins), else the RunPod API
+    when ``RUNPOD_API_KEY`` is set, else inventories/pods.yaml. ``record_host_keys=False``
+    leaves the host-key store of API pods untouched (for commands that only show).
+    """
+    if os.environ.get("PODSTATE_PODS") or not os.environ.get("RUNPOD_API_KEY"):
+        path = pods_path()
+        if not path.is_file():
+            raise SpecError(
+                f"no pods file at {path}: copy inventories/pods.example.yaml to {DEFAULT_PODS} "
+                "or set PODSTATE_PODS, or set RUNPOD_API_KEY to list your pods from RunPod"
+            )
+        vars_dir = _vars_dir()
+        return Inventory(_resolved(read_pods_file(path), vars_dir), [], f"pods file {path}")
+    vars_dir = _vars_dir()
+    pods, skipped = runpod.load(vars_dir, record_host_keys)
+    return Inventory(_resolved(pods, vars_dir), skipped, "RunPod API")
+
+
 def load_pods() -> list[Pod]:
-    """Return the pods of the pods file, each with its resolved state in ``data['podstate']``."""
-    path = pods_path()
-    if not path.is_file():
+    """Return the pods to manage, with resolved states, for pyinfra's inventory.
+
+    Skipped API pods are reported on stderr, one line each, and fail nothing; an API listing
+    with no pod to manage is a SpecError, since pyinfra would have nothing to do.
+    """
+    inventory = load_inventory()
+    for skipped in inventory.skipped:
+        print(skipped.line(), file=sys.stderr)
+    if not inventory.pods:
         raise SpecError(
-            f"no pods file at {path}: copy inventories/pods.example.yaml to {DEFAULT_PODS} "
-            "or set PODSTATE_PODS"
+            f"RunPod lists no pod podstate can manage ({len(inventory.skipped)} skipped): "
+            "it needs RUNNING pods with 22/tcp exposed as a public TCP port"
         )
+    return inventory.pods
+
+
+def _vars_dir() -> Path:
     vars_dir = vars_path()
     if not vars_dir.is_dir():
         raise SpecError(f"no vars directory at {vars_dir}: set PODSTATE_VARS to one")
-    pods = read_pods_file(path)
+    return vars_dir
+
+
+def _resolved(pods: list[Pod], vars_dir: Path) -> list[Pod]:
+    """Return ``pods`` with each one's merged, validated state in ``data['podstate']``, and
+    the connect and command time limits (``podstate.settings``) in its host data."""
     store = VarsDir(vars_dir)
     for pod in pods:
+        pod.data = {**settings.host_data(), **pod.data}
         pod.data["podstate"] = resolve(store.layers(pod.groups, pod.name), pod.name)
     return pods
 

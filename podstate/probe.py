@@ -7,6 +7,7 @@ unit-tested on real command output without a pod.
 from __future__ import annotations
 
 import base64
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,8 @@ from pyinfra.api import FactBase
 from podstate.shell import quote_path
 
 CAP_SYS_ADMIN = 21
+# The file in every podstate venv that records what it was built from (its fingerprint).
+VENV_RECORD = ".podstate-venv"
 
 # Filesystems whose data lives on another machine. Every FUSE filesystem counts too
 # (sshfs, RunPod's MooseFS ``mfs#…`` network volumes show up as plain ``fuse``).
@@ -152,7 +155,45 @@ def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
-def _script(paths: list[str], files: list[str]) -> str:
+# Run by the pod's interpreter for the venv role: its real path, version, and whether it has
+# ensurepip (``python -m venv`` needs it to seed pip). One line each; no newline in any.
+_PYTHON_INFO = (
+    "import importlib.util, os, sys; print(os.path.realpath(sys.executable)); "
+    "print(sys.version.replace(chr(10), ' ')); "
+    "print(int(importlib.util.find_spec('ensurepip') is not None))"
+)
+
+
+def _venv_script(venv: dict[str, str]) -> list[str]:
+    """Return the probe lines the venv role reads (``venv.*`` and ``arch``), read-only.
+
+    ``venv`` has ``path`` (the venv symlink), ``python`` (the interpreter to find),
+    ``uv`` (where podstate keeps its own uv) and optionally ``snapshot`` (a directory).
+    """
+    p, uv = quote_path(venv["path"]), quote_path(venv["uv"])
+    lines = [
+        'echo "arch $(uname -m)"',
+        f'if [ -L {p} ]; then echo "venv.kind link $(readlink -- {p} | b64)"; '
+        f"elif [ -d {p} ]; then echo 'venv.kind directory'; "
+        f"elif [ -e {p} ]; then echo 'venv.kind file'; fi",
+        f'if [ -f {p}/{VENV_RECORD} ]; then echo "venv.record $(b64 < {p}/{VENV_RECORD})"; fi',
+        f"if {p}/bin/python -c '' >/dev/null 2>&1; then echo 'venv.works 1'; fi",
+        f"if i=$(command -v {shlex.quote(venv['python'])}); then"
+        f' echo "venv.python $("$i" -c {shlex.quote(_PYTHON_INFO)} 2>/dev/null | b64)"; fi',
+        'if u=$(command -v uv); then echo "venv.uv $(printf %s "$u" | b64)"; fi',
+        f"if [ -x {uv} ]; then echo 'venv.managed_uv 1'; fi",
+        "if command -v zstd >/dev/null 2>&1; then echo 'venv.zstd 1'; fi",
+    ]
+    if venv.get("snapshot"):
+        s = quote_path(venv["snapshot"])
+        lines.append(
+            f'if [ -f {s}/current ] && read -r f a z < {s}/current && [ -f {s}/"$a" ]; then'
+            f' echo "venv.snapshot $(printf \'%s %s %s\' "$f" "$a" "$z" | b64)"; fi'
+        )
+    return lines
+
+
+def _script(paths: list[str], files: list[str], venv: dict[str, str] | None = None) -> str:
     """Return the POSIX sh program the probe runs: read-only, one output line per item."""
     lines = [
         "export LC_ALL=C",
@@ -173,6 +214,8 @@ def _script(paths: list[str], files: list[str]) -> str:
     for path in files:
         q = quote_path(path)
         lines.append(f'if [ -f {q} ]; then echo "file {_b64(path)} $(b64 < {q})"; fi')
+    if venv:
+        lines += _venv_script(venv)
     lines.append("true")
     return "\n".join(lines)
 
@@ -183,6 +226,7 @@ class PodProbe(FactBase[dict[str, Any]]):
 
     + paths: directories whose kind, mode, real path and filesystem matter
     + files: managed files whose current content matters (``~/`` means the SSH user's home)
+    + venv: what the venv role needs (``path``, ``python``, ``uv``, ``snapshot``), or None
 
     .. code:: python
 
@@ -195,11 +239,26 @@ class PodProbe(FactBase[dict[str, Any]]):
             "paths": {"/scratch": {"kind": "directory", "mode": "1777",
                                    "real": "/scratch", "mount": Mount}},  # kind None: absent
             "files": {"~/.bashrc": "text"},     # absent files are missing from the dict
+            "arch": "x86_64",            # uname -m; None unless venv was asked for
+            "venv": None,                # None unless asked for, else:
+            # {"kind": "link",           # what is at path: link | directory | file | None
+            #  "target": ".venv-0123abcd4567",   # the link's target, None if not a link
+            #  "record": "{...}",         # path/.podstate-venv (the fingerprint), None if absent
+            #  "works": True,             # path/bin/python starts
+            #  "python": {"executable": "/usr/bin/python3.11", "version": "3.11.2 (...)",
+            #             "ensurepip": True},     # None: the interpreter is not on the pod
+            #  "uv": "/usr/local/bin/uv", # uv on PATH, None if there is none
+            #  "managed_uv": False,       # podstate's own uv is at venv["uv"]
+            #  "zstd": True,              # the zstd command is there
+            #  "snapshot": {"fingerprint": "...", "archive": "venv-....tar.zst",
+            #               "compressor": "zstd"}}  # None: no complete snapshot
         }
     """
 
-    def command(self, paths: list[str], files: list[str]) -> str:
-        return _script(paths, files)
+    def command(
+        self, paths: list[str], files: list[str], venv: dict[str, str] | None = None
+    ) -> str:
+        return _script(paths, files, venv)
 
     def process(self, output: list[str]) -> dict[str, Any]:
         return parse_probe(output)
@@ -210,6 +269,7 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
     fields: dict[str, str] = {}
     paths: dict[str, dict[str, Any]] = {}
     files: dict[str, str] = {}
+    venv_fields: dict[str, str] = {}
     for line in output:
         key, _, rest = line.partition(" ")
         if key == "path":
@@ -223,6 +283,8 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
         elif key == "file":
             name, _, data = rest.partition(" ")
             files[_decode(name)] = _decode(data)
+        elif key.startswith("venv."):
+            venv_fields[key[5:]] = rest
         else:
             fields[key] = rest
     mounts = parse_mounts(_decode(fields.get("mounts", "")))
@@ -239,6 +301,34 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
         "nvlink": all_nvlink(parse_topology(_decode(fields.get("topo", ""))), len(gpus)),
         "paths": paths,
         "files": files,
+        "arch": fields.get("arch") or None,
+        "venv": parse_venv(venv_fields) if "arch" in fields else None,
+    }
+
+
+def parse_venv(fields: dict[str, str]) -> dict[str, Any]:
+    """Return the probe's ``venv`` dict from its ``venv.*`` lines (keys without the prefix)."""
+    kind, _, target = fields.get("kind", "").partition(" ")
+    python = _decode(fields.get("python", "")).splitlines()
+    snapshot = _decode(fields.get("snapshot", "")).split(" ")
+    return {
+        "kind": kind or None,
+        "target": _decode(target).removesuffix("\n") if kind == "link" else None,
+        "record": _decode(fields["record"]) if "record" in fields else None,
+        "works": fields.get("works") == "1",
+        "python": (
+            {"executable": python[0], "version": python[1], "ensurepip": python[2] == "1"}
+            if len(python) >= 3
+            else None
+        ),
+        "uv": _decode(fields.get("uv", "")) or None,
+        "managed_uv": fields.get("managed_uv") == "1",
+        "zstd": fields.get("zstd") == "1",
+        "snapshot": (
+            dict(zip(("fingerprint", "archive", "compressor"), snapshot, strict=True))
+            if len(snapshot) == 3 and all(snapshot)
+            else None
+        ),
     }
 
 

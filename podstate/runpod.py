@@ -180,7 +180,16 @@ def _loopback(host: str) -> bool:
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """Refuses every redirect, so the key is never sent to another address."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: Any,
+        code: int,
+        msg: str,
+        headers: Message,
+        newurl: str,
+    ) -> None:
+        """Return None, so urllib raises HTTPError for the 3xx instead of following it."""
         return None
 
 
@@ -579,8 +588,10 @@ def load_group_rules(path: Path) -> dict[str, list[str]]:
                 f"{shown}: {group}: set from RunPod's data (community, secure, gpu_*, "
                 "gpus_*, dc_*); pick another group name"
             )
-        if not isinstance(globs, list) or not globs or not all(
-            isinstance(g, str) and g for g in globs
+        if (
+            not isinstance(globs, list)
+            or not globs
+            or not all(isinstance(g, str) and g for g in globs)
         ):
             raise SpecError(
                 f'{shown}: {group}: expected a list of pod name globs, like ["train-*"]'

@@ -2,7 +2,8 @@
 
 A pod that dies or hangs mid-run is reported within these bounds while the others finish:
 connecting (TCP, SSH banner, authentication) is bounded by ``PODSTATE_CONNECT_TIMEOUT``
-seconds and every remote command by ``PODSTATE_COMMAND_TIMEOUT`` seconds.
+seconds and every remote command by ``PODSTATE_COMMAND_TIMEOUT`` seconds. A run that finds
+another run's lock on a pod waits ``PODSTATE_LOCK_WAIT`` seconds, then skips that pod.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ def _seconds(name: str, default: int) -> int:
 
 CONNECT_TIMEOUT = _seconds("PODSTATE_CONNECT_TIMEOUT", 10)
 COMMAND_TIMEOUT = _seconds("PODSTATE_COMMAND_TIMEOUT", 120)
+VENV_TIMEOUT = _seconds("PODSTATE_VENV_TIMEOUT", 1800)  # building a venv can take minutes
+LOCK_WAIT = _seconds("PODSTATE_LOCK_WAIT", 60)
+LOCK_GRACE = _seconds("PODSTATE_LOCK_GRACE", 30)
 # Every pod at once: a run costs one round trip per step whatever the fleet size, and
 # pyinfra's own default (20 per CPU core) would add a step at 40 pods on a 2-core runner.
 PARALLEL = min(_seconds("PODSTATE_PARALLEL", 1000), MAX_PARALLEL)

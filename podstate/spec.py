@@ -84,6 +84,7 @@ class Layer:
 
     display: str
     data: dict[str, Any]
+    root: Path | None = None  # the vars directory the file belongs to
 
 
 @dataclass
@@ -102,7 +103,7 @@ class VarsDir:
             if path.is_file():
                 if path not in self._cache:
                     self._cache[path] = load_yaml(path, _display(path))
-                layers.append(Layer(_display(path), self._cache[path]))
+                layers.append(Layer(_display(path), self._cache[path], self.root))
         return layers
 
 
@@ -136,7 +137,23 @@ def resolve(layers: list[Layer], pod: str) -> dict[str, Any]:
         key_path = list(error.absolute_path)
         source = _source(layers, key_path, error)
         raise SpecError(f"{source}: {_key_text(key_path, error)}: {_message(error)} (pod {pod})")
-    return normalize(state)
+    root = next((layer.root for layer in layers if layer.root is not None), None)
+    try:
+        return normalize(state, root)
+    except SpecError as e:  # a key that is valid but names something unusable
+        key_path = str(e).split(":", 1)[0].split(".")
+        raise SpecError(f"{_setter(layers, key_path)}: {e} (pod {pod})") from None
+
+
+def _setter(layers: list[Layer], key_path: list[str]) -> str:
+    """Return the last file that sets ``key_path``."""
+    for layer in reversed(layers):
+        node: Any = layer.data
+        for key in key_path:
+            node = node.get(key, _MISSING) if isinstance(node, dict) else _MISSING
+        if node is not _MISSING:
+            return layer.display
+    return layers[-1].display if layers else "desired state"
 
 
 def _source(layers: list[Layer], key_path: list[Any], error: ValidationError) -> str:
@@ -201,6 +218,7 @@ _TYPE_NAMES = {
     "string": "a string",
     "integer": "an integer",
     "array": "a list",
+    "boolean": "true or false",
 }
 
 
@@ -229,8 +247,13 @@ def normpath(path: str) -> str:
     return "/" + normal.lstrip("/")
 
 
-def normalize(state: dict[str, Any]) -> dict[str, Any]:
-    """Return the validated state with sizes in bytes, paths normalized and defaults filled."""
+def normalize(state: dict[str, Any], root: Path | None = None) -> dict[str, Any]:
+    """Return the validated state with sizes in bytes, paths normalized and defaults filled.
+
+    ``root`` is the vars directory that relative file names (``venv.requirements``) are
+    read from; files are read here, once, so nothing later needs the control machine's disk.
+    A SpecError raised here starts with the key it is about (``venv.requirements: …``).
+    """
     out: dict[str, Any] = {}
     if "scratch" in state:
         out["scratch"] = {
@@ -250,4 +273,59 @@ def normalize(state: dict[str, Any]) -> dict[str, Any]:
             "p2p": state["nccl"].get("p2p", "auto"),
             "ib": state["nccl"].get("ib", "auto"),
         }
+    if "venv" in state:
+        out["venv"] = _venv(state["venv"], root or Path.cwd())
     return out
+
+
+REQUIREMENTS_INCLUDES = ("-r", "--requirement", "-c", "--constraint")
+
+
+def _venv(item: dict[str, Any], root: Path) -> dict[str, Any]:
+    """Return the normalized ``venv`` section, with the requirements file's content in it."""
+    path = normpath(item["path"])
+    if path == "/":
+        raise SpecError("venv.path: must name a directory below /, such as /opt/venv")
+    requirements = None
+    if "requirements" in item:
+        requirements = _requirements(root / item["requirements"], item["requirements"])
+    snapshot = normpath(item["snapshot"]) if "snapshot" in item else None
+    if snapshot and (snapshot == path or snapshot.startswith(path + "/")):
+        raise SpecError(f"venv.snapshot: {snapshot} is inside venv.path {path}")
+    return {
+        "path": path,
+        "python": item.get("python", "python3"),
+        "packages": [" ".join(p.split()) for p in item.get("packages", [])],
+        "requirements": requirements,
+        "requirements_file": item.get("requirements"),
+        "installer": item.get("installer", "uv"),
+        "index_url": item.get("index_url"),
+        "extra_index_urls": list(item.get("extra_index_urls", [])),
+        "find_links": [
+            normpath(link) if link.startswith("/") else link for link in item.get("find_links", [])
+        ],
+        "no_index": bool(item.get("no_index", False)),
+        "snapshot": snapshot,
+    }
+
+
+def _requirements(path: Path, name: str) -> str:
+    """Return a requirements file's text; SpecError for what the installer could not use."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise SpecError(
+            f"venv.requirements: cannot read {name} ({_display(path)}): {e.strerror or e}"
+        ) from None
+    except UnicodeDecodeError:
+        raise SpecError(f"venv.requirements: {name} is not UTF-8 text") from None
+    for number, line in enumerate(text.splitlines(), start=1):
+        option = line.strip().split("=", 1)[0].split(" ", 1)[0]
+        if option in REQUIREMENTS_INCLUDES:
+            raise SpecError(
+                f"venv.requirements: {name} line {number}: {option} names another file, which "
+                "the pod does not have; put its lines in this file or in venv.packages"
+            )
+        if "\0" in line:
+            raise SpecError(f"venv.requirements: {name} line {number}: contains a NUL byte")
+    return text

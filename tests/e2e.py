@@ -137,3 +137,21 @@ def exec_count(fleet: Fleet, pod: str) -> int:
     """Return how many exec requests (remote commands) the pod's sshd has served so far."""
     log = fleet.state / "pods" / pod / "sshd.log"
     return log.read_text().count("Starting session: command for ")
+
+
+def start_apply(
+    fleet: Fleet, env: dict[str, str] | None = None, vars_dir: Path | None = None
+) -> subprocess.Popen:
+    """Start ``pyinfra -y inventories/pods.py deploy/pod.py`` in the background."""
+    environment = {**fleet.env(), **(env or {})}
+    if vars_dir:
+        environment["PODSTATE_VARS"] = str(vars_dir)
+    return subprocess.Popen(
+        [str(BIN / "pyinfra"), "-y", "inventories/pods.py", "deploy/pod.py"],
+        cwd=ROOT,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )

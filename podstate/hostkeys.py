@@ -1,0 +1,281 @@
+"""Host keys of RunPod pods, trusted per pod id and renewed only when RunPod says it restarted.
+
+RunPod makes new host keys at every container start and reuses public IPs and ports, so a
+known_hosts file keyed by address breaks on the first restart, and turning host-key checking
+off gives up on noticing an interception. podstate keeps its own store instead, in
+``PODSTATE_HOSTKEYS`` (default ``~/.local/state/podstate/hostkeys``), one pod per pair of
+files named after the RunPod pod id:
+
+``<id>.known_hosts``
+    An ordinary known_hosts file, handed to pyinfra as the pod's ``ssh_known_hosts_file``;
+    paramiko verifies the pod's key against it and, with ``accept-new``, records a new one.
+``<id>.json``
+    ``{"pod_id", "name", "address", "recorded_at"}``: ``recorded_at`` is the RunPod
+    ``startedAt`` of the container whose key the known_hosts file holds.
+``<id>.known_hosts.old``
+    The previous key, moved aside when the pod restarted.
+
+The rules, applied when the inventory is built (before any connection):
+
+* no key stored yet: trust on first use (``ssh_strict_host_key_checking: accept-new``);
+* RunPod's ``startedAt`` is later than ``recorded_at``: the container restarted since its key
+  was recorded, so its old key is stale; it is moved aside and the new one accepted;
+* otherwise: the stored key must match (``yes``). A different key from a container that has
+  not restarted is refused for that pod only; pyinfra fails it with "REMOTE HOST
+  IDENTIFICATION HAS CHANGED" and the other pods go on.
+
+Why ``recorded_at`` is a ``startedAt`` and not a clock reading: paramiko writes the key
+during the connection, without telling podstate. The key it records comes from the container
+running at that moment, which is the one RunPod reported as started at ``startedAt`` when the
+inventory was built a moment before. Recording that value at inventory time, and comparing
+later ``startedAt`` values with it, compares two timestamps from RunPod's clock only, so a
+wrong local clock can never make a changed key acceptable. If the pod restarted in the short
+gap between listing and connecting, the key recorded is newer than ``recorded_at`` says; the
+next run then sees a later ``startedAt`` and renews it, which is what a restart does anyway.
+A pod without a ``startedAt`` records none, and a stored key with no ``recorded_at`` is never
+renewed automatically: delete the pod's files to trust its next key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+DEFAULT_DIR = Path("~/.local/state/podstate/hostkeys")
+
+NEW = "new"  # no key stored: trust on first use
+RESTARTED = "restarted"  # the pod restarted since its key was recorded: take the new one
+TRUSTED = "trusted"  # the stored key must match
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
+
+
+@dataclass(frozen=True)
+class HostKeyTrust:
+    """What podstate trusts for one pod, and the pyinfra host data that enforces it."""
+
+    pod_id: str
+    name: str
+    address: str  # the known_hosts host pattern: "host" on port 22, else "[host]:port"
+    known_hosts: Path
+    state: str  # NEW, RESTARTED or TRUSTED
+    recorded_at: str | None  # startedAt of the container whose key is stored
+    started_at: str | None  # startedAt RunPod reports now
+
+    @property
+    def strictness(self) -> str:
+        """Return pyinfra's ``ssh_strict_host_key_checking`` value for this pod.
+
+        ``accept-new`` lets paramiko record the key when none is stored (new, or moved aside
+        after a restart); ``yes`` makes it refuse any key but the stored one.
+        """
+        return "yes" if self.state == TRUSTED else "accept-new"
+
+    def host_data(self) -> dict[str, str]:
+        """Return the pyinfra host data that points paramiko at this pod's known_hosts."""
+        return {
+            "ssh_known_hosts_file": str(self.known_hosts),
+            "ssh_strict_host_key_checking": self.strictness,
+        }
+
+
+def store_dir() -> Path:
+    """Return the host-key store: ``PODSTATE_HOSTKEYS``, else ~/.local/state/podstate/hostkeys."""
+    return Path(os.environ.get("PODSTATE_HOSTKEYS") or DEFAULT_DIR).expanduser()
+
+
+def known_hosts_pattern(host: str, port: int) -> str:
+    """Return the host field paramiko looks a server up by (``[host]:port`` unless port 22)."""
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+def parse_time(value: str) -> datetime:
+    """Return an ISO 8601 timestamp as an aware datetime (UTC when it names no zone).
+
+    Raises ValueError for anything else, so callers can word the error.
+    """
+    parsed = datetime.fromisoformat(value.strip())
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def plan(
+    pod_id: str,
+    name: str,
+    host: str,
+    port: int,
+    started_at: str | None,
+    directory: Path | None = None,
+) -> HostKeyTrust:
+    """Return what to trust for a pod, from its stored files and RunPod's ``startedAt``.
+
+    Reads only; ``record`` makes the store match. Kept apart so ``podstate inventory`` can
+    show the fleet without touching the store.
+    """
+    root = directory or store_dir()
+    stem = _file_stem(pod_id)
+    known_hosts = root / f"{stem}.known_hosts"
+    recorded_at = _read_meta(root / f"{stem}.json").get("recorded_at")
+    if not isinstance(recorded_at, str):
+        recorded_at = None
+    if not _entries(known_hosts):
+        state = NEW
+    elif _later(started_at, recorded_at):
+        state = RESTARTED
+    else:
+        state = TRUSTED
+    return HostKeyTrust(
+        pod_id=pod_id,
+        name=name,
+        address=known_hosts_pattern(host, port),
+        known_hosts=known_hosts,
+        state=state,
+        recorded_at=recorded_at,
+        started_at=started_at,
+    )
+
+
+def record(trust: HostKeyTrust) -> None:
+    """Make the store match ``trust`` before pyinfra connects.
+
+    Creates the store (mode 0700) and the pod's known_hosts file (so paramiko has one to
+    read and append to); moves a stale key aside on RESTARTED; records ``startedAt`` as
+    ``recorded_at`` for NEW and RESTARTED; and rewrites the host field of stored entries to
+    the pod's current address, because the key belongs to the pod, not to the IP and port
+    RunPod happens to give it.
+    """
+    root = trust.known_hosts.parent
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if trust.state == RESTARTED:
+        trust.known_hosts.replace(trust.known_hosts.with_name(trust.known_hosts.name + ".old"))
+    if trust.state in (NEW, RESTARTED):
+        meta = {
+            "pod_id": trust.pod_id,
+            "name": trust.name,
+            "address": trust.address,
+            "recorded_at": trust.started_at,
+        }
+        _write_atomic(trust.known_hosts.with_suffix(".json"), json.dumps(meta, indent=2) + "\n")
+    if not trust.known_hosts.exists():
+        _write_atomic(trust.known_hosts, "")
+    else:
+        lines = _entries(trust.known_hosts)
+        moved = [
+            line + "\n"
+            if line.startswith("@")
+            else f"{trust.address} {' '.join(line.split()[1:])}\n"
+            for line in lines
+        ]
+        if moved != [line + "\n" for line in lines]:
+            _write_atomic(trust.known_hosts, "".join(moved))
+    forget_cached_host_keys()
+
+
+def forget_cached_host_keys() -> None:
+    """Drop pyinfra's in-process cache of parsed known_hosts files.
+
+    pyinfra parses each known_hosts file once per process; after the store changed, a
+    second run in the same process (``podstate check`` called twice) must read it again.
+    """
+    try:
+        from pyinfra.connectors.sshuserclient import client
+    except ImportError:  # pragma: no cover - pyinfra is a dependency
+        return
+    cache = getattr(client.get_host_keys, "cache", None)
+    if isinstance(cache, dict):
+        cache.clear()
+
+
+class _RemovalHint(logging.Filter):
+    """Rewrites pyinfra's "ssh-keygen -R [host]:port" advice for pods in podstate's store.
+
+    On a changed host key pyinfra warns that the remote identification changed and suggests
+    ``ssh-keygen -R``, which edits ~/.ssh/known_hosts and would not help: podstate keeps the
+    key elsewhere. This says where, and why the key was not renewed.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("podstate-hostkeys")
+        self.pods: dict[str, HostKeyTrust] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):
+            return True
+        found = re.match(r"^\s*ssh-keygen -R (\S+)\s*$", message)
+        trust = self.pods.get(found.group(1)) if found else None
+        if trust is not None:
+            since = f"startedAt {trust.recorded_at}" if trust.recorded_at else "an unknown start"
+            record.msg = (
+                f"    rm {trust.known_hosts}    (pod {trust.name}, RunPod id {trust.pod_id}: "
+                f"RunPod reports no restart since its key was recorded at {since}, so the new "
+                "key may be an interception; remove the file only if you know why it changed)"
+            )
+            record.args = ()
+        return True
+
+
+_HINT = _RemovalHint()
+
+
+def explain_mismatches(trusts: list[HostKeyTrust]) -> None:
+    """Make pyinfra's changed-host-key warning name these pods' files instead of ssh-keygen.
+
+    Installs (once per process) a filter on pyinfra's logger; returns nothing.
+    """
+    _HINT.pods = {trust.address: trust for trust in trusts}
+    logger = logging.getLogger("pyinfra")
+    if _HINT not in logger.filters:
+        logger.addFilter(_HINT)
+
+
+def _file_stem(pod_id: str) -> str:
+    """Return a file name stem for a pod id: the id itself when it is safe as a file name."""
+    if _SAFE_ID.match(pod_id):
+        return pod_id
+    return "id-" + hashlib.sha256(pod_id.encode()).hexdigest()[:32]
+
+
+def _entries(path: Path) -> list[str]:
+    """Return the host-key lines of a known_hosts file ([] when there is none)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    return [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not line.lstrip().startswith("#") and len(line.split()) >= 3
+    ]
+
+
+def _read_meta(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _later(started_at: str | None, recorded_at: str | None) -> bool:
+    """True when both timestamps are known and ``started_at`` is strictly later."""
+    if not started_at or not recorded_at:
+        return False
+    try:
+        return parse_time(started_at) > parse_time(recorded_at)
+    except ValueError:
+        return False
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    tmp.replace(path)

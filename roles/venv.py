@@ -1,0 +1,278 @@
+"""A ready virtual environment on the container disk, restorable from a packed snapshot.
+
+``path`` is a symlink to a versioned directory beside it (``.<name>-<fingerprint12>``)
+where the venv was built, so scripts' shebangs never change. A run compares the
+fingerprint of what is asked (packages, requirements, installer and index options, the
+interpreter's version) with the one recorded in the venv: the same, and the interpreter
+starts: nothing to do. Otherwise the venv is built beside the old one (or unpacked from
+the snapshot of that fingerprint), verified, and switched in with one rename. Installer
+temp, cache and build directories are on local disk or scratch, never on the volume.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import posixpath
+import re
+import sys
+from typing import Any
+
+from pyinfra.api import deploy
+
+from podstate import findings, operations, settings
+from podstate.probe import Mount, mount_of
+
+MANAGED = ".podstate"  # beside the venvs: podstate's uv, build logs
+ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
+# A requirement's distribution name, as the installer will record it (PEP 508).
+_NAME = re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:\[[^\]]*\])?\s*(.*)")
+
+
+def paths(wanted: dict[str, Any]) -> list[str]:
+    """Return the paths this role needs probed: the venv path (for its filesystem)."""
+    venv = wanted.get("venv")
+    return [venv["path"]] if venv else []
+
+
+def managed_uv(path: str) -> str:
+    """Return where podstate keeps its own uv for the venv at ``path``: beside the venvs."""
+    return posixpath.join(posixpath.dirname(path), MANAGED, "uv")
+
+
+def probe_args(wanted: dict[str, Any]) -> dict[str, str] | None:
+    """Return the probe's ``venv`` argument (None when no venv is wanted)."""
+    venv = wanted.get("venv")
+    if not venv:
+        return None
+    args = {"path": venv["path"], "python": venv["python"], "uv": managed_uv(venv["path"])}
+    if venv["snapshot"]:
+        args["snapshot"] = venv["snapshot"]
+    return args
+
+
+def distributions(packages: list[str], requirements: str | None) -> list[str]:
+    """Return the distribution names the venv must hold, to verify a build.
+
+    Lines with options, paths, URLs without a name, or environment markers (which may
+    exclude them on this pod) are skipped.
+    """
+    lines = list(packages)
+    text = re.sub(r"\\\n", " ", requirements or "")
+    for line in text.splitlines():
+        lines.append(re.sub(r"(^|\s)#.*", "", line).strip())
+    names: list[str] = []
+    for line in lines:
+        match = _NAME.fullmatch(line.strip())
+        if not match or ";" in line:
+            continue
+        rest = match[2]
+        if rest and rest[0] not in "<>=!~@(":
+            continue
+        if match[1] not in names:
+            names.append(match[1])
+    return names
+
+
+def index_args(venv: dict[str, Any]) -> list[str]:
+    """Return the installer's index options (pip and uv spell them alike)."""
+    args = ["--index-url", venv["index_url"]] if venv["index_url"] else []
+    for url in venv["extra_index_urls"]:
+        args += ["--extra-index-url", url]
+    for link in venv["find_links"]:
+        args += ["--find-links", link]
+    return args + (["--no-index"] if venv["no_index"] else [])
+
+
+def requirements_text(venv: dict[str, Any]) -> str:
+    """Return what the installer gets as its requirements file: packages, then the file."""
+    packages = "".join(p + "\n" for p in venv["packages"])
+    return packages + (venv["requirements"] or "")
+
+
+def fingerprint(venv: dict[str, Any], python: dict[str, Any]) -> tuple[str, str]:
+    """Return (fingerprint, record): the hash of what is asked, and the JSON kept in the venv.
+
+    Package order and duplicates do not matter; the interpreter's version does (a new
+    patch release gets a new venv), and so does the path (shebangs name it).
+    """
+    asked = {
+        "path": venv["path"],
+        "packages": sorted(set(venv["packages"])),
+        "requirements": venv["requirements"] or "",
+        "installer": venv["installer"],
+        "index": index_args(venv),
+        "python": {"executable": python["executable"], "version": python["version"]},
+    }
+    canonical = json.dumps(asked, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    record = json.dumps({"fingerprint": digest, "asked": asked}, indent=1, sort_keys=True)
+    return digest, record + "\n"
+
+
+def recorded(record: str | None) -> str | None:
+    """Return the fingerprint in a venv's record (None if absent or unreadable)."""
+    try:
+        value = json.loads(record or "")["fingerprint"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _local(mount: Mount | None) -> bool:
+    return mount is None or not mount.is_network
+
+
+def work_environment(
+    wanted: dict[str, Any], probe: dict[str, Any], venv_parent: str
+) -> dict[str, str]:
+    """Return TMPDIR and the pip/uv cache directories for the install, all on local storage.
+
+    The ``dirs`` values when they are local, else directories under the first local scratch
+    path, else under /tmp. uv links from its cache by hard link when cache and venv share
+    a filesystem, else it copies.
+    """
+    dirs = wanted.get("dirs") or {}
+    fallback = "/tmp"
+    for path in wanted.get("scratch") or {}:
+        if _local(probe["paths"][path]["mount"]):
+            fallback = path
+            break
+    defaults = {"TMPDIR": fallback, "PIP_CACHE_DIR": "", "UV_CACHE_DIR": ""}
+    env: dict[str, str] = {}
+    for name, suffix in (("TMPDIR", ""), ("PIP_CACHE_DIR", "pip"), ("UV_CACHE_DIR", "uv")):
+        path = dirs.get(name)
+        if path and _local(probe["paths"][path]["mount"]):
+            env[name] = path
+        else:
+            env[name] = defaults[name] or posixpath.join(fallback, ".podstate-cache", suffix)
+    mounts = probe["mounts"]
+    cache = probe["paths"].get(env["UV_CACHE_DIR"], {}).get("real", env["UV_CACHE_DIR"])
+    same = mount_of(cache, mounts) == mount_of(venv_parent, mounts)
+    env["UV_LINK_MODE"] = "hardlink" if same else "copy"
+    return env
+
+
+def _uploadable(arch: str | None) -> bool:
+    """True when the control machine's own uv binary runs on a pod of ``arch``."""
+    here = platform.machine().lower()
+    return sys.platform.startswith("linux") and ARCH_ALIASES.get(here, here) == arch
+
+
+@deploy("Venv")
+def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
+    """Converge ``venv``: build, restore or leave it; keep its snapshot; report what cannot be."""
+    venv = wanted.get("venv")
+    if not venv:
+        return
+    path, seen = venv["path"], probe["venv"]
+    parent, base = posixpath.split(path)
+    info = probe["paths"][path]
+    mount = info["mount"]
+    if not _local(mount):
+        findings.violation(
+            f"venv.path {path} is on the network filesystem {mount.fstype} ({mount.source} at "
+            f"{mount.target}): a venv there takes minutes to install and seconds per import; "
+            "choose a path on the container disk such as /opt/venv (venv.snapshot keeps a "
+            "packed copy on the volume for restores)"
+        )
+        return
+    managed = re.fullmatch(rf"\.{re.escape(base)}-[0-9a-f]{{12}}", seen["target"] or "")
+    if seen["kind"] not in (None, "link") or (seen["kind"] == "link" and not managed):
+        what = "a symlink podstate did not make" if seen["kind"] == "link" else seen["kind"]
+        findings.violation(
+            f"venv.path {path} is {what}, not a podstate venv: podstate will not replace it; "
+            "move it away or choose another venv.path"
+        )
+        return
+    python = seen["python"]
+    if python is None:
+        findings.violation(
+            f"venv.python {venv['python']} is not on the pod: install it, or point venv.python "
+            "at an interpreter the pod has (such as /usr/bin/python3)"
+        )
+        return
+    if venv["installer"] == "pip" and not python["ensurepip"]:
+        findings.violation(
+            f"venv.installer pip needs the venv module with ensurepip in {python['executable']} "
+            "(Debian/Ubuntu: apt-get install python3-venv); or use installer uv"
+        )
+        return
+
+    digest, record = fingerprint(venv, python)
+    version = f".{base}-{digest[:12]}"
+    version_dir = posixpath.join(parent, version)
+    ready = seen["works"] and recorded(seen["record"]) == digest and seen["target"] == version
+    snapshot = seen["snapshot"]
+    restore = None
+    if not ready and snapshot and snapshot["fingerprint"] == digest:
+        if snapshot["compressor"] == "gzip" or seen["zstd"]:
+            archive = posixpath.join(venv["snapshot"], snapshot["archive"])
+            restore = (archive, snapshot["compressor"])
+
+    environment = work_environment(wanted, probe, posixpath.dirname(info["real"]))
+    uv = seen["uv"] or (managed_uv(path) if seen["managed_uv"] else None)
+    if not ready and not restore and venv["installer"] == "uv" and uv is None:
+        uv = managed_uv(path)
+        if _uploadable(probe["arch"]):
+            from uv import find_uv_bin
+
+            operations.upload_file(
+                name=f"Upload uv to {uv} (the pod has none)",
+                src=find_uv_bin(),
+                dest=uv,
+                present=False,
+                _timeout=settings.VENV_TIMEOUT,
+            )
+        else:
+            operations.pip_install_uv(
+                name=f"Install uv with pip at {uv} (the pod has none, and is {probe['arch']})",
+                dest=uv,
+                python=python["executable"],
+                index_args=index_args(venv),
+                environment=environment,
+                present=False,
+                _timeout=settings.VENV_TIMEOUT,
+            )
+
+    if ready:
+        how = "ready"
+    elif restore:
+        how = f"restore from snapshot {restore[0]}"
+    else:
+        how = f"build with {venv['installer']}"
+    operations.venv(
+        name=f"Venv {path}: {how}",
+        path=path,
+        version=version,
+        fingerprint=digest,
+        ready=ready,
+        script=""
+        if ready
+        else operations.venv_script(
+            path=path,
+            version=version,
+            fingerprint=digest,
+            record=record,
+            python=python["executable"],
+            requirements=requirements_text(venv),
+            distributions=distributions(venv["packages"], venv["requirements"]),
+            installer=venv["installer"],
+            uv=uv,
+            index_args=index_args(venv),
+            environment=environment,
+            restore=restore,
+        ),
+        python=python["executable"],
+        _timeout=settings.VENV_TIMEOUT,
+    )
+    if venv["snapshot"]:
+        operations.venv_snapshot(
+            name=f"Venv snapshot in {venv['snapshot']}",
+            version_dir=version_dir,
+            directory=venv["snapshot"],
+            fingerprint=digest,
+            current=snapshot["fingerprint"] if snapshot else None,
+            _timeout=settings.VENV_TIMEOUT,
+        )

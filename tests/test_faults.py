@@ -1,0 +1,206 @@
+"""Faults: runs killed, pods dying or hanging mid-run, two runs at once.
+
+Every pod file podstate manages is either its old or its new version afterwards, the
+other pods finish normally, and the next run converges.
+"""
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from podstate import sandbox
+from tests.e2e import apply, exec_count, new_vars_dir, start_apply
+
+FILES = "cat /etc/profile.d/podstate.sh; echo ==; cat ~/.bashrc"
+FAST = {
+    "PODSTATE_LOCK_WAIT": "3",
+    "PODSTATE_LOCK_GRACE": "2",
+    "PODSTATE_COMMAND_TIMEOUT": "6",
+    "PODSTATE_CONNECT_TIMEOUT": "3",
+}
+
+
+@pytest.fixture(autouse=True)
+def fast_limits(monkeypatch):
+    for key, value in FAST.items():
+        monkeypatch.setenv(key, value)
+
+
+@pytest.fixture(scope="module")
+def states(fleet, tmp_path_factory):
+    """Two desired states, A and B, that differ in the profile; returns their vars dirs."""
+    dirs = {}
+    for name in ("A", "B"):
+        root = new_vars_dir(tmp_path_factory.mktemp(f"vars{name}"))
+        (root / "group_vars" / "community.yaml").write_text(
+            f"env: {{STATE: {name}}}\nshm: {{min_size: 32M}}\n"
+        )
+        (root / "group_vars" / "secure.yaml").write_text(f"env: {{STATE: {name}}}\n")
+        dirs[name] = root
+    return dirs
+
+
+def converge(fleet, vars_dir):
+    fleet.vars_dir, old = vars_dir, fleet.vars_dir
+    try:
+        run = apply(fleet)
+    finally:
+        fleet.vars_dir = old
+    assert run.returncode == 0, run.stderr
+    return {pod: fleet.out(pod, FILES) for pod in fleet.pods}
+
+
+@pytest.fixture(scope="module")
+def contents(fleet, states):
+    """Each pod's managed files under state B and under state A (the fleet is left at A)."""
+    b = converge(fleet, states["B"])
+    a = converge(fleet, states["A"])
+    assert a != b
+    return {"A": a, "B": b}
+
+
+def wait_for_probe(fleet, pod, before, limit=60):
+    deadline = time.monotonic() + limit
+    while exec_count(fleet, pod) <= before:
+        assert time.monotonic() < deadline, f"{pod} was never probed"
+        time.sleep(0.05)
+
+
+def hold_lock(pod, owner="ci-job-7", expires_in=3600):
+    sandbox.pod_exec(
+        pod,
+        f"mkdir -p /run/podstate.lock && echo other > /run/podstate.lock/token"
+        f" && echo {owner} > /run/podstate.lock/owner"
+        f" && echo $(($(date +%s) + {expires_in})) > /run/podstate.lock/expires",
+    )
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.parametrize("delay", [0.3, 0.9, 1.2, 1.6])
+def test_killed_run_leaves_old_or_new_files_and_next_run_converges(
+    fleet, states, contents, sig, delay
+):
+    counts = {pod: exec_count(fleet, pod) for pod in fleet.pods}
+    run = start_apply(fleet, vars_dir=states["B"])
+    time.sleep(delay)
+    run.send_signal(sig)
+    _, stderr = run.communicate(timeout=30)
+    assert "Traceback" not in stderr
+    if run.returncode == 0:  # it finished before the signal came
+        assert {pod: fleet.out(pod, FILES) for pod in fleet.pods} == contents["B"]
+    elif sig == signal.SIGTERM and run.returncode == -signal.SIGTERM:
+        # stopped while Python was still starting, before podstate was loaded
+        assert {pod: exec_count(fleet, pod) for pod in fleet.pods} == counts
+    elif sig == signal.SIGTERM:
+        assert run.returncode == 128 + signal.SIGTERM
+        assert stderr.strip().splitlines()[-1].startswith("podstate: stopped by SIGTERM")
+    time.sleep(0.5)  # commands already sent finish on the pods
+    for pod in fleet.pods:
+        assert fleet.out(pod, FILES) in (contents["A"][pod], contents["B"][pod])
+        assert fleet.out(pod, "ls -a /etc/profile.d ~ | grep -c podstate.XXX || true") == "0\n"
+    time.sleep(int(FAST["PODSTATE_LOCK_GRACE"]) + 1)  # a lock the killed run held expires
+    assert converge(fleet, states["A"]) == contents["A"]
+
+
+def test_second_run_waits_then_skips_a_locked_pod(fleet, states, contents):
+    hold_lock("pod-2")
+    try:
+        run = start_apply(fleet, vars_dir=states["B"])
+        _, stderr = run.communicate(timeout=120)
+    finally:
+        sandbox.pod_exec("pod-2", "rm -rf /run/podstate.lock")
+    assert run.returncode == 1
+    assert "another podstate run holds this pod (ci-job-7)" in stderr
+    assert fleet.out("pod-2", FILES) == contents["A"]["pod-2"]
+    for pod in ("pod-1", "pod-3", "pod-4", "pod-5"):
+        assert fleet.out(pod, FILES) == contents["B"][pod]
+        assert fleet.out(pod, "test -e /run/podstate.lock && echo locked || echo free") == "free\n"
+    assert converge(fleet, states["A"]) == contents["A"]
+
+
+def test_expired_lock_is_taken_over(fleet, states, contents):
+    hold_lock("pod-2", expires_in=-10)
+    assert converge(fleet, states["B"]) == contents["B"]
+    assert fleet.out("pod-2", "test -e /run/podstate.lock && echo locked || echo free") == "free\n"
+    assert converge(fleet, states["A"]) == contents["A"]
+
+
+def test_two_runs_at_once_never_interleave(fleet, states, contents, monkeypatch):
+    monkeypatch.setenv("PODSTATE_LOCK_WAIT", "60")
+    runs = [start_apply(fleet, vars_dir=states[name]) for name in ("B", "A")]
+    results = [run.communicate(timeout=180) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], results
+    for pod in fleet.pods:
+        assert fleet.out(pod, FILES) in (contents["A"][pod], contents["B"][pod])
+    assert converge(fleet, states["A"]) == contents["A"]
+
+
+@pytest.mark.parametrize("fault", ["killed", "frozen"])
+def test_pod_dying_mid_run_is_reported_and_others_finish(fleet, states, contents, fault):
+    """pod-2 is held by a lock for a few seconds, so it is mid-run when it dies or hangs."""
+    hold_lock("pod-2", expires_in=4)
+    before = exec_count(fleet, "pod-2")
+    started = time.monotonic()
+    run = start_apply(fleet, vars_dir=states["B"], env={"PODSTATE_LOCK_WAIT": "30"})
+    wait_for_probe(fleet, "pod-2", before)
+    time.sleep(1)
+    pids = [p.pid for p in sandbox.status() if p.name == "pod-2"]
+    if fault == "killed":
+        sandbox.stop_pod("pod-2")
+    else:
+        freeze("pod-2", signal.SIGSTOP)
+    try:
+        _, stderr = run.communicate(timeout=90)
+    finally:
+        if fault == "frozen":
+            freeze("pod-2", signal.SIGCONT)
+    assert run.returncode == 1
+    assert "[pod-2]" in stderr
+    assert time.monotonic() - started < 60, "the dead pod was not given up on in time"
+    for pod in ("pod-1", "pod-3", "pod-4", "pod-5"):
+        assert fleet.out(pod, FILES) == contents["B"][pod]
+    assert pids
+    restart(fleet, states, contents)
+
+
+def freeze(pod: str, sig: int) -> None:
+    """Send ``sig`` to every process of the pod (its sshd and all its sessions)."""
+    freeze_namespace(next(p.pid for p in sandbox.status() if p.name == pod), sig)
+
+
+def freeze_namespace(leader: int, sig: int) -> None:
+    """Send ``sig`` to every process in the mount namespace of ``leader``."""
+    target = os.readlink(f"/proc/{leader}/ns/mnt")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink(f"/proc/{pid}/ns/mnt") == target:
+                os.kill(int(pid), sig)
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            pass
+
+
+def restart(fleet, states, contents):
+    """Bring the whole sandbox back (a pod dies with its namespace) and converge it to A."""
+    sandbox.down()
+    sandbox.up(pods=5)
+    assert converge(fleet, states["A"]) == contents["A"]
+
+
+def test_hung_network_volume_times_out_that_pod_only(fleet, states, contents):
+    """pod-1's /workspace (sshfs) stops answering while a dirs path lives on it."""
+    fleet.host_vars("pod-1", {"dirs": {"DATA": "/workspace/data"}})
+    storage = json.loads((fleet.state / "sandbox.json").read_text())["storage"]["pid"]
+    try:
+        freeze_namespace(storage, signal.SIGSTOP)
+        started = time.monotonic()
+        run = apply(fleet)
+    finally:
+        freeze_namespace(storage, signal.SIGCONT)
+        fleet.host_vars("pod-1", None)
+    assert run.returncode == 1
+    assert time.monotonic() - started < 90
+    assert "pod-1" in run.stderr
+    assert run.hosts("no_change") >= {"pod-2", "pod-4"}

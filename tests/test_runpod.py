@@ -1,0 +1,806 @@
+"""The live inventory from RunPod's v2 API, and the per-pod host-key store.
+
+A real HTTP server on 127.0.0.1 stands in for the API. Every pod list it serves is first
+validated against ``ListPodsResponse`` of RunPod's OpenAPI document (a copy of
+``reference/runpod-openapi-v2.json`` in tests/fixtures/runpod/), so the fixtures cannot
+drift from the real API. The end-to-end tests point the fake API at sandbox pods and run
+the real ``pyinfra`` CLI over real SSH.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+from podstate import hostkeys, runpod
+from podstate.inventory import load_pods
+from podstate.spec import SpecError
+from tests.e2e import new_vars_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+FIXTURES = ROOT / "tests" / "fixtures" / "runpod"
+SPEC = json.loads((FIXTURES / "runpod-openapi-v2.json").read_text())
+KEY = "rpa_PODSTATE_TEST_KEY_7f3a9c21e5d84b60"  # distinctive, to search outputs for
+SUCCESS_FIXTURES = ["example.json", "fleet.json", "cluster.json"]
+
+
+def _validator(schema_name: str) -> Draft202012Validator:
+    registry = Registry().with_resource(
+        "urn:runpod-openapi-v2", Resource.from_contents(SPEC, default_specification=DRAFT202012)
+    )
+    return Draft202012Validator(
+        {"$ref": f"urn:runpod-openapi-v2#/components/schemas/{schema_name}"}, registry=registry
+    )
+
+
+LIST_PODS = _validator("ListPodsResponse")
+PROBLEM = _validator("ErrorResponse")
+
+
+def fixture(name: str) -> dict:
+    return json.loads((FIXTURES / name).read_text())
+
+
+def assert_valid(doc: dict) -> None:
+    """Fail unless ``doc`` is a ListPodsResponse the real API could send."""
+    errors = sorted(LIST_PODS.iter_errors(doc), key=lambda e: list(e.absolute_path))
+    assert not errors, f"{list(errors[0].absolute_path)}: {errors[0].message}"
+
+
+# --- the fake API -------------------------------------------------------------------------
+
+
+class FakeApi:
+    """``GET /v2/pods`` on 127.0.0.1: queued raw answers first, then the pod list.
+
+    Like the real API, cluster members are left out unless ``includeClusterPods=true``.
+    """
+
+    def __init__(self) -> None:
+        self.requests: list[dict] = []
+        self.queued: list[tuple[int, dict[str, str], bytes]] = []
+        self.doc: dict = {"pods": []}
+        self.delay = 0.0
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's API
+                parts = urlsplit(self.path)
+                api.requests.append(
+                    {"path": parts.path, "query": parse_qs(parts.query), "headers": self.headers}
+                )
+                if api.delay:
+                    time.sleep(api.delay)
+                if api.queued:
+                    status, headers, body = api.queued.pop(0)
+                elif parts.path != "/v2/pods":
+                    status, headers, body = 404, {}, b"{}"
+                else:
+                    cluster = parse_qs(parts.query).get("includeClusterPods") == ["true"]
+                    pods = [p for p in api.doc["pods"] if cluster or not p.get("cluster")]
+                    status, headers = 200, {"Content-Type": "application/json"}
+                    body = json.dumps({"pods": pods}).encode()
+                try:
+                    self.send_response(status)
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:
+                    pass  # the client gave up (timeout test)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def serve(self, doc: dict) -> None:
+        """Serve ``doc`` as the pod list, once it validates against the spec."""
+        assert_valid(doc)
+        self.doc = doc
+
+    def queue(self, status: int, body: bytes | dict, headers: dict | None = None) -> None:
+        """Answer the next request with this, before the pod list."""
+        if isinstance(body, dict):
+            if status >= 400:
+                assert not list(PROBLEM.iter_errors(body)), body
+            body = json.dumps(body).encode()
+        kind = "application/problem+json" if status >= 400 else "application/json"
+        self.queued.append((status, {"Content-Type": kind, **(headers or {})}, body))
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def api():
+    fake = FakeApi()
+    yield fake
+    fake.close()
+
+
+@pytest.fixture
+def env(api, tmp_path):
+    """The environment of a user with RUNPOD_API_KEY set and no pods file."""
+    vars_dir = new_vars_dir(tmp_path / "vars")
+    result = {k: v for k, v in os.environ.items() if not k.startswith(("PODSTATE_", "RUNPOD_"))}
+    result.update(
+        RUNPOD_API_KEY=KEY,
+        RUNPOD_API_URL=api.url,
+        RUNPOD_API_TIMEOUT="10",
+        PODSTATE_VARS=str(vars_dir),
+        PODSTATE_HOSTKEYS=str(tmp_path / "hostkeys"),
+    )
+    return result
+
+
+def run(*args: str, env: dict) -> subprocess.CompletedProcess:
+    """Run a command from the repository root as a user would; stdin closed."""
+    result = subprocess.run(
+        [str(BIN / args[0]), *args[1:]],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+    assert KEY not in result.stdout + result.stderr, "the API key was printed"
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr
+    return result
+
+
+def inventory(env: dict) -> dict:
+    result = run("podstate", "inventory", "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def debug_inventory(env: dict, *flags: str) -> tuple[dict, subprocess.CompletedProcess]:
+    """Return pyinfra's view of the inventory (host name -> host) without connecting."""
+    result = run("pyinfra", "--json", *flags, "inventories/pods.py", "debug-inventory", env=env)
+    assert result.returncode == 0, result.stderr
+    start = result.stdout.index("[")
+    hosts = json.loads(result.stdout[start : result.stdout.rindex("]") + 1])
+    return {host["name"]: host for host in hosts}, result
+
+
+def one_error_line(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if line.startswith("podstate:")]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+# --- fixtures match the API ---------------------------------------------------------------
+
+
+def test_example_fixture_is_the_specs_own_example():
+    example = SPEC["paths"]["/v2/pods"]["get"]["responses"]["200"]["content"]["application/json"][
+        "examples"
+    ]["pods"]["value"]
+    assert fixture("example.json") == example
+
+
+@pytest.mark.parametrize("name", SUCCESS_FIXTURES)
+def test_success_fixtures_validate_against_the_spec(name):
+    assert_valid(fixture(name))
+
+
+@pytest.mark.parametrize("name", ["missing-status.json", "wrong-port-type.json"])
+def test_malformed_fixtures_do_not(name):
+    assert list(LIST_PODS.iter_errors(fixture(name)))
+
+
+@pytest.mark.parametrize("name", ["401.json", "429.json"])
+def test_problem_fixtures_validate_against_the_spec(name):
+    assert not list(PROBLEM.iter_errors(fixture(name)))
+
+
+# --- the inventory ------------------------------------------------------------------------
+
+
+def test_the_specs_example_pod_becomes_a_host(api, env):
+    api.serve(fixture("example.json"))
+    listing = inventory(env)
+    assert listing == {
+        "pods": [
+            {
+                "name": "pytorch-training",
+                "address": "195.26.233.3",
+                "port": 34446,
+                "user": "root",
+                "groups": ["secure", "gpu_rtx_4090", "dc_us_ks_2", "gpus_1"],
+                "pod_id": "7h9k2m4n6p",
+            }
+        ],
+        "skipped": [],
+    }
+    assert api.requests[0]["path"] == "/v2/pods"
+    assert api.requests[0]["query"] == {}
+    assert api.requests[0]["headers"]["Authorization"] == f"Bearer {KEY}"
+
+
+def test_inventory_table_shows_address_groups_and_skipped_pods(api, env):
+    api.serve(fixture("fleet.json"))
+    result = run("podstate", "inventory", env=env)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "root@203.0.113.7:40122" in out
+    assert "trainer-1" in out and "community, gpu_rtx_4090, dc_eu_ro_1, gpus_2" in out
+    assert "skipping pod exit01 (stopped-one): status EXITED" in out
+    assert "6 pods from the RunPod API, 4 skipped" in out
+
+
+def test_fleet_names_groups_and_skipped_pods(api, env):
+    api.serve(fixture("fleet.json"))
+    listing = inventory(env)
+    pods = {pod["name"]: pod for pod in listing["pods"]}
+    assert set(pods) == {
+        "trainer-1",
+        "trainer-2",
+        "worker-wrk001",  # two pods named "worker": each gets its id
+        "worker-wrk002",
+        "my-pod-test-bad001",  # "my pod (test)" is no host name
+        "cpu-box",
+    }
+    assert pods["trainer-2"]["groups"] == ["secure", "gpu_h100_80gb_hbm3", "dc_us_ks_2", "gpus_8"]
+    assert pods["worker-wrk001"]["groups"] == [
+        "community",
+        "gpu_a100_sxm4_80gb",
+        "dc_ca_mtl_1",
+        "gpus_1",
+    ]
+    assert pods["cpu-box"]["groups"] == ["community", "dc_eu_ro_1", "gpus_0"]
+    skipped = {s["id"]: s for s in listing["skipped"]}
+    assert set(skipped) == {"prov01", "exit01", "prox01", "noip01"}
+    assert skipped["prov01"]["reason"] == "status PROVISIONING"
+    assert skipped["exit01"] == {"id": "exit01", "name": "stopped-one", "reason": "status EXITED"}
+    assert "22/tcp is not exposed" in skipped["prox01"]["reason"]
+    assert "no public port" in skipped["noip01"]["reason"]
+
+
+def test_pyinfra_gets_host_data_and_each_skipped_pod_once_on_stderr(api, env, tmp_path):
+    key_file = tmp_path / "id_test"
+    key_file.write_text("not read until pyinfra connects\n")
+    env["PODSTATE_SSH_KEY"] = str(key_file)
+    api.serve(fixture("fleet.json"))
+    hosts, result = debug_inventory(env)
+    for pod_id, line in [
+        ("prov01", "podstate: skipping pod prov01 (warming-up): status PROVISIONING"),
+        ("exit01", "podstate: skipping pod exit01 (stopped-one): status EXITED"),
+        ("prox01", "podstate: skipping pod prox01 (proxy-only): no direct SSH"),
+        ("noip01", "podstate: skipping pod noip01 (no-public-ip): no direct SSH"),
+    ]:
+        assert result.stderr.count(f"skipping pod {pod_id} ") == 1
+        assert line in result.stderr
+    data = hosts["trainer-1"]["data"]
+    assert {k: data[k] for k in ("ssh_hostname", "ssh_port", "ssh_user", "ssh_key")} == {
+        "ssh_hostname": "203.0.113.7",
+        "ssh_port": 40122,
+        "ssh_user": "root",
+        "ssh_key": str(key_file),
+    }
+    assert data["pod_id"] == "tr1abc"
+    assert data["cloud"] == "COMMUNITY"
+    assert (data["gpu_id"], data["gpu_count"]) == ("NVIDIA GeForce RTX 4090", 2)
+    assert data["data_center"] == "EU-RO-1"
+    assert data["started_at"] == "2026-06-01T12:02:00Z"
+    assert data["ssh_known_hosts_file"] == str(tmp_path / "hostkeys" / "tr1abc.known_hosts")
+    assert data["ssh_strict_host_key_checking"] == "accept-new"
+    assert data["podstate"]["shm"] == {"min_size": 16 << 30}
+    assert hosts["cpu-box"]["data"]["gpu_count"] == 0
+
+
+def test_group_rules_and_group_vars_reach_the_state(api, env):
+    vars_dir = Path(env["PODSTATE_VARS"])
+    (vars_dir / "groups.yaml").write_text('trainers: ["trainer-*"]\nall_workers: [worker]\n')
+    (vars_dir / "group_vars" / "trainers.yaml").write_text("env: {ROLE: trainer}\n")
+    (vars_dir / "group_vars" / "gpu_h100_80gb_hbm3.yaml").write_text("env: {ROLE: h100}\n")
+    api.serve(fixture("fleet.json"))
+    pods = {pod["name"]: pod for pod in inventory(env)["pods"]}
+    assert pods["trainer-2"]["groups"][-1] == "trainers"
+    assert "all_workers" in pods["worker-wrk001"]["groups"]  # its RunPod name matches
+    assert "trainers" not in pods["cpu-box"]["groups"]
+    hosts, _ = debug_inventory(env)
+    # groups.yaml groups come after the automatic ones, so their vars win
+    assert hosts["trainer-2"]["data"]["podstate"]["env"]["ROLE"] == "trainer"
+    assert "ROLE" not in hosts["cpu-box"]["data"]["podstate"]["env"]
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("trainers: train-*\n", "groups.yaml: trainers: expected a list of pod name globs"),
+        ("2fast: [a]\n", "groups.yaml: 2fast: not a valid group name"),
+        ("secure: [a]\n", "groups.yaml: secure: set from RunPod's data"),
+        ("- a\n", "groups.yaml: expected a mapping of keys at the top"),
+    ],
+)
+def test_bad_groups_file_is_one_line_before_any_request(api, env, text, message):
+    (Path(env["PODSTATE_VARS"]) / "groups.yaml").write_text(text)
+    api.serve(fixture("example.json"))
+    for command in (["podstate", "inventory"], ["pyinfra", "inventories/pods.py", "deploy/pod.py"]):
+        line = one_error_line(run(*command, env=env))
+        assert message in line
+    assert api.requests == []
+
+
+def test_cluster_members_only_when_asked(api, env):
+    api.serve(fixture("cluster.json"))
+    assert [pod["name"] for pod in inventory(env)["pods"]] == ["solo"]
+    assert api.requests[-1]["query"] == {}
+    env["PODSTATE_CLUSTER_PODS"] = "1"
+    names = [pod["name"] for pod in inventory(env)["pods"]]
+    assert names == ["ray-head", "ray-worker", "solo"]
+    assert api.requests[-1]["query"] == {"includeClusterPods": ["true"]}
+
+
+def test_cluster_members_listed_anyway_are_skipped(api, env):
+    doc = fixture("cluster.json")
+    api.serve(doc)
+    api.queue(200, doc)  # a server that ignores includeClusterPods=false
+    listing = inventory(env)
+    assert [pod["name"] for pod in listing["pods"]] == ["solo"]
+    assert {s["id"] for s in listing["skipped"]} == {"node00", "node01"}
+    assert "PODSTATE_CLUSTER_PODS=1" in listing["skipped"][0]["reason"]
+
+
+def test_pods_file_wins_over_the_api(api, env, tmp_path):
+    pods_file = tmp_path / "pods.yaml"
+    pods_file.write_text("pods:\n  mine: {ssh_hostname: 127.0.0.1, ssh_port: 2222}\n")
+    env["PODSTATE_PODS"] = str(pods_file)
+    listing = inventory(env)
+    assert [pod["name"] for pod in listing["pods"]] == ["mine"]
+    assert listing["pods"][0]["pod_id"] is None
+    assert api.requests == []
+
+
+def test_no_source_says_what_to_set(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PODSTATE_PODS", raising=False)
+    monkeypatch.delenv("RUNPOD_API_KEY", raising=False)
+    with pytest.raises(SpecError, match="or set RUNPOD_API_KEY"):
+        load_pods()
+
+
+def test_inventory_command_leaves_the_host_key_store_alone(api, env):
+    api.serve(fixture("example.json"))
+    inventory(env)
+    assert not Path(env["PODSTATE_HOSTKEYS"]).exists()
+
+
+def test_only_skipped_pods_is_one_line(api, env):
+    doc = fixture("fleet.json")
+    doc["pods"] = [p for p in doc["pods"] if p["status"] != "RUNNING"]
+    api.serve(doc)
+    result = run("pyinfra", "inventories/pods.py", "deploy/pod.py", env=env)
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("podstate: RunPod lists no pod podstate can manage (2 skipped)")
+
+
+# --- errors -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status,words", [(401, "refused RUNPOD_API_KEY"), (403, "may not list")])
+def test_refused_key_is_one_line_naming_the_variable(api, env, status, words):
+    problem = fixture("401.json") | {"status": status, "detail": f"bad token {KEY}"}
+    apply = ["pyinfra", "-y", "inventories/pods.py", "deploy/pod.py"]
+    for command in (["podstate", "inventory"], apply):
+        api.queue(status, problem)
+        line = one_error_line(run(*command, env=env))
+        assert "RUNPOD_API_KEY" in line and words in line
+        assert "<RUNPOD_API_KEY>" in line  # the key the server echoed, blanked out
+
+
+def test_rate_limit_is_waited_out(api, env):
+    api.serve(fixture("example.json"))
+    api.queue(429, fixture("429.json"), {"Retry-After": "1"})
+    started = time.monotonic()
+    listing = inventory(env)
+    assert time.monotonic() - started >= 1
+    assert [pod["name"] for pod in listing["pods"]] == ["pytorch-training"]
+    assert len(api.requests) == 2
+
+
+def test_rate_limit_header_gives_the_wait_when_retry_after_is_absent(api):
+    api.serve(fixture("example.json"))
+    api.queue(429, fixture("429.json"), {"RateLimit": '"minute";r=0;t=2, "hour";r=9;t=900'})
+    waits: list[float] = []
+    raw = runpod.fetch(_settings(api), sleep=waits.append)
+    assert waits == [2.0]
+    assert raw[0]["id"] == "7h9k2m4n6p"
+
+
+def test_rate_limit_gives_up_after_bounded_tries_and_waiting(api):
+    for _ in range(5):
+        api.queue(429, fixture("429.json"), {"Retry-After": "4"})
+    waits: list[float] = []
+    with pytest.raises(runpod.InventoryError, match="rate limit: still refused after 3 tries"):
+        runpod.fetch(_settings(api), sleep=waits.append, max_wait=30)
+    assert waits == [4.0, 4.0]
+    api.queued.clear()
+    api.queue(429, fixture("429.json"), {"Retry-After": "3600"})
+    with pytest.raises(runpod.InventoryError, match="after 1 try .*3600 s"):
+        runpod.fetch(_settings(api), sleep=waits.append)
+    assert waits == [4.0, 4.0]  # no hour-long wait
+
+
+def _settings(api: FakeApi) -> runpod.Settings:
+    return runpod.settings({"RUNPOD_API_KEY": KEY, "RUNPOD_API_URL": api.url})
+
+
+@pytest.mark.parametrize(
+    "body,message",
+    [
+        (b"<html>Bad gateway</html>", "answered with something that is not JSON"),
+        (b"[]", "expected an object with a 'pods' list, got a list"),
+        (b'{"items": []}', "expected an object with a 'pods' list, got no 'pods' list"),
+        (
+            (FIXTURES / "missing-status.json").read_bytes(),
+            "pods[0] (id 7h9k2m4n6p).status: missing",
+        ),
+        (
+            (FIXTURES / "wrong-port-type.json").read_bytes(),
+            "pods[0] (id 7h9k2m4n6p).ssh.direct.port: expected an integer, got a string",
+        ),
+        (b'{"pods": [42]}', "pods[0]: expected a pod object, got an integer"),
+    ],
+)
+def test_malformed_answers_are_one_line(api, env, body, message):
+    api.queue(200, body)
+    assert message in one_error_line(run("podstate", "inventory", env=env))
+
+
+def test_other_status_is_one_line(api, env):
+    api.queue(500, {"title": "Internal Server Error", "status": 500, "detail": "db down"})
+    line = one_error_line(run("podstate", "inventory", env=env))
+    assert "answered 500 Internal Server Error: db down" in line
+
+
+def test_unreachable_api_is_one_line(env):
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    env["RUNPOD_API_URL"] = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    closed.close()
+    line = one_error_line(run("pyinfra", "-y", "inventories/pods.py", "deploy/pod.py", env=env))
+    assert "cannot reach the RunPod API at http://127.0.0.1:" in line
+
+
+def test_slow_api_times_out_in_one_line(api, env):
+    api.serve(fixture("example.json"))
+    api.delay = 3
+    env["RUNPOD_API_TIMEOUT"] = "0.5"
+    started = time.monotonic()
+    line = one_error_line(run("podstate", "inventory", env=env))
+    assert time.monotonic() - started < 3
+    assert "no answer from the RunPod API" in line and "RUNPOD_API_TIMEOUT" in line
+
+
+def test_redirects_are_not_followed_with_the_key(api, env):
+    other = FakeApi()
+    try:
+        other.serve(fixture("example.json"))
+        api.queue(302, b"", {"Location": f"{other.url}/v2/pods"})
+        line = one_error_line(run("podstate", "inventory", env=env))
+        assert "redirects (302)" in line and "RUNPOD_API_URL" in line
+        assert other.requests == []
+    finally:
+        other.close()
+
+
+@pytest.mark.parametrize(
+    "url,message",
+    [
+        ("http://api.runpod.io", "plain http is allowed for localhost only"),
+        ("ftp://127.0.0.1", "expected a base URL"),
+        ("https://user:pw@api.runpod.io", "expected a base URL"),
+    ],
+)
+def test_unsafe_api_urls_are_refused_before_sending_anything(env, url, message):
+    env["RUNPOD_API_URL"] = url
+    assert message in one_error_line(run("podstate", "inventory", env=env))
+
+
+def test_key_with_a_line_break_is_refused_without_showing_it(env):
+    env["RUNPOD_API_KEY"] = f"{KEY}\nX-Evil: 1"
+    line = one_error_line(run("podstate", "inventory", env=env))
+    assert "RUNPOD_API_KEY contains spaces, line breaks" in line
+
+
+def test_key_is_sent_to_the_api_only_and_printed_nowhere(api, env):
+    api.serve(fixture("fleet.json"))
+    run("podstate", "inventory", env=env)
+    run("podstate", "inventory", "--json", env=env)
+    _, result = debug_inventory(env, "-vvv", "--debug-all")
+    assert "Loading inventory" in result.stderr + result.stdout  # debug output was on
+    assert len(api.requests) == 3
+    assert all(r["headers"]["Authorization"] == f"Bearer {KEY}" for r in api.requests)
+    assert KEY not in repr(runpod.settings({"RUNPOD_API_KEY": KEY}))
+
+
+# --- names, groups, host keys (no server) -------------------------------------------------
+
+
+def _api_pod(pod_id: str, name: str) -> runpod.ApiPod:
+    return runpod.ApiPod(pod_id, name, "h", 22, "root", "SECURE", None, 0, None, None)
+
+
+def test_host_names_are_unique_and_valid():
+    pods = [
+        _api_pod("a1", "web"),
+        _api_pod("b2", "web"),
+        _api_pod("c3", "ok-name"),
+        _api_pod("d4", "!!!"),
+        _api_pod("e5", "web-a1"),  # valid, but the name the first "web" gets
+        _api_pod("f6", "x" * 80),
+    ]
+    names = runpod.host_names(pods)
+    assert names["a1"] == "web-a1" and names["b2"] == "web-b2"
+    assert names["c3"] == "ok-name"
+    assert names["d4"] == "d4"
+    assert names["e5"] == "web-a1-e5"
+    assert len(names["f6"]) <= 63 and names["f6"].endswith("-f6")
+    assert len(set(names.values())) == len(pods)
+
+
+@pytest.mark.parametrize(
+    "gpu,group",
+    [
+        ("NVIDIA GeForce RTX 4090", "gpu_rtx_4090"),
+        ("NVIDIA A100-SXM4-80GB", "gpu_a100_sxm4_80gb"),
+        ("NVIDIA H100 80GB HBM3", "gpu_h100_80gb_hbm3"),
+        ("AMD Instinct MI300X OAM", "gpu_amd_instinct_mi300x_oam"),
+    ],
+)
+def test_gpu_groups(gpu, group):
+    pod = runpod.ApiPod("i", "n", "h", 22, "root", "COMMUNITY", gpu, 2, "EU-RO-1", None)
+    assert runpod.auto_groups(pod) == ["community", group, "dc_eu_ro_1", "gpus_2"]
+
+
+def _write_key(trust: hostkeys.HostKeyTrust, key: str) -> None:
+    """What paramiko's accept-new does: append the server's key."""
+    with open(trust.known_hosts, "a") as handle:
+        handle.write(f"{trust.address} ssh-ed25519 {key}\n")
+
+
+def test_host_key_trust_follows_restarts(tmp_path):
+    def plan(started: str | None, port: int = 2200) -> hostkeys.HostKeyTrust:
+        return hostkeys.plan("pod1", "p", "10.0.0.1", port, started, tmp_path)
+
+    first = plan("2026-06-01T12:00:00Z")
+    assert (first.state, first.strictness) == ("new", "accept-new")
+    hostkeys.record(first)
+    meta = json.loads((tmp_path / "pod1.json").read_text())
+    assert meta["recorded_at"] == "2026-06-01T12:00:00Z"
+    _write_key(first, "AAAAold")
+    same = plan("2026-06-01T12:00:00Z")
+    assert (same.state, same.strictness) == ("trusted", "yes")
+    assert plan("2026-06-01T11:00:00Z").state == "trusted"  # never backwards
+    assert plan(None).state == "trusted"
+    moved = plan("2026-06-01T12:00:00Z", port=2300)  # new address, same container
+    hostkeys.record(moved)
+    assert (tmp_path / "pod1.known_hosts").read_text() == "[10.0.0.1]:2300 ssh-ed25519 AAAAold\n"
+    later = plan("2026-06-02T08:00:00+00:00")
+    assert (later.state, later.strictness) == ("restarted", "accept-new")
+    hostkeys.record(later)
+    assert (tmp_path / "pod1.known_hosts").read_text() == ""
+    assert "AAAAold" in (tmp_path / "pod1.known_hosts.old").read_text()
+    recorded = json.loads((tmp_path / "pod1.json").read_text())["recorded_at"]
+    assert recorded == "2026-06-02T08:00:00+00:00"
+
+
+def test_stored_key_without_a_recorded_start_is_never_replaced(tmp_path):
+    trust = hostkeys.plan("pod2", "p", "h", 22, None, tmp_path)
+    hostkeys.record(trust)
+    _write_key(trust, "AAAAkey")
+    assert hostkeys.plan("pod2", "p", "h", 22, "2030-01-01T00:00:00Z", tmp_path).state == (
+        "trusted"
+    )
+
+
+def test_unsafe_pod_ids_get_safe_file_names(tmp_path):
+    trust = hostkeys.plan("../../etc/passwd", "p", "h", 22, None, tmp_path)
+    assert trust.known_hosts.parent == tmp_path
+    assert trust.known_hosts.name.startswith("id-")
+
+
+def test_pyinfras_ssh_keygen_advice_names_the_store(tmp_path, caplog):
+    trust = hostkeys.plan("pod3", "trainer-9", "10.0.0.3", 4000, "2026-06-01T12:00:00Z", tmp_path)
+    hostkeys.explain_mismatches([trust])
+    with caplog.at_level(logging.WARNING, logger="pyinfra"):
+        logging.getLogger("pyinfra").warning("    ssh-keygen -R [10.0.0.3]:4000")
+        logging.getLogger("pyinfra").warning("    ssh-keygen -R [10.0.0.9]:22")
+    first, second = (record.getMessage() for record in caplog.records)
+    assert f"rm {trust.known_hosts}" in first and "trainer-9" in first and "pod3" in first
+    assert "no restart" in first
+    assert second == "    ssh-keygen -R [10.0.0.9]:22"
+
+
+# --- end to end: sandbox pods behind the fake API -----------------------------------------
+
+
+def _sandbox_pod(record: dict, name: str, started_at: str) -> dict:
+    """Return a RunPod API pod object for a sandbox pod, shaped like the spec's example."""
+    pod = copy.deepcopy(fixture("example.json")["pods"][0])
+    port = record["port"]
+    pod.update(
+        id=record["pod_id"],
+        name=name,
+        cloud=record["cloud"],
+        dataCenterId="EU-RO-1" if record["cloud"] == "SECURE" else "CA-MTL-1",
+        startedAt=started_at,
+    )
+    pod["ssh"]["direct"] = {
+        "host": "127.0.0.1",
+        "port": port,
+        "username": "root",
+        "command": f"ssh root@127.0.0.1 -p {port}",
+    }
+    pod["runtime"]["ports"] = [{"private": 22, "public": port, "type": "tcp", "ip": "127.0.0.1"}]
+    if record["gpus"]:
+        pod["gpu"] = {"id": record["gpu_name"], "count": record["gpus"]}
+    else:
+        del pod["gpu"]
+        pod["cpu"] = {"id": "cpu5c", "vcpuCount": 4, "memory": 16}
+    return pod
+
+
+@pytest.fixture(scope="module")
+def live(fleet, tmp_path_factory):
+    """The sandbox fleet listed by a fake RunPod API, plus a stopped and a proxy-only pod."""
+    fake = FakeApi()
+    records = json.loads((fleet.state / "pods.json").read_text())
+    started = {name: "2026-06-01T12:00:00Z" for name in records}
+    extra = [p for p in fixture("fleet.json")["pods"] if p["id"] in ("exit01", "prox01")]
+
+    def publish() -> None:
+        pods = [_sandbox_pod(rec, name, started[name]) for name, rec in records.items()]
+        fake.serve({"pods": pods + extra})
+
+    publish()
+    fleet.host_vars("pod-3", {"shm": {"min_size": "64M"}})  # every pod can converge
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PODSTATE_", "RUNPOD_"))}
+    env.update(
+        RUNPOD_API_KEY=KEY,
+        RUNPOD_API_URL=fake.url,
+        PODSTATE_VARS=str(fleet.vars_dir),
+        PODSTATE_SANDBOX=str(fleet.state),
+        PODSTATE_HOSTKEYS=str(tmp_path_factory.mktemp("hostkeys")),
+        PODSTATE_SSH_KEY=str(fleet.state / "id_ed25519"),
+    )
+    yield {"api": fake, "env": env, "records": records, "started": started, "publish": publish}
+    fake.close()
+    fleet.host_vars("pod-3", None)
+
+
+def converge(live: dict, *flags: str) -> tuple[subprocess.CompletedProcess, dict | None]:
+    result = run(
+        "pyinfra", "-y", "--json", *flags, "inventories/pods.py", "deploy/pod.py", env=live["env"]
+    )
+    try:
+        parsed = json.loads(result.stdout[result.stdout.index("{") :])
+    except ValueError:
+        parsed = None
+    return result, parsed
+
+
+def hosts_in(parsed: dict | None, key: str) -> set[str]:
+    if not parsed:
+        return set()
+    return {h for op in parsed["results"]["operations"] for h in op[key]}
+
+
+def stored_key(live: dict, pod: str) -> str:
+    pod_id = live["records"][pod]["pod_id"]
+    return (Path(live["env"]["PODSTATE_HOSTKEYS"]) / f"{pod_id}.known_hosts").read_text()
+
+
+def served_key(port: int) -> str:
+    """Return the ed25519 host key the sshd on ``port`` presents now."""
+    out = subprocess.run(
+        ["ssh-keyscan", "-t", "ed25519", "-p", str(port), "127.0.0.1"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
+    return " ".join(out.split()[1:3])
+
+
+def rotate_host_key(pod: str, port: int) -> str:
+    """Give a sandbox pod a new host key, as a container restart does; return it.
+
+    The pod's sshd re-executes itself on SIGHUP (same pid), reading the new key.
+    """
+    from podstate import sandbox
+
+    sandbox.pod_exec(
+        pod,
+        "rm -f /etc/ssh/ssh_host_ed25519_key /etc/ssh/ssh_host_ed25519_key.pub && "
+        "ssh-keygen -q -t ed25519 -N '' -f /etc/ssh/ssh_host_ed25519_key",
+    )
+    public = sandbox.pod_exec(pod, "cat /etc/ssh/ssh_host_ed25519_key.pub").stdout
+    new = " ".join(public.split()[:2])
+    sshd = next(p for p in sandbox.status() if p.name == pod)
+    os.kill(sshd.pid, signal.SIGHUP)
+    deadline = time.monotonic() + 30
+    while served_key(port) != new:
+        assert time.monotonic() < deadline, f"{pod}'s sshd did not pick up its new host key"
+        time.sleep(0.2)
+    return new
+
+
+def test_e2e_first_run_trusts_on_first_use_and_converges(live, fleet):
+    result, parsed = converge(live, "-v", "--debug")
+    assert result.returncode == 0, result.stderr
+    assert hosts_in(parsed, "success") == {"pod-1", "pod-2", "pod-3", "pod-4", "pod-5"}
+    assert result.stderr.count("skipping pod exit01 (stopped-one): status EXITED") == 1
+    assert "skipping pod prox01 (proxy-only): no direct SSH" in result.stderr
+    for pod, record in live["records"].items():
+        assert served_key(record["port"]) in stored_key(live, pod)
+    assert fleet.out("pod-1", "echo $TMPDIR").strip() == "/scratch/tmp"
+    assert all(r["headers"]["Authorization"] == f"Bearer {KEY}" for r in live["api"].requests)
+
+
+def test_e2e_second_run_checks_keys_strictly_and_changes_nothing(live):
+    hosts, _ = debug_inventory(live["env"])
+    assert {h["data"]["ssh_strict_host_key_checking"] for h in hosts.values()} == {"yes"}
+    result, parsed = converge(live)
+    assert result.returncode == 0, result.stderr
+    assert hosts_in(parsed, "success") == set()
+    assert hosts_in(parsed, "no_change") == {"pod-1", "pod-2", "pod-3", "pod-4", "pod-5"}
+
+
+def test_e2e_changed_key_without_restart_refuses_only_that_pod(live):
+    old = stored_key(live, "pod-2")
+    rotate_host_key("pod-2", live["records"]["pod-2"]["port"])
+    result, parsed = converge(live)
+    assert result.returncode != 0
+    assert "REMOTE HOST IDENTIFICATION HAS CHANGED" in result.stderr
+    assert "pod-2" in result.stderr and "no restart" in result.stderr
+    pod_id = live["records"]["pod-2"]["pod_id"]
+    assert f"rm {live['env']['PODSTATE_HOSTKEYS']}/{pod_id}.known_hosts" in result.stderr
+    assert hosts_in(parsed, "no_change") == {"pod-1", "pod-3", "pod-4", "pod-5"}
+    assert stored_key(live, "pod-2") == old  # the suspicious key was not recorded
+
+
+def test_e2e_changed_key_after_a_reported_restart_is_accepted(live):
+    live["started"]["pod-2"] = "2026-06-01T13:30:00Z"
+    live["publish"]()
+    result, parsed = converge(live)
+    assert result.returncode == 0, result.stderr
+    assert "pod-2" in hosts_in(parsed, "no_change")
+    port = live["records"]["pod-2"]["port"]
+    assert served_key(port) in stored_key(live, "pod-2")
+    pod_id = live["records"]["pod-2"]["pod_id"]
+    old = (Path(live["env"]["PODSTATE_HOSTKEYS"]) / f"{pod_id}.known_hosts.old").read_text()
+    assert served_key(port) not in old and old.strip()
+    meta = json.loads((Path(live["env"]["PODSTATE_HOSTKEYS"]) / f"{pod_id}.json").read_text())
+    assert meta["recorded_at"] == "2026-06-01T13:30:00Z"

@@ -1,0 +1,400 @@
+"""The venv role: a ready venv on local disk, idempotent, atomic, restorable from a snapshot.
+
+Unit tests cover the spec, the probe's venv lines and the role's pure helpers. End-to-end
+tests run the real pyinfra CLI against sandbox pods, offline: the packages are tiny wheels
+and a slow-building sdist made here (tests/fixtures/venv/wheels.py), copied into each pod's
+/opt/wheelhouse and installed with ``find_links`` and ``no_index``. The pods have no uv, so
+the first build uploads the control machine's. Pods used: pod-5 (sshfs /workspace, local
+scratch directory), pod-4 (privileged: tmpfs scratch, so uv copies from its cache), pod-1
+(for the network-filesystem violation).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from podstate.probe import _script, parse_probe
+from podstate.spec import Layer, SpecError, VarsDir, resolve
+from roles.venv import distributions, fingerprint, recorded
+from tests.e2e import BIN, ROOT, Fleet, apply, exec_count
+from tests.fixtures.venv.wheels import slow_sdist, tar_bytes, wheelhouse
+
+VERSIONED = re.compile(r"\.venv-[0-9a-f]{12}")
+PODS = ["pod-1", "pod-4", "pod-5"]
+
+# --- unit tests ---------------------------------------------------------------------------
+
+
+def test_spec_reads_requirements_relative_to_the_vars_dir(tmp_path):
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files/req.txt").write_text("tinylib>=1  # pinned elsewhere\n")
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars/all.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "venv": {
+                    "path": "/opt//venv/",
+                    "packages": ["numpy ==2.1.3"],
+                    "requirements": "files/req.txt",
+                    "find_links": ["/opt/wh/../wheelhouse", "https://example.org/wheels"],
+                    "snapshot": "/workspace/.podstate/venv/",
+                }
+            }
+        )
+    )
+    state = resolve(VarsDir(tmp_path).layers([], "p"), "p")
+    assert state["venv"] == {
+        "path": "/opt/venv",
+        "python": "python3",
+        "packages": ["numpy ==2.1.3"],
+        "requirements": "tinylib>=1  # pinned elsewhere\n",
+        "requirements_file": "files/req.txt",
+        "installer": "uv",
+        "index_url": None,
+        "extra_index_urls": [],
+        "find_links": ["/opt/wheelhouse", "https://example.org/wheels"],
+        "no_index": False,
+        "snapshot": "/workspace/.podstate/venv",
+    }
+
+
+@pytest.mark.parametrize(
+    "venv,content,expected",
+    [
+        (
+            {"path": "/opt/venv", "requirements": "missing.txt"},
+            None,
+            r"^group_vars/all.yaml: venv.requirements: cannot read missing.txt \(.*\): "
+            r"No such file or directory \(pod p\)$",
+        ),
+        (
+            {"path": "/opt/venv", "requirements": "req.txt"},
+            "numpy\n-r other.txt\n",
+            r"^group_vars/all.yaml: venv.requirements: req.txt line 2: -r names another file",
+        ),
+        (
+            {"path": "/opt/venv", "installer": "conda"},
+            None,
+            r"venv.installer: 'conda' is not one of: uv, pip \(pod p\)$",
+        ),
+        ({"path": "/opt/venv", "pakages": []}, None, r"venv.pakages: unknown key"),
+        ({"packages": ["x"]}, None, r"venv: 'path' is required"),
+        (
+            {"path": "/opt/venv", "packages": ["--index-url=http://evil"]},
+            None,
+            r"venv.packages.0: '--index-url=http://evil' is not a requirement specifier",
+        ),
+        ({"path": "/opt/venv", "python": "python3; rm -rf /"}, None, r"venv.python: .* is not"),
+        ({"path": "/"}, None, r"venv.path: must name a directory below /"),
+        ({"path": "/opt/venv", "no_index": "yes"}, None, r"expected true or false"),
+    ],
+)
+def test_spec_errors_name_file_and_key(tmp_path, venv, content, expected):
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars/all.yaml").write_text(yaml.safe_dump({"venv": venv}))
+    if content is not None:
+        (tmp_path / "req.txt").write_text(content)
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        with pytest.raises(SpecError) as error:
+            resolve(VarsDir(Path("." if content is None else tmp_path)).layers([], "p"), "p")
+    finally:
+        os.chdir(cwd)
+    assert re.search(expected, str(error.value)), str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_distributions_are_the_names_to_verify():
+    requirements = (
+        "# comment\nTinyLib[extra] >= 1.0 \\\n  --hash=sha256:00\n-e ./local\n"
+        "pkg @ https://example.org/pkg.whl\nwin ; sys_platform == 'win32'\n"
+        "https://example.org/x.whl\n./path\n--index-url https://example.org\n"
+    )
+    assert distributions(["numpy==2.1.3", "numpy"], requirements) == [
+        "numpy",
+        "TinyLib",
+        "pkg",
+    ]
+
+
+def test_fingerprint_ignores_package_order_but_not_the_interpreter():
+    venv = resolve([Layer("f", {"venv": {"path": "/opt/venv", "packages": ["a", "b"]}})], "p")
+    venv = venv["venv"]
+    python = {"executable": "/usr/bin/python3.11", "version": "3.11.2 (main)"}
+    digest, record = fingerprint(venv, python)
+    assert recorded(record) == digest and len(digest) == 64
+    assert fingerprint({**venv, "packages": ["b", "a", "a"]}, python)[0] == digest
+    assert fingerprint(venv, {**python, "version": "3.11.9 (main)"})[0] != digest
+    assert fingerprint({**venv, "no_index": True}, python)[0] != digest
+    assert recorded("not json") is None and recorded(None) is None
+
+
+def test_probe_reads_a_venv_and_its_snapshot(tmp_path):
+    versioned = tmp_path / ".venv-0123456789ab"
+    (versioned / "bin").mkdir(parents=True)
+    (versioned / "bin/python").symlink_to("/bin/true")
+    (versioned / ".podstate-venv").write_text('{"fingerprint": "f"}\n')
+    (tmp_path / "venv").symlink_to(versioned.name)
+    (tmp_path / "snap").mkdir()
+    (tmp_path / "snap/venv-0123456789ab.tar.gz").write_bytes(b"x")
+    (tmp_path / "snap/current").write_text("f venv-0123456789ab.tar.gz gzip\n")
+    args = {
+        "path": str(tmp_path / "venv"),
+        "python": "sh",
+        "uv": str(tmp_path / ".podstate/uv"),
+        "snapshot": str(tmp_path / "snap"),
+    }
+    out = subprocess.run(["sh", "-c", _script([], [], args)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    venv = parse_probe(out.stdout.splitlines())["venv"]
+    assert venv["kind"] == "link" and venv["target"] == ".venv-0123456789ab"
+    assert venv["record"] == '{"fingerprint": "f"}\n' and venv["works"] is True
+    assert venv["python"] is None  # sh is not a Python: no version line
+    assert venv["snapshot"] == {
+        "fingerprint": "f",
+        "archive": "venv-0123456789ab.tar.gz",
+        "compressor": "gzip",
+    }
+    assert not venv["managed_uv"]
+
+
+def test_probe_without_venv_is_unchanged():
+    assert "venv." not in _script(["/scratch"], ["~/.bashrc"])
+    assert parse_probe(["caps 0"])["venv"] is None
+
+
+# --- end to end -----------------------------------------------------------------------------
+
+VARS = {
+    "scratch": {"/scratch": {"size": "2G"}},
+    "dirs": {"TMPDIR": "/scratch/tmp"},
+    # As RunPod's images do: caches on the network volume, for every shell.
+    "env": {"PIP_CACHE_DIR": "/workspace/.cache/pip", "UV_CACHE_DIR": "/workspace/.cache/uv"},
+}
+BASE = {"path": "/opt/venv", "find_links": ["/opt/wheelhouse"], "no_index": True}
+
+
+@pytest.fixture(scope="module")
+def pods(fleet: Fleet, tmp_path_factory) -> Fleet:
+    """The fleet with this module's vars and the test wheelhouse in every pod used."""
+    from podstate import sandbox
+
+    (fleet.vars_dir / "group_vars/all.yaml").write_text(yaml.safe_dump(VARS))
+    house = wheelhouse(tmp_path_factory.mktemp("wheelhouse"))
+    for minor in range(6):
+        slow_sdist(house, 6, f"1.{minor}")
+    data = base64.b64encode(tar_bytes(house)).decode()
+    for pod in PODS:
+        sandbox.pod_exec(
+            pod,
+            f"mkdir -p /opt/wheelhouse && echo {data} | base64 -d | tar -xzf - -C /opt/wheelhouse",
+        )
+    return fleet
+
+
+def want(fleet: Fleet, pod: str, **venv) -> None:
+    fleet.host_vars(pod, {"venv": {**BASE, **venv}})
+
+
+def target(fleet: Fleet, pod: str) -> str:
+    return fleet.out(pod, "readlink /opt/venv").strip()
+
+
+def versions(fleet: Fleet, pod: str) -> list[str]:
+    return fleet.out(pod, "cd /opt && ls -d .venv-* 2>/dev/null || true").split()
+
+
+def imports(fleet: Fleet, pod: str, module: str) -> str:
+    result = fleet.ssh(pod, f"/opt/venv/bin/python -c 'import {module}; print({module}.__name__)'")
+    return result.stdout.strip() if result.returncode == 0 else f"failed: {result.stderr}"
+
+
+def op_names(run) -> dict[str, set[str]]:
+    """Return the names of the operations that changed something, with their hosts."""
+    return {
+        op["name"]: set(op["success"]) for op in run.json["results"]["operations"] if op["success"]
+    }
+
+
+@pytest.fixture(scope="module")
+def built(pods: Fleet):
+    """The first apply on pod-5: uploads uv, builds the venv."""
+    want(pods, "pod-5", packages=["tinyapp"])
+    return apply(pods, "--limit", "pod-5")
+
+
+def test_first_apply_uploads_uv_and_builds(pods, built):
+    assert built.returncode == 0, built.stderr
+    changed = op_names(built)
+    assert "Venv | Upload uv to /opt/.podstate/uv (the pod has none)" in changed
+    assert "Venv | Venv /opt/venv: build with uv" in changed
+    assert VERSIONED.fullmatch(target(pods, "pod-5"))
+    assert imports(pods, "pod-5", "tinyapp") == "tinyapp"
+
+
+def test_scripts_shebangs_name_the_versioned_path(pods, built):
+    shebang = pods.out("pod-5", "head -1 /opt/venv/bin/tinyapp").strip()
+    assert shebang == f"#!/opt/{target(pods, 'pod-5')}/bin/python"
+    assert pods.out("pod-5", "/opt/venv/bin/tinyapp").strip() == "tinyapp 2.0"
+
+
+def test_install_caches_stay_off_the_network_volume(pods, built):
+    assert pods.out("pod-5", "echo $UV_CACHE_DIR").strip() == "/workspace/.cache/uv"
+    assert pods.out("pod-5", "ls -A /workspace").strip() == ""
+    assert "archive-v0" in pods.out("pod-5", "ls /scratch/.podstate-cache/uv")
+
+
+def test_second_apply_changes_nothing_and_costs_only_the_probe(pods, built):
+    before = exec_count(pods, "pod-5")
+    again = apply(pods, "--limit", "pod-5")
+    assert again.returncode == 0, again.stderr
+    assert again.hosts("success") == set()
+    assert exec_count(pods, "pod-5") - before == 1
+
+
+def test_changed_packages_rebuild_and_switch_keeping_one_previous(pods, built):
+    first = target(pods, "pod-5")
+    want(pods, "pod-5", packages=["tinyapp", "tinyextra"])
+    run = apply(pods, "--limit", "pod-5")
+    assert run.returncode == 0, run.stderr
+    assert "Venv | Upload uv to /opt/.podstate/uv (the pod has none)" not in op_names(run)
+    second = target(pods, "pod-5")
+    assert second != first and imports(pods, "pod-5", "tinyextra") == "tinyextra"
+    assert sorted(versions(pods, "pod-5")) == sorted([first, second])
+    want(pods, "pod-5", packages=["tinyapp", "tinyextra", "tinylib<2"])
+    assert apply(pods, "--limit", "pod-5").returncode == 0
+    third = target(pods, "pod-5")
+    assert sorted(versions(pods, "pod-5")) == sorted([second, third])
+    version = "/opt/venv/bin/python -c 'import tinylib; print(tinylib.VERSION)'"
+    assert pods.out("pod-5", version).strip() == "1.0"
+
+
+def _start(fleet: Fleet) -> subprocess.Popen:
+    return subprocess.Popen(
+        [str(BIN / "pyinfra"), "-y", "--limit", "pod-5", "inventories/pods.py", "deploy/pod.py"],
+        cwd=ROOT,
+        env=fleet.env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _wait_for(fleet: Fleet, pod: str, command: str, timeout: float = 60) -> None:
+    from podstate import sandbox
+
+    deadline = time.monotonic() + timeout
+    while sandbox.pod_exec(pod, command, check=False).returncode != 0:
+        assert time.monotonic() < deadline, f"timed out waiting for: {command}"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    "moment,minor",
+    [("while connecting", 1), ("while the sdist builds", 2), ("right after the switch", 3)],
+)
+def test_killed_deploy_leaves_a_working_venv_and_the_next_run_converges(pods, built, moment, minor):
+    from podstate import sandbox
+
+    assert apply(pods, "--limit", "pod-5").returncode == 0
+    old = target(pods, "pod-5")
+    sandbox.pod_exec("pod-5", "rm -f /tmp/slowpkg-building")
+    want(pods, "pod-5", packages=["tinyapp", f"slowpkg==1.{minor}"], snapshot="/workspace/snap")
+    proc = _start(pods)
+    try:
+        if moment == "while connecting":
+            time.sleep(0.3)
+        elif moment == "while the sdist builds":
+            _wait_for(pods, "pod-5", "test -e /tmp/slowpkg-building")
+        else:
+            _wait_for(pods, "pod-5", f'test "$(readlink /opt/venv)" != {old}', timeout=90)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    time.sleep(1)  # the pod's side notices the dropped connection
+    now = target(pods, "pod-5")
+    assert "failed" not in imports(pods, "pod-5", "tinyapp")
+    if moment != "right after the switch":
+        assert now == old
+    if moment == "while the sdist builds":  # a build nobody waits for must not switch later
+        time.sleep(7)
+        assert target(pods, "pod-5") == old, "the build outlived its deploy"
+    run = apply(pods, "--limit", "pod-5")
+    assert run.returncode == 0, run.stderr
+    assert imports(pods, "pod-5", "slowpkg") == "slowpkg"
+    assert apply(pods, "--limit", "pod-5").hosts("success") == set()
+
+
+def test_snapshot_restores_a_wiped_pod_without_installing(pods, built):
+    from podstate import sandbox
+
+    want(pods, "pod-5", packages=["tinyapp", "tinyextra"], snapshot="/workspace/.podstate/venv")
+    run = apply(pods, "--limit", "pod-5")
+    assert run.returncode == 0, run.stderr
+    assert "Venv | Venv snapshot in /workspace/.podstate/venv" in op_names(run)
+    current = pods.out("pod-5", "cat /workspace/.podstate/venv/current").split()
+    assert current[1] in pods.out("pod-5", "ls /workspace/.podstate/venv")
+    # The pod comes back with an empty container disk: no venv, no uv, no cache.
+    sandbox.pod_exec(
+        "pod-5", "rm -rf /opt/venv /opt/.venv-* /opt/.podstate /scratch/.podstate-cache"
+    )
+    run = apply(pods, "--limit", "pod-5")
+    assert run.returncode == 0, run.stderr
+    changed = op_names(run)
+    assert [name for name in changed if "restore from snapshot" in name], changed
+    assert not [name for name in changed if "Upload uv" in name or "build" in name], changed
+    assert pods.ssh("pod-5", "ls -A /scratch/.podstate-cache/uv").stdout.strip() == ""
+    assert imports(pods, "pod-5", "tinyextra") == "tinyextra"
+    assert apply(pods, "--limit", "pod-5").hosts("success") == set()
+
+
+def test_install_failure_names_the_cause_and_keeps_the_old_venv(pods, built):
+    old = target(pods, "pod-5")
+    want(pods, "pod-5", packages=["tinyapp", "nosuchpkg"])
+    run = apply(pods, "--limit", "pod-5")
+    assert run.returncode != 0
+    line = [x for x in run.stderr.splitlines() if "podstate: venv build failed" in x]
+    assert line and "pod-5" in line[0] and "nosuchpkg" in line[0], run.stderr
+    assert target(pods, "pod-5") == old and imports(pods, "pod-5", "tinyapp") == "tinyapp"
+    assert versions(pods, "pod-5").count(old) == 1 and len(versions(pods, "pod-5")) <= 2
+
+
+def test_missing_interpreter_is_a_violation(pods, built):
+    want(pods, "pod-5", packages=["tinyapp"], python="python9.99")
+    run = apply(pods, "--limit", "pod-5")
+    assert run.returncode == 1
+    assert "venv.python python9.99 is not on the pod" in run.stderr
+    want(pods, "pod-5", packages=["tinyapp"])
+
+
+def test_venv_on_the_network_volume_is_a_violation(pods):
+    pods.host_vars("pod-1", {"venv": {**BASE, "path": "/workspace/venv", "packages": ["tinyapp"]}})
+    run = apply(pods, "--limit", "pod-1")
+    assert run.returncode == 1
+    assert "venv.path /workspace/venv is on the network filesystem fuse.sshfs" in run.stderr
+    assert pods.ssh("pod-1", "test -e /workspace/venv").returncode != 0
+    pods.host_vars("pod-1", None)
+
+
+def test_pip_installer_on_a_tmpfs_scratch_pod(pods):
+    want(pods, "pod-4", packages=["tinyapp"], installer="pip")
+    run = apply(pods, "--limit", "pod-4")
+    assert run.returncode == 0, run.stderr
+    assert "Venv | Venv /opt/venv: build with pip" in op_names(run)
+    assert not [name for name in op_names(run) if "uv" in name]
+    assert imports(pods, "pod-4", "tinyapp") == "tinyapp"
+    assert pods.out("pod-4", "stat -f -c %T /scratch").strip() == "tmpfs"
+    record = json.loads(pods.out("pod-4", "cat /opt/venv/.podstate-venv"))
+    assert record["asked"]["installer"] == "pip"
+    assert apply(pods, "--limit", "pod-4").hosts("success") == set()
