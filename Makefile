@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PODS ?= 4
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: demo test lint deps venv down clean
+.PHONY: demo test lint deps venv down clean bench bench-scale bench-venv
 
 $(BIN)/podstate: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,12 @@ test: deps venv
 	$(BIN)/ruff check .
 	$(BIN)/pytest
 
+# Fleet speed against raw SSH and Ansible at real latency (root; about 12 minutes on 2 cores).
+# Writes bench/results/fleet.md, fleet.png and fleet.json; BENCH_ARGS="--runs 5" and so on.
+bench: deps venv
+	$(BIN)/pip install -q -e '.[test,bench]'
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -42,3 +48,13 @@ down: venv
 
 clean: down
 	rm -rf $(VENV) .pytest_cache .ruff_cache
+
+# Writes bench/results/scale.md: apply and check of up to 200 pods from one process (root).
+bench-scale: deps venv
+	$(BIN)/python -m bench.scale $(SCALE_ARGS)
+
+# Time to a ready numpy + pandas venv: naive pip on the network volume, the venv role on a
+# fresh pod, a restore from its snapshot, and uv by hand (root; up to about 25 minutes).
+# Writes bench/results/venv.md and venv.json; VENV_BENCH_ARGS="--rtt-ms 20" and so on.
+bench-venv: deps venv
+	$(BIN)/python -m bench.venv $(VENV_BENCH_ARGS)

@@ -217,10 +217,12 @@ run() { "$@" >>"$LOG" 2>&1 || fail "$(why)"; }
 
 
 def _b64(text: str) -> str:
+    """Return ``text`` base64-encoded, to reach the pod without a shell reading it."""
     return base64.b64encode(text.encode()).decode()
 
 
 def _words(values: Iterable[str]) -> str:
+    """Return ``values`` as sh words, each quoted."""
     return " ".join(shlex.quote(v) for v in values)
 
 
@@ -283,6 +285,7 @@ def venv_script(
         f"PY={shlex.quote(python)}; UV={shlex.quote(uv or '')}; WHAT={what}; MADE=0",
         f'LOG=$P/.podstate/{shlex.quote(base)}.log; mkdir -p -- "$P/.podstate" && : >"$LOG" '
         '|| { echo "podstate: venv build failed: cannot write to $P" >&2; exit 1; }',
+        'echo "podstate: $WHAT of $V started at $(date +%s.%N)" >>"$LOG"',
         _VENV_FUNCTIONS,
         _installer_environment(environment),
         f'ok() {{ [ -f "$V"/{VENV_RECORD} ] && grep -qF {fingerprint} "$V"/{VENV_RECORD} '
@@ -344,6 +347,7 @@ def venv_script(
         '    [ -e "$d" ] || continue',
         f'    case ${{d##*/}} in {shlex.quote(version)} | "$old") ;; *) rm -rf -- "$d" ;; esac',
         "done",
+        'echo "podstate: $WHAT of $V done at $(date +%s.%N)" >>"$LOG"',
     ]
     return "\n".join(lines) + "\n"
 
@@ -382,7 +386,9 @@ def venv(
 
 
 @operation()
-def venv_snapshot(version_dir: str, directory: str, fingerprint: str, current: str | None):
+def venv_snapshot(
+    version_dir: str, directory: str, fingerprint: str, current: str | None, python: str
+):
     """
     Pack a built venv as one archive in ``directory``, for restores after a pod restart.
 
@@ -394,6 +400,15 @@ def venv_snapshot(version_dir: str, directory: str, fingerprint: str, current: s
     + directory: where snapshots live (usually on the network volume)
     + fingerprint: the venv's fingerprint
     + current: the fingerprint of the snapshot the probe found there (None: none)
+    + python: the pod's interpreter, which supervises the packing
+
+    **Example:**
+
+    .. code:: python
+
+        venv_snapshot(name="Venv snapshot", version_dir="/opt/.venv-0123abcd4567",
+                      directory="/workspace/.podstate/venv", fingerprint=fp, current=None,
+                      python="/usr/bin/python3.11")
     """
     if current == fingerprint:
         host.noop(f"{directory} holds a snapshot of fingerprint {fingerprint[:12]}")
@@ -415,10 +430,12 @@ E=$(mktemp) || fail "cannot write a temporary file"; trap 'rm -f -- "$E"' EXIT
 mv -f -- "$T" "$S/$A"
 printf '%s %s %s\\n' {fingerprint} "$A" "$z" >"$S/.current.$$.part"
 mv -f -- "$S/.current.$$.part" "$S/current"
-for f in "$S"/venv-*.tar.*; do [ "$f" = "$S/$A" ] || rm -f -- "$f"; done
+for f in "$S"/venv-*.tar.* "$S"/.venv-*."$(uname -n)".*.part; do
+    [ "$f" = "$S/$A" ] || rm -f -- "$f"
+done
 rm -f -- "$S/current.bad"
 """
-    yield changing(script, ttl=settings.VENV_TIMEOUT)
+    yield changing(supervised(python, script), ttl=settings.VENV_TIMEOUT)
 
 
 @operation()
@@ -432,6 +449,13 @@ def upload_file(src: str, dest: str, present: bool, mode: str = "755"):
     + dest: absolute path on the pod
     + present: the probe found ``dest`` already
     + mode: octal mode of the file
+
+    **Example:**
+
+    .. code:: python
+
+        upload_file(name="Upload uv", src=find_uv_bin(), dest="/opt/.podstate/uv",
+                    present=False)
     """
     if present:
         host.noop(f"{dest} is present")
@@ -459,6 +483,13 @@ def pip_install_uv(
     + index_args: pip's index options
     + environment: TMPDIR and caches for pip, on local storage
     + present: the probe found ``dest`` already
+
+    **Example:**
+
+    .. code:: python
+
+        pip_install_uv(name="Install uv", dest="/opt/.podstate/uv", python="/usr/bin/python3",
+                       index_args=[], environment={"TMPDIR": "/scratch/tmp"}, present=False)
     """
     if present:
         host.noop(f"{dest} is present")

@@ -39,7 +39,7 @@ from typing import Any
 
 from podstate import hostkeys
 from podstate.podsfile import CLOUDS, GROUP_NAME, HOST_NAME, Pod, cloud_group
-from podstate.spec import SpecError, load_yaml
+from podstate.spec import SpecError, display_path, kind_of, load_yaml
 
 API_URL = "https://api.runpod.io"
 TIMEOUT_S = 15.0
@@ -341,7 +341,7 @@ def _pods_list(body: bytes, headers: Message, config: Settings) -> list[Any]:
             f"({kind}, {len(body)} bytes); is RUNPOD_API_URL right?"
         ) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("pods"), list):
-        got = "no 'pods' list" if isinstance(doc, dict) else _kind(doc)
+        got = "no 'pods' list" if isinstance(doc, dict) else kind_of(doc)
         raise InventoryError(
             f"unexpected RunPod API response: expected an object with a 'pods' list, got {got}"
         )
@@ -364,7 +364,7 @@ def parse(raw: list[Any], include_cluster: bool = False) -> tuple[list[ApiPod], 
     for index, item in enumerate(raw):
         where = f"pods[{index}]"
         if not isinstance(item, dict):
-            raise _unexpected(where, f"expected a pod object, got {_kind(item)}")
+            raise _unexpected(where, f"expected a pod object, got {kind_of(item)}")
         pod_id = _field(item, "id", where, str)
         if not pod_id:
             raise _unexpected(f"{where}.id", "empty")
@@ -461,26 +461,12 @@ def _field(
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         names = {str: "a string", int: "an integer", dict: "an object"}
         expected = names.get(kind, kind.__name__) + (" or null" if nullable else "")
-        raise _unexpected(f"{where}.{key}", f"expected {expected}, got {_kind(value)}")
+        raise _unexpected(f"{where}.{key}", f"expected {expected}, got {kind_of(value)}")
     return value
 
 
 def _unexpected(where: str, problem: str) -> InventoryError:
     return InventoryError(f"unexpected RunPod API response: {where}: {problem}")
-
-
-def _kind(value: Any) -> str:
-    for kind, name in (
-        (bool, "a boolean"),
-        (int, "an integer"),
-        (float, "a number"),
-        (str, "a string"),
-        (list, "a list"),
-        (dict, "an object"),
-    ):
-        if isinstance(value, kind):
-            return name
-    return "null" if value is None else type(value).__name__
 
 
 def _shown(text: str) -> str:
@@ -575,7 +561,7 @@ def load_group_rules(path: Path) -> dict[str, list[str]]:
     """
     if not path.is_file():
         return {}
-    shown = _display(path)
+    shown = display_path(path)
     rules: dict[str, list[str]] = {}
     for group, globs in load_yaml(path, shown).items():
         if not GROUP_NAME.match(group) or group.startswith("_"):
@@ -598,13 +584,6 @@ def load_group_rules(path: Path) -> dict[str, list[str]]:
             )
         rules[group] = list(globs)
     return rules
-
-
-def _display(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
 
 
 def to_pods(

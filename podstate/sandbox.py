@@ -34,7 +34,7 @@ import string
 import subprocess
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -166,13 +166,19 @@ def pods_json() -> Path:
     return state_dir() / "pods.json"
 
 
-def up(pods: int = 4, base_port: int | None = None, disk: str = DISK) -> Path:
+def up(
+    pods: int = 4,
+    base_port: int | None = None,
+    disk: str = DISK,
+    storage_route: Callable[[int], int] | None = None,
+) -> Path:
     """Start ``pods`` sandbox pods and return the pods file written for them.
 
     Ports are the first free ones from ``base_port`` (default 42201) on. ``disk`` is each
     pod's container disk size, as mount(8) takes tmpfs sizes ("4G", "512M"). Returns once
     every pod's sshd answers with its SSH banner; on any failure, stops what it started and
-    raises SandboxError.
+    raises SandboxError. ``storage_route`` maps the storage sshd's port to the port the pods'
+    sshfs connects to instead (a proxy that adds network latency, say; its caller runs it).
     """
     if pods < 1:
         raise SandboxError("a sandbox needs at least one pod")
@@ -183,7 +189,7 @@ def up(pods: int = 4, base_port: int | None = None, disk: str = DISK) -> Path:
     if (root / "sandbox.json").exists():
         raise SandboxError(ALREADY_UP_MESSAGE)
     try:
-        return _up(root, pods, base_port or DEFAULT_BASE_PORT, disk)
+        return _up(root, pods, base_port or DEFAULT_BASE_PORT, disk, storage_route)
     except BaseException as error:
         try:
             down()
@@ -303,7 +309,13 @@ def _preflight() -> None:
         raise SandboxError(f"Linux mount/UTS namespaces do not work here ({detail})")
 
 
-def _up(root: Path, count: int, base_port: int, disk: str) -> Path:
+def _up(
+    root: Path,
+    count: int,
+    base_port: int,
+    disk: str,
+    storage_route: Callable[[int], int] | None = None,
+) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     for stale in ("pods", "storage", "storaged"):  # left by a down() that was cut short
         if not _host_mounts_under(root / stale):
@@ -327,6 +339,10 @@ def _up(root: Path, count: int, base_port: int, disk: str) -> Path:
     meta["storage"] = _start_storage(root, storage_port)
     _write_json(root / "sandbox.json", meta)
     _wait_for_banners({"storage sshd": (storage_port, meta["storage"], storaged / "sshd.log")})
+    if storage_route is not None:  # sshfs goes through another port; its host key is the same
+        storage_port = storage_route(storage_port)
+        with open(storaged / "known_hosts", "a") as known:
+            known.write(f"[127.0.0.1]:{storage_port} {storage_pub}\n")
 
     client_pub = _public_key(root / "id_ed25519.pub")
     submounts = "".join(point + "\n" for point in _software_mounts(root))

@@ -47,7 +47,7 @@ def load_yaml(path: Path, display: str | None = None) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise SpecError(f"{shown}: expected a mapping of keys at the top, got {_kind(data)}")
+        raise SpecError(f"{shown}: expected a mapping of keys at the top, got {kind_of(data)}")
     _check_tree(data, [], shown, set())
     return data
 
@@ -102,12 +102,12 @@ class VarsDir:
         for path in files:
             if path.is_file():
                 if path not in self._cache:
-                    self._cache[path] = load_yaml(path, _display(path))
-                layers.append(Layer(_display(path), self._cache[path], self.root))
+                    self._cache[path] = load_yaml(path, display_path(path))
+                layers.append(Layer(display_path(path), self._cache[path], self.root))
         return layers
 
 
-def _display(path: Path) -> str:
+def display_path(path: Path) -> str:
     """Return ``path`` relative to the working directory when it is below it."""
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
@@ -203,7 +203,7 @@ def _message(error: ValidationError) -> str:
     if error.validator == "type":
         expected = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
         names = " or ".join(_TYPE_NAMES.get(t, t) for t in expected)
-        return f"expected {names}, got {_kind(error.instance)}"
+        return f"expected {names}, got {kind_of(error.instance)}"
     if error.validator == "maxLength":
         return f"is longer than {schema['maxLength']} characters"
     if error.validator == "maxItems":
@@ -222,7 +222,8 @@ _TYPE_NAMES = {
 }
 
 
-def _kind(value: Any) -> str:
+def kind_of(value: Any) -> str:
+    """Return what ``value`` is, in words for an error message ('an integer', 'a list')."""
     for kind, name in (
         (bool, "a boolean"),
         (int, "an integer"),
@@ -315,7 +316,7 @@ def _requirements(path: Path, name: str) -> str:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise SpecError(
-            f"venv.requirements: cannot read {name} ({_display(path)}): {e.strerror or e}"
+            f"venv.requirements: cannot read {name} ({display_path(path)}): {e.strerror or e}"
         ) from None
     except UnicodeDecodeError:
         raise SpecError(f"venv.requirements: {name} is not UTF-8 text") from None

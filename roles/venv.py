@@ -121,6 +121,7 @@ def recorded(record: str | None) -> str | None:
 
 
 def _local(mount: Mount | None) -> bool:
+    """True unless ``mount`` is a network filesystem (where installs crawl)."""
     return mount is None or not mount.is_network
 
 
@@ -274,5 +275,6 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
             directory=venv["snapshot"],
             fingerprint=digest,
             current=snapshot["fingerprint"] if snapshot else None,
+            python=python["executable"],
             _timeout=settings.VENV_TIMEOUT,
         )

@@ -12,8 +12,9 @@ pyinfra -y inventories/pods.py deploy/pod.py
 echo "==> pyinfra exited $? (non-zero: a pod has a violation apply cannot fix, shown above)"
 
 echo
-echo "==> Running it again: nothing changes"
-pyinfra -y inventories/pods.py deploy/pod.py 2>&1 | grep -E "Changed|No changes|Errors|Success" | tail -n 8
+echo "==> The drift check CI runs: podstate check (changes nothing; exit 0 ok, 2 drift, 1 worse)"
+podstate check
+echo "==> podstate check exited $?"
 
 echo
 echo "==> What a plain \`ssh pod CMD\` sees now on each pod"

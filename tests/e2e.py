@@ -93,6 +93,19 @@ class Run:
         return {h for op in self.json["results"]["operations"] for h in op[key]}
 
 
+def run(fleet: Fleet, command: list[str], pods_file: Path | None = None):
+    """Run a command from the repository root as CI does: no TTY, stdin closed."""
+    return subprocess.run(
+        command,
+        cwd=ROOT,
+        env=fleet.env(pods_file),
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+    )
+
+
 def apply(fleet: Fleet, *args: str, pods_file: Path | None = None, dry: bool = False) -> Run:
     """Run ``pyinfra -y --json inventories/pods.py deploy/pod.py`` as a user would."""
     command = [
@@ -104,15 +117,7 @@ def apply(fleet: Fleet, *args: str, pods_file: Path | None = None, dry: bool = F
         "inventories/pods.py",
         "deploy/pod.py",
     ]
-    result = subprocess.run(
-        command,
-        cwd=ROOT,
-        env=fleet.env(pods_file),
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=300,
-    )
+    result = run(fleet, command, pods_file)
     try:
         parsed = json.loads(result.stdout) if result.stdout.strip() else None
     except json.JSONDecodeError:
@@ -121,16 +126,8 @@ def apply(fleet: Fleet, *args: str, pods_file: Path | None = None, dry: bool = F
 
 
 def check(fleet: Fleet, *args: str, pods_file: Path | None = None) -> subprocess.CompletedProcess:
-    """Run ``podstate check`` as CI does: no TTY, stdin closed."""
-    return subprocess.run(
-        [str(BIN / "podstate"), "check", *args],
-        cwd=ROOT,
-        env=fleet.env(pods_file),
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=300,
-    )
+    """Run ``podstate check``."""
+    return run(fleet, [str(BIN / "podstate"), "check", *args], pods_file)
 
 
 def exec_count(fleet: Fleet, pod: str) -> int:

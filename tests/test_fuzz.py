@@ -86,7 +86,7 @@ def test_desired_state_loader(tmp_path_factory, document, text, use_text):
         assert_one_line_naming(error, "all.yaml")
     else:
         assert isinstance(state, dict)
-        assert set(state) <= {"scratch", "dirs", "env", "shm", "nccl", "path"}
+        assert set(state) <= {"scratch", "dirs", "env", "shm", "nccl", "path", "venv"}
 
 
 @CASES

@@ -75,7 +75,10 @@ def test_state_merges_all_then_cloud_then_groups_then_host(fleet):
         ("scratch: {/scratch: {size: 8X}}", "scratch./scratch.size: '8X' is not a size"),
         ("dirs: {TMPDIR: tmp}", "dirs.TMPDIR: 'tmp' must be an absolute path"),
         ("shm: {min: 1G}", "shm.min: unknown key (allowed: min_size)"),
-        ("colour: blue", "colour: unknown key (allowed: dirs, env, nccl, path, scratch, shm, venv)"),
+        (
+            "colour: blue",
+            "colour: unknown key (allowed: dirs, env, nccl, path, scratch, shm, venv)",
+        ),
         ("env: {A: 1}", "env.A: expected a string, got an integer"),
         ("env: {1A: x}", "'1A' is not a valid variable name"),
         ("nccl: {p2p: off}", "nccl.p2p: False is not one of: auto, disable, leave"),

@@ -1,0 +1,1 @@
+"""Fleet benchmark: podstate against raw SSH and Ansible, at real network latency."""

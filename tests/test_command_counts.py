@@ -1,0 +1,64 @@
+"""Remote commands per pod: the one-round-trip budget of a run, counted in the pods' sshd logs.
+
+Real pods are 50-200 ms away, so every remote command a run spends per pod is time. On a
+converged fleet a check and a noop apply each cost the probe alone; a first apply costs the
+probe plus one command per change, plus one to release the pod lock. Counts, never times:
+bench/ measures time.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tests.e2e import Fleet, apply, check, exec_count
+
+CHECK_COMMANDS = 1  # exactly: the probe
+NOOP_COMMANDS = 1  # exactly: the probe (the issue's budget is 3)
+# at most: the probe, five changes (tmpfs, /dev/shm, dirs, profile, ~/.bashrc), the lock release
+FIRST_APPLY_COMMANDS = 7
+
+
+def _counted(fleet: Fleet, run) -> tuple[object, dict[str, int]]:
+    """Return ``run()``'s result and the remote commands each pod served during it."""
+    before = {pod: exec_count(fleet, pod) for pod in fleet.pods}
+    result = run()
+    return result, {pod: exec_count(fleet, pod) - before[pod] for pod in fleet.pods}
+
+
+@pytest.fixture(scope="module")
+def counts(fleet: Fleet) -> dict[str, dict[str, int]]:
+    """Return the commands per pod of a first apply, a noop apply and a check, in that order.
+
+    pod-3's 64 MiB /dev/shm is accepted (min_size 32M) so that every pod converges cleanly;
+    a ``venv`` key, if the shipped state has one, is left out (it would build from the
+    network, and costs commands of its own).
+    """
+    fleet.host_vars("pod-3", {"shm": {"min_size": "32M"}})
+    for path in (fleet.vars_dir / "group_vars").glob("*.yaml"):
+        data = yaml.safe_load(path.read_text()) or {}
+        if "venv" in data:
+            del data["venv"]
+            path.write_text(yaml.safe_dump(data))
+    result: dict[str, dict[str, int]] = {}
+    for step, run in (
+        ("first apply", lambda: apply(fleet)),
+        ("noop apply", lambda: apply(fleet)),
+        ("check", lambda: check(fleet)),
+    ):
+        outcome, result[step] = _counted(fleet, run)
+        assert outcome.returncode == 0, f"{step}: {outcome.stdout}\n{outcome.stderr}"
+    return result
+
+
+def test_check_runs_one_command_per_pod(counts):
+    assert counts["check"] == {pod: CHECK_COMMANDS for pod in counts["check"]}
+
+
+def test_noop_apply_runs_only_the_probe(counts):
+    assert counts["noop apply"] == {pod: NOOP_COMMANDS for pod in counts["noop apply"]}
+
+
+def test_first_apply_runs_one_command_per_change(counts):
+    over = {pod: n for pod, n in counts["first apply"].items() if n > FIRST_APPLY_COMMANDS}
+    assert not over, f"first apply over {FIRST_APPLY_COMMANDS} remote commands: {over}"
