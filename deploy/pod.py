@@ -7,7 +7,7 @@ from pyinfra import host
 
 from podstate.operations import release_lock, violations
 from podstate.probe import PodProbe
-from roles import env, nccl, scratch, shm, venv
+from roles import disk, env, nccl, scratch, shm, venv
 
 wanted = host.data.podstate
 probe = host.get_fact(
@@ -17,11 +17,13 @@ probe = host.get_fact(
     venv=venv.probe_args(wanted),
 )
 
-if probe is not None:  # None: the probe failed, pyinfra has already failed this pod
+# None: the probe failed, and pyinfra has already failed this pod
+if probe is not None and disk.has_room(probe):
     fresh_mounts = scratch.apply(wanted.get("scratch"), probe)
     shm.apply(wanted.get("shm"), probe)
     nccl_vars = nccl.variables(wanted.get("nccl"), host.data.get("cloud", "COMMUNITY"), probe)
     env.apply(wanted, nccl_vars, probe, fresh_mounts)
     venv.apply(wanted, probe)
+if probe is not None:
     release_lock(name="Release the pod lock")
     violations(name="Report what apply cannot fix")

@@ -243,7 +243,8 @@ def junit(results: dict[str, PodResult], roles: list[str] = ROLES) -> str:
             counts["tests"] += 1
             counts["errors"] += 1
             continue
-        for role in roles + sorted({c["role"] for c in r.changes} - set(roles)):
+        found = {c["role"] for c in r.changes} | {v["role"] for v in r.violations}
+        for role in roles + sorted(found - set(roles)):
             case = ET.SubElement(suite, "testcase", classname=name, name=role)
             counts["tests"] += 1
             problems = [f"violation: {v['message']}" for v in r.violations if v["role"] == role]

@@ -37,9 +37,10 @@ def of(host: Host) -> Findings:
     return _BY_POD.setdefault(host.name, Findings())
 
 
-def violation(message: str) -> None:
-    """Record something apply cannot fix on the current pod, under the current role."""
-    role = current_host.current_deploy_name or "podstate"
+def violation(message: str, role: str | None = None) -> None:
+    """Record something apply cannot fix on the current pod, under ``role`` (by default the
+    role being planned)."""
+    role = role or current_host.current_deploy_name or "podstate"
     entry = (role, message)
     found = of(current_host)
     if entry not in found.violations:

@@ -200,6 +200,7 @@ def _script(paths: list[str], files: list[str], venv: dict[str, str] | None = No
         "b64() { base64 | tr -d '\\n'; }",
         'echo "caps $(sed -n "s/^CapEff:[[:space:]]*//p" /proc/self/status)"',
         'echo "shm $(stat -f -c "%S %b" /dev/shm 2>/dev/null)"',
+        'echo "disk $(stat -f -c "%S %a %b" / 2>/dev/null)"',
         'echo "mounts $(b64 < /proc/self/mounts)"',
         "if command -v nvidia-smi >/dev/null 2>&1; then"
         ' echo "gpus $(timeout 20 nvidia-smi -L 2>/dev/null | b64)";'
@@ -233,6 +234,8 @@ class PodProbe(FactBase[dict[str, Any]]):
         {
             "can_mount": False,          # CAP_SYS_ADMIN in the login's effective set
             "shm_size": 67108864,        # /dev/shm in bytes, None if absent
+            "disk_free": 2147483648,     # bytes free on / (the container disk), None if unknown
+            "disk_size": 21474836480,
             "mounts": [Mount, ...],
             "gpus": ["NVIDIA H100 80GB HBM3", ...],   # [] without nvidia-smi
             "nvlink": True,              # every GPU pair on NVLink (False for < 2 GPUs)
@@ -292,10 +295,13 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
         info["mount"] = mount_of(info["real"], mounts)
     caps = int(fields.get("caps") or "0", 16)
     shm = fields.get("shm", "").split()
+    disk = fields.get("disk", "").split()
     gpus = parse_gpu_list(_decode(fields.get("gpus", "")))
     return {
         "can_mount": bool(caps >> CAP_SYS_ADMIN & 1),
         "shm_size": int(shm[0]) * int(shm[1]) if len(shm) == 2 else None,
+        "disk_free": int(disk[0]) * int(disk[1]) if len(disk) == 3 else None,
+        "disk_size": int(disk[0]) * int(disk[2]) if len(disk) == 3 else None,
         "mounts": mounts,
         "gpus": gpus,
         "nvlink": all_nvlink(parse_topology(_decode(fields.get("topo", ""))), len(gpus)),

@@ -34,6 +34,7 @@ import string
 import subprocess
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,7 +175,9 @@ def up(
 ) -> Path:
     """Start ``pods`` sandbox pods and return the pods file written for them.
 
-    Ports are the first free ones from ``base_port`` (default 42201) on. ``disk`` is each
+    Ports are the first free ones from ``base_port`` on; by default a base between 42201
+    and 52000 derived from the state directory, so that two sandboxes (a demo and a test
+    run, say) do not race for the same ports, and one sandbox keeps its ports. ``disk`` is each
     pod's container disk size, as mount(8) takes tmpfs sizes ("4G", "512M"). Returns once
     every pod's sshd answers with its SSH banner; on any failure, stops what it started and
     raises SandboxError. ``storage_route`` maps the storage sshd's port to the port the pods'
@@ -189,7 +192,8 @@ def up(
     if (root / "sandbox.json").exists():
         raise SandboxError(ALREADY_UP_MESSAGE)
     try:
-        return _up(root, pods, base_port or DEFAULT_BASE_PORT, disk, storage_route)
+        base = base_port or DEFAULT_BASE_PORT + zlib.crc32(str(root).encode()) % 40 * 250
+        return _up(root, pods, base, disk, storage_route)
     except BaseException as error:
         try:
             down()

@@ -10,8 +10,9 @@ import pytest  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
-    """Five fresh sandbox pods (one of each shape) for a test module, taken down after it."""
+def fleet(request, tmp_path_factory):
+    """Fresh sandbox pods for a test module, taken down after it: five (one of each shape),
+    or what the module's ``SANDBOX`` dict asks ``sandbox.up`` for."""
     from podstate import sandbox
     from tests.e2e import Fleet, new_vars_dir
 
@@ -21,7 +22,7 @@ def fleet(tmp_path_factory):
     old = os.environ.get("PODSTATE_SANDBOX")
     os.environ["PODSTATE_SANDBOX"] = str(state)
     try:
-        pods_file = sandbox.up(pods=5)
+        pods_file = sandbox.up(**getattr(request.module, "SANDBOX", {"pods": 5}))
         yield Fleet(state, pods_file, new_vars_dir(tmp_path_factory.mktemp("vars")))
     finally:
         sandbox.down()
