@@ -13,7 +13,7 @@ from typing import Any
 
 from pyinfra.api import FactBase
 
-from podstate.shell import quote_path
+from podstate.shell import b64, quote_path
 
 CAP_SYS_ADMIN = 21
 # The file in every podstate venv that records what it was built from (its fingerprint).
@@ -151,10 +151,6 @@ def all_nvlink(links: dict[tuple[int, int], str], count: int) -> bool:
     return bool(pairs) and all(links.get(p, "").startswith("NV") for p in pairs)
 
 
-def _b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
-
-
 # Run by the pod's interpreter for the venv role: its real path, version, and whether it has
 # ensurepip (``python -m venv`` needs it to seed pip). One line each; no newline in any.
 _PYTHON_INFO = (
@@ -210,11 +206,11 @@ def _script(paths: list[str], files: list[str], venv: dict[str, str] | None = No
         q = quote_path(path)
         lines.append(
             f"k=$(stat -c %F:%a -- {q} 2>/dev/null) || k=-; r=$(realpath -m -- {q}); "
-            f'echo "path {_b64(path)} $(printf %s "$k" | tr " " _) $(printf %s "$r" | b64)"'
+            f'echo "path {b64(path)} $(printf %s "$k" | tr " " _) $(printf %s "$r" | b64)"'
         )
     for path in files:
         q = quote_path(path)
-        lines.append(f'if [ -f {q} ]; then echo "file {_b64(path)} $(b64 < {q})"; fi')
+        lines.append(f'if [ -f {q} ]; then echo "file {b64(path)} $(b64 < {q})"; fi')
     if venv:
         lines += _venv_script(venv)
     lines.append("true")

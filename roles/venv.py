@@ -21,7 +21,7 @@ from typing import Any
 
 from pyinfra.api import deploy
 
-from podstate import findings, operations, settings
+from podstate import findings, settings, venv_ops
 from podstate.probe import Mount, mount_of
 
 MANAGED = ".podstate"  # beside the venvs: podstate's uv, build logs
@@ -219,7 +219,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
         if _uploadable(probe["arch"]):
             from uv import find_uv_bin
 
-            operations.upload_file(
+            venv_ops.upload_file(
                 name=f"Upload uv to {uv} (the pod has none)",
                 src=find_uv_bin(),
                 dest=uv,
@@ -227,7 +227,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
                 _timeout=settings.VENV_TIMEOUT,
             )
         else:
-            operations.pip_install_uv(
+            venv_ops.pip_install_uv(
                 name=f"Install uv with pip at {uv} (the pod has none, and is {probe['arch']})",
                 dest=uv,
                 python=python["executable"],
@@ -243,7 +243,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
         how = f"restore from snapshot {restore[0]}"
     else:
         how = f"build with {venv['installer']}"
-    operations.venv(
+    venv_ops.venv(
         name=f"Venv {path}: {how}",
         path=path,
         version=version,
@@ -251,7 +251,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
         ready=ready,
         script=""
         if ready
-        else operations.venv_script(
+        else venv_ops.venv_script(
             path=path,
             version=version,
             fingerprint=digest,
@@ -269,7 +269,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
         _timeout=settings.VENV_TIMEOUT,
     )
     if venv["snapshot"]:
-        operations.venv_snapshot(
+        venv_ops.venv_snapshot(
             name=f"Venv snapshot in {venv['snapshot']}",
             version_dir=version_dir,
             directory=venv["snapshot"],

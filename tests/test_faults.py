@@ -7,12 +7,13 @@ other pods finish normally, and the next run converges.
 import json
 import os
 import signal
+import subprocess
 import time
 
 import pytest
 
 from podstate import sandbox
-from tests.e2e import apply, exec_count, new_vars_dir, start_apply
+from tests.e2e import BIN, ROOT, apply, exec_count, new_vars_dir, start_apply
 
 FILES = "cat /etc/profile.d/podstate.sh; echo ==; cat ~/.bashrc"
 FAST = {
@@ -78,7 +79,7 @@ def hold_lock(pod, owner="ci-job-7", expires_in=3600):
     )
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 @pytest.mark.parametrize("delay", [0.3, 0.9, 1.2, 1.6])
 def test_killed_run_leaves_old_or_new_files_and_next_run_converges(
     fleet, states, contents, sig, delay
@@ -87,13 +88,14 @@ def test_killed_run_leaves_old_or_new_files_and_next_run_converges(
     time.sleep(delay)
     run.send_signal(sig)
     _, stderr = run.communicate(timeout=30)
-    assert "Traceback" not in stderr
     if run.returncode == 0:  # it finished before the signal came
         assert {pod: fleet.out(pod, FILES) for pod in fleet.pods} == contents["B"]
-    elif sig == signal.SIGTERM and run.returncode != -signal.SIGTERM:
-        # (-SIGTERM: stopped while Python was still starting, before podstate was loaded)
-        assert run.returncode == 128 + signal.SIGTERM
-        assert stderr.strip().splitlines()[-1].startswith("podstate: stopped by SIGTERM")
+    elif sig != signal.SIGKILL and run.returncode != -sig:
+        # (-sig: stopped while Python was still starting, before podstate was loaded)
+        assert run.returncode == 128 + sig
+        assert "Traceback" not in stderr
+        last = stderr.strip().splitlines()[-1]
+        assert last.startswith(f"podstate: stopped by {signal.Signals(sig).name}")
     time.sleep(0.5)  # commands already sent finish on the pods
     for pod in fleet.pods:
         assert fleet.out(pod, FILES) in (contents["A"][pod], contents["B"][pod])
@@ -202,3 +204,44 @@ def test_hung_network_volume_times_out_that_pod_only(fleet, states, contents):
     assert time.monotonic() - started < 90
     assert "pod-1" in run.stderr
     assert run.hosts("no_change") >= {"pod-2", "pod-4"}
+
+
+def test_check_stops_at_once_on_sigterm(fleet):
+    """A cancelled CI job: ``podstate check`` ends promptly, with one line (pod-2 hangs, so
+    the check is still waiting for it when the signal comes)."""
+    freeze("pod-2", signal.SIGSTOP)
+    try:
+        check_run = subprocess.Popen(
+            [str(BIN / "podstate"), "check"],
+            cwd=ROOT,
+            env=fleet.env(),
+            text=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        time.sleep(1.5)
+        check_run.send_signal(signal.SIGTERM)
+        _, stderr = check_run.communicate(timeout=10)
+    finally:
+        freeze("pod-2", signal.SIGCONT)
+    assert check_run.returncode == 128 + signal.SIGTERM
+    assert stderr.strip().startswith("podstate: stopped by SIGTERM")
+    assert "\n" not in stderr.strip()
+
+
+def test_network_volume_gone_fails_that_pod_only(fleet, states, contents):
+    """pod-1's sshfs dies (the volume is gone) while a dirs path lives on it."""
+    fleet.host_vars("pod-1", {"dirs": {"DATA": "/workspace/data"}})
+    record = json.loads((fleet.state / "pods.json").read_text())["pod-1"]
+    os.kill(record["sshfs_pid"], signal.SIGKILL)
+    try:
+        started = time.monotonic()
+        run = apply(fleet)
+    finally:
+        fleet.host_vars("pod-1", None)
+    assert run.returncode == 1
+    assert time.monotonic() - started < 60
+    assert "pod-1" in run.stderr
+    assert run.hosts("no_change") >= {"pod-2", "pod-4"}
+    restart(fleet, states, contents)
