@@ -510,18 +510,8 @@ def _start_storage(root: Path, port: int) -> dict[str, Any]:
         "mount -t tmpfs -o mode=0755 storage-run /run && mkdir -m 0755 /run/sshd && "
         f"exec {SSHD} -D -e -f {_shell_quote(storaged / 'sshd_config')}"
     )
-    with open(storaged / "sshd.log", "ab") as log:
-        proc = subprocess.Popen(
-            ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script],
-            cwd=storaged,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            env={"PATH": _POD_PATH},
-            start_new_session=True,
-        )
-    _CHILDREN[proc.pid] = proc
-    return {"port": port, "pid": proc.pid, "pid_start": _proc_start(proc.pid)}
+    record = _spawn(["--mount"], ["/bin/sh", "-c", script], storaged, storaged / "sshd.log")
+    return {"port": port, **record}
 
 
 def _prepare_pod(
@@ -733,19 +723,17 @@ def _gpu_layout(name: str, shape: Shape) -> str:
 
 def _start_pod(pod_dir: Path) -> dict[str, Any]:
     """Start a pod's bootstrap (which becomes its sshd); return its pid record."""
-    with open(pod_dir / "bootstrap.log", "ab") as log:
+    command = ["/bin/sh", str(FILES / "pod-bootstrap.sh")]
+    return _spawn(["--mount", "--uts"], command, pod_dir, pod_dir / "bootstrap.log")
+
+
+def _spawn(namespaces: list[str], command: list[str], cwd: Path, log_path: Path) -> dict[str, Any]:
+    """Start ``command`` in new ``namespaces`` (unshare options) and a session of its own,
+    logging to ``log_path``; return its pid record."""
+    with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            [
-                "unshare",
-                "--mount",
-                "--uts",
-                "--propagation",
-                "private",
-                "--",
-                "/bin/sh",
-                str(FILES / "pod-bootstrap.sh"),
-            ],
-            cwd=pod_dir,
+            ["unshare", *namespaces, "--propagation", "private", "--", *command],
+            cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
