@@ -128,7 +128,6 @@ def run(
         config.PARALLEL = len(hosts or inventory) or 1
         state.init(inventory, config, initial_limit=hosts)
         state.add_callback_handler(errors)
-        results = {host.name: PodResult() for host in (hosts or inventory)}
         state.set_stage(StateStage.Connect)
         try:
             connect_all(state)
@@ -137,8 +136,7 @@ def run(
         state.set_stage(StateStage.Prepare)
         failures: dict[str, str] = {}
         _load_deploy(state, deploy, failures)
-        for host in hosts or inventory:
-            results[host.name] = _verdict(state, host, errors, failures)
+        results = {h.name: _verdict(state, h, errors, failures) for h in hosts or inventory}
         state.set_stage(StateStage.Disconnect)
         disconnect_all(state)
         return results
@@ -157,7 +155,7 @@ def _verdict(state: State, host, errors: _Errors, failures: dict[str, str]) -> P
         result.error = (
             failures.get(host.name)
             or "; ".join(errors.errors.get(host.name, []))
-            or ("the probe failed")
+            or "the probe failed"
         )
         return result
     found = findings.of(host)
