@@ -1,0 +1,82 @@
+"""Unit tests of the roles' pure decisions: probe facts in, variables and file content out."""
+
+import subprocess
+
+import pytest
+
+from roles.env import HOOK, render_bashrc, render_profile
+from roles.nccl import variables
+
+
+def probe(gpus: int, nvlink: bool) -> dict:
+    return {"gpus": ["NVIDIA H100 80GB HBM3"] * gpus, "nvlink": nvlink}
+
+
+@pytest.mark.parametrize(
+    "cloud,gpus,nvlink,wanted,expected",
+    [
+        (
+            "COMMUNITY",
+            2,
+            False,
+            {"p2p": "auto", "ib": "auto"},
+            {"NCCL_P2P_DISABLE": "1", "NCCL_IB_DISABLE": "1"},
+        ),
+        ("COMMUNITY", 8, True, {"p2p": "auto", "ib": "auto"}, {"NCCL_IB_DISABLE": "1"}),
+        ("COMMUNITY", 1, False, {"p2p": "auto", "ib": "leave"}, {}),
+        ("COMMUNITY", 0, False, {"p2p": "auto", "ib": "auto"}, {"NCCL_IB_DISABLE": "1"}),
+        ("SECURE", 2, False, {"p2p": "auto", "ib": "auto"}, {}),
+        (
+            "SECURE",
+            2,
+            True,
+            {"p2p": "disable", "ib": "disable"},
+            {"NCCL_P2P_DISABLE": "1", "NCCL_IB_DISABLE": "1"},
+        ),
+        ("COMMUNITY", 4, False, {"p2p": "leave", "ib": "leave"}, {}),
+    ],
+)
+def test_nccl_guards(cloud, gpus, nvlink, wanted, expected):
+    assert variables(wanted, cloud, probe(gpus, nvlink)) == expected
+
+
+def test_no_nccl_section_sets_nothing():
+    assert variables(None, "COMMUNITY", probe(2, False)) == {}
+
+
+RUNPOD_BASHRC = "# ~/.bashrc\ncase $- in *i*) ;; *) return;; esac\nalias ll='ls -l'\n"
+
+
+def test_bashrc_hooks_come_first_and_last_once():
+    rc = render_bashrc(RUNPOD_BASHRC + "source /etc/rp_environment\n")
+    assert rc.startswith(HOOK) and rc.endswith(HOOK)
+    assert rc.count(HOOK) == 2
+    assert rc.index("return;;") > len(HOOK)  # before Debian's early return
+    assert rc.index("source /etc/rp_environment") < rc.rindex(HOOK)  # after RunPod's line
+
+
+def test_bashrc_rendering_is_idempotent_and_moves_a_stale_hook():
+    once = render_bashrc(RUNPOD_BASHRC)
+    assert render_bashrc(once) == once
+    appended = once + "source /etc/rp_environment\n"  # RunPod appended after our hook
+    fixed = render_bashrc(appended)
+    assert fixed.endswith("source /etc/rp_environment\n" + HOOK)
+
+
+def test_missing_bashrc_gets_the_hooks_only():
+    assert render_bashrc(None) == HOOK + HOOK
+
+
+def test_profile_values_reach_sh_literally(tmp_path):
+    values = {"A": "$(echo owned)", "B": 'it\'s "quoted"\nnext line', "C": ""}
+    profile = tmp_path / "profile.sh"
+    profile.write_text(render_profile(values, ["/opt/my tools/bin"]))
+    shown = subprocess.run(
+        ["sh", "-c", f'. "{profile}"; . "{profile}"; printf "%s|" "$A" "$B" "$C" "$PATH"'],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("|")
+    assert shown[:3] == list(values.values())
+    assert shown[3].startswith("/opt/my tools/bin:")
+    assert shown[3].count("/opt/my tools/bin") == 1
