@@ -17,13 +17,12 @@ probe = host.get_fact(
     venv=venv.probe_args(wanted),
 )
 
-# None: the probe failed, and pyinfra has already failed this pod
-if probe is not None and disk.has_room(probe):
-    fresh_mounts = scratch.apply(wanted.get("scratch"), probe)
-    shm.apply(wanted.get("shm"), probe)
-    nccl_vars = nccl.variables(wanted.get("nccl"), host.data.get("cloud", "COMMUNITY"), probe)
-    env.apply(wanted, nccl_vars, probe, fresh_mounts)
-    venv.apply(wanted, probe)
-if probe is not None:
+if probe is not None:  # None: the probe failed, and pyinfra has already failed this pod
+    if disk.has_room(probe):
+        fresh_mounts = scratch.apply(wanted.get("scratch"), probe)
+        shm.apply(wanted.get("shm"), probe)
+        nccl_vars = nccl.variables(wanted.get("nccl"), host.data.get("cloud", "COMMUNITY"), probe)
+        env.apply(wanted, nccl_vars, probe, fresh_mounts)
+        venv.apply(wanted, probe)
     release_lock(name="Release the pod lock")
     violations(name="Report what apply cannot fix")

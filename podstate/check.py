@@ -27,7 +27,7 @@ from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
 from pyinfra_cli.inventory import make_inventory
 from pyinfra_cli.util import exec_file
 
-from podstate import findings
+from podstate import findings, settings
 
 STATUSES = ("ok", "drift", "violation", "unreachable", "error")
 ROLES = ["Scratch", "Shared memory", "Environment"]  # the JUnit test cases of every pod
@@ -125,7 +125,7 @@ def run(
             raise CheckFailed(str(e.code).removeprefix("podstate: ")) from None
         ctx_inventory.set(inventory)
         hosts = _limit(inventory, limit)
-        config.PARALLEL = len(hosts or inventory) or 1
+        config.PARALLEL = min(settings.PARALLEL, len(hosts or inventory) or 1)
         state.init(inventory, config, initial_limit=hosts)
         state.add_callback_handler(errors)
         state.set_stage(StateStage.Connect)

@@ -32,11 +32,7 @@ def _sandbox(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    try:
-        results = check.run(args.inventory, args.deploy, args.limit or [], timeout=args.timeout)
-    except (check.CheckFailed, SpecError) as e:
-        print(f"podstate: {e}", file=sys.stderr)
-        return 1
+    results = check.run(args.inventory, args.deploy, args.limit or [], timeout=args.timeout)
     if args.json:
         Path(args.json).write_text(json.dumps(check.as_json(results), indent=2) + "\n")
     if args.junit:
@@ -49,11 +45,7 @@ def _inventory(args: argparse.Namespace) -> int:
     """Print the pods the inventory would manage, and the skipped ones; 1 on an error."""
     from podstate.inventory import load_inventory
 
-    try:
-        found = load_inventory(record_host_keys=False)
-    except SpecError as e:
-        print(f"podstate: {e}", file=sys.stderr)
-        return 1
+    found = load_inventory(record_host_keys=False)
     pods = [
         {
             "name": pod.name,
@@ -116,6 +108,6 @@ def main(argv: list[str] | None = None) -> int:
     signals.install()
     try:
         return args.run(args)
-    except sandbox.SandboxError as e:
+    except (sandbox.SandboxError, check.CheckFailed, SpecError) as e:
         print(f"podstate: {e}", file=sys.stderr)
         return 1
