@@ -39,6 +39,8 @@ from typing import Any
 
 import yaml
 
+from podstate import sandbox
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 RESULTS = ROOT / "bench" / "results"
@@ -81,26 +83,13 @@ class Pods:
 
     def __init__(self, state: Path, vars_dir: Path) -> None:
         self.state, self.vars_dir = state, vars_dir
-        self.pods = yaml.safe_load((state / "pods.yaml").read_text())["pods"]
 
     def ssh(
         self, pod: str, command: str, data: bytes | None = None, timeout: float = 600
     ) -> subprocess.CompletedProcess:
         """Run ``command`` on ``pod`` over ssh; stdout and stderr come back as text."""
         result = subprocess.run(
-            [
-                "ssh",
-                "-i",
-                str(self.state / "id_ed25519"),
-                "-o",
-                "BatchMode=yes",
-                "-o",
-                f"UserKnownHostsFile={self.state / 'known_hosts'}",
-                "-p",
-                str(self.pods[pod]["ssh_port"]),
-                "root@127.0.0.1",
-                command,
-            ],
+            [*sandbox.ssh_command(pod), command],
             input=data,
             capture_output=True,
             timeout=timeout,
@@ -154,8 +143,6 @@ class Pods:
 
 def run(rtt_ms: float, naive_timeout: int, wheels: Path, repeat: int) -> dict[str, Any]:
     """Run the four cases (2 to 4 ``repeat`` times, for medians); return the raw results."""
-    from podstate import sandbox
-
     results: dict[str, Any] = {
         "rtt_ms": rtt_ms,
         "naive_timeout_s": naive_timeout,

@@ -167,6 +167,24 @@ def pods_json() -> Path:
     return state_dir() / "pods.json"
 
 
+def ssh_command(name: str) -> list[str]:
+    """Return the ``ssh`` argv (without the remote command) that reaches sandbox pod ``name``.
+
+    As a user would: the sandbox's key, strict checking against its known_hosts, no agent or
+    config file of the caller's, no password prompt.
+    """
+    root = state_dir()
+    pod = _load_pods().get(name)
+    if pod is None:
+        raise SandboxError(f"no sandbox pod named {name!r}")
+    return [
+        "ssh", "-F", "/dev/null", "-i", str(root / "id_ed25519"),
+        "-o", f"UserKnownHostsFile={root / 'known_hosts'}",
+        "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
+        "-o", "ConnectTimeout=10", "-p", str(pod["port"]), "root@127.0.0.1",
+    ]  # fmt: skip
+
+
 def up(
     pods: int = 4,
     base_port: int | None = None,

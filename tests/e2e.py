@@ -36,32 +36,22 @@ class Fleet:
             "PODSTATE_SANDBOX": str(self.state),
         }
 
-    def ssh(self, pod: str, command: str) -> subprocess.CompletedProcess:
-        """Run ``command`` on ``pod`` the way a user does: ``ssh pod CMD``."""
-        return subprocess.run(
-            [
-                "ssh",
-                "-i",
-                str(self.state / "id_ed25519"),
-                "-o",
-                "BatchMode=yes",
-                "-o",
-                f"UserKnownHostsFile={self.state / 'known_hosts'}",
-                "-o",
-                "StrictHostKeyChecking=yes",
-                "-p",
-                str(self.pods[pod]["ssh_port"]),
-                "root@127.0.0.1",
-                command,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
+    def ssh(self, pod: str, command: str, data: bytes = b"") -> subprocess.CompletedProcess:
+        """Run ``command`` on ``pod`` the way a user does: ``ssh pod CMD``, ``data`` on stdin."""
+        from podstate import sandbox
+
+        result = subprocess.run(
+            [*sandbox.ssh_command(pod), command], input=data, capture_output=True, timeout=60
+        )
+        return subprocess.CompletedProcess(
+            result.args,
+            result.returncode,
+            result.stdout.decode(errors="replace"),
+            result.stderr.decode(errors="replace"),
         )
 
-    def out(self, pod: str, command: str) -> str:
-        result = self.ssh(pod, command)
+    def out(self, pod: str, command: str, data: bytes = b"") -> str:
+        result = self.ssh(pod, command, data)
         assert result.returncode == 0, f"{pod}: {command}: {result.stderr}"
         return result.stdout
 

@@ -27,7 +27,7 @@ from podstate.probe import _script, parse_probe
 from podstate.spec import Layer, SpecError, VarsDir, resolve
 from roles.venv import distributions, fingerprint, recorded
 from tests.e2e import BIN, ROOT, Fleet, apply, exec_count
-from tests.fixtures.venv.wheels import slow_sdist, tar_bytes, wheelhouse
+from tests.fixtures.venv.wheels import binary_wheel, slow_sdist, tar_bytes, wheelhouse
 
 VERSIONED = re.compile(r"\.venv-[0-9a-f]{12}")
 PODS = ["pod-1", "pod-4", "pod-5"]
@@ -398,3 +398,36 @@ def test_pip_installer_on_a_tmpfs_scratch_pod(pods):
     record = json.loads(pods.out("pod-4", "cat /opt/venv/.podstate-venv"))
     assert record["asked"]["installer"] == "pip"
     assert apply(pods, "--limit", "pod-4").hosts("success") == set()
+
+
+def test_a_pod_of_another_architecture_gets_uv_from_pip(pods, tmp_path):
+    """The control machine's uv cannot run there, so pip installs uv beside the venvs."""
+    from uv import find_uv_bin
+
+    wheel = binary_wheel(tmp_path, "uv", "0.0.1", Path(find_uv_bin()))
+    pods.out("pod-1", f"cat > /opt/wheelhouse/{wheel.name}", wheel.read_bytes())
+    # The pod reports an arm64 machine, as an ARM pod's `uname -m` does.
+    pods.out(
+        "pod-1",
+        'printf \'#!/bin/sh\\n[ "$1" = -m ] && exec echo aarch64\\nexec /usr/bin/uname "$@"\\n\''
+        " >/usr/local/bin/uname && chmod 755 /usr/local/bin/uname",
+    )
+    want(pods, "pod-1", packages=["tinyapp"])
+    try:
+        assert pods.out("pod-1", "uname -m").strip() == "aarch64"
+        run = apply(pods, "--limit", "pod-1")
+        assert run.returncode == 0, run.stderr
+        changed = op_names(run)
+        assert (
+            "Venv | Install uv with pip at /opt/.podstate/uv (the pod has none, and is aarch64)"
+            in changed
+        )
+        assert "Venv | Venv /opt/venv: build with uv" in changed
+        assert not [name for name in changed if "Upload" in name]
+        assert pods.out("pod-1", "readlink /opt/.podstate/uv").strip() == "uv-env/bin/uv"
+        assert re.search(r"^uv = ", pods.out("pod-1", "cat /opt/venv/pyvenv.cfg"), re.M)
+        assert imports(pods, "pod-1", "tinyapp") == "tinyapp"
+        assert apply(pods, "--limit", "pod-1").hosts("success") == set()
+    finally:
+        pods.out("pod-1", "rm -f /usr/local/bin/uname")
+        pods.host_vars("pod-1", None)
