@@ -291,32 +291,36 @@ rm -f -- "$S/current.bad"
 
 
 @operation()
-def upload_file(src: str, dest: str, present: bool, mode: str = "755"):
+def upload_file(src: str, dest: str, present: bool, mode: str = "755", gzipped: bool = False):
     """
     Upload a local file to the pod unless the probe found it there, atomically.
 
-    The file goes over SFTP to a temporary name beside ``dest`` and is renamed over it.
+    The file goes over SFTP to a temporary name beside ``dest`` (unpacked there when it is
+    a gzip copy) and is renamed over it.
 
     + src: the file on the control machine
     + dest: absolute path on the pod
     + present: the probe found ``dest`` already
     + mode: octal mode of the file
+    + gzipped: ``src`` is gzip-compressed; ``dest`` gets it unpacked
 
     **Example:**
 
     .. code:: python
 
-        upload_file(name="Upload uv", src=find_uv_bin(), dest="/opt/.podstate/uv",
-                    present=False)
+        upload_file(name="Upload uv", src=gzcache.gzipped(find_uv_bin()),
+                    dest="/opt/.podstate/uv", present=False, gzipped=True)
     """
     if present:
         host.noop(f"{dest} is present")
         return
     temp = f"{dest}.podstate-upload"
+    ready = quote_path(f"{dest}.podstate-new" if gzipped else temp)
     yield changing(f"mkdir -p -- {quote_path(posixpath.dirname(dest))}")
     yield FileUploadCommand(src, temp)
+    unpack = f"gzip -dc <{quote_path(temp)} >{ready} && rm -f -- {quote_path(temp)} && "
     yield changing(
-        f"chmod {mode} -- {quote_path(temp)} && mv -f -- {quote_path(temp)} {quote_path(dest)}"
+        f"{unpack if gzipped else ''}chmod {mode} -- {ready} && mv -f -- {ready} {quote_path(dest)}"
     )
 
 

@@ -17,11 +17,12 @@ import platform
 import posixpath
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 from pyinfra.api import deploy
 
-from podstate import findings, settings, venv_ops
+from podstate import findings, gzcache, settings, venv_ops
 from podstate.probe import Mount, mount_of
 
 MANAGED = ".podstate"  # beside the venvs: podstate's uv, build logs
@@ -219,11 +220,14 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
         if _uploadable(probe["arch"]):
             from uv import find_uv_bin
 
+            binary = Path(find_uv_bin())
+            packed = gzcache.gzipped(binary)
             venv_ops.upload_file(
                 name=f"Upload uv to {uv} (the pod has none)",
-                src=find_uv_bin(),
+                src=str(packed or binary),
                 dest=uv,
                 present=False,
+                gzipped=packed is not None,
                 _timeout=settings.VENV_TIMEOUT,
             )
         else:

@@ -12,6 +12,8 @@ scratch directory), pod-4 (privileged: tmpfs scratch, so uv copies from its cach
 from __future__ import annotations
 
 import base64
+import gzip
+import hashlib
 import json
 import os
 import re
@@ -23,6 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from podstate import gzcache
 from podstate.probe import _script, parse_probe
 from podstate.spec import Layer, SpecError, VarsDir, resolve
 from roles.venv import distributions, fingerprint, recorded
@@ -174,6 +177,32 @@ def test_probe_without_venv_is_unchanged():
     assert parse_probe(["caps 0"])["venv"] is None
 
 
+def test_gzip_copies_are_made_once_per_version_of_a_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    binary = tmp_path / "uv"
+    binary.write_bytes(os.urandom(4096) + b"\0" * 100_000)
+    packed = gzcache.gzipped(binary)
+    assert packed is not None and packed.parent == tmp_path / "cache/podstate/uploads"
+    assert gzip.decompress(packed.read_bytes()) == binary.read_bytes()
+    assert packed.stat().st_size < binary.stat().st_size / 5
+    made = packed.stat().st_mtime_ns
+    assert gzcache.gzipped(binary) == packed and packed.stat().st_mtime_ns == made
+    binary.write_bytes(b"upgraded")  # a new uv: a new copy, and the old one goes
+    os.utime(binary, ns=(made + 10**9, made + 10**9))
+    again = gzcache.gzipped(binary)
+    assert again != packed and not packed.exists()
+    assert gzip.decompress(again.read_bytes()) == b"upgraded"
+    assert [p.name for p in again.parent.iterdir()] == [again.name]
+
+
+def test_gzip_copy_without_a_writable_cache_is_none(tmp_path, monkeypatch):
+    (tmp_path / "cache").write_text("a file where the cache directory should be")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    binary = tmp_path / "uv"
+    binary.write_bytes(b"uv")
+    assert gzcache.gzipped(binary) is None
+
+
 # --- end to end -----------------------------------------------------------------------------
 
 VARS = {
@@ -241,6 +270,12 @@ def test_first_apply_uploads_uv_and_builds(pods, built):
     assert "Venv | Venv /opt/venv: build with uv" in changed
     assert VERSIONED.fullmatch(target(pods, "pod-5"))
     assert imports(pods, "pod-5", "tinyapp") == "tinyapp"
+    # uv travels gzipped and arrives as the control machine's binary, with nothing left over.
+    from uv import find_uv_bin
+
+    local = hashlib.sha256(Path(find_uv_bin()).read_bytes()).hexdigest()
+    assert pods.out("pod-5", "sha256sum /opt/.podstate/uv").split()[0] == local
+    assert pods.out("pod-5", "ls -A /opt/.podstate").split() == ["uv", "venv.log"]
 
 
 def test_scripts_shebangs_name_the_versioned_path(pods, built):
