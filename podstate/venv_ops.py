@@ -318,9 +318,10 @@ def upload_file(src: str, dest: str, present: bool, mode: str = "755", gzipped: 
     ready = quote_path(f"{dest}.podstate-new" if gzipped else temp)
     yield changing(f"mkdir -p -- {quote_path(posixpath.dirname(dest))}")
     yield FileUploadCommand(src, temp)
-    unpack = f"gzip -dc <{quote_path(temp)} >{ready} && rm -f -- {quote_path(temp)} && "
+    unpack = f"gzip -dc <{quote_path(temp)} >{ready} && " if gzipped else ""
     yield changing(
-        f"{unpack if gzipped else ''}chmod {mode} -- {ready} && mv -f -- {ready} {quote_path(dest)}"
+        f"{{ {unpack}chmod {mode} -- {ready} && mv -f -- {ready} {quote_path(dest)}; }} "
+        f"|| {{ rm -f -- {quote_path(temp)} {ready}; exit 1; }}; rm -f -- {quote_path(temp)}"
     )
 
 

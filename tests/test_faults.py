@@ -79,6 +79,25 @@ def hold_lock(pod, owner="ci-job-7", expires_in=3600):
     )
 
 
+def test_config_replaces_pyinfras_ctrl_c_handler(tmp_path):
+    """pyinfra's SIGINT handler exits 0, as if the run had succeeded; config.py, the first
+    file of podstate's a run loads, puts podstate's in its place before the inventory."""
+    inventory = tmp_path / "inventory.py"
+    inventory.write_text(
+        "import signal\n"
+        "handler = signal.getsignal(signal.SIGINT)\n"
+        "raise SystemExit(f'SIGINT handler: {handler.__module__}.{handler.__name__}')\n"
+    )
+    result = subprocess.run(
+        [str(BIN / "pyinfra"), "-y", str(inventory), "deploy/pod.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    assert "SIGINT handler: podstate.signals._exit" in result.stderr, result.stderr
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 @pytest.mark.parametrize("delay", [0.3, 0.9, 1.2, 1.6])
 def test_killed_run_leaves_old_or_new_files_and_next_run_converges(
@@ -87,11 +106,15 @@ def test_killed_run_leaves_old_or_new_files_and_next_run_converges(
     run = start_apply(fleet, vars_dir=states["B"])
     time.sleep(delay)
     run.send_signal(sig)
-    _, stderr = run.communicate(timeout=30)
-    if run.returncode == 0:  # it finished before the signal came
+    stdout, stderr = run.communicate(timeout=30)
+    # Before podstate's first file (config.py) is loaded, Ctrl-C meets pyinfra's own handler
+    # (which exits 0) or Python's KeyboardInterrupt; SIGTERM kills outright (-sig).
+    early = "Exiting upon user request!" in stdout or "KeyboardInterrupt" in stderr
+    if run.returncode == 0 and not early:  # it finished before the signal came
         assert {pod: fleet.out(pod, FILES) for pod in fleet.pods} == contents["B"]
+    elif early:
+        assert sig == signal.SIGINT and "Loading inventory" not in stderr
     elif sig != signal.SIGKILL and run.returncode != -sig:
-        # (-sig: stopped while Python was still starting, before podstate was loaded)
         assert run.returncode == 128 + sig
         assert "Traceback" not in stderr
         last = stderr.strip().splitlines()[-1]
