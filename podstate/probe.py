@@ -7,6 +7,7 @@ unit-tested on real command output without a pod.
 from __future__ import annotations
 
 import base64
+import posixpath
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -179,6 +180,10 @@ def _venv_script(venv: dict[str, str]) -> list[str]:
         'if u=$(command -v uv); then echo "venv.uv $(printf %s "$u" | b64)"; fi',
         f"if [ -x {uv} ]; then echo 'venv.managed_uv 1'; fi",
         "if command -v zstd >/dev/null 2>&1; then echo 'venv.zstd 1'; fi",
+        # Free space where the venv will be built: its parent, or the nearest existing ancestor.
+        f"d={quote_path(posixpath.dirname(venv['path']) or '/')}; "
+        'while [ ! -d "$d" ]; do d=$(dirname -- "$d"); done; '
+        'echo "venv.free $(stat -f -c "%S %a" "$d" 2>/dev/null)"',
     ]
     if venv.get("snapshot"):
         s = quote_path(venv["snapshot"])
@@ -249,6 +254,7 @@ class PodProbe(FactBase[dict[str, Any]]):
             #  "uv": "/usr/local/bin/uv", # uv on PATH, None if there is none
             #  "managed_uv": False,       # podstate's own uv is at venv["uv"]
             #  "zstd": True,              # the zstd command is there
+            #  "free": 2147483648,        # bytes free where the venv is built, None if unknown
             #  "snapshot": {"fingerprint": "...", "archive": "venv-....tar.zst",
             #               "compressor": "zstd"}}  # None: no complete snapshot
         }
@@ -313,6 +319,7 @@ def parse_venv(fields: dict[str, str]) -> dict[str, Any]:
     kind, _, target = fields.get("kind", "").partition(" ")
     python = _decode(fields.get("python", "")).splitlines()
     snapshot = _decode(fields.get("snapshot", "")).split(" ")
+    free = fields.get("free", "").split()
     return {
         "kind": kind or None,
         "target": _decode(target).removesuffix("\n") if kind == "link" else None,
@@ -326,6 +333,7 @@ def parse_venv(fields: dict[str, str]) -> dict[str, Any]:
         "uv": _decode(fields.get("uv", "")) or None,
         "managed_uv": fields.get("managed_uv") == "1",
         "zstd": fields.get("zstd") == "1",
+        "free": int(free[0]) * int(free[1]) if len(free) == 2 else None,
         "snapshot": (
             dict(zip(("fingerprint", "archive", "compressor"), snapshot, strict=True))
             if len(snapshot) == 3 and all(snapshot)

@@ -58,9 +58,15 @@ why() {
     if grep -q 'No space left on device' "$LOG" 2>/dev/null; then
         echo "no space left on device (container disk or scratch is full; log: $LOG)"
     else
-        line=$(grep -E '^[[:space:]]*(error|ERROR|cause):' "$LOG" | tail -n 1)
-        [ -n "$line" ] || line=$(grep -v '^[[:space:]]*$' "$LOG" | tail -n 1)
-        line=$(printf %s "$line" | sed -E 's/^[^A-Za-z0-9]*//; s/^(error|ERROR|cause): //')
+        # The installer's last error with the first and last of its causes (uv prints a
+        # chain); without one, the log's last line.
+        line=$(awk '{ sub(/^[ \t]+/, ""); kind = $1; sub(/^[A-Za-z]+: /, "") } NF { tail = $0 }
+            kind == "error:" || kind == "ERROR:" { e = $0; first = last = ""; next }
+            kind == "cause:" { if (first == "") first = $0; last = $0 }
+            END { if (e == "") { sub(/^[^A-Za-z0-9]+/, "", tail); print tail; exit }
+                  if (first != "") e = e "; " first
+                  if (last != first) e = e "; " last
+                  print e }' "$LOG")
         echo "$(printf %s "$line" | cut -c 1-300) (log: $LOG)"
     fi
 }

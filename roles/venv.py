@@ -24,6 +24,8 @@ from pyinfra.api import deploy
 
 from podstate import findings, gzcache, settings, venv_ops
 from podstate.probe import Mount, mount_of
+from podstate.sizes import format_size
+from roles import disk
 
 MANAGED = ".podstate"  # beside the venvs: podstate's uv, build logs
 ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
@@ -206,6 +208,13 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     version = f".{base}-{digest[:12]}"
     version_dir = posixpath.join(parent, version)
     ready = seen["works"] and recorded(seen["record"]) == digest and seen["target"] == version
+    if not ready and seen["free"] is not None and seen["free"] < disk.MIN_FREE:
+        findings.violation(
+            f"venv.path {path} is on a full filesystem ({mount.target if mount else parent}): "
+            f"{format_size(seen['free'])} free; podstate changed nothing there: free space, "
+            "or choose a venv.path on a disk with room"
+        )
+        return
     snapshot = seen["snapshot"]
     restore = None
     if not ready and snapshot and snapshot["fingerprint"] == digest:

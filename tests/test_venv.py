@@ -25,12 +25,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from podstate import gzcache
+from podstate import gzcache, venv_ops
 from podstate.probe import _script, parse_probe
 from podstate.spec import Layer, SpecError, VarsDir, resolve
 from roles.venv import distributions, fingerprint, recorded
 from tests.e2e import BIN, ROOT, Fleet, apply, exec_count
-from tests.fixtures.venv.wheels import binary_wheel, slow_sdist, tar_bytes, wheelhouse
+from tests.fixtures.venv.wheels import (
+    binary_wheel,
+    make_wheel,
+    slow_sdist,
+    tar_bytes,
+    wheelhouse,
+)
 
 VERSIONED = re.compile(r"\.venv-[0-9a-f]{12}")
 PODS = ["pod-1", "pod-4", "pod-5"]
@@ -175,6 +181,45 @@ def test_probe_reads_a_venv_and_its_snapshot(tmp_path):
 def test_probe_without_venv_is_unchanged():
     assert "venv." not in _script(["/scratch"], ["~/.bashrc"])
     assert parse_probe(["caps 0"])["venv"] is None
+
+
+INSTALLER_LOGS = [
+    (  # uv: an error and its chain of causes
+        "Using Python 3.11.7 environment at: /opt/.venv-0123456789ab\n"
+        "error: Request failed after 3 retries in 6.0s\n"
+        "  cause: Failed to fetch: http://127.0.0.1:9/simple/tinyextra/\n"
+        "  cause: client error (Connect)\n"
+        "  cause: Connection refused (os error 111)\n",
+        "Request failed after 3 retries in 6.0s; Failed to fetch: "
+        "http://127.0.0.1:9/simple/tinyextra/; Connection refused (os error 111)",
+    ),
+    (  # uv's resolver: no "error:" line, the explanation is the last line
+        "  \u00d7 No solution found when resolving dependencies:\n"
+        "  \u2570\u2500\u25b6 Because nosuchpkg was not found in the package registry and you "
+        "require nosuchpkg, we can conclude that your requirements are unsatisfiable.\n\n",
+        "Because nosuchpkg was not found in the package registry and you require nosuchpkg, "
+        "we can conclude that your requirements are unsatisfiable.",
+    ),
+    (  # pip: the last of its ERROR lines
+        "Looking in links: /opt/wheelhouse\n"
+        "ERROR: Could not find a version that satisfies the requirement nosuchpkg\n"
+        "ERROR: No matching distribution found for nosuchpkg\n",
+        "No matching distribution found for nosuchpkg",
+    ),
+    (
+        "Collecting bigpkg\nERROR: Could not install packages due to an OSError: "
+        "[Errno 28] No space left on device\n",
+        "no space left on device (container disk or scratch is full",
+    ),
+]
+
+
+@pytest.mark.parametrize(("log", "expected"), INSTALLER_LOGS)
+def test_failure_line_is_the_installers_cause(tmp_path, log, expected):
+    (tmp_path / "log").write_text(log)
+    script = f"{venv_ops._VENV_FUNCTIONS}\nLOG={tmp_path / 'log'}; why"
+    line = subprocess.run(["sh", "-c", script], capture_output=True, text=True).stdout
+    assert line.startswith(expected) and line.endswith(f"log: {tmp_path / 'log'})\n"), line
 
 
 def test_gzip_copies_are_made_once_per_version_of_a_file(tmp_path, monkeypatch):
@@ -403,6 +448,60 @@ def test_install_failure_names_the_cause_and_keeps_the_old_venv(pods, built):
     assert line and "pod-5" in line[0] and "nosuchpkg" in line[0], run.stderr
     assert target(pods, "pod-5") == old and imports(pods, "pod-5", "tinyapp") == "tinyapp"
     assert versions(pods, "pod-5").count(old) == 1 and len(versions(pods, "pod-5")) <= 2
+
+
+def failure_line(run, pod: str) -> str:
+    """Return the one line that says why the venv of ``pod`` failed."""
+    lines = [x for x in run.stderr.splitlines() if "podstate: venv build failed" in x]
+    assert run.returncode != 0 and len(lines) == 1 and pod in lines[0], run.stderr
+    return lines[0]
+
+
+def test_unreachable_index_names_the_cause(pods, built):
+    old = target(pods, "pod-5")
+    want(pods, "pod-5", packages=["tinyextra"], find_links=[], no_index=False,
+         index_url="http://127.0.0.1:9/simple")  # fmt: skip
+    line = failure_line(apply(pods, "--limit", "pod-5"), "pod-5")
+    assert "127.0.0.1:9" in line and "tinyextra" in line, line
+    assert target(pods, "pod-5") == old and imports(pods, "pod-5", "tinyapp") == "tinyapp"
+    want(pods, "pod-5", packages=["tinyapp"])
+
+
+@pytest.fixture
+def small_disk(pods):
+    """A small local filesystem at /opt/small on pod-5 (as a separate disk would be)."""
+    from podstate import sandbox
+
+    def mount(size: str) -> None:
+        sandbox.pod_exec(
+            "pod-5", f"mkdir -p /opt/small && mount -t tmpfs -o size={size} sm /opt/small"
+        )
+
+    yield mount
+    sandbox.pod_exec("pod-5", "umount /opt/small")
+    want(pods, "pod-5", packages=["tinyapp"])
+
+
+def test_full_venv_filesystem_is_a_violation_that_changes_nothing(pods, built, small_disk):
+    small_disk("2m")
+    pods.host_vars("pod-5", {"venv": {**BASE, "path": "/opt/small/venv", "packages": ["tinyapp"]}})
+    run = apply(pods, "--limit", "pod-5")
+    assert run.returncode == 1
+    assert "venv.path /opt/small/venv is on a full filesystem (/opt/small): 2" in run.stderr
+    assert pods.out("pod-5", "ls -A /opt/small") == ""
+
+
+def test_disk_filling_up_mid_build_names_the_cause_and_leaves_no_venv(
+    pods, built, small_disk, tmp_path
+):
+    wheel = make_wheel(tmp_path, "bigpkg", "1.0", code="DATA = '" + "x" * 40_000_000 + "'\n")
+    pods.out("pod-5", f"cat > /opt/wheelhouse/{wheel.name}", wheel.read_bytes())
+    small_disk("70m")  # room for uv (uploaded there), not for bigpkg as well
+    pods.host_vars("pod-5", {"venv": {**BASE, "path": "/opt/small/venv", "packages": ["bigpkg"]}})
+    line = failure_line(apply(pods, "--limit", "pod-5"), "pod-5")
+    assert "no space left on device" in line, line
+    assert pods.out("pod-5", "ls -A /opt/small").split() == [".podstate"]
+    assert pods.out("pod-5", "ls -A /opt/small/.podstate").split() == ["uv", "venv.log"]
 
 
 def test_missing_interpreter_is_a_violation(pods, built):
