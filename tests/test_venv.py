@@ -5,8 +5,9 @@ tests run the real pyinfra CLI against sandbox pods, offline: the packages are t
 and a slow-building sdist made here (tests/fixtures/venv/wheels.py), copied into each pod's
 /opt/wheelhouse and installed with ``find_links`` and ``no_index``. The pods have no uv, so
 the first build uploads the control machine's. Pods used: pod-5 (sshfs /workspace, local
-scratch directory), pod-4 (privileged: tmpfs scratch, so uv copies from its cache), pod-1
-(for the network-filesystem violation).
+scratch directory; a small tmpfs mounted for the full-disk cases), pod-4 (privileged: tmpfs
+scratch, so uv copies from its cache), pod-1 (the network-filesystem violation, then made
+to report an arm64 machine: uv comes from pip and a uv wheel made here).
 """
 
 from __future__ import annotations
