@@ -167,14 +167,15 @@ def pods_json() -> Path:
     return state_dir() / "pods.json"
 
 
-def ssh_command(name: str) -> list[str]:
+def ssh_command(name: str, root: Path | None = None) -> list[str]:
     """Return the ``ssh`` argv (without the remote command) that reaches sandbox pod ``name``.
 
     As a user would: the sandbox's key, strict checking against its known_hosts, no agent or
-    config file of the caller's, no password prompt.
+    config file of the caller's, no password prompt. ``root`` is the sandbox's state
+    directory (default: ``state_dir()``).
     """
-    root = state_dir()
-    pod = _load_pods().get(name)
+    root = root or state_dir()
+    pod = _read_json(root / "pods.json").get(name)
     if pod is None:
         raise SandboxError(f"no sandbox pod named {name!r}")
     return [

@@ -37,13 +37,12 @@ class Box:
     def ssh(self, name: str, command: str, check: bool = True) -> subprocess.CompletedProcess:
         """Run command on a pod through ssh with strict host key checking."""
         return subprocess.run(
-            ["ssh", "-F", "/dev/null", "-i", str(self.root / "id_ed25519"),
-             "-o", f"UserKnownHostsFile={self.root / 'known_hosts'}",
-             "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
-             "-o", "ConnectTimeout=10", "-p", str(self.pods[name]["port"]),
-             "root@127.0.0.1", command],
-            capture_output=True, text=True, check=check, timeout=60,
-        )  # fmt: skip
+            [*sandbox.ssh_command(name, self.root), command],
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=60,
+        )
 
 
 def _gone(pid: int) -> bool:
