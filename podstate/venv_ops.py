@@ -297,16 +297,16 @@ rm -f -- "$S/current.bad"
 
 
 @operation()
-def upload_file(src: str, dest: str, present: bool, mode: str = "755", gzipped: bool = False):
+def upload_file(src: str, dest: str, mode: str = "755", gzipped: bool = False):
     """
-    Upload a local file to the pod unless the probe found it there, atomically.
+    Upload a local file to the pod, atomically (the role calls it when the probe found
+    no ``dest``).
 
     The file goes over SFTP to a temporary name beside ``dest`` (unpacked there when it is
     a gzip copy) and is renamed over it.
 
     + src: the file on the control machine
     + dest: absolute path on the pod
-    + present: the probe found ``dest`` already
     + mode: octal mode of the file
     + gzipped: ``src`` is gzip-compressed; ``dest`` gets it unpacked
 
@@ -315,11 +315,8 @@ def upload_file(src: str, dest: str, present: bool, mode: str = "755", gzipped: 
     .. code:: python
 
         upload_file(name="Upload uv", src=gzcache.gzipped(find_uv_bin()),
-                    dest="/opt/.podstate/uv", present=False, gzipped=True)
+                    dest="/opt/.podstate/uv", gzipped=True)
     """
-    if present:
-        host.noop(f"{dest} is present")
-        return
     temp = f"{dest}.podstate-upload"
     ready = quote_path(f"{dest}.podstate-new" if gzipped else temp)
     yield changing(f"mkdir -p -- {quote_path(posixpath.dirname(dest))}")
@@ -332,9 +329,7 @@ def upload_file(src: str, dest: str, present: bool, mode: str = "755", gzipped: 
 
 
 @operation()
-def pip_install_uv(
-    dest: str, python: str, index_args: list[str], environment: dict[str, str], present: bool
-):
+def pip_install_uv(dest: str, python: str, index_args: list[str], environment: dict[str, str]):
     """
     Install uv with pip into a venv on local disk, and link its binary at ``dest``.
 
@@ -345,18 +340,14 @@ def pip_install_uv(
     + python: the pod's interpreter
     + index_args: pip's index options
     + environment: TMPDIR and caches for pip, on local storage
-    + present: the probe found ``dest`` already
 
     **Example:**
 
     .. code:: python
 
         pip_install_uv(name="Install uv", dest="/opt/.podstate/uv", python="/usr/bin/python3",
-                       index_args=[], environment={"TMPDIR": "/scratch/tmp"}, present=False)
+                       index_args=[], environment={"TMPDIR": "/scratch/tmp"})
     """
-    if present:
-        host.noop(f"{dest} is present")
-        return
     directory = posixpath.dirname(dest)
     new, final = quote_path(dest + ".podstate-new"), quote_path(dest)
     script = "\n".join(

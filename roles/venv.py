@@ -235,7 +235,6 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
                 name=f"Upload uv to {uv} (the pod has none)",
                 src=str(packed or binary),
                 dest=uv,
-                present=False,
                 gzipped=packed is not None,
                 _timeout=settings.VENV_TIMEOUT,
             )
@@ -246,7 +245,6 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
                 python=python["executable"],
                 index_args=index_args(venv),
                 environment=environment,
-                present=False,
                 _timeout=settings.VENV_TIMEOUT,
             )
 
