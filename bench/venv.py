@@ -84,22 +84,8 @@ class Pods:
     def __init__(self, state: Path, vars_dir: Path) -> None:
         self.state, self.vars_dir = state, vars_dir
 
-    def ssh(
-        self, pod: str, command: str, data: bytes | None = None, timeout: float = 600
-    ) -> subprocess.CompletedProcess:
-        """Run ``command`` on ``pod`` over ssh; stdout and stderr come back as text."""
-        result = subprocess.run(
-            [*sandbox.ssh_command(pod), command],
-            input=data,
-            capture_output=True,
-            timeout=timeout,
-        )
-        return subprocess.CompletedProcess(
-            result.args, result.returncode, result.stdout.decode(), result.stderr.decode()
-        )
-
     def out(self, pod: str, command: str, timeout: float = 600) -> str:
-        result = self.ssh(pod, command, timeout=timeout)
+        result = sandbox.ssh(pod, command, timeout=timeout)
         if result.returncode != 0:
             raise RuntimeError(f"{pod}: {command}: {result.stderr.strip()[-500:]}")
         return result.stdout
@@ -182,7 +168,7 @@ def run(rtt_ms: float, naive_timeout: int, wheels: Path, repeat: int) -> dict[st
             pods = Pods(state, vars_dir)
             tar = subprocess.run(["tar", "-C", str(wheels), "-cf", "-", "."], capture_output=True)
             for pod in (NAIVE_POD, ROLE_POD):
-                result = pods.ssh(
+                result = sandbox.ssh(
                     pod, "mkdir -p /opt/wheelhouse && tar -xf - -C /opt/wheelhouse", tar.stdout
                 )
                 assert result.returncode == 0, result.stderr
@@ -245,7 +231,9 @@ def floor(pods: Pods, repeat: int) -> dict[str, Any]:
     from uv import find_uv_bin
 
     with open(find_uv_bin(), "rb") as binary:
-        pods.ssh(ROLE_POD, "cat > /usr/local/bin/uv && chmod 755 /usr/local/bin/uv", binary.read())
+        sandbox.ssh(
+            ROLE_POD, "cat > /usr/local/bin/uv && chmod 755 /usr/local/bin/uv", binary.read()
+        )
     install = (
         "export UV_NO_CONFIG=1 UV_CACHE_DIR={1}; "
         "uv venv -q --python /usr/bin/python3 {0} && "
@@ -295,7 +283,7 @@ def naive(pods: Pods, timeout: int) -> dict[str, Any]:
         + "'"
     )
     start = time.perf_counter()
-    result = pods.ssh(NAIVE_POD, command, timeout=timeout + 120)
+    result = sandbox.ssh(NAIVE_POD, command, timeout=timeout + 120)
     took = time.perf_counter() - start
     if result.returncode == 124:
         return {"run_s": took, "timed_out": True, "import_s": None}

@@ -186,6 +186,25 @@ def ssh_command(name: str, root: Path | None = None) -> list[str]:
     ]  # fmt: skip
 
 
+def ssh(
+    name: str, command: str, data: bytes = b"", timeout: float = 60
+) -> subprocess.CompletedProcess:
+    """Run ``command`` on sandbox pod ``name`` as ``ssh pod CMD`` does, ``data`` on its stdin.
+
+    Returns the completed process with stdout and stderr as text (undecodable bytes
+    replaced), whatever its exit status.
+    """
+    result = subprocess.run(
+        [*ssh_command(name), command], input=data, capture_output=True, timeout=timeout
+    )
+    return subprocess.CompletedProcess(
+        result.args,
+        result.returncode,
+        result.stdout.decode(errors="replace"),
+        result.stderr.decode(errors="replace"),
+    )
+
+
 def up(
     pods: int = 4,
     base_port: int | None = None,

@@ -40,15 +40,7 @@ class Fleet:
         """Run ``command`` on ``pod`` the way a user does: ``ssh pod CMD``, ``data`` on stdin."""
         from podstate import sandbox
 
-        result = subprocess.run(
-            [*sandbox.ssh_command(pod), command], input=data, capture_output=True, timeout=60
-        )
-        return subprocess.CompletedProcess(
-            result.args,
-            result.returncode,
-            result.stdout.decode(errors="replace"),
-            result.stderr.decode(errors="replace"),
-        )
+        return sandbox.ssh(pod, command, data)
 
     def out(self, pod: str, command: str, data: bytes = b"") -> str:
         result = self.ssh(pod, command, data)
