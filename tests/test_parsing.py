@@ -132,3 +132,39 @@ def test_probe_script_runs_in_sh_and_reads_back(tmp_path):
     assert probe["paths"][paths[1]]["real"] == paths[1]
     assert probe["files"] == {files[0]: "line 1\n$(not run)\n"}
     assert probe["shm_size"] > 0
+
+
+# Real captures from a single-H200 host (tests/fixtures/nvidia/README.md).
+NVIDIA = FIXTURES / "nvidia"
+
+
+def test_real_h200_gpu_list():
+    names = parse_gpu_list((NVIDIA / "h200-L.txt").read_text())
+    assert names == ["NVIDIA H200"]
+    assert "H200" in names[0]
+
+
+def test_real_h200_topology_of_one_gpu_is_not_nvlink():
+    text = (NVIDIA / "h200-topo.txt").read_text()
+    # The real header row is underlined with ANSI escapes, even into a file or pipe.
+    assert text.splitlines()[0].startswith("\t\x1b[4mGPU0\t")
+    links = parse_topology(text)
+    assert not [pair for pair in links if pair[0] != pair[1]]
+    assert all_nvlink(links, 1) is False
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="parse_topology does not strip the ANSI escape before the GPU0 header column",
+)
+def test_real_h200_topology_reads_the_gpu0_column():
+    links = parse_topology((NVIDIA / "h200-topo.txt").read_text())
+    assert links == {(0, 0): "X"}
+
+
+def test_real_h200_shm_is_the_last_of_two_mounts():
+    mounts = parse_mounts((NVIDIA / "h200-mounts.txt").read_text())
+    assert len([m for m in mounts if m.target == "/dev/shm"]) == 2
+    block, blocks, _ = (int(f) for f in (NVIDIA / "h200-stat-shm.txt").read_text().split())
+    df_bytes = int((NVIDIA / "h200-df-shm.txt").read_text().splitlines()[1].split()[1])
+    assert mount_of("/dev/shm", mounts).size == block * blocks == df_bytes == 128 << 30
