@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PODS ?= 4
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: demo test lint deps venv down clean bench bench-scale bench-venv
+.PHONY: demo test lint deps venv down clean bench bench-scale bench-venv bench-read
 
 $(BIN)/podstate: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,3 +58,9 @@ bench-scale: deps venv
 # Writes bench/results/venv.md and venv.json; VENV_BENCH_ARGS="--rtt-ms 20" and so on.
 bench-venv: deps venv
 	$(BIN)/python -m bench.venv $(VENV_BENCH_ARGS)
+
+# Large files (default 4 x 512M) read from the network volume (sshfs, 10 ms) and from local
+# disk, page cache dropped before each pass (root). Writes bench/results/read.md and
+# read.json; READ_BENCH_ARGS="--files 8 --size 1G" and so on.
+bench-read: deps venv
+	$(BIN)/python -m bench.read $(READ_BENCH_ARGS)

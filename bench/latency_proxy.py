@@ -27,8 +27,10 @@ import contextlib
 import json
 import signal
 import socket
+import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 
 CHUNK = 256 * 1024
 DEFAULT_RTT_MS = 150.0
@@ -152,6 +154,34 @@ async def serve(targets: Iterable[int], rtt_ms: float, announce: bool = True) ->
     await stop.wait()
     for server in servers:
         server.close()
+
+
+@contextlib.contextmanager
+def routes(rtt_ms: float) -> Iterator[Callable[[int], int]]:
+    """Yield a function that puts a proxy of ``rtt_ms`` in front of a port and returns the
+    port to connect to instead (``sandbox.up``'s ``storage_route``); the proxies it started
+    are stopped when the block ends.
+
+    Each proxy is a process of its own, so the benchmark's timing never shares its loop.
+    """
+    proxies: list[subprocess.Popen] = []
+
+    def route(port: int) -> int:
+        proxy = subprocess.Popen(
+            [sys.executable, "-m", "bench.latency_proxy", "--rtt-ms", str(rtt_ms), str(port)],
+            cwd=Path(__file__).resolve().parent.parent,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        proxies.append(proxy)
+        return int(json.loads(proxy.stdout.readline())[str(port)])
+
+    try:
+        yield route
+    finally:
+        for proxy in proxies:
+            proxy.terminate()
+            proxy.wait()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -504,9 +504,9 @@ def measure(settings: Settings, ansible_runs: int, out: Path) -> dict[str, Any]:
                     flush=True,
                 )
                 raw["elapsed_s"] = round(time.monotonic() - began, 1)
-                _write_json(out / "fleet.json", raw)
+                write_json(out / "fleet.json", raw)
     raw["finished"] = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    _write_json(out / "fleet.json", raw)
+    write_json(out / "fleet.json", raw)
     return raw
 
 
@@ -535,7 +535,8 @@ def startup_times(runs: int = 3) -> dict[str, float]:
     return result
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` as JSON, replacing the old file in one step."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n")

@@ -39,6 +39,7 @@ from typing import Any
 
 import yaml
 
+from bench import latency_proxy
 from podstate import sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,19 +135,10 @@ def run(rtt_ms: float, naive_timeout: int, wheels: Path, repeat: int) -> dict[st
         "naive_timeout_s": naive_timeout,
         "repeat": repeat,
     }
-    proxies: list[subprocess.Popen] = []
-
-    def route(port: int) -> int:
-        proxy = subprocess.Popen(
-            [str(BIN / "python"), "-m", "bench.latency_proxy", "--rtt-ms", str(rtt_ms), str(port)],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        proxies.append(proxy)
-        return int(json.loads(proxy.stdout.readline())[str(port)])
-
-    with tempfile.TemporaryDirectory(prefix="podstate-bench-venv-") as tmp:
+    with (
+        latency_proxy.routes(rtt_ms) as route,
+        tempfile.TemporaryDirectory(prefix="podstate-bench-venv-") as tmp,
+    ):
         state, vars_dir = Path(tmp) / "sandbox", Path(tmp) / "vars"
         (vars_dir / "group_vars").mkdir(parents=True)
         (vars_dir / "host_vars").mkdir()
@@ -217,9 +209,6 @@ def run(rtt_ms: float, naive_timeout: int, wheels: Path, repeat: int) -> dict[st
                 print(f"naive: {results['naive']}", file=sys.stderr)
         finally:
             sandbox.down()
-            for proxy in proxies:
-                proxy.terminate()
-                proxy.wait()
     return results
 
 

@@ -18,7 +18,7 @@ probe = host.get_fact(
 )
 
 if probe is not None:  # None: the probe failed, and pyinfra has already failed this pod
-    if disk.has_room(probe):
+    if disk.has_room(probe, wanted):
         fresh_mounts = scratch.apply(wanted.get("scratch"), probe)
         shm.apply(wanted.get("shm"), probe)
         nccl_vars = nccl.variables(wanted.get("nccl"), host.data.get("cloud", "COMMUNITY"), probe)

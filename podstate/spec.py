@@ -20,6 +20,9 @@ from jsonschema.exceptions import ValidationError
 from podstate.sizes import parse_size
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "pod.schema.json"
+# disk_reserve when the desired state names none: room left on the container disk for what
+# the desired state puts there (roles/disk.py).
+DISK_RESERVE = 2 << 30
 
 
 class SpecError(Exception):
@@ -251,11 +254,18 @@ def normpath(path: str) -> str:
 def normalize(state: dict[str, Any], root: Path | None = None) -> dict[str, Any]:
     """Return the validated state with sizes in bytes, paths normalized and defaults filled.
 
+    ``disk_reserve`` is always there (2G unless set), since it guards whatever the other
+    sections put on the container disk.
+
     ``root`` is the vars directory that relative file names (``venv.requirements``) are
     read from; files are read here, once, so nothing later needs the control machine's disk.
     A SpecError raised here starts with the key it is about (``venv.requirements: …``).
     """
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {
+        "disk_reserve": parse_size(state["disk_reserve"])
+        if "disk_reserve" in state
+        else DISK_RESERVE
+    }
     if "scratch" in state:
         out["scratch"] = {
             normpath(path): {"size": parse_size(item["size"]), "mode": item.get("mode", "1777")}

@@ -1,28 +1,107 @@
-"""Container disk: too little free space to change anything safely is a violation."""
+"""Container disk: too little free space to change anything safely is a violation.
+
+Two thresholds, both read from the one probe:
+
+* ``MIN_FREE`` (64 MiB): below it the disk is full, whatever the desired state asks;
+* ``disk_reserve`` (default 2G): below it, a pod whose desired state puts scratch paths,
+  ``dirs`` variables or the venv on the container disk would fill it with what they hold
+  (temp files, pip and uv caches, packages), and a full container disk breaks everything
+  else there too: the venv, the shell, every later install.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from podstate import findings
+from podstate.probe import Mount, mount_of
 from podstate.sizes import format_size
+from podstate.spec import DISK_RESERVE
 
 MIN_FREE = 64 << 20  # managed files need little, but a pod with less is about to fail anyway
 
 
-def has_room(probe: dict[str, Any]) -> bool:
+def _below(path: str, top: str) -> bool:
+    """Return whether ``path`` is ``top`` or inside it."""
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def tmpfs_scratch(wanted: dict[str, Any], probe: dict[str, Any]) -> list[str]:
+    """Return the scratch paths that are, or after this run will be, a mount of their own.
+
+    A scratch path already mounted there is its own filesystem; one the pod may mount gets
+    a tmpfs from the scratch role (unless something else is mounted there, which that role
+    reports). Neither is on the container disk, and neither is what is below it.
+    """
+    own = []
+    for path in wanted.get("scratch") or {}:
+        info = probe["paths"][path]
+        mount = info["mount"]
+        if (mount is not None and mount.target == info["real"]) or probe["can_mount"]:
+            own.append(path)
+    return own
+
+
+def on_container_disk(wanted: dict[str, Any], probe: dict[str, Any]) -> list[str]:
+    """Return what the desired state places on the container disk, in words for a message.
+
+    Each entry names a scratch path (``scratch /scratch``), a ``dirs`` variable with its
+    path (``TMPDIR=/scratch/tmp``) or the venv (``venv.path=/opt/venv``), in that order. The
+    container disk is the mount holding ``/``; a path counts when its mount is that one and
+    it is not below a scratch path that is or will be a tmpfs. Empty when the probe saw no
+    mount for ``/`` (nothing can be said about it).
+    """
+    root = mount_of("/", probe["mounts"])
+    if root is None:
+        return []
+    own = [(path, probe["paths"][path]["real"]) for path in tmpfs_scratch(wanted, probe)]
+
+    def on_root(path: str) -> bool:
+        info = probe["paths"][path]
+        mount: Mount | None = info["mount"]
+        inside = any(_below(path, top) or _below(info["real"], real) for top, real in own)
+        return not inside and mount == root
+
+    found = [f"scratch {path}" for path in wanted.get("scratch") or {} if on_root(path)]
+    found += [
+        f"{name}={path}" for name, path in (wanted.get("dirs") or {}).items() if on_root(path)
+    ]
+    venv = wanted.get("venv")
+    if venv and on_root(venv["path"]):
+        found.append(f"venv.path={venv['path']}")
+    return found
+
+
+def has_room(probe: dict[str, Any], wanted: dict[str, Any] | None = None) -> bool:
     """Return whether the pod's container disk has room for changes; else record why not.
 
-    A full disk makes every write fail half-way through a run, so podstate leaves such a
-    pod exactly as it is and says so, instead of trying.
+    A full disk (under ``MIN_FREE``) makes every write fail half-way through a run; a disk
+    with less free than ``disk_reserve`` that the desired state fills with temp files and
+    caches is about to be full. Either way podstate leaves the pod exactly as it is and
+    says so (naming, for the second, what would fill it), instead of trying. Unknown free
+    space is no reason to stop: True, as when there is room.
     """
     free, size = probe["disk_free"], probe["disk_size"]
-    if free is None or free >= MIN_FREE:
+    if free is None:
+        return True
+    if free < MIN_FREE:
+        findings.violation(
+            f"the container disk (/) is full: {format_size(free)} free of "
+            f"{format_size(size)}; podstate changed nothing on this pod: free space (pip and "
+            "uv caches, old checkpoints) or recreate the pod with a larger container disk",
+            role="Container disk",
+        )
+        return False
+    reserve = (wanted or {}).get("disk_reserve", DISK_RESERVE)
+    placed = on_container_disk(wanted or {}, probe) if free < reserve else []
+    if not placed:
         return True
     findings.violation(
-        f"the container disk (/) is full: {format_size(free)} free of {format_size(size)}; "
-        "podstate changed nothing on this pod: free space (pip and uv caches, old "
-        "checkpoints) or recreate the pod with a larger container disk",
+        f"the container disk (/) has {format_size(free)} free of {format_size(size)}, less "
+        f"than disk_reserve {format_size(reserve)}, and the desired state puts "
+        f"{', '.join(placed)} there; podstate changed nothing on this pod: free space, "
+        "recreate the pod with a larger container disk, point those at a tmpfs or another "
+        "local disk, or lower disk_reserve for this pod",
         role="Container disk",
     )
     return False

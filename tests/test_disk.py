@@ -1,15 +1,22 @@
-"""A full container disk is a violation, and the pod is left exactly as it was."""
+"""A full container disk, or one with less free than disk_reserve where the desired state puts
+scratch and caches, is a violation, and the pod is left exactly as it was."""
 
 import pytest
+import yaml
 
 from tests.e2e import apply
 
-SANDBOX = {"pods": 2, "disk": "128M"}
+SANDBOX = {"pods": 2, "disk": "512M"}
+RESERVE = 256 << 20  # disk_reserve here: a 512M container disk starts well above it
 FILES = "cat /etc/profile.d/podstate.sh ~/.bashrc"
 
 
 @pytest.fixture(scope="module")
 def converged(fleet):
+    shipped = fleet.vars_dir / "group_vars" / "all.yaml"
+    shipped.write_text(
+        yaml.safe_dump({**yaml.safe_load(shipped.read_text()), "disk_reserve": RESERVE})
+    )
     run = apply(fleet)
     assert run.returncode == 0, run.stderr
     return fleet
@@ -37,3 +44,39 @@ def test_freed_disk_converges(converged):
     run = apply(fleet)
     assert run.returncode == 0, run.stderr
     assert fleet.out("pod-1", "echo $NEW").strip() == "value"
+
+
+def free_bytes(fleet, pod: str) -> int:
+    """Return the bytes free on the pod's container disk, as the probe reads them."""
+    return int(fleet.out(pod, "stat -f -c '%S %a' / | awk '{print $1 * $2}'").strip())
+
+
+def test_disk_below_reserve_names_what_fills_it_and_changes_nothing(converged):
+    fleet = converged
+    keep = 160 << 20  # above the 64 MiB "full" mark, below disk_reserve
+    filler = (free_bytes(fleet, "pod-1") - keep) >> 20
+    fleet.out("pod-1", f"dd if=/dev/zero of=/filler bs=1M count={filler} 2>/dev/null")
+    try:
+        assert 64 << 20 < free_bytes(fleet, "pod-1") < RESERVE
+        before = fleet.out("pod-1", FILES)
+        wanted = {"env": {"RESERVED": "yes"}, "dirs": {"MORE_CACHE": "/scratch/more"}}
+        fleet.host_vars("pod-1", wanted)
+        fleet.host_vars("pod-2", wanted)
+        run = apply(fleet)
+        assert run.returncode == 1
+        assert "less than disk_reserve 256M" in run.stderr
+        assert "scratch /scratch" in run.stderr
+        assert "TMPDIR=/scratch/tmp" in run.stderr and "MORE_CACHE=/scratch/more" in run.stderr
+        assert "podstate changed nothing on this pod" in run.stderr
+        assert run.hosts("error") == {"pod-1"}
+        assert fleet.out("pod-1", FILES) == before
+        assert fleet.ssh("pod-1", "test -e /scratch/more").returncode == 1
+        assert "RESERVED=yes" in fleet.out("pod-2", "cat /etc/profile.d/podstate.sh")
+        assert fleet.out("pod-2", "echo $MORE_CACHE; test -d /scratch/more").strip() == (
+            "/scratch/more"
+        )
+    finally:
+        fleet.out("pod-1", "rm -f /filler")
+    run = apply(fleet)
+    assert run.returncode == 0, run.stderr
+    assert fleet.out("pod-1", "echo $RESERVED").strip() == "yes"

@@ -4,6 +4,8 @@ import subprocess
 
 import pytest
 
+from podstate.probe import Mount, mount_of
+from roles.disk import has_room, on_container_disk
 from roles.env import HOOK, render_bashrc, render_profile
 from roles.nccl import variables
 
@@ -80,3 +82,57 @@ def test_profile_values_reach_sh_literally(tmp_path):
     assert shown[:3] == list(values.values())
     assert shown[3].startswith("/opt/my tools/bin:")
     assert shown[3].count("/opt/my tools/bin") == 1
+
+
+# --- the container disk: what the desired state puts there ----------------------------------
+
+ROOT_MOUNT = Mount("overlay", "/", "overlay", ("rw",))
+VOLUME = Mount("mfs#eu-ro-1.runpod.net:9421", "/workspace", "fuse", ("rw",))
+SCRATCH_TMPFS = Mount("tmpfs", "/scratch", "tmpfs", ("rw", "size=16g"))
+WANTED = {
+    "scratch": {"/scratch": {"size": 16 << 30, "mode": "1777"}},
+    "dirs": {"TMPDIR": "/scratch/tmp", "UV_CACHE_DIR": "/root/.cache/uv", "DATA": "/workspace/d"},
+}
+
+
+def disk_probe(can_mount: bool, mounts: list[Mount], free: int | None = 1 << 30) -> dict:
+    """Return a probe of a pod with ``mounts``, each wanted path resolving to itself."""
+    paths = ["/scratch", *WANTED["dirs"].values()]
+    return {
+        "can_mount": can_mount,
+        "mounts": mounts,
+        "disk_free": free,
+        "disk_size": 20 << 30,
+        "paths": {p: {"real": p, "mount": mount_of(p, mounts)} for p in paths},
+    }
+
+
+def test_without_mounting_scratch_and_its_dirs_are_on_the_container_disk():
+    probe = disk_probe(False, [ROOT_MOUNT, VOLUME])
+    assert on_container_disk(WANTED, probe) == [
+        "scratch /scratch",
+        "TMPDIR=/scratch/tmp",
+        "UV_CACHE_DIR=/root/.cache/uv",
+    ]
+
+
+def test_a_scratch_tmpfs_now_or_after_this_run_is_not_the_container_disk():
+    expected = ["UV_CACHE_DIR=/root/.cache/uv"]
+    assert on_container_disk(WANTED, disk_probe(True, [ROOT_MOUNT, VOLUME])) == expected
+    mounted = disk_probe(False, [ROOT_MOUNT, VOLUME, SCRATCH_TMPFS])
+    assert on_container_disk(WANTED, mounted) == expected
+
+
+def test_no_mount_for_root_says_nothing_is_there():
+    assert on_container_disk(WANTED, disk_probe(False, [VOLUME])) == []
+
+
+@pytest.mark.parametrize("free", [None, 2 << 30, 1 << 30])
+def test_room_when_free_is_unknown_above_the_reserve_or_nothing_is_there(free):
+    """None is unknown, not zero: no violation (and has_room records none here, outside a
+    deploy, where recording one would fail)."""
+    probe = disk_probe(True, [ROOT_MOUNT, VOLUME, SCRATCH_TMPFS], free)
+    only_volume = {"dirs": {"DATA": "/workspace/d"}, "disk_reserve": 2 << 30}
+    assert has_room(probe, only_volume)
+    if free != 1 << 30:
+        assert has_room(probe, {**WANTED, "disk_reserve": 2 << 30})

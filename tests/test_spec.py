@@ -77,12 +77,14 @@ def test_state_merges_all_then_cloud_then_groups_then_host(fleet):
         ("shm: {min: 1G}", "shm.min: unknown key (allowed: min_size)"),
         (
             "colour: blue",
-            "colour: unknown key (allowed: dirs, env, nccl, path, scratch, shm, venv)",
+            "colour: unknown key (allowed: dirs, disk_reserve, env, nccl, path, scratch, shm, "
+            "venv)",
         ),
         ("env: {A: 1}", "env.A: expected a string, got an integer"),
         ("env: {1A: x}", "'1A' is not a valid variable name"),
         ("nccl: {p2p: off}", "nccl.p2p: False is not one of: auto, disable, leave"),
         ("scratch: {/s: {mode: '700'}}", "scratch./s: 'size' is required"),
+        ("disk_reserve: plenty", "disk_reserve: 'plenty' is not a size"),
         ("- a list", "expected a mapping of keys at the top, got a list"),
         ("env: {A: [unclosed", "invalid YAML at line 1"),
     ],
@@ -101,6 +103,11 @@ def test_error_names_the_file_that_set_the_bad_value():
     layers = [Layer("all.yaml", {"env": {"A": "x"}}), Layer("g.yaml", {"env": {"B": 2}})]
     with pytest.raises(SpecError, match=r"^g.yaml: env.B"):
         resolve(layers, "p")
+
+
+def test_disk_reserve_is_a_size_and_defaults_to_2g():
+    assert resolve([Layer("f", {})], "p")["disk_reserve"] == 2 << 30
+    assert resolve([Layer("f", {"disk_reserve": "512M"})], "p")["disk_reserve"] == 512 << 20
 
 
 def test_paths_are_normalized():
