@@ -15,12 +15,16 @@ $(BIN)/podstate: pyproject.toml
 
 venv: $(BIN)/podstate
 
-# Debian packages the sandbox pods need (root).
+# Debian packages the tests need (root): sshd and sshfs for sandbox pods, zsh and fish as
+# login shells, shellcheck for podstate's shell scripts.
 deps:
 	@missing=""; \
 	command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
 	command -v sshfs >/dev/null 2>&1 || missing="$$missing sshfs"; \
 	command -v ssh-keygen >/dev/null 2>&1 || missing="$$missing openssh-client"; \
+	command -v zsh >/dev/null 2>&1 || missing="$$missing zsh"; \
+	command -v fish >/dev/null 2>&1 || missing="$$missing fish"; \
+	command -v shellcheck >/dev/null 2>&1 || missing="$$missing shellcheck"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
@@ -31,6 +35,7 @@ demo: deps venv
 
 test: deps venv
 	$(BIN)/ruff check .
+	shellcheck podstate/scripts/*.sh
 	$(BIN)/pytest
 
 # Fleet speed against raw SSH and Ansible at real latency (root; about 12 minutes on 2 cores).
@@ -41,6 +46,7 @@ bench: deps venv
 
 lint: venv
 	$(BIN)/ruff check .
+	shellcheck podstate/scripts/*.sh
 	$(BIN)/ruff format --check .
 
 down: venv

@@ -28,6 +28,7 @@ from pyinfra_cli.inventory import make_inventory
 from pyinfra_cli.util import exec_file
 
 from podstate import findings, settings
+from podstate.terminal import visible
 
 STATUSES = ("ok", "drift", "violation", "unreachable", "error")
 ROLES = ["Scratch", "Shared memory", "Environment"]  # the JUnit test cases of every pod
@@ -224,7 +225,7 @@ def table(results: dict[str, PodResult], diff: bool) -> str:
             out.write(f"    violation ({v['role']}): {v['message']}\n")
     s = summary(results)
     out.write(", ".join(f"{s[k]} {k}" for k in STATUSES) + f"; exit {s['exit_code']}\n")
-    return out.getvalue()
+    return visible(out.getvalue())
 
 
 def junit(results: dict[str, PodResult], roles: list[str] = ROLES) -> str:
@@ -237,7 +238,8 @@ def junit(results: dict[str, PodResult], roles: list[str] = ROLES) -> str:
     for name, r in sorted(results.items()):
         if r.status in ("unreachable", "error"):
             case = ET.SubElement(suite, "testcase", classname=name, name="connection")
-            ET.SubElement(case, "error", message=f"{r.status}: {r.error}").text = r.error
+            error = visible(r.error or "")
+            ET.SubElement(case, "error", message=f"{r.status}: {error}").text = error
             counts["tests"] += 1
             counts["errors"] += 1
             continue
@@ -256,9 +258,9 @@ def junit(results: dict[str, PodResult], roles: list[str] = ROLES) -> str:
                 ET.SubElement(
                     case,
                     "failure",
-                    message=problems[0].splitlines()[0],
+                    message=visible(problems[0].splitlines()[0]),
                     type="violation" if problems[0].startswith("violation") else "drift",
-                ).text = "\n\n".join(problems)
+                ).text = visible("\n\n".join(problems))
     for key, value in counts.items():
         suite.set(key, str(value))
         suites.set(key, str(value))

@@ -56,6 +56,6 @@ def guarded(command: str, ttl: int | None = None) -> str:
     """
     return (
         f"{_acquire(ttl or settings.COMMAND_TIMEOUT)} || exit $?; "
-        f"( {command} ) || {{ rc=$?; {release_command()}; exit $rc; }}; "
+        f"( {command} ); rc=$?; if [ $rc -ne 0 ]; then {release_command()}; exit $rc; fi; "
         f"echo $(($(date +%s) + {settings.LOCK_GRACE})) > {LOCK}/expires"
     )

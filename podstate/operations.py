@@ -6,7 +6,7 @@ converged pod costs no remote command beyond the probe, and a change costs exact
 
 from __future__ import annotations
 
-import posixpath
+import hashlib
 import shlex
 from collections.abc import Iterable
 
@@ -15,52 +15,99 @@ from pyinfra.api import FunctionCommand, operation
 from pyinfra.api.util import format_text
 
 from podstate import findings, lock
-from podstate.shell import b64, quote_path
+from podstate.probe import MAX_FILE, FileInfo
+from podstate.shell import b64, quote_path, script
 from podstate.sizes import format_size
+from podstate.terminal import visible
 
 PAGE = 4096
 
 
-def atomic_write_command(path: str, content: str, mode: str) -> str:
-    """Return a sh command that replaces ``path`` with ``content`` in one rename.
+WRITE_FILE = script("write_file.sh")
 
-    The new content goes to a temporary file in the same directory and is renamed over
-    the old one, so a reader (or a run killed half-way) sees the old or the new file,
-    never a partial one. The content travels base64-encoded, so no byte of it is ever
-    seen by a shell.
+
+def write_command(path: str, content: str, own: bool, mode: str) -> str:
+    """Return a sh command that replaces ``path`` with ``content`` in one rename, and proves it.
+
+    Its exit status is 0 only if every step succeeded and the path then reads back with the
+    content (and, for a file podstate owns, the mode); see scripts/write_file.sh. The
+    content travels base64-encoded, so no byte of it is ever seen by a shell.
     """
-    directory, base = posixpath.split(path)
-    return (
-        f"set -e; mkdir -p {quote_path(directory or '/')}; "
-        f"t=$(mktemp {quote_path(posixpath.join(directory, '.' + base + '.podstate.XXXXXX'))}); "
-        "trap 'rm -f \"$t\"' EXIT; "
-        f'printf %s {b64(content)} | base64 -d > "$t"; chmod {mode} "$t"; '
-        f'mv -f "$t" {quote_path(path)}; trap - EXIT'
+    data = content.encode("utf-8", "surrogateescape")
+    return " ".join(
+        [
+            "sh -c",
+            shlex.quote(WRITE_FILE),
+            "write_file",
+            quote_path(path),
+            "own" if own else "edit",
+            mode,
+            hashlib.sha256(data).hexdigest(),
+            b64(content),
+        ]
     )
 
 
-@operation()
-def managed_file(path: str, content: str, current: str | None, mode: str = "644"):
-    """
-    Replace a file atomically when its content differs from the desired one.
+def file_problem(path: str, found: FileInfo, own: bool) -> str | None:
+    """Return why podstate cannot write ``path`` as the probe found it, or None if it can.
 
-    + path: absolute path on the pod
+    A file podstate owns must be a regular file or absent; a file the user owns may also be
+    a symbolic link to a regular file (podstate then edits the target and keeps the link).
+    """
+    if found.state == "absent" or (found.state == "file" and not (own and found.link)):
+        return None
+    what = found.describe()
+    if found.state == "large":
+        return (
+            f"{path} is {what}: podstate edits files of up to {format_size(MAX_FILE)}, "
+            "since it rewrites them inside one SSH command; move the bulk of it into a file "
+            f"that {path} sources"
+        )
+    if found.state == "unreadable":
+        return f"{path} is {what}: podstate will not rewrite what it cannot read; check it"
+    if own:
+        return (
+            f"{path} is {what}, not the regular file podstate writes there: "
+            "move it away and run apply again"
+        )
+    if found.state in ("dangling", "loop"):
+        return f"{path} is {what}: is the volume it points to mounted? Fix or remove the link"
+    return f"{path} is {what}, which podstate cannot edit: make it a regular file or a link to one"
+
+
+@operation()
+def managed_file(path: str, content: str, found: FileInfo, own: bool, mode: str = "644"):
+    """
+    Make a file hold ``content``: replace it atomically and verify it on the pod.
+
+    + path: absolute path on the pod (``~/`` for the SSH user's home)
     + content: the whole desired content
-    + current: the content the probe read (None: the file is absent)
-    + mode: octal mode of the file
+    + found: what the pod probe found at ``path``
+    + own: podstate owns the file (a regular file of ``mode``); else the user does, and
+      podstate follows a symbolic link to its target and keeps an existing file's mode and
+      owner
+    + mode: octal mode of the file podstate owns, or of a new file
+
+    Anything else at the path (a directory, a dangling link, a file too large to read) is a
+    violation: nothing is written.
 
     **Example:**
 
     .. code:: python
 
-        managed_file(name="Profile", path="/etc/profile.d/podstate.sh",
-                     content=text, current=probe["files"].get("/etc/profile.d/podstate.sh"))
+        managed_file(name="Profile", path=PROFILE, content=text,
+                     found=probe["files"][PROFILE], own=True)
     """
-    if current == content:
+    problem = file_problem(path, found, own)
+    if problem:
+        findings.violation(problem)
+        return
+    if found.content == content and (not own or found.mode == mode):
         host.noop(f"{path} is up to date")
         return
-    findings.record_diff(path, current, content)
-    yield changing(atomic_write_command(path, content, mode))
+    if found.content != content:
+        findings.record_diff(path, found.content, content)
+    yield changing(write_command(path, content, own, mode))
 
 
 @operation()
@@ -149,7 +196,8 @@ def violations():
     def fail(state, host) -> bool:
         for message in messages:
             logger.error(
-                f"{host.print_prefix}{format_text('violation', 'red', bold=True)}: {message}"
+                f"{host.print_prefix}{format_text('violation', 'red', bold=True)}: "
+                + visible(message)
             )
         return False
 

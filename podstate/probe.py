@@ -8,15 +8,23 @@ from __future__ import annotations
 
 import base64
 import posixpath
+import re
 import shlex
 from dataclasses import dataclass
 from typing import Any
 
 from pyinfra.api import FactBase
+from pyinfra.api.exceptions import FactProcessError
 
-from podstate.shell import b64, quote_path
+from podstate.shell import b64, quote_path, script
+from podstate.sizes import format_size
 
 CAP_SYS_ADMIN = 21
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# Managed files larger than this are not read: podstate rewrites a file's whole content
+# inside one SSH command, and Linux caps one command line at 128 KiB (MAX_ARG_STRLEN); the
+# content travels base64-encoded, a third larger.
+MAX_FILE = 64 << 10
 # The file in every podstate venv that records what it was built from (its fingerprint).
 VENV_RECORD = ".podstate-venv"
 
@@ -67,6 +75,35 @@ class Mount:
             if option.startswith("size="):
                 return _kernel_size(option[5:])
         return None
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """What is at a managed file's path; a symbolic link is followed to its target."""
+
+    state: str  # file | absent | dangling | loop | large | unreadable | directory | fifo | ...
+    link: bool = False  # the path is a symbolic link
+    target: str = ""  # the resolved path (the path itself when it is no link)
+    mode: str | None = None  # octal permissions of the file, e.g. "644"
+    size: int | None = None  # bytes
+    content: str | None = None  # the whole content, for a readable file of at most MAX_FILE
+
+    def describe(self) -> str:
+        """Return what is at the path in words, for a message: "a directory", "a link to …"."""
+        what = {
+            "file": "a regular file",
+            "absent": "nothing",
+            "large": f"a file of {format_size(self.size or 0)}",
+            "unreadable": "a file podstate cannot read",
+        }.get(self.state, "a " + self.state.replace("_", " "))
+        if not self.link:
+            return what
+        link = f"a symbolic link to {self.target or '?'}"
+        return {
+            "file": link,
+            "dangling": f"{link}, which does not exist",
+            "loop": f"{link}, which does not resolve (a link loop, or a missing directory)",
+        }.get(self.state, f"{link}, which is {what}")
 
 
 def _kernel_size(text: str) -> int:
@@ -125,7 +162,8 @@ def parse_topology(text: str) -> dict[tuple[int, int], str]:
 
     Only the GPU columns are read; NIC columns, affinities and the legend are skipped.
     """
-    lines = [line for line in text.splitlines() if line.strip()]
+    # nvidia-smi underlines the header row with ANSI escapes, even into a pipe.
+    lines = [line for line in _ANSI.sub("", text).splitlines() if line.strip()]
     if not lines:
         return {}
     header = lines[0].split("\t")
@@ -198,11 +236,16 @@ def _script(paths: list[str], files: list[str], venv: dict[str, str] | None = No
     """Return the POSIX sh program the probe runs: read-only, one output line per item."""
     lines = [
         "export LC_ALL=C",
+        "echo begin",
         "b64() { base64 | tr -d '\\n'; }",
         'echo "caps $(sed -n "s/^CapEff:[[:space:]]*//p" /proc/self/status)"',
         'echo "shm $(stat -f -c "%S %b" /dev/shm 2>/dev/null)"',
         'echo "disk $(stat -f -c "%S %a %b" / 2>/dev/null)"',
         'echo "mounts $(b64 < /proc/self/mounts)"',
+        'echo "user $(id -un | b64)"',
+        # The login shell sshd runs every command with: what must read podstate's profile.
+        's=$(getent passwd "$(id -u)" 2>/dev/null) || s=$(grep "^$(id -un):" /etc/passwd); '
+        'echo "shell $(printf %s "${s##*:}" | b64)"',
         "if command -v nvidia-smi >/dev/null 2>&1; then"
         ' echo "gpus $(timeout 20 nvidia-smi -L 2>/dev/null | b64)";'
         ' echo "topo $(timeout 20 nvidia-smi topo -m 2>/dev/null | b64)"; fi',
@@ -213,12 +256,12 @@ def _script(paths: list[str], files: list[str], venv: dict[str, str] | None = No
             f"k=$(stat -c %F:%a -- {q} 2>/dev/null) || k=-; r=$(realpath -m -- {q}); "
             f'echo "path {b64(path)} $(printf %s "$k" | tr " " _) $(printf %s "$r" | b64)"'
         )
-    for path in files:
-        q = quote_path(path)
-        lines.append(f'if [ -f {q} ]; then echo "file {b64(path)} $(b64 < {q})"; fi')
+    if files:
+        lines.append(script("file_state.sh"))
+        lines += [f"file_state {b64(path)} {quote_path(path)} {MAX_FILE}" for path in files]
     if venv:
         lines += _venv_script(venv)
-    lines.append("true")
+    lines.append("echo end")
     return "\n".join(lines)
 
 
@@ -242,7 +285,9 @@ class PodProbe(FactBase[dict[str, Any]]):
             "nvlink": True,              # every GPU pair on NVLink (False for < 2 GPUs)
             "paths": {"/scratch": {"kind": "directory", "mode": "1777",
                                    "real": "/scratch", "mount": Mount}},  # kind None: absent
-            "files": {"~/.bashrc": "text"},     # absent files are missing from the dict
+            "files": {"~/.bashrc": FileInfo},   # every file asked for
+            "user": "root",              # the SSH user
+            "shell": "/bin/bash",        # its login shell (passwd), "" if unreadable
             "arch": "x86_64",            # uname -m; None unless venv was asked for
             "venv": None,                # None unless asked for, else:
             # {"kind": "link",           # what is at path: link | directory | file | None
@@ -266,14 +311,23 @@ class PodProbe(FactBase[dict[str, Any]]):
         return _script(paths, files, venv)
 
     def process(self, output: list[str]) -> dict[str, Any]:
-        return parse_probe(output)
+        """Return the parsed probe; an answer cut short or malformed fails this pod alone, with
+        one line (pyinfra's fact error), and never stops the other pods."""
+        if "begin" not in output or output[-1:] != ["end"]:
+            raise FactProcessError("the pod's answer to the probe was cut short")
+        # Lines before "begin" are what the login shell's startup files printed.
+        begin = len(output) - output[::-1].index("begin")
+        try:
+            return parse_probe(output[begin:-1])
+        except (ValueError, IndexError, TypeError, KeyError) as e:
+            raise FactProcessError(f"the pod's answer to the probe is malformed ({e})") from None
 
 
 def parse_probe(output: list[str]) -> dict[str, Any]:
     """Return the probe's documented dict from its output lines."""
     fields: dict[str, str] = {}
     paths: dict[str, dict[str, Any]] = {}
-    files: dict[str, str] = {}
+    files: dict[str, FileInfo] = {}
     venv_fields: dict[str, str] = {}
     for line in output:
         key, _, rest = line.partition(" ")
@@ -286,8 +340,8 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
                 "real": _decode(real),
             }
         elif key == "file":
-            name, _, data = rest.partition(" ")
-            files[_decode(name)] = _decode(data)
+            name, info = parse_file(rest)
+            files[name] = info
         elif key.startswith("venv."):
             venv_fields[key[5:]] = rest
         else:
@@ -309,9 +363,29 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
         "nvlink": all_nvlink(parse_topology(_decode(fields.get("topo", ""))), len(gpus)),
         "paths": paths,
         "files": files,
+        "user": _decode(fields.get("user", "")).strip(),
+        "shell": _decode(fields.get("shell", "")).strip(),
         "arch": fields.get("arch") or None,
         "venv": parse_venv(venv_fields) if "arch" in fields else None,
     }
+
+
+def parse_file(rest: str) -> tuple[str, FileInfo]:
+    """Return the path and the :class:`FileInfo` of one ``file`` line of the probe."""
+    name, state, link, target, *more = rest.split(" ")
+    if link not in ("0", "1") or not state:
+        raise ValueError(f"bad file line for {_decode(name)!r}")
+    mode, size = (more[0], int(more[1])) if len(more) >= 2 else (None, None)
+    content = (more[2] if len(more) > 2 else "") if state == "file" else None
+    info = FileInfo(
+        state=state,
+        link=link == "1",
+        target="" if target == "-" else _decode(target),
+        mode=mode,
+        size=size,
+        content=None if content is None else _decode(content),
+    )
+    return _decode(name), info
 
 
 def parse_venv(fields: dict[str, str]) -> dict[str, Any]:
@@ -343,4 +417,6 @@ def parse_venv(fields: dict[str, str]) -> dict[str, Any]:
 
 
 def _decode(data: str) -> str:
-    return base64.b64decode(data).decode("utf-8", "replace") if data else ""
+    """Return base64 ``data`` as text; bytes that are not UTF-8 survive as surrogates, so a
+    file written back from it is byte-for-byte what was read."""
+    return base64.b64decode(data, validate=True).decode("utf-8", "surrogateescape")

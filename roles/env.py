@@ -1,11 +1,13 @@
 """Directories and variables: one managed profile that every shell kind reads last.
 
-``ssh pod CMD`` runs ``bash -c`` which reads ~/.bashrc (Debian/Ubuntu bash is built to do
-so for sshd) but stops at its early return for non-interactive shells; ``bash -lc`` reads
-/etc/profile.d; ``bash -ic`` reads all of ~/.bashrc, including RunPod's
-``source /etc/rp_environment`` appended at its end. So the profile lives in
-/etc/profile.d and ~/.bashrc sources it both first (before the early return) and last
-(after /etc/rp_environment, whose values it must override).
+``ssh pod CMD`` runs the SSH user's login shell with ``-c``. For bash, that reads ~/.bashrc
+(Debian/Ubuntu bash is built to do so for sshd) but stops at its early return for
+non-interactive shells; ``bash -lc`` reads /etc/profile.d; ``bash -ic`` reads all of
+~/.bashrc, including RunPod's ``source /etc/rp_environment`` appended at its end. So the
+profile lives in /etc/profile.d and ~/.bashrc sources it both first (before the early
+return) and last (after /etc/rp_environment, whose values it must override). zsh reads
+~/.zshenv in every kind of shell, so that gets the same two hooks. A login shell podstate
+cannot hook (fish, dash, ...) is a violation: no declared variable would reach it.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from pyinfra.api import deploy
 from podstate import findings, operations
 
 PROFILE = "/etc/profile.d/podstate.sh"
-BASHRC = "~/.bashrc"
-FILES = [PROFILE, BASHRC]
+# The file each login shell podstate can hook reads in every kind of shell.
+HOOKED = {"bash": "~/.bashrc", "zsh": "~/.zshenv"}
+FILES = [PROFILE, *HOOKED.values()]
 MARK_BEGIN = "# >>> podstate >>>"
 MARK_END = "# <<< podstate <<<"
 HOOK = (
@@ -51,7 +54,7 @@ def render_profile(variables: dict[str, str], path: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_bashrc(current: str | None) -> str:
+def render_hooks(current: str | None) -> str:
     """Return ``current`` with podstate's hook as its first and last block, once each."""
     kept, inside = [], False
     for line in (current or "").splitlines(keepends=True):
@@ -105,12 +108,31 @@ def apply(
         name=f"Profile {PROFILE}",
         path=PROFILE,
         content=render_profile({**dirs, **env, **extra}, prepend),
-        current=probe["files"].get(PROFILE),
+        found=probe["files"][PROFILE],
+        own=True,
     )
-    current_rc = probe["files"].get(BASHRC)
-    operations.managed_file(
-        name="Hooks in ~/.bashrc",
-        path=BASHRC,
-        content=render_bashrc(current_rc),
-        current=current_rc,
-    )
+    for path in hooked_files(probe["user"], probe["shell"]):
+        found = probe["files"][path]
+        operations.managed_file(
+            name=f"Hooks in {path}",
+            path=path,
+            content=render_hooks(found.content),
+            found=found,
+            own=False,
+        )
+
+
+def hooked_files(user: str, shell: str) -> list[str]:
+    """Return the files to hook the profile into: ~/.bashrc always (bash is how scripts and
+    terminals start), and the login shell's own file; record a violation when the login
+    shell cannot be hooked or read, since no declared variable would reach ``ssh pod CMD``."""
+    name = shell.rsplit("/", 1)[-1]
+    if name not in HOOKED:
+        found = f"is {shell}, which podstate cannot hook" if shell else "could not be read"
+        findings.violation(
+            f"the login shell of {user or 'the SSH user'} {found}: `ssh pod CMD` runs it, and "
+            "it reads neither ~/.bashrc nor /etc/profile.d, so TMPDIR, the caches and every "
+            f"declared variable would be missing; make bash or zsh its shell (chsh -s /bin/bash"
+            f" {user or 'root'})"
+        )
+    return list(dict.fromkeys([HOOKED["bash"], HOOKED.get(name, HOOKED["bash"])]))

@@ -13,7 +13,7 @@ from tests.e2e import ROOT, apply, check, exec_count
 # What a check could change if it wrote anything: managed files and directories.
 SNAPSHOT = (
     "cat /etc/profile.d/podstate.sh ~/.bashrc; "
-    "stat -c '%n %a %s %Y %i' /scratch /scratch/* /root/.cache/huggingface ~/.bashrc "
+    "stat -c '%n %a %s %Y %i' /scratch /scratch/* ~/.bashrc "
     "/etc/profile.d/podstate.sh; grep ' /scratch \\| /dev/shm ' /proc/self/mounts"
 )
 REPORT_SCHEMA = json.loads((ROOT / "schema/check-report.schema.json").read_text())

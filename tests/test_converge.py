@@ -48,16 +48,16 @@ def test_every_shell_kind_sees_the_profile(fleet, converged, pod, shell):
 
 
 def test_profile_wins_over_rp_environment_in_interactive_shells(fleet, converged):
-    assert "/workspace/.cache/huggingface" in fleet.out("pod-1", "cat /etc/rp_environment")
-    assert fleet.out("pod-1", "bash -ic 'echo $HF_HOME' 2>/dev/null").strip() == (
-        "/root/.cache/huggingface"
+    assert "/workspace/.cache/pip" in fleet.out("pod-1", "cat /etc/rp_environment")
+    assert fleet.out("pod-1", "bash -ic 'echo $PIP_CACHE_DIR' 2>/dev/null").strip() == (
+        "/scratch/pip"
     )
 
 
 @pytest.mark.parametrize("pod", HEALTHY)
 def test_dirs_exist_and_tmpdir_is_sticky(fleet, converged, pod):
     assert fleet.out(pod, "stat -c %a /scratch/tmp").strip() == "1777"
-    assert fleet.out(pod, "test -d /scratch/pip && test -d /root/.cache/huggingface && echo ok")
+    assert fleet.out(pod, "test -d /scratch/pip && test -d /scratch/uv && echo ok")
 
 
 def test_scratch_is_tmpfs_where_the_pod_may_mount(fleet, converged):

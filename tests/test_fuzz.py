@@ -86,7 +86,16 @@ def test_desired_state_loader(tmp_path_factory, document, text, use_text):
         assert_one_line_naming(error, "all.yaml")
     else:
         assert isinstance(state, dict)
-        assert set(state) <= {"scratch", "dirs", "env", "shm", "nccl", "path", "venv"}
+        assert set(state) <= {
+            "scratch",
+            "dirs",
+            "env",
+            "shm",
+            "nccl",
+            "path",
+            "venv",
+            "disk_reserve",
+        }
 
 
 @CASES
@@ -107,3 +116,79 @@ def test_pods_file_reader(tmp_path_factory, document, text, use_text):
 def test_desired_state_loader_near_valid(tmp_path_factory, document):
     """Documents whose top-level keys are real sections reach the schema's deeper checks."""
     test_desired_state_loader.hypothesis.inner_test(tmp_path_factory, document, "", False)
+
+
+def _real_probe_output() -> list[str]:
+    """Return the lines the probe prints on this machine, with files of every kind."""
+    import subprocess
+    import tempfile
+
+    from podstate.probe import _script
+
+    root = Path(tempfile.mkdtemp())
+    (root / "f").write_text("export A=1\n")
+    (root / "link").symlink_to(root / "f")
+    (root / "dir").mkdir()
+    files = [str(root / name) for name in ("f", "link", "dir", "absent")]
+    venv = {"path": str(root / "venv"), "python": "python3", "uv": str(root / "uv")}
+    script = _script([str(root), "/nonexistent/x"], files, venv)
+    return subprocess.run(["sh", "-c", script], capture_output=True, text=True).stdout.splitlines()
+
+
+PROBE_OUTPUT = _real_probe_output()
+
+
+def assert_parsed_or_one_line(output: list[str]) -> None:
+    """The probe's parser returns its dict, or fails this pod with one line; nothing else."""
+    from pyinfra.api.exceptions import FactProcessError
+
+    from podstate.probe import PodProbe
+
+    try:
+        probe = PodProbe().process(output)
+    except FactProcessError as error:
+        assert str(error) and "\n" not in str(error)
+    else:
+        assert set(probe) >= {"files", "paths", "shm_size", "shell"}
+
+
+def test_real_probe_output_parses():
+    assert PROBE_OUTPUT[0] == "begin" and PROBE_OUTPUT[-1] == "end"
+    assert_parsed_or_one_line(PROBE_OUTPUT)
+
+
+@CASES
+@given(cut=st.integers(min_value=0), chars=st.integers(min_value=0, max_value=200))
+def test_truncated_probe_output(cut, chars):
+    lines = PROBE_OUTPUT[: cut % len(PROBE_OUTPUT)]
+    if lines and chars:
+        lines[-1] = lines[-1][: chars % (len(lines[-1]) + 1)]
+    assert_parsed_or_one_line(lines)
+
+
+@CASES
+@given(
+    index=st.integers(min_value=0),
+    line=st.one_of(
+        st.text(max_size=80),
+        st.builds(
+            " ".join,
+            st.lists(
+                st.one_of(
+                    st.sampled_from(["file", "path", "shm", "disk", "caps", "venv.free"]),
+                    st.text(alphabet=string.ascii_letters + string.digits + "+/=-_:", max_size=12),
+                ),
+                max_size=9,
+            ),
+        ),
+    ),
+    replace=st.booleans(),
+)
+def test_malformed_probe_section(index, line, replace):
+    lines = list(PROBE_OUTPUT)
+    position = 1 + index % (len(lines) - 1)
+    if replace and position < len(lines) - 1:
+        lines[position] = line
+    else:
+        lines.insert(position, line)
+    assert_parsed_or_one_line(lines)

@@ -6,7 +6,7 @@ import pytest
 
 from podstate.probe import Mount, mount_of
 from roles.disk import has_room, on_container_disk
-from roles.env import HOOK, render_bashrc, render_profile
+from roles.env import HOOK, render_hooks, render_profile
 from roles.nccl import variables
 
 
@@ -50,7 +50,7 @@ RUNPOD_BASHRC = "# ~/.bashrc\ncase $- in *i*) ;; *) return;; esac\nalias ll='ls 
 
 
 def test_bashrc_hooks_come_first_and_last_once():
-    rc = render_bashrc(RUNPOD_BASHRC + "source /etc/rp_environment\n")
+    rc = render_hooks(RUNPOD_BASHRC + "source /etc/rp_environment\n")
     assert rc.startswith(HOOK) and rc.endswith(HOOK)
     assert rc.count(HOOK) == 2
     assert rc.index("return;;") > len(HOOK)  # before Debian's early return
@@ -58,15 +58,15 @@ def test_bashrc_hooks_come_first_and_last_once():
 
 
 def test_bashrc_rendering_is_idempotent_and_moves_a_stale_hook():
-    once = render_bashrc(RUNPOD_BASHRC)
-    assert render_bashrc(once) == once
+    once = render_hooks(RUNPOD_BASHRC)
+    assert render_hooks(once) == once
     appended = once + "source /etc/rp_environment\n"  # RunPod appended after our hook
-    fixed = render_bashrc(appended)
+    fixed = render_hooks(appended)
     assert fixed.endswith("source /etc/rp_environment\n" + HOOK)
 
 
 def test_missing_bashrc_gets_the_hooks_only():
-    assert render_bashrc(None) == HOOK + HOOK
+    assert render_hooks(None) == HOOK + HOOK
 
 
 def test_profile_values_reach_sh_literally(tmp_path):

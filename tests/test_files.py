@@ -1,0 +1,155 @@
+"""Managed files on a lived-in filesystem: what the probe sees, and writes that prove
+themselves. Both run in a real ``sh`` on a real directory tree."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from podstate.operations import file_problem, write_command
+from podstate.probe import MAX_FILE, PodProbe, _script
+
+TEXT = "export A=1\n"
+
+
+def probe(*paths: Path) -> dict:
+    out = subprocess.run(
+        ["sh", "-c", _script([], [str(p) for p in paths])], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    return PodProbe().process(out.stdout.splitlines())["files"]
+
+
+def write(path: Path, content: str = TEXT, own: bool = False, mode: str = "644"):
+    return subprocess.run(
+        ["sh", "-c", write_command(str(path), content, own, mode)], capture_output=True, text=True
+    )
+
+
+def leftovers(directory: Path) -> list[str]:
+    return [p.name for p in directory.rglob(".*.podstate.*")]
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    (tmp_path / "volume").mkdir()
+    (tmp_path / "volume" / "bashrc").write_text("alias ll='ls -l'\n")
+    (tmp_path / "link").symlink_to(tmp_path / "volume" / "bashrc")
+    (tmp_path / "dangling").symlink_to(tmp_path / "volume" / "gone")
+    (tmp_path / "unmounted").symlink_to(tmp_path / "no-volume" / "bashrc")
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+    (tmp_path / "dir").mkdir()
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "private").write_text("export TOKEN=secret\n")
+    (tmp_path / "private").chmod(0o600)
+    (tmp_path / "big").write_bytes(b"#" * (MAX_FILE + 1))
+    (tmp_path / "odd").write_bytes(b"\x1b]0;owned\x07\xff\xfe\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "name, state, link, problem_edit, problem_own",
+    [
+        ("link", "file", True, None, "is a symbolic link to /"),
+        ("dangling", "dangling", True, "gone, which does not exist", "does not exist"),
+        ("loop1", "loop", True, "link loop", "link loop"),
+        ("unmounted", "loop", True, "no-volume/bashrc, which does not resolve", "missing"),
+        ("dir", "directory", False, "is a directory", "is a directory"),
+        ("fifo", "fifo", False, "is a fifo", "is a fifo"),
+        ("private", "file", False, None, None),
+        ("big", "large", False, "edits files of up to 64K", "edits files of up to 64K"),
+        ("absent", "absent", False, None, None),
+    ],
+)
+def test_probe_names_what_is_there(tree, name, state, link, problem_edit, problem_own):
+    found = probe(tree / name)[str(tree / name)]
+    assert (found.state, found.link) == (state, link)
+    for own, expected in ((False, problem_edit), (True, problem_own)):
+        problem = file_problem(str(tree / name), found, own)
+        assert (problem is None) if expected is None else (expected in problem), problem
+
+
+def test_probe_reads_bytes_that_are_not_utf8_back_exactly(tree):
+    found = probe(tree / "odd")[str(tree / "odd")]
+    assert found.content.encode("utf-8", "surrogateescape") == (tree / "odd").read_bytes()
+    assert write(tree / "odd", found.content + "more\n").returncode == 0
+    assert (tree / "odd").read_bytes() == b"\x1b]0;owned\x07\xff\xfe\nmore\n"
+
+
+def test_edit_follows_a_link_and_keeps_it(tree):
+    result = write(tree / "link")
+    assert result.returncode == 0, result.stderr
+    assert (tree / "link").is_symlink()
+    assert (tree / "volume" / "bashrc").read_text() == TEXT
+    assert leftovers(tree) == []
+
+
+def test_edit_keeps_mode_and_owner(tree):
+    os.chown(tree / "private", 1234, 5678)
+    assert write(tree / "private").returncode == 0
+    info = (tree / "private").stat()
+    assert (stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid) == (0o600, 1234, 5678)
+    assert (tree / "private").read_text() == TEXT
+
+
+def test_own_file_gets_its_mode(tree):
+    assert write(tree / "private", own=True, mode="644").returncode == 0
+    assert stat.S_IMODE((tree / "private").stat().st_mode) == 0o644
+
+
+@pytest.mark.parametrize(
+    "name, own, message",
+    [
+        ("dir", True, "is a directory, not a regular file"),
+        ("dir", False, "is a directory, not a regular file"),
+        ("dangling", False, "a file that does not exist"),
+        ("unmounted", False, "does not resolve"),
+        ("loop1", False, "does not resolve"),
+        ("link", True, "is a symbolic link"),
+        ("fifo", False, "is a fifo"),
+    ],
+)
+def test_refused_write_fails_with_one_line_and_leaves_nothing(tree, name, own, message):
+    before = sorted(p.name for p in tree.rglob("*"))
+    result = write(tree / name, own=own)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+    assert sorted(p.name for p in tree.rglob("*")) == before
+    assert list((tree / "dir").iterdir()) == []
+
+
+def test_a_failing_step_fails_the_write(tree):
+    (tree / "ro").mkdir()
+    (tree / "ro").chmod(0o555)
+    result = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "sh",
+            "-c",
+            write_command(str(tree / "ro" / "f"), TEXT, True, "644"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode != 0
+    assert "Permission denied" in result.stderr
+    assert list((tree / "ro").iterdir()) == []
+
+
+def test_write_checks_what_it_wrote(tree):
+    """The read-back compares with the checksum the control machine computed: a command
+    whose content does not match it fails, though every other step succeeded."""
+    command = write_command(str(tree / "new"), TEXT, True, "644")
+    wrong = command.replace(hashlib.sha256(TEXT.encode()).hexdigest(), "0" * 64)
+    result = subprocess.run(["sh", "-c", wrong], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "does not hold the content podstate wrote" in result.stderr
