@@ -10,7 +10,9 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 $(BIN)/podstate: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	@# roles/ and schema/ install as podstate.roles and podstate.schema; setuptools warns
+	@# about that mapping in editable installs, harmlessly.
+	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[test]'
 	touch $@
 
 venv: $(BIN)/podstate
@@ -41,7 +43,7 @@ test: deps venv
 # Fleet speed against raw SSH and Ansible at real latency (root; about 12 minutes on 2 cores).
 # Writes bench/results/fleet.md, fleet.png and fleet.json; BENCH_ARGS="--runs 5" and so on.
 bench: deps venv
-	$(BIN)/pip install -q -e '.[test,bench]'
+	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[test,bench]'
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 lint: venv

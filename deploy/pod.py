@@ -7,7 +7,7 @@ from pyinfra import host
 
 from podstate.operations import release_lock, violations
 from podstate.probe import PodProbe
-from roles import disk, env, nccl, scratch, shm, venv
+from podstate.roles import disk, env, nccl, scratch, shm, venv
 
 wanted = host.data.podstate
 probe = host.get_fact(

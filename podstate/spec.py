@@ -10,6 +10,7 @@ import json
 import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from jsonschema.exceptions import ValidationError
 
 from podstate.sizes import parse_size
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "pod.schema.json"
+SCHEMA = "pod.schema.json"  # in schema/, installed as the package data podstate.schema
 # disk_reserve when the desired state names none: room left on the container disk for what
 # the desired state puts there (roles/disk.py).
 DISK_RESERVE = 2 << 30
@@ -124,7 +125,7 @@ _VALIDATOR: Draft202012Validator | None = None
 def _validator() -> Draft202012Validator:
     global _VALIDATOR
     if _VALIDATOR is None:
-        schema = json.loads(SCHEMA_PATH.read_text())
+        schema = json.loads(files("podstate.schema").joinpath(SCHEMA).read_text())
         _VALIDATOR = Draft202012Validator(schema)
     return _VALIDATOR
 
