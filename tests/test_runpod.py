@@ -28,7 +28,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from podstate import hostkeys, runpod
+from podstate import hostkeys, runpod, runpod_client, runpod_pods
 from podstate.inventory import load_pods
 from podstate.spec import SpecError
 from tests.e2e import new_vars_dir
@@ -434,7 +434,7 @@ def test_rate_limit_header_gives_the_wait_when_retry_after_is_absent(api):
     api.serve(fixture("example.json"))
     api.queue(429, fixture("429.json"), {"RateLimit": '"minute";r=0;t=2, "hour";r=9;t=900'})
     waits: list[float] = []
-    raw = runpod.fetch(_settings(api), sleep=waits.append)
+    raw = runpod_client.fetch(_settings(api), sleep=waits.append)
     assert waits == [2.0]
     assert raw[0]["id"] == "7h9k2m4n6p"
 
@@ -443,18 +443,20 @@ def test_rate_limit_gives_up_after_bounded_tries_and_waiting(api):
     for _ in range(5):
         api.queue(429, fixture("429.json"), {"Retry-After": "4"})
     waits: list[float] = []
-    with pytest.raises(runpod.InventoryError, match="rate limit: still refused after 3 tries"):
-        runpod.fetch(_settings(api), sleep=waits.append, max_wait=30)
+    with pytest.raises(
+        runpod_client.InventoryError, match="rate limit: still refused after 3 tries"
+    ):
+        runpod_client.fetch(_settings(api), sleep=waits.append, max_wait=30)
     assert waits == [4.0, 4.0]
     api.queued.clear()
     api.queue(429, fixture("429.json"), {"Retry-After": "3600"})
-    with pytest.raises(runpod.InventoryError, match="after 1 try .*3600 s"):
-        runpod.fetch(_settings(api), sleep=waits.append)
+    with pytest.raises(runpod_client.InventoryError, match="after 1 try .*3600 s"):
+        runpod_client.fetch(_settings(api), sleep=waits.append)
     assert waits == [4.0, 4.0]  # no hour-long wait
 
 
-def _settings(api: FakeApi) -> runpod.Settings:
-    return runpod.settings({"RUNPOD_API_KEY": KEY, "RUNPOD_API_URL": api.url})
+def _settings(api: FakeApi) -> runpod_client.Settings:
+    return runpod_client.settings({"RUNPOD_API_KEY": KEY, "RUNPOD_API_URL": api.url})
 
 
 @pytest.mark.parametrize(
@@ -543,14 +545,14 @@ def test_key_is_sent_to_the_api_only_and_printed_nowhere(api, env):
     assert "Loading inventory" in result.stderr + result.stdout  # debug output was on
     assert len(api.requests) == 3
     assert all(r["headers"]["Authorization"] == f"Bearer {KEY}" for r in api.requests)
-    assert KEY not in repr(runpod.settings({"RUNPOD_API_KEY": KEY}))
+    assert KEY not in repr(runpod_client.settings({"RUNPOD_API_KEY": KEY}))
 
 
 # --- names, groups, host keys (no server) -------------------------------------------------
 
 
-def _api_pod(pod_id: str, name: str) -> runpod.ApiPod:
-    return runpod.ApiPod(pod_id, name, "h", 22, "root", "SECURE", None, 0, None, None)
+def _api_pod(pod_id: str, name: str) -> runpod_pods.ApiPod:
+    return runpod_pods.ApiPod(pod_id, name, "h", 22, "root", "SECURE", None, 0, None, None)
 
 
 def test_host_names_are_unique_and_valid():
@@ -581,7 +583,7 @@ def test_host_names_are_unique_and_valid():
     ],
 )
 def test_gpu_groups(gpu, group):
-    pod = runpod.ApiPod("i", "n", "h", 22, "root", "COMMUNITY", gpu, 2, "EU-RO-1", None)
+    pod = runpod_pods.ApiPod("i", "n", "h", 22, "root", "COMMUNITY", gpu, 2, "EU-RO-1", None)
     assert runpod.auto_groups(pod) == ["community", group, "dc_eu_ro_1", "gpus_2"]
 
 
