@@ -16,8 +16,9 @@ from typing import Any
 from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 
+from podstate.procfs import unescape
 from podstate.shell import b64, quote_path, script
-from podstate.sizes import format_size
+from podstate.sizes import format_size, parse_mount_size
 
 CAP_SYS_ADMIN = 21
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -73,7 +74,7 @@ class Mount:
         """The ``size=`` of a tmpfs in bytes, when the kernel shows it."""
         for option in self.options:
             if option.startswith("size="):
-                return _kernel_size(option[5:])
+                return parse_mount_size(option[5:])
         return None
 
 
@@ -106,33 +107,13 @@ class FileInfo:
         }.get(self.state, f"{link}, which is {what}")
 
 
-def _kernel_size(text: str) -> int:
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    if text[-1:].lower() in units:
-        return int(text[:-1]) * units[text[-1].lower()]
-    return int(text)
-
-
-def _unescape(field: str) -> str:
-    """Undo the octal escapes (``\\040`` for a space) that /proc/mounts uses."""
-    out, i = [], 0
-    while i < len(field):
-        if field[i] == "\\" and field[i + 1 : i + 4].isdigit():
-            out.append(chr(int(field[i + 1 : i + 4], 8)))
-            i += 4
-        else:
-            out.append(field[i])
-            i += 1
-    return "".join(out)
-
-
 def parse_mounts(text: str) -> list[Mount]:
     """Return the mounts listed in /proc/mounts text, in order (later mounts hide earlier)."""
     mounts = []
     for line in text.splitlines():
         fields = line.split()
         if len(fields) >= 4:
-            source, target, fstype, options = (_unescape(f) for f in fields[:4])
+            source, target, fstype, options = (unescape(f) for f in fields[:4])
             mounts.append(Mount(source, target, fstype, tuple(options.split(","))))
     return mounts
 

@@ -26,6 +26,17 @@ def parse_size(value: int | str) -> int:
     return int(float(match.group(1)) * _UNITS[match.group(2)])
 
 
+def parse_mount_size(text: str) -> int:
+    """Return a size as mount(8) takes it and /proc/mounts shows it (``65536k``, ``24G``).
+
+    The same binary units as ``parse_size``, in either case; ValueError for anything else.
+    """
+    try:
+        return parse_size(text.upper())
+    except ValueError:
+        raise ValueError(f"{text!r} is not a size") from None
+
+
 def format_size(size: int) -> str:
     """Return ``size`` bytes as the shortest exact binary-unit string (``16G``), else ``12.3M``."""
     for unit in ("P", "T", "G", "M", "K"):

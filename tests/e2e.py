@@ -114,8 +114,9 @@ def check(fleet: Fleet, *args: str, pods_file: Path | None = None) -> subprocess
 
 def exec_count(fleet: Fleet, pod: str) -> int:
     """Return how many exec requests (remote commands) the pod's sshd has served so far."""
-    log = fleet.state / "pods" / pod / "sshd.log"
-    return log.read_text().count("Starting session: command for ")
+    from podstate import sandbox
+
+    return sandbox.commands_served(fleet.state)[pod]
 
 
 def start_apply(

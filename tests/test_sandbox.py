@@ -351,14 +351,12 @@ def test_pod_exec_runs_inside_the_pod(box: Box) -> None:
 def test_sshd_log_has_one_line_per_exec_request(box: Box) -> None:
     log = box.root / "pods/pod-3/sshd.log"
     pattern = re.compile(r"^Starting session: command for root from 127\.0\.0\.1 port \d+ id \d+$")
-
-    def count() -> int:
-        return sum(bool(pattern.match(line)) for line in log.read_text().splitlines())
-
-    before = count()
+    before = sandbox.commands_served(box.root)["pod-3"]
     for _ in range(3):
         box.ssh("pod-3", "true")
-    assert count() == before + 3
+    assert sandbox.commands_served(box.root)["pod-3"] == before + 3
+    sessions = [line for line in log.read_text().splitlines() if sandbox.SESSION in line]
+    assert len(sessions) == before + 3 and all(pattern.match(line) for line in sessions)
 
 
 # --- a second sandbox, taken down -------------------------------------------------------
