@@ -1,14 +1,16 @@
 """pyinfra settings for podstate; pyinfra reads config.py from the working directory.
 
 It is the first podstate code a run loads, so it also replaces pyinfra's Ctrl-C handler
-(which exits 0, as if the run had succeeded) with podstate's.
+(which exits 0, as if the run had succeeded) with podstate's, before anything else.
 """
 
-from pyinfra import config
-
 from podstate import signals
-from podstate.settings import CONNECT_TIMEOUT, PARALLEL
 
 signals.install()
+
+from pyinfra import config  # noqa: E402
+
+from podstate.settings import CONNECT_TIMEOUT, PARALLEL  # noqa: E402
+
 config.CONNECT_TIMEOUT = CONNECT_TIMEOUT
 config.PARALLEL = PARALLEL

@@ -1,20 +1,57 @@
-"""Prompt, quiet exits when a run is cancelled (a CI job stopped, Ctrl-C)."""
+"""Prompt, quiet exits when a run is cancelled (a CI job stopped, Ctrl-C).
+
+Once podstate's code is loaded (config.py, the first file of podstate's a run reads), a
+SIGINT or SIGTERM ends a run in one of two ways, whatever the moment it arrives:
+
+- while the run's Python code runs (connecting, deploying, disconnecting): one line on
+  stderr and status 128 + the signal (130, 143);
+- once the run is over and Python shuts down (atexit): not at all; the run ends with its
+  own status. Python's shutdown would otherwise put the default actions back
+  (``_PySignal_Fini``), and a signal then kills the process silently (status -2 for the
+  caller) after the run had already finished.
+"""
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
 
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_MESSAGE = {
+    signum: (
+        f"\npodstate: stopped by {signal.Signals(signum).name}; every managed file on a pod "
+        "is either its old or its new version, run again to finish\n"
+    ).encode()
+    for signum in SIGNALS
+}
+_installed = False
+
 
 def _exit(signum: int, frame: object) -> None:  # noqa: ARG001 - signal handler signature
-    name = signal.Signals(signum).name
-    sys.stderr.write(
-        f"\npodstate: stopped by {name}; every managed file on a pod is either its old or its "
-        "new version, run again to finish\n"
-    )
-    sys.stderr.flush()
+    # Nothing here may raise or depend on the interpreter's state (it can run late in a
+    # run, while objects are being torn down): bytes prepared in advance, raw writes.
+    try:
+        sys.stdout.flush()
+    except Exception:  # noqa: BLE001 - a closed or broken stdout must not stop the exit
+        pass
+    try:
+        os.write(2, _MESSAGE.get(signum, _MESSAGE[signal.SIGTERM]))
+    except OSError:
+        pass
     os._exit(128 + signum)
+
+
+def _finished() -> None:
+    """At interpreter shutdown: the run is over, so later signals leave its status alone.
+
+    Ignored, and blocked as well: gevent's loop puts ``SIG_DFL`` back for SIGINT if its
+    watcher is stopped during the teardown, and a blocked signal stays pending until exit.
+    """
+    for signum in SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
 
 
 def install() -> None:
@@ -23,5 +60,9 @@ def install() -> None:
     Files are replaced on pods by rename, so stopping between two commands leaves nothing
     half-written; there is nothing to clean up before exiting.
     """
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    global _installed
+    for signum in SIGNALS:
         signal.signal(signum, _exit)
+    if not _installed:
+        _installed = True
+        atexit.register(_finished)

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -98,33 +99,185 @@ def test_config_replaces_pyinfras_ctrl_c_handler(tmp_path):
     assert "SIGINT handler: podstate.signals._exit" in result.stderr, result.stderr
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
-@pytest.mark.parametrize("delay", [0.3, 0.9, 1.2, 1.6])
-def test_killed_run_leaves_old_or_new_files_and_next_run_converges(
-    fleet, states, contents, sig, delay
-):
-    run = start_apply(fleet, vars_dir=states["B"])
-    time.sleep(delay)
-    run.send_signal(sig)
-    stdout, stderr = run.communicate(timeout=30)
-    # Before podstate's first file (config.py) is loaded, Ctrl-C meets pyinfra's own handler
-    # (which exits 0) or Python's KeyboardInterrupt; SIGTERM kills outright (-sig).
-    early = "Exiting upon user request!" in stdout or "KeyboardInterrupt" in stderr
-    if run.returncode == 0 and not early:  # it finished before the signal came
-        assert {pod: fleet.out(pod, FILES) for pod in fleet.pods} == contents["B"]
-    elif early:
-        assert sig == signal.SIGINT and "Loading inventory" not in stderr
-    elif sig != signal.SIGKILL and run.returncode != -sig:
-        assert run.returncode == 128 + sig
-        assert "Traceback" not in stderr
+class Watched:
+    """A started run whose stderr lines are collected as they come, so a test can wait for
+    one (the run's own progress) instead of for a length of time."""
+
+    def __init__(self, run: subprocess.Popen):
+        self.run = run
+        self.lines: list[str] = []
+        self.stdout = ""
+        self.changed = threading.Condition()
+        self.readers = [
+            threading.Thread(target=self._read_stderr, daemon=True),
+            threading.Thread(target=self._read_stdout, daemon=True),
+        ]
+        for reader in self.readers:
+            reader.start()
+
+    def _read_stderr(self) -> None:
+        for line in self.run.stderr:
+            with self.changed:
+                self.lines.append(line)
+                self.changed.notify_all()
+        with self.changed:
+            self.lines.append(None)  # end of output
+            self.changed.notify_all()
+
+    def _read_stdout(self) -> None:
+        self.stdout = self.run.stdout.read()
+
+    def wait_for_line(self, text: str, limit: float = 60) -> bool:
+        """Wait until a stderr line contains ``text`` (True) or the output ends (False)."""
+        with self.changed:
+            found = self.changed.wait_for(
+                lambda: (
+                    any(text in line for line in self.lines if line)
+                    or (self.lines and self.lines[-1] is None)
+                ),
+                timeout=limit,
+            )
+            assert found, f"neither {text!r} nor the end of the run came in {limit}s"
+            return any(text in line for line in self.lines if line)
+
+    def finish(self) -> tuple[int, str, str]:
+        returncode = self.run.wait(timeout=60)
+        for reader in self.readers:
+            reader.join(timeout=10)
+        return returncode, self.stdout, "".join(line for line in self.lines if line)
+
+
+def ignores(pid: int, *signums: int) -> bool | None:
+    """Whether process ``pid`` ignores all of ``signums`` (None once it has exited)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            fields = dict(line.split(":", 1) for line in status)
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    if fields["State"].split()[0] in ("Z", "X"):
+        return None
+    ignored = int(fields["SigIgn"], 16)
+    return all(ignored & (1 << (signum - 1)) for signum in signums)
+
+
+def namespace_pids(leader: int) -> set[int]:
+    """Return the processes in the mount namespace of ``leader`` (a pod)."""
+    target = os.readlink(f"/proc/{leader}/ns/mnt")
+    pids = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink(f"/proc/{pid}/ns/mnt") == target:
+                pids.add(int(pid))
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            pass
+    return pids
+
+
+def pod_processes() -> dict[str, set[int]]:
+    """Each pod's processes: its sshd and storage mount when idle, plus live sessions."""
+    return {p.name: namespace_pids(p.pid) for p in sandbox.status()}
+
+
+def wait_until_idle(idle: dict[str, set[int]], limit: float = 60) -> None:
+    """Wait until every command a stopped run had started on a pod has ended: each pod is
+    back to the processes it had before the run (``idle``)."""
+    deadline = time.monotonic() + limit
+    while busy := {pod for pod, pids in pod_processes().items() if pids - idle[pod]}:
+        assert time.monotonic() < deadline, f"commands still running on {sorted(busy)}"
+        time.sleep(0.05)
+
+
+LOCK_EXPIRED = (
+    "L=/run/podstate.lock; if [ ! -d $L ]; then echo free;"
+    ' elif [ "$(date +%s)" -gt "$(cat $L/expires 2>/dev/null || echo 0)" ]; then echo free;'
+    " else echo held; fi"
+)
+
+
+def wait_for_locks_to_expire(fleet, limit: float = 60) -> None:
+    """Wait until no pod holds a lock of a stopped run (it expires a grace after the run's
+    last command on that pod)."""
+    deadline = time.monotonic() + limit
+    while held := [pod for pod in fleet.pods if fleet.out(pod, LOCK_EXPIRED) != "free\n"]:
+        assert time.monotonic() < deadline, f"a stopped run's lock never expired on {held}"
+        time.sleep(0.2)
+
+
+NOISE = ("Traceback", "Exception ignored", "KeyboardInterrupt", "Exiting upon user request")
+
+
+def outcome(sig: int, returncode: int, stdout: str, stderr: str) -> str:
+    """How a signalled run ended: "stopped" (podstate's one line, 128 + sig), "killed"
+    (SIGKILL) or "finished" (the run's own status, as if no signal had come)."""
+    for noise in NOISE:
+        assert noise not in stdout + stderr, stdout + stderr
+    said = stderr.count("podstate: stopped by")
+    if sig == signal.SIGKILL and returncode == -sig:
+        return "killed"
+    if returncode == 128 + sig:
+        assert said == 1, stderr
         last = stderr.strip().splitlines()[-1]
-        assert last.startswith(f"podstate: stopped by {signal.Signals(sig).name}")
-    time.sleep(0.5)  # commands already sent finish on the pods
+        assert last.startswith(f"podstate: stopped by {signal.Signals(sig).name}"), stderr
+        return "stopped"
+    assert returncode == 0 and said == 0, (returncode, stderr)
+    return "finished"
+
+
+# When, in a run, the signal is sent: each moment is an event of the run, never a delay.
+# - connecting: pyinfra says it connects (podstate's handler is in place by then);
+# - mid-run: pod-2 is held by another run's lock and has been probed, so the run is
+#   certainly still going when the signal lands, with commands in flight on the others;
+# - disconnecting: the run's results are printed and pyinfra disconnects;
+# - shutting down: the run is over and Python exits; podstate ignores the signals now.
+MOMENTS = {
+    "connecting": {"stopped", "killed", "finished"},
+    "mid-run": {"stopped", "killed"},
+    "disconnecting": {"stopped", "killed", "finished"},
+    "shutting down": {"killed", "finished"},
+}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("moment", list(MOMENTS))
+def test_killed_run_leaves_old_or_new_files_and_next_run_converges(
+    fleet, states, contents, sig, moment
+):
+    idle = pod_processes()
+    if moment == "mid-run":
+        hold_lock("pod-2")
+    try:
+        before = exec_count(fleet, "pod-2")
+        env = {"PODSTATE_LOCK_WAIT": "30"} if moment == "mid-run" else None
+        watched = Watched(start_apply(fleet, env=env, vars_dir=states["B"]))
+        run = watched.run
+        if moment == "connecting":
+            watched.wait_for_line("--> Connecting to hosts")
+            run.send_signal(sig)
+        elif moment == "mid-run":
+            wait_for_probe(fleet, "pod-2", before)
+            run.send_signal(sig)
+        elif moment == "disconnecting":
+            watched.wait_for_line("--> Disconnecting from hosts")
+            run.send_signal(sig)
+        else:
+            while (ignoring := ignores(run.pid, signal.SIGINT, signal.SIGTERM)) is False:
+                time.sleep(0.001)
+            if ignoring:
+                run.send_signal(sig)
+        returncode, stdout, stderr = watched.finish()
+    finally:
+        if moment == "mid-run":
+            sandbox.pod_exec("pod-2", "rm -rf /run/podstate.lock")
+    ended = outcome(sig, returncode, stdout, stderr)
+    assert ended in MOMENTS[moment], (ended, returncode, stderr)
+    if ended == "finished":
+        assert {pod: fleet.out(pod, FILES) for pod in fleet.pods} == contents["B"]
+    wait_until_idle(idle)  # commands the run had already sent finish on the pods
     for pod in fleet.pods:
         assert fleet.out(pod, FILES) in (contents["A"][pod], contents["B"][pod])
         temporary = r"ls -a /etc/profile.d ~ | grep -c '\.podstate\.[A-Za-z0-9]\{6\}$' || true"
         assert fleet.out(pod, temporary) == "0\n"  # no temporary file left behind
-    time.sleep(int(FAST["PODSTATE_LOCK_GRACE"]) + 1)  # a lock the killed run held expires
+    wait_for_locks_to_expire(fleet)
     assert converge(fleet, states["A"]) == contents["A"]
 
 
