@@ -13,7 +13,9 @@ import io
 import logging
 import os
 import re
+import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import gevent
@@ -27,12 +29,10 @@ from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
 from pyinfra_cli.inventory import make_inventory
 from pyinfra_cli.util import exec_file
 
-from podstate import findings, settings
+from podstate import findings, pyinfra_api, settings
 from podstate.terminal import visible
 
 STATUSES = ("ok", "drift", "violation", "unreachable", "error")
-ROLES = ["Scratch", "Shared memory", "Environment"]  # the JUnit test cases of every pod
-BOOKKEEPING = {"Report what apply cannot fix", "Release the pod lock"}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -44,6 +44,7 @@ class PodResult:
     changes: list[dict[str, Any]] = field(default_factory=list)
     violations: list[dict[str, str]] = field(default_factory=list)
     error: str | None = None
+    checked: list[str] = field(default_factory=list)  # podstate's roles, then other files
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -76,19 +77,38 @@ class _Errors(BaseStateCallback, logging.Handler):
             self.errors.setdefault(match.group(1), []).append(match.group(2).strip())
 
 
-def _load_deploy(state: State, deploy: str, failures: dict[str, str]) -> None:
-    """Plan ``deploy`` on every active pod in parallel; one pod's exception fails only it."""
+def deploy_files(directory: str = "deploy") -> list[str]:
+    """Return the deploy files ``pyinfra ... deploy/*.py`` runs: every .py file, in name order."""
+    return sorted(str(path) for path in Path(directory).glob("*.py"))
 
-    def plan(host) -> None:
+
+def _where(error: BaseException, deploy: str) -> str:
+    """Return ``error`` as one line naming the deploy file and the line it came from."""
+    line = None
+    for frame, lineno in traceback.walk_tb(error.__traceback__):
+        if frame.f_code.co_filename == deploy:
+            line = lineno
+    at = f"{deploy}, line {line}" if line else deploy
+    text = _ANSI.sub("", str(error)).strip().replace("\n", " ") or repr(error)
+    return f"{at}: {type(error).__name__}: {text}"
+
+
+def _load_deploys(state: State, deploys: list[str], failures: dict[str, str]) -> None:
+    """Plan every deploy file on every active pod, in order, each pod in parallel; an
+    exception fails only the pod it happened on, with one line naming the file and line."""
+
+    def plan(host, deploy: str) -> None:
         try:
             with ctx_config.use(state.config.copy()), ctx_host.use(host):
                 exec_file(deploy)
         except Exception as e:  # noqa: BLE001 - a broken pod must not stop the others
-            failures[host.name] = _ANSI.sub("", str(getattr(e, "exception", e)) or repr(e))
+            failures[host.name] = _where(getattr(e, "exception", e), deploy)
 
-    state.current_deploy_filename = deploy
-    greenlets = [state.pool.spawn(plan, host) for host in state.inventory.get_active_hosts()]
-    gevent.joinall(greenlets)
+    for number, deploy in enumerate(deploys):
+        state.current_deploy_filename = deploy
+        pyinfra_api.set_file_number(state, number)
+        hosts = [h for h in state.inventory.get_active_hosts() if h.name not in failures]
+        gevent.joinall([state.pool.spawn(plan, host, deploy) for host in hosts])
 
 
 def _limit(inventory, patterns: list[str]) -> list | None:
@@ -105,10 +125,13 @@ def _limit(inventory, patterns: list[str]) -> list | None:
 
 
 def run(
-    inventory_file: str, deploy: str, limit: list[str], timeout: int = 10
+    inventory_file: str, deploys: list[str], limit: list[str], timeout: int = 10
 ) -> dict[str, PodResult]:
-    """Return the verdict for every pod of the inventory (after ``--limit``)."""
-    for path, what in ((inventory_file, "inventory"), (deploy, "deploy file")):
+    """Return the verdict for every pod of the inventory (after ``--limit``), planning the
+    deploy files in the order given, as ``pyinfra`` runs them."""
+    if not deploys:
+        raise CheckFailed("no deploy files to plan (run from the repository root)")
+    for path, what in [(inventory_file, "inventory"), *((d, "deploy file") for d in deploys)]:
         if not os.path.isfile(path):
             raise CheckFailed(f"no {what} at {path} (run from the repository root)")
     pyinfra.is_cli = True
@@ -136,8 +159,10 @@ def run(
             pass  # every pod unreachable: reported below
         state.set_stage(StateStage.Prepare)
         failures: dict[str, str] = {}
-        _load_deploy(state, deploy, failures)
-        results = {h.name: _verdict(state, h, errors, failures) for h in hosts or inventory}
+        _load_deploys(state, deploys, failures)
+        results = {
+            h.name: _verdict(state, h, errors, failures, deploys) for h in hosts or inventory
+        }
         state.set_stage(StateStage.Disconnect)
         disconnect_all(state)
         return results
@@ -145,7 +170,9 @@ def run(
         pyinfra_logger.removeHandler(errors)
 
 
-def _verdict(state: State, host, errors: _Errors, failures: dict[str, str]) -> PodResult:
+def _verdict(
+    state: State, host, errors: _Errors, failures: dict[str, str], deploys: list[str]
+) -> PodResult:
     result = PodResult()
     if host.name in errors.unreachable or not host.connected:
         result.status = "unreachable"
@@ -161,25 +188,37 @@ def _verdict(state: State, host, errors: _Errors, failures: dict[str, str]) -> P
         return result
     found = findings.of(host)
     result.violations = [{"role": role, "message": msg} for role, msg in found.violations]
-    for op_hash in state.get_op_order():
-        if op_hash not in state.ops[host]:
-            continue
-        meta = state.ops[host][op_hash].operation_meta
-        names = sorted(state.op_meta[op_hash].names)
-        role, _, operation = names[0].partition(" | ") if names else ("", "", "")
-        if not operation:
-            role, operation = "", role
-        if operation in BOOKKEEPING or not meta._maybe_is_change:
-            continue
-        change = {"role": role, "operation": operation}
-        if op_hash in found.diffs:
-            change["diff"] = found.diffs[op_hash]
-        result.changes.append(change)
+    result.checked = list(found.roles)
+    with ctx_host.use(host):
+        for op_hash in state.get_op_order():
+            if op_hash not in state.ops[host] or op_hash in found.bookkeeping:
+                continue
+            if op_hash not in found.ops:
+                deploy = deploys[pyinfra_api.file_number(state, op_hash)]
+                result.checked += [] if deploy in result.checked else [deploy]
+            if not pyinfra_api.will_change(state, host, op_hash):
+                continue
+            result.changes.append(_change(state, found, op_hash, deploys))
     if result.violations:
         result.status = "violation"
     elif result.changes:
         result.status = "drift"
     return result
+
+
+def _change(
+    state: State, found: findings.Findings, op_hash: str, deploys: list[str]
+) -> dict[str, str]:
+    """Return one pending change: the role of one of podstate's own operations, or else the
+    deploy file of a team's own; the operation as pyinfra names it; the file's diff."""
+    number = pyinfra_api.file_number(state, op_hash)
+    deploy = deploys[number] if 0 <= number < len(deploys) else ""
+    role = found.ops.get(op_hash) or deploy
+    name = sorted(state.op_meta[op_hash].names)[0] if state.op_meta[op_hash].names else ""
+    change = {"role": role, "operation": name.removeprefix(f"{role} | "), "file": deploy}
+    if op_hash in found.diffs:
+        change["diff"] = found.diffs[op_hash]
+    return change
 
 
 def exit_code(results: dict[str, PodResult]) -> int:
@@ -228,8 +267,9 @@ def table(results: dict[str, PodResult], diff: bool) -> str:
     return visible(out.getvalue())
 
 
-def junit(results: dict[str, PodResult], roles: list[str] = ROLES) -> str:
-    """Return JUnit XML: a test case per pod and role; drift and violations fail, errors err."""
+def junit(results: dict[str, PodResult]) -> str:
+    """Return JUnit XML: a test case per pod and role (or other deploy file); drift and
+    violations fail, errors err."""
     import xml.etree.ElementTree as ET
 
     suites = ET.Element("testsuites", name="podstate check")
@@ -244,7 +284,7 @@ def junit(results: dict[str, PodResult], roles: list[str] = ROLES) -> str:
             counts["errors"] += 1
             continue
         found = {c["role"] for c in r.changes} | {v["role"] for v in r.violations}
-        for role in roles + sorted(found - set(roles)):
+        for role in r.checked + sorted(found - set(r.checked)):
             case = ET.SubElement(suite, "testcase", classname=name, name=role)
             counts["tests"] += 1
             problems = [f"violation: {v['message']}" for v in r.violations if v["role"] == role]

@@ -16,7 +16,7 @@ def _sandbox(args: argparse.Namespace) -> int:
         pods_file = sandbox.up(pods=args.pods)
         print(f"{args.pods} sandbox pods are up; pods file: {pods_file}")
         print(
-            f"converge them: PODSTATE_PODS={pods_file} pyinfra -y inventories/pods.py deploy/pod.py"
+            f"converge them: PODSTATE_PODS={pods_file} pyinfra -y inventories/pods.py deploy/*.py"
         )
     elif args.action == "down":
         sandbox.down()
@@ -32,7 +32,8 @@ def _sandbox(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    results = check.run(args.inventory, args.deploy, args.limit or [], timeout=args.timeout)
+    deploys = args.deploy or check.deploy_files()
+    results = check.run(args.inventory, deploys, args.limit or [], timeout=args.timeout)
     if args.json:
         Path(args.json).write_text(json.dumps(check.as_json(results), indent=2) + "\n")
     if args.junit:
@@ -85,7 +86,12 @@ def parser() -> argparse.ArgumentParser:
         help="report drift without changing any pod (exit 0 ok, 2 drift, 1 worse)",
     )
     drift.add_argument("--inventory", default="inventories/pods.py")
-    drift.add_argument("--deploy", default="deploy/pod.py")
+    drift.add_argument(
+        "--deploy",
+        action="append",
+        metavar="FILE",
+        help="a deploy file to plan (repeatable; default: every deploy/*.py, in name order)",
+    )
     drift.add_argument("--limit", action="append", help="pod name, group or glob (repeatable)")
     drift.add_argument("--json", metavar="PATH", help="write the JSON report here")
     drift.add_argument("--junit", metavar="PATH", help="write a JUnit XML report here")

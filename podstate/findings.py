@@ -16,11 +16,20 @@ from pyinfra.api import Host
 
 @dataclass
 class Findings:
-    """Violations as (role, message), unified diffs keyed by operation hash, and whether a
-    command of this run took the pod lock."""
+    """What podstate learnt about one pod while planning, for the apply's end and the check.
+
+    ``violations``: (role, message); ``diffs``: unified diffs by operation hash; ``ops``:
+    the role of each of podstate's own operations, by hash; ``roles``: the roles planned, in
+    order (a dict used as an ordered set); ``bookkeeping``: the hashes of the lock and report
+    operations, which are no change of the pod; ``locked``: a command of this run took the
+    pod lock.
+    """
 
     violations: list[tuple[str, str]] = field(default_factory=list)
     diffs: dict[str, str] = field(default_factory=dict)
+    ops: dict[str, str] = field(default_factory=dict)
+    roles: dict[str, None] = field(default_factory=dict)
+    bookkeeping: set[str] = field(default_factory=set)
     locked: bool = False
 
 

@@ -10,11 +10,11 @@ import hashlib
 import shlex
 from collections.abc import Iterable
 
-from pyinfra import host, logger
+from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, operation
 from pyinfra.api.util import format_text
 
-from podstate import findings, lock
+from podstate import findings, lock, pyinfra_api
 from podstate.probe import MAX_FILE, FileInfo
 from podstate.shell import b64, quote_path, script
 from podstate.sizes import format_size
@@ -167,6 +167,37 @@ def changing(command: str, ttl: int | None = None) -> str:
     """Return ``command`` under the run's pod lock, and remember to release it at the end."""
     findings.of(host).locked = True
     return lock.guarded(command, ttl)
+
+
+@operation(is_idempotent=False)
+def lock_other_files():
+    """
+    Put the pod lock around the changes of every other deploy file's operations.
+
+    podstate's own operations take the lock with each change (``changing``). Those of a
+    team's own deploy files cannot, so once every file is planned (the run executes), each
+    of their operations on this pod is made to take the lock before its first command: no
+    command is spent when nothing changes, and none of their facts is read twice.
+    """
+    if not state.is_executing:
+        host.noop("decided when the run executes")
+        return
+    found = findings.of(host)
+    others = [
+        op_hash
+        for op_hash in pyinfra_api.host_ops_after(state, host, host.current_op_hash)
+        if op_hash not in found.ops and op_hash not in found.bookkeeping
+    ]
+    for op_hash in others:
+        pyinfra_api.before_first_command(state, host, op_hash, _lock_for_others)
+    host.noop(f"{len(others)} operation(s) of other deploy files take the pod lock to change")
+    return
+    yield  # a generator, as every operation
+
+
+def _lock_for_others() -> str:
+    """Return the command that takes (or renews) the pod lock for another file's change."""
+    return changing(":")
 
 
 @operation()

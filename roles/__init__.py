@@ -1,1 +1,31 @@
-"""One module per concern; deploy/pod.py calls them in order."""
+"""podstate's roles, one per module, installed as ``podstate.roles``.
+
+Each role is a pyinfra deploy (``@role``) with one contract, ``apply(wanted, probe=None)``:
+``wanted`` is a desired state as in ``host.data.podstate`` (``podstate.spec.desired`` makes
+one from a dict), ``probe`` the pod probe. podstate's own deploy file reads the probe once
+for every role (``probe(wanted)``); a role called alone, from a team's own deploy file,
+reads it itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyinfra import host
+
+from podstate.probe import PodProbe
+
+
+def probe(wanted: dict[str, Any]) -> dict[str, Any] | None:
+    """Return the pod probe for ``wanted``: everything every role reads, in one command.
+
+    None when the probe failed; pyinfra has then already failed the pod.
+    """
+    from podstate.roles import env, scratch, venv
+
+    return host.get_fact(
+        PodProbe,
+        paths=scratch.paths(wanted) + env.paths(wanted) + venv.paths(wanted),
+        files=env.FILES,
+        venv=venv.probe_args(wanted),
+    )

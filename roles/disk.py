@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from podstate import findings
+from podstate import findings, roles
 from podstate.probe import Mount, mount_of
+from podstate.role import role
+from podstate.roles import scratch
 from podstate.sizes import format_size
 from podstate.spec import DISK_RESERVE
 
@@ -24,22 +26,6 @@ MIN_FREE = 64 << 20  # managed files need little, but a pod with less is about t
 def _below(path: str, top: str) -> bool:
     """Return whether ``path`` is ``top`` or inside it."""
     return path == top or path.startswith(top.rstrip("/") + "/")
-
-
-def tmpfs_scratch(wanted: dict[str, Any], probe: dict[str, Any]) -> list[str]:
-    """Return the scratch paths that are, or after this run will be, a mount of their own.
-
-    A scratch path already mounted there is its own filesystem; one the pod may mount gets
-    a tmpfs from the scratch role (unless something else is mounted there, which that role
-    reports). Neither is on the container disk, and neither is what is below it.
-    """
-    own = []
-    for path in wanted.get("scratch") or {}:
-        info = probe["paths"][path]
-        mount = info["mount"]
-        if (mount is not None and mount.target == info["real"]) or probe["can_mount"]:
-            own.append(path)
-    return own
 
 
 def on_container_disk(wanted: dict[str, Any], probe: dict[str, Any]) -> list[str]:
@@ -54,7 +40,7 @@ def on_container_disk(wanted: dict[str, Any], probe: dict[str, Any]) -> list[str
     root = mount_of("/", probe["mounts"])
     if root is None:
         return []
-    own = [(path, probe["paths"][path]["real"]) for path in tmpfs_scratch(wanted, probe)]
+    own = [(path, probe["paths"][path]["real"]) for path in scratch.own_mounts(wanted, probe)]
 
     def on_root(path: str) -> bool:
         info = probe["paths"][path]
@@ -89,7 +75,6 @@ def has_room(probe: dict[str, Any], wanted: dict[str, Any] | None = None) -> boo
             f"the container disk (/) is full: {format_size(free)} free of "
             f"{format_size(size)}; podstate changed nothing on this pod: free space (pip and "
             "uv caches, old checkpoints) or recreate the pod with a larger container disk",
-            role="Container disk",
         )
         return False
     reserve = (wanted or {}).get("disk_reserve", DISK_RESERVE)
@@ -102,6 +87,12 @@ def has_room(probe: dict[str, Any], wanted: dict[str, Any] | None = None) -> boo
         f"{', '.join(placed)} there; podstate changed nothing on this pod: free space, "
         "recreate the pod with a larger container disk, point those at a tmpfs or another "
         "local disk, or lower disk_reserve for this pod",
-        role="Container disk",
     )
     return False
+
+
+@role("Container disk")
+def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> bool:
+    """Return whether the container disk has room for this run's changes (``has_room``)."""
+    probe = probe or roles.probe(wanted)
+    return probe is not None and has_room(probe, wanted)

@@ -15,9 +15,11 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from pyinfra.api import deploy
+from pyinfra import host
 
-from podstate import findings, operations
+from podstate import findings, nccl, operations, roles
+from podstate.role import role
+from podstate.roles import scratch
 
 PROFILE = "/etc/profile.d/podstate.sh"
 # The file each login shell podstate can hook reads in every kind of shell.
@@ -68,15 +70,18 @@ def render_hooks(current: str | None) -> str:
     return HOOK + (body + "\n" if body else "") + HOOK
 
 
-@deploy("Environment")
-def apply(
-    wanted: dict[str, Any], extra: dict[str, str], probe: dict[str, Any], fresh_mounts: list[str]
-) -> None:
-    """Create the ``dirs``, write the profile and the ~/.bashrc hooks.
+@role("Environment")
+def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+    """Create the ``dirs``, write the profile (with the NCCL guards) and its hooks.
 
-    ``extra`` are variables other roles decided (NCCL); ``fresh_mounts`` are scratch paths
-    that get a new tmpfs in this run, hiding whatever is below them now.
+    A directory below a scratch path that gets a new tmpfs in this run is hidden by it,
+    so it counts as missing.
     """
+    probe = probe or roles.probe(wanted)
+    if probe is None:
+        return
+    extra = nccl.variables(wanted.get("nccl"), host.data.get("cloud", "COMMUNITY"), probe)
+    fresh_mounts = scratch.fresh_mounts(wanted, probe)
     dirs: dict[str, str] = wanted.get("dirs") or {}
     env: dict[str, str] = wanted.get("env") or {}
     prepend: list[str] = wanted.get("path") or []

@@ -4,29 +4,48 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyinfra.api import deploy
-
-from podstate import findings, operations
+from podstate import findings, operations, roles
+from podstate.role import role
 from podstate.sizes import format_size
 
 
-def paths(wanted: dict[str, Any] | None) -> list[str]:
-    """Return the paths this role needs probed."""
-    return list(wanted or {})
+def paths(wanted: dict[str, Any]) -> list[str]:
+    """Return the paths this role needs probed: every scratch path."""
+    return list(wanted.get("scratch") or {})
 
 
-@deploy("Scratch")
-def apply(wanted: dict[str, Any] | None, probe: dict[str, Any]) -> list[str]:
-    """Converge each scratch path; return the paths that get a new, empty tmpfs.
+def _mounted_at(info: dict[str, Any]) -> bool:
+    """True when a mount's root is exactly at the probed path."""
+    return info["mount"] is not None and info["mount"].target == info["real"]
 
-    Directories below a newly mounted tmpfs disappear under it, so later roles must treat
-    them as missing.
+
+def own_mounts(wanted: dict[str, Any], probe: dict[str, Any]) -> list[str]:
+    """Return the scratch paths that are, or after this run will be, a mount of their own
+    (a mount already there, or a tmpfs this pod may mount): not on the container disk."""
+    return [p for p in paths(wanted) if probe["can_mount"] or _mounted_at(probe["paths"][p])]
+
+
+def fresh_mounts(wanted: dict[str, Any], probe: dict[str, Any]) -> list[str]:
+    """Return the scratch paths that get a new, empty tmpfs in this run.
+
+    Directories below them disappear under the new mount, so other roles must treat them
+    as missing.
     """
-    fresh: list[str] = []
-    for path, item in (wanted or {}).items():
+    if not probe["can_mount"]:
+        return []
+    return [p for p in paths(wanted) if not _mounted_at(probe["paths"][p])]
+
+
+@role("Scratch")
+def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+    """Converge each scratch path: a tmpfs where the pod may mount, else a local directory."""
+    probe = probe or roles.probe(wanted)
+    if probe is None:
+        return
+    for path, item in (wanted.get("scratch") or {}).items():
         info = probe["paths"][path]
         mount = info["mount"]
-        at_path = mount is not None and mount.target == info["real"]
+        at_path = _mounted_at(info)
         size = format_size(item["size"])
         if at_path and mount.fstype != "tmpfs":
             findings.violation(
@@ -41,8 +60,6 @@ def apply(wanted: dict[str, Any] | None, probe: dict[str, Any]) -> list[str]:
                 mode=item["mode"],
                 mounted_size=mount.size if at_path else None,
             )
-            if not at_path:
-                fresh.append(path)
         elif at_path:
             operations.directories(
                 name=f"Scratch {path} as tmpfs (preexisting, cannot resize)",
@@ -63,4 +80,3 @@ def apply(wanted: dict[str, Any] | None, probe: dict[str, Any]) -> list[str]:
                 missing=[] if info["kind"] else [path],
                 wrong_mode=[path] if info["kind"] and info["mode"] != item["mode"] else [],
             )
-    return fresh

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyinfra.api import deploy
-
-from podstate import findings, operations
+from podstate import findings, operations, roles
+from podstate.role import role
 from podstate.sizes import format_size
 
 
-@deploy("Shared memory")
-def apply(wanted: dict[str, Any] | None, probe: dict[str, Any]) -> None:
+@role("Shared memory")
+def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     """Grow /dev/shm where the pod may remount it; record a violation where it may not."""
-    if not wanted:
+    shm = wanted.get("shm")
+    if not shm:
         return
-    size, minimum = probe["shm_size"], wanted["min_size"]
+    probe = probe or roles.probe(wanted)
+    if probe is None:
+        return
+    size, minimum = probe["shm_size"], shm["min_size"]
     if size is not None and size >= minimum:
         return
     if probe["can_mount"] and size is not None:

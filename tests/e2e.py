@@ -75,11 +75,11 @@ class Run:
         return {h for op in self.json["results"]["operations"] for h in op[key]}
 
 
-def run(fleet: Fleet, command: list[str], pods_file: Path | None = None):
-    """Run a command from the repository root as CI does: no TTY, stdin closed."""
+def run(fleet: Fleet, command: list[str], pods_file: Path | None = None, cwd: Path = ROOT):
+    """Run a command from the repository root (or ``cwd``) as CI does: no TTY, stdin closed."""
     return subprocess.run(
         command,
-        cwd=ROOT,
+        cwd=cwd,
         env=fleet.env(pods_file),
         capture_output=True,
         text=True,
@@ -88,18 +88,28 @@ def run(fleet: Fleet, command: list[str], pods_file: Path | None = None):
     )
 
 
-def apply(fleet: Fleet, *args: str, pods_file: Path | None = None, dry: bool = False) -> Run:
-    """Run ``pyinfra -y --json inventories/pods.py deploy/pod.py`` as a user would."""
+def apply(
+    fleet: Fleet,
+    *args: str,
+    pods_file: Path | None = None,
+    dry: bool = False,
+    deploys: list[str] | None = None,
+    cwd: Path = ROOT,
+    bin_dir: Path = BIN,
+) -> Run:
+    """Run ``pyinfra -y --json inventories/pods.py deploy/*.py`` as a user would (the shell's
+    ``deploy/*.py`` of ``cwd``, unless ``deploys`` names the files)."""
+    deploys = deploys or sorted(str(p.relative_to(cwd)) for p in (cwd / "deploy").glob("*.py"))
     command = [
-        str(BIN / "pyinfra"),
+        str(bin_dir / "pyinfra"),
         "-y",
         "--json",
         *(["--dry"] if dry else []),
         *args,
         "inventories/pods.py",
-        "deploy/pod.py",
+        *deploys,
     ]
-    result = run(fleet, command, pods_file)
+    result = run(fleet, command, pods_file, cwd)
     try:
         parsed = json.loads(result.stdout) if result.stdout.strip() else None
     except json.JSONDecodeError:
@@ -107,9 +117,11 @@ def apply(fleet: Fleet, *args: str, pods_file: Path | None = None, dry: bool = F
     return Run(result.returncode, result.stdout, result.stderr, parsed)
 
 
-def check(fleet: Fleet, *args: str, pods_file: Path | None = None) -> subprocess.CompletedProcess:
+def check(
+    fleet: Fleet, *args: str, pods_file: Path | None = None, cwd: Path = ROOT, bin_dir: Path = BIN
+) -> subprocess.CompletedProcess:
     """Run ``podstate check``."""
-    return run(fleet, [str(BIN / "podstate"), "check", *args], pods_file)
+    return run(fleet, [str(bin_dir / "podstate"), "check", *args], pods_file, cwd)
 
 
 def exec_count(fleet: Fleet, pod: str) -> int:

@@ -109,7 +109,9 @@ def test_drifted_pods_are_unchanged_by_the_check(tampered, converged):
 def test_junit_has_a_case_per_pod_and_role_and_fails_drift(tampered):
     _, (_, _, xml) = tampered
     cases = {(case.classname, case.name): case for case in xml}
-    assert len(cases) == 5 * 3
+    names = {pod: {name for of, name in cases if of == pod} for pod in tampered[0]}
+    assert len(names) == 5 and all(roles == names["pod-1"] for roles in names.values())
+    assert {"Container disk", "Scratch", "Shared memory", "Environment"} <= names["pod-1"]
     failed = {
         key for key, case in cases.items() if any(isinstance(r, Failure) for r in case.result)
     }

@@ -4,10 +4,10 @@ import subprocess
 
 import pytest
 
+from podstate.nccl import variables
 from podstate.probe import Mount, mount_of
 from podstate.roles.disk import has_room, on_container_disk
 from podstate.roles.env import HOOK, render_hooks, render_profile
-from podstate.roles.nccl import variables
 
 
 def probe(gpus: int, nvlink: bool) -> dict:

@@ -1,0 +1,28 @@
+"""The lock and the report that span every deploy file of a run.
+
+``pyinfra -y inventories/pods.py deploy/*.py`` runs the files in name order, whatever their
+names. ``add()``, called by podstate's own deploy file, puts one operation before the first
+operation of any file (it makes the other files' changes take the pod lock, as podstate's
+own do) and two after the last (release the lock; fail the pod with the violations, once).
+"""
+
+from __future__ import annotations
+
+from pyinfra import host, state
+
+from podstate import findings, operations, pyinfra_api
+
+
+def add() -> None:
+    """Add the lock and report operations for the current pod, around every deploy file."""
+    hashes = []
+    for add_op, name in (
+        (operations.lock_other_files, "Pod lock for other deploy files"),
+        (operations.release_lock, "Release the pod lock"),
+        (operations.violations, "Report what apply cannot fix"),
+    ):
+        before = set(state.ops.get(host, ()))
+        add_op(name=name)
+        hashes += set(state.ops.get(host, ())) - before
+    findings.of(host).bookkeeping |= set(hashes)
+    pyinfra_api.bookend(host, first=hashes[:1], last=hashes[1:])

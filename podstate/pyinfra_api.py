@@ -1,0 +1,76 @@
+"""The few pyinfra internals podstate relies on, in one place.
+
+pyinfra has no public API for these, so each is used here only, and
+``tests/test_pyinfra_api.py`` fails loudly if a pyinfra release changes what they do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from pyinfra.api import Host, State, StringCommand
+
+
+class _Bookended(list):
+    """A host's operation order whose first and last entries stay first and last: an
+    operation added later (by a later deploy file) goes in before the last ones."""
+
+    def __init__(self, items: list[str], first: list[str], last: list[str]) -> None:
+        rest = [h for h in items if h not in first and h not in last]
+        super().__init__(first + rest + last)
+        self.tail = len(last)
+
+    def append(self, op_hash: str) -> None:
+        self.insert(len(self) - self.tail, op_hash)
+
+
+def bookend(host: Host, first: list[str], last: list[str]) -> None:
+    """Make the operations ``first`` run before, and ``last`` after, every other operation of
+    ``host``: those added so far and those later deploy files add.
+
+    pyinfra runs operations in the order each host added them (``host.op_hash_order``,
+    merged over hosts), whatever deploy file they came from.
+    """
+    host.op_hash_order = _Bookended(list(host.op_hash_order), first, last)
+
+
+def set_file_number(state: State, number: int) -> None:
+    """Number the deploy file about to be loaded, as pyinfra's CLI does for each file."""
+    state.current_op_file_number = number
+
+
+def file_number(state: State, op_hash: str) -> int:
+    """Return the number of the deploy file an operation comes from (its place in the run)."""
+    return state.op_meta[op_hash].op_order[0]
+
+
+def host_ops_after(state: State, host: Host, op_hash: str) -> list[str]:
+    """Return the host's operations that run after ``op_hash``, in order."""
+    order = [h for h in state.get_op_order() if h in state.ops[host]]
+    return order[order.index(op_hash) + 1 :]
+
+
+def before_first_command(
+    state: State, host: Host, op_hash: str, command: Callable[[], str]
+) -> None:
+    """Make an operation run ``command()`` before its first command on ``host``, and only
+    if it has one (an operation that changes nothing stays without a command)."""
+    data = state.ops[host][op_hash]
+    commands = data.command_generator
+
+    def generate() -> Iterator[Any]:
+        produced = commands()
+        first = next(produced, None)
+        if first is None:
+            return
+        yield StringCommand(command())
+        yield first
+        yield from produced
+
+    data.command_generator = generate
+
+
+def will_change(state: State, host: Host, op_hash: str) -> bool:
+    """Return whether an operation, as planned, would run any command on ``host``."""
+    return state.ops[host][op_hash].operation_meta.will_change

@@ -1,0 +1,78 @@
+"""The pyinfra internals podstate relies on (podstate/pyinfra_api.py), tried on pyinfra's
+own API with its @local connector: these fail loudly if a pyinfra release changes them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyinfra
+import pytest
+from pyinfra.api import Config, Inventory, State
+from pyinfra.api.connect import connect_all
+from pyinfra.api.operation import add_op
+from pyinfra.api.operations import run_ops
+from pyinfra.api.state import StateStage
+from pyinfra.context import ctx_host, ctx_state
+from pyinfra.operations import files, server
+
+from podstate import pyinfra_api
+
+
+@pytest.fixture
+def state():
+    inventory = Inventory((["@local"], {}))
+    state = State(inventory, Config(), check_for_changes=True)
+    ctx_state.set(state)
+    connect_all(state)
+    return state
+
+
+def shell(state: State, name: str, command: str) -> str:
+    """Add a ``server.shell`` operation on every host; return its hash."""
+    (host,) = state.inventory
+    before = set(state.ops.get(host, ()))
+    add_op(state, server.shell, name=name, commands=[command])
+    (added,) = set(state.ops[host]) - before
+    return added
+
+
+def names(state: State) -> list[str]:
+    return [sorted(state.op_meta[h].names)[0] for h in state.get_op_order()]
+
+
+def test_bookends_stay_first_and_last_when_later_files_add_operations(state):
+    (host,) = state.inventory
+    shell(state, "middle", "true")
+    first, last = shell(state, "first", "true"), shell(state, "last", "true")
+    pyinfra_api.bookend(host, first=[first], last=[last])
+    shell(state, "added later", "true")
+    assert names(state) == ["first", "middle", "added later", "last"]
+    assert pyinfra_api.host_ops_after(state, host, first)[-1] == last
+
+
+def test_a_command_before_the_first_only_when_there_is_one(state, tmp_path: Path):
+    (host,) = state.inventory
+    log = tmp_path / "log"
+    before = set(state.ops.get(host, ()))
+    add_op(state, files.directory, name="quiet", path=str(tmp_path))  # exists: no change
+    (quiet,) = set(state.ops[host]) - before
+    loud = shell(state, "loud", f"echo loud >> {log}")
+    for op_hash in (quiet, loud):
+        pyinfra_api.before_first_command(state, host, op_hash, lambda: f"echo lock >> {log}")
+    with ctx_host.use(host):
+        assert not pyinfra_api.will_change(state, host, quiet)
+        assert pyinfra_api.will_change(state, host, loud)
+    run_ops(state)
+    assert log.read_text() == "lock\nloud\n"
+
+
+def test_file_number_is_the_place_of_the_deploy_file(state, monkeypatch):
+    """As the CLI plans deploy files: operations called directly, numbered by file."""
+    (host,) = state.inventory
+    monkeypatch.setattr(pyinfra, "is_cli", True)
+    state.set_stage(StateStage.Prepare)
+    pyinfra_api.set_file_number(state, 3)
+    with ctx_host.use(host):
+        server.shell(name="from the fourth file", commands=["true"])
+    (op_hash,) = state.ops[host]
+    assert pyinfra_api.file_number(state, op_hash) == 3
