@@ -7,8 +7,8 @@ podstate sandbox up --pods "$pods" || exit 1
 export PODSTATE_PODS="${PODSTATE_SANDBOX:-.sandbox}/pods.yaml"
 
 echo
-echo "==> Converging $pods sandbox pods: pyinfra -y inventories/pods.py deploy/pod.py"
-pyinfra -y inventories/pods.py deploy/pod.py
+echo "==> Converging $pods sandbox pods: pyinfra -y inventories/pods.py deploy/*.py"
+pyinfra -y inventories/pods.py deploy/*.py
 echo "==> pyinfra exited $? (non-zero: a pod has a violation apply cannot fix, shown above)"
 
 echo
@@ -31,6 +31,6 @@ cat <<MSG
 
 Explore:  ssh -i $key -o UserKnownHostsFile=$known -p PORT root@127.0.0.1
           (ports in $PODSTATE_PODS; \`podstate sandbox status\` lists them)
-Re-run:   PODSTATE_PODS=$PODSTATE_PODS .venv/bin/pyinfra -y inventories/pods.py deploy/pod.py
+Re-run:   PODSTATE_PODS=$PODSTATE_PODS .venv/bin/pyinfra -y inventories/pods.py deploy/*.py
 Stop:     make down   (or .venv/bin/podstate sandbox down)
 MSG
