@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import shlex
 from collections.abc import Iterable
+from typing import Any
 
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, operation
@@ -111,16 +112,28 @@ def managed_file(path: str, content: str, found: FileInfo, own: bool, mode: str 
 
 
 @operation()
-def directories(paths: dict[str, str | None], missing: Iterable[str], wrong_mode: Iterable[str]):
+def directories(
+    paths: dict[str, str | None], found: dict[str, dict[str, Any]], hidden: Iterable[str] = ()
+):
     """
     Create directories and set their modes, in one command.
 
     + paths: path -> octal mode (None: leave the mode alone)
-    + missing: paths that do not exist yet
-    + wrong_mode: existing paths whose mode differs from the one asked for
+    + found: what the pod probe found at each path (its ``paths``: kind and mode)
+    + hidden: mount points that get a new, empty filesystem in this run, hiding what is below
+
+    **Example:**
+
+    .. code:: python
+
+        directories(name="Scratch", paths={"/scratch": "1777"}, found=probe["paths"])
     """
-    create = [p for p in paths if p in set(missing)]
-    fix = [p for p in paths if p in set(wrong_mode) and paths[p]]
+
+    def gone(path: str) -> bool:
+        return any(path == m or path.startswith(m.rstrip("/") + "/") for m in hidden)
+
+    create = [p for p in paths if found[p]["kind"] is None or gone(p)]
+    fix = [p for p in paths if p not in create and paths[p] and found[p]["mode"] != paths[p]]
     if not create and not fix:
         host.noop("directories exist with the right modes")
         return

@@ -81,33 +81,27 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     if probe is None:
         return
     extra = nccl.variables(wanted.get("nccl"), host.data.get("cloud", "COMMUNITY"), probe)
-    fresh_mounts = scratch.fresh_mounts(wanted, probe)
     dirs: dict[str, str] = wanted.get("dirs") or {}
     env: dict[str, str] = wanted.get("env") or {}
     prepend: list[str] = wanted.get("path") or []
     if not dirs and not env and not extra and not prepend:
         return
     modes: dict[str, str | None] = {}
-    missing, wrong_mode = [], []
     for name, path in dirs.items():
-        info = probe["paths"][path]
-        mount = info["mount"]
+        mount = probe["paths"][path]["mount"]
         if mount is not None and mount.is_network:
             findings.violation(
                 f"dirs.{name} = {path} is on the network filesystem {mount.fstype} "
                 f"({mount.source} at {mount.target}): small-file I/O there stalls pip, uv and "
                 "temp files for minutes; point it at scratch or the container disk"
             )
-        mode = STICKY.get(name)
-        modes[path] = modes.get(path) or mode
-        hidden = any(path == m or path.startswith(m.rstrip("/") + "/") for m in fresh_mounts)
-        if info["kind"] is None or hidden:
-            missing.append(path)
-        elif mode and info["mode"] != mode:
-            wrong_mode.append(path)
+        modes[path] = modes.get(path) or STICKY.get(name)
     if dirs:
         operations.directories(
-            name="Directories named in dirs", paths=modes, missing=missing, wrong_mode=wrong_mode
+            name="Directories named in dirs",
+            paths=modes,
+            found=probe["paths"],
+            hidden=scratch.fresh_mounts(wanted, probe),
         )
     operations.managed_file(
         name=f"Profile {PROFILE}",

@@ -64,8 +64,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
             operations.directories(
                 name=f"Scratch {path} as tmpfs (preexisting, cannot resize)",
                 paths={path: item["mode"]},
-                missing=[],
-                wrong_mode=[path] if info["mode"] != item["mode"] else [],
+                found=probe["paths"],
             )
         elif mount is not None and mount.is_network:
             findings.violation(
@@ -77,6 +76,5 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
             operations.directories(
                 name=f"Scratch {path} as local-disk directory (pod cannot mount tmpfs)",
                 paths={path: item["mode"]},
-                missing=[] if info["kind"] else [path],
-                wrong_mode=[path] if info["kind"] and info["mode"] != item["mode"] else [],
+                found=probe["paths"],
             )
