@@ -37,8 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import latency_proxy
-from bench.run import machine, write_json
+from bench.machine import machine
 from podstate import sandbox
+from podstate.jsonfile import write_json
 from podstate.sizes import format_size, parse_size
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -275,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         if args.note:
             results["note"] = args.note
-        write_json(raw, results)
+        write_json(raw, results, indent=1)
     (RESULTS / "read.md").write_text(report(results))
     print((RESULTS / "read.md").read_text())
     return 0

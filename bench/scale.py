@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from bench.stats import slope
 from podstate import sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,14 +70,6 @@ def run_count(pods: int, work: Path) -> dict[str, dict[str, float]]:
         }
     finally:
         sandbox.down()
-
-
-def slope(points: list[tuple[int, float]]) -> float:
-    """Return the least-squares slope of y over x."""
-    n = len(points)
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    return sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
 
 
 def report(results: dict[int, dict[str, dict[str, float]]]) -> str:

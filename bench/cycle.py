@@ -1,0 +1,144 @@
+"""One cycle of the fleet benchmark: fresh sandbox pods behind the latency proxy.
+
+``cycle`` times every step once on them, then takes them down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.ansible_check import add_ansible_blocks, ansible
+from bench.steps import BIN, ROOT, BenchError, environ, floor, timed
+
+SANDBOX_DISK = "1G"
+
+
+class Proxy:
+    """The latency proxy in front of the sandbox pods' SSH ports."""
+
+    def __init__(self, targets: list[int], rtt_ms: float) -> None:
+        # A higher priority than the tools measured: the proxy stands for the network,
+        # which takes no CPU from the control machine.
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bench.latency_proxy", "--rtt-ms", str(rtt_ms)]
+            + [str(port) for port in targets],
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            text=True,
+            preexec_fn=_raise_priority,
+        )
+        line = self.process.stdout.readline() if self.process.stdout else ""
+        if not line:
+            self.stop()
+            raise BenchError("the latency proxy did not start")
+        self.ports = {int(target): port for target, port in json.loads(line).items()}
+
+    def stop(self) -> None:
+        """End the proxy (SIGTERM, then SIGKILL after 5 s)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def _raise_priority() -> None:
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, 0, -5)
+
+
+def proxied_pods_file(state: Path, ports: dict[int, int], work: Path) -> Path:
+    """Return a copy of the sandbox's pods file whose pods are reached through the proxy.
+
+    Host keys in the sandbox's known_hosts are keyed by ``[127.0.0.1]:port``; the copy's
+    known_hosts holds the same keys under the proxy's ports.
+    """
+    known_hosts = work / "known_hosts"
+    lines = []
+    for line in (state / "known_hosts").read_text().splitlines():
+        host, _, key = line.partition(" ")
+        port = int(host.rsplit(":", 1)[1])
+        lines.append(f"[127.0.0.1]:{ports[port]} {key}")
+    known_hosts.write_text("\n".join(lines) + "\n")
+    doc = yaml.safe_load((state / "pods.yaml").read_text())
+    doc["defaults"]["ssh_known_hosts_file"] = str(known_hosts)
+    for pod in doc["pods"].values():
+        pod["ssh_port"] = ports[int(pod["ssh_port"])]
+    pods_file = work / "pods.yaml"
+    pods_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return pods_file
+
+
+def vars_dir(work: Path, pods: int) -> Path:
+    """Return a vars directory: the shipped group_vars less any ``venv`` key, pod-3 fixed.
+
+    A venv would be built by the first apply from the network; pod-3's 64 MiB /dev/shm gets
+    ``shm.min_size: 32M`` so that every pod converges cleanly and every exit status is 0.
+    """
+    target = work / "vars"
+    (target / "host_vars").mkdir(parents=True)
+    (target / "group_vars").mkdir()
+    for source in sorted((ROOT / "inventories" / "group_vars").glob("*.y*ml")):
+        data = yaml.safe_load(source.read_text()) or {}
+        data.pop("venv", None)
+        (target / "group_vars" / source.name).write_text(yaml.safe_dump(data, sort_keys=False))
+    if pods >= 3:
+        (target / "host_vars" / "pod-3.yaml").write_text("shm: {min_size: 32M}\n")
+    return target
+
+
+def cycle(pods: int, rtt_ms: float, run: int, with_ansible: bool) -> dict[str, Any]:
+    """Measure every step once on ``pods`` fresh sandbox pods at ``rtt_ms``; return a sample."""
+    from podstate import sandbox
+
+    work = Path(tempfile.mkdtemp(prefix="podstate-bench-"))
+    state = work / "sandbox"
+    sample: dict[str, Any] = {
+        "pods": pods,
+        "rtt_ms": rtt_ms,
+        "run": run,
+        "load_before": os.getloadavg()[0],
+        "steps": {},
+    }
+    proxy: Proxy | None = None
+    with environ(PODSTATE_SANDBOX=str(state)):
+        try:
+            sandbox.up(pods, disk=SANDBOX_DISK)
+            targets = [p.port for p in sandbox.status()]
+            proxy = Proxy(targets, rtt_ms)
+            pods_file = proxied_pods_file(state, proxy.ports, work)
+            vars_path = vars_dir(work, pods)
+            env = {
+                **{k: v for k, v in os.environ.items() if k != "RUNPOD_API_KEY"},
+                "PODSTATE_PODS": str(pods_file),
+                "PODSTATE_VARS": str(vars_path),
+            }
+            steps = sample["steps"]
+            apply = [str(BIN / "pyinfra"), "-y", "inventories/pods.py", "deploy/pod.py"]
+            steps["first"], _ = timed("first apply", apply, env, state)
+            steps["floor"] = floor(pods_file, state)
+            steps["check"], _ = timed("check", [str(BIN / "podstate"), "check"], env, state)
+            steps["noop"], _ = timed("noop apply", apply, env, state)
+            if with_ansible:
+                add_ansible_blocks([p.name for p in sandbox.status()])
+                steps["ansible"] = ansible(pods, pods_file, vars_path, work, env, state)
+        finally:
+            if proxy is not None:
+                proxy.stop()
+            sandbox.down()
+            shutil.rmtree(work, ignore_errors=True)
+    sample["load_after"] = os.getloadavg()[0]
+    return sample

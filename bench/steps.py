@@ -1,0 +1,127 @@
+"""Timing one benchmark step: wall time, the client's CPU, and remote commands per pod.
+
+Remote commands are counted from the sandbox pods' sshd logs (``sandbox.commands_served``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from podstate import sandbox
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+STEP_TIMEOUT_S = 600
+
+
+class BenchError(Exception):
+    """A step failed or the machine cannot run the benchmark; the message says which."""
+
+
+@contextlib.contextmanager
+def environ(**values: str) -> Iterator[None]:
+    """Set environment variables for the block, then restore the old ones."""
+    old = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in old.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _per_pod(before: dict[str, int], after: dict[str, int]) -> dict[str, float]:
+    deltas = [after[name] - before.get(name, 0) for name in after]
+    return {"min": min(deltas), "max": max(deltas), "mean": statistics.fmean(deltas)}
+
+
+def _children_cpu() -> float:
+    """Return the CPU seconds (user + system) of this process's finished children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _tail(text: str, lines: int = 8) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def timed(
+    name: str, command: list[str], env: dict[str, str], state: Path, expect: int = 0
+) -> tuple[dict[str, Any], str]:
+    """Run ``command`` from the repository root; return its time, commands per pod, output.
+
+    Raises BenchError when it exits with another status than ``expect``.
+    """
+    before = sandbox.commands_served(state)
+    cpu = _children_cpu()
+    start = time.perf_counter()
+    result = subprocess.run(
+        command,
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=STEP_TIMEOUT_S,
+    )
+    seconds = time.perf_counter() - start
+    if result.returncode != expect:
+        raise BenchError(
+            f"{name}: exit {result.returncode}, expected {expect}:\n"
+            f"{_tail(result.stdout + result.stderr, 20)}"
+        )
+    step = {
+        "seconds": seconds,
+        "client_cpu_s": _children_cpu() - cpu,
+        "commands": _per_pod(before, sandbox.commands_served(state)),
+    }
+    return step, result.stdout
+
+
+def floor(pods_file: Path, state: Path) -> dict[str, Any]:
+    """Return the time for ``ssh pod true`` to every pod at once, one OpenSSH client each."""
+    doc = yaml.safe_load(pods_file.read_text())
+    base = [
+        "ssh", "-F", "/dev/null", "-i", doc["defaults"]["ssh_key"],
+        "-o", "BatchMode=yes",
+        "-o", f"UserKnownHostsFile={doc['defaults']['ssh_known_hosts_file']}",
+        "-o", "StrictHostKeyChecking=yes",
+        "-o", "ControlMaster=no", "-o", "ControlPath=none",
+    ]  # fmt: skip
+    commands = [
+        base + ["-p", str(pod["ssh_port"]), f"root@{pod['ssh_hostname']}", "true"]
+        for pod in doc["pods"].values()
+    ]
+    before = sandbox.commands_served(state)
+    cpu = _children_cpu()
+    start = time.perf_counter()
+    processes = [
+        subprocess.Popen(
+            c, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        for c in commands
+    ]
+    errors = [p.communicate(timeout=STEP_TIMEOUT_S)[1] for p in processes]
+    seconds = time.perf_counter() - start
+    failed = [(p, e) for p, e in zip(processes, errors, strict=True) if p.returncode != 0]
+    if failed:
+        raise BenchError(f"floor: {len(failed)} ssh failed: {failed[0][1].decode().strip()}")
+    return {
+        "seconds": seconds,
+        "client_cpu_s": _children_cpu() - cpu,
+        "commands": _per_pod(before, sandbox.commands_served(state)),
+    }
