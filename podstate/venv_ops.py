@@ -1,31 +1,47 @@
 """pyinfra operations of the venv role: build, snapshot and restore a venv, provide uv.
 
-roles/venv.py decides from the pod probe; these write the commands. Every command that
-changes the pod runs under the run's pod lock (``operations.changing``).
+roles/venv.py decides from the pod probe and describes the venv once (``Venv``); these
+take it and run podstate's scripts (scripts/venv.sh, venv_snapshot.sh, uv_install.sh) with
+its values as arguments. Every command that changes the pod runs under the run's pod lock
+(``lock.changing``). What the venv leaves on the pod for the probe to read is defined
+here: the record file in each venv (``VENV_RECORD``) and the snapshot directory's
+``current`` file (``SNAPSHOT_CURRENT``, written by ``snapshot_line``, read by
+``read_snapshot``).
 """
 
 from __future__ import annotations
 
 import posixpath
+import re
 import shlex
-from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
 from pyinfra import host
 from pyinfra.api import operation
 from pyinfra.api.command import FileUploadCommand
 
 from podstate import settings
-from podstate.operations import changing
-from podstate.probe import VENV_RECORD
-from podstate.shell import b64, quote_path
+from podstate.lock import changing
+from podstate.shell import b64, quote_path, script
+
+# The file in every podstate venv that records what it was built from (its fingerprint).
+VENV_RECORD = ".podstate-venv"
+
+# The file in a snapshot directory that names its complete snapshot: one line of
+# SNAPSHOT_FIELDS separated by single spaces (the archive is a file name in that directory,
+# the compressor ``zstd`` or ``gzip``). Written last, after the archive is in place.
+SNAPSHOT_CURRENT = "current"
+SNAPSHOT_FIELDS = ("fingerprint", "archive", "compressor")
+_SUFFIX = {"zstd": "zst", "gzip": "gz"}
 
 # Runs a long script under the pod's interpreter in a process group of its own, and kills
 # that group when this command's stdout goes away (pyinfra killed, connection dropped):
 # sshd leaves the commands of a dead session running, and a build nobody waits for must
-# not switch the venv later behind the next run's back.
+# not switch the venv later behind the next run's back. Its arguments are sh's.
 _SUPERVISOR = """\
 import os, select, signal, subprocess, sys
-child = subprocess.Popen(["/bin/sh", "-c", sys.argv[1]], start_new_session=True)
+child = subprocess.Popen(["/bin/sh", "-c", *sys.argv[1:]], start_new_session=True)
 watch = select.poll()
 watch.register(1, 0)
 while True:
@@ -39,261 +55,174 @@ while True:
         sys.exit(1)
 """
 
-# Exits non-zero naming the requested distributions the venv lacks.
-_HAS_DISTRIBUTIONS = """\
-import importlib.metadata as m, sys
-missing = []
-for name in sys.argv[1:]:
-    try:
-        m.distribution(name)
-    except m.PackageNotFoundError:
-        missing.append(name)
-if missing:
-    sys.exit("requested but not installed: " + ", ".join(missing))
-"""
 
-# sh functions every venv script shares: fail with one line, run a step into the log.
-_VENV_FUNCTIONS = """\
-why() {
-    if grep -q 'No space left on device' "$LOG" 2>/dev/null; then
-        echo "no space left on device (container disk or scratch is full; log: $LOG)"
-    else
-        # The installer's last error with the first and last of its causes (uv prints a
-        # chain); without one, the log's last line.
-        line=$(awk '{ sub(/^[ \t]+/, ""); kind = $1; sub(/^[A-Za-z]+: /, "") } NF { tail = $0 }
-            kind == "error:" || kind == "ERROR:" { e = $0; first = last = ""; next }
-            kind == "cause:" { if (first == "") first = $0; last = $0 }
-            END { if (e == "") { sub(/^[^A-Za-z0-9]+/, "", tail); print tail; exit }
-                  if (first != "") e = e "; " first
-                  if (last != first) e = e "; " last
-                  print e }' "$LOG")
-        echo "$(printf %s "$line" | cut -c 1-300) (log: $LOG)"
-    fi
-}
-fail() {
-    echo "podstate: venv $WHAT failed: $*" >&2
-    [ "$MADE" = 0 ] || rm -rf -- "$V" "$V.part"
-    exit 1
-}
-run() { "$@" >>"$LOG" 2>&1 || fail "$(why)"; }
-"""
+def snapshot_line(fingerprint: str, archive: str, compressor: str) -> str:
+    """Return the ``current`` line that names ``archive`` as the snapshot of ``fingerprint``."""
+    return " ".join((fingerprint, archive, compressor))
 
 
-def _words(values: Iterable[str]) -> str:
-    """Return ``values`` as sh words, each quoted."""
-    return " ".join(shlex.quote(v) for v in values)
+def read_snapshot(line: str) -> dict[str, str] | None:
+    """Return a ``current`` line's fields by ``SNAPSHOT_FIELDS`` (None unless it has them all)."""
+    values = line.removesuffix("\n").split(" ")
+    if len(values) != len(SNAPSHOT_FIELDS) or not all(values):
+        return None
+    return dict(zip(SNAPSHOT_FIELDS, values, strict=True))
 
 
-def _installer_environment(environment: dict[str, str]) -> str:
-    """Return sh that gives the installer ``environment`` and nothing of the pod's own.
+def version_name(path: str, fingerprint: str) -> str:
+    """Return the name of the versioned directory beside ``path`` for ``fingerprint``."""
+    return f".{posixpath.basename(path)}-{fingerprint[:12]}"
 
-    PIP_* and UV_* variables (RunPod's point caches at the network volume) and pip/uv config
-    files are ignored: what the venv holds is a function of the desired state alone.
-    """
-    exports = " ".join(f"{name}={shlex.quote(value)}" for name, value in environment.items())
-    return (
-        "for v in $(env | sed -n -e 's/^\\(PIP_[A-Za-z0-9_]*\\)=.*/\\1/p'"
-        " -e 's/^\\(UV_[A-Za-z0-9_]*\\)=.*/\\1/p'); do unset \"$v\" 2>/dev/null || true; done\n"
-        "unset VIRTUAL_ENV PYTHONHOME PYTHONPATH PYTHONUSERBASE CONDA_PREFIX\n"
-        "export PIP_CONFIG_FILE=/dev/null PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1 "
-        f"UV_NO_CONFIG=1 UV_PYTHON_DOWNLOADS=never {exports}\n"
-        'mkdir -p -- "$TMPDIR" "${PIP_CACHE_DIR:-$TMPDIR}" "${UV_CACHE_DIR:-$TMPDIR}" '
-        '|| fail "cannot create the temporary and cache directories"\n'
-        'rm -rf -- "$TMPDIR"/podstate-venv.*\n'
-        'W=$(mktemp -d "$TMPDIR/podstate-venv.XXXXXX") || fail "cannot write to $TMPDIR"\n'
-        "trap 'rm -rf -- \"$W\"' EXIT\n"
-        'export TMPDIR="$W"\n'
+
+def is_version(path: str, name: str | None) -> bool:
+    """True when ``name`` is a versioned directory name podstate makes for ``path``."""
+    return bool(
+        re.fullmatch(rf"\.{re.escape(posixpath.basename(path))}-[0-9a-f]{{12}}", name or "")
     )
 
 
-def supervised(python: str, script: str) -> str:
-    """Return sh that runs ``script`` killed with the connection (see ``_SUPERVISOR``)."""
-    return f"{shlex.quote(python)} -c {shlex.quote(_SUPERVISOR)} {shlex.quote(script)}"
+@dataclass(frozen=True)
+class Venv:
+    """One venv as it is wanted on one pod: what every venv operation needs, computed once.
 
-
-def venv_script(
-    path: str,
-    version: str,
-    fingerprint: str,
-    record: str,
-    python: str,
-    requirements: str,
-    distributions: list[str],
-    installer: str,
-    uv: str | None,
-    index_args: list[str],
-    environment: dict[str, str],
-    restore: tuple[str, str] | None = None,
-) -> str:
-    """Return the sh script that builds (or restores) a venv beside ``path`` and switches.
-
-    The venv is made at its versioned real path ``<parent>/<version>`` (so scripts'
-    shebangs never change), verified, recorded, and only then ``path`` (a symlink) is
-    swapped to it with one rename. Versions other than the new and the previous one are
-    removed. ``restore`` is (archive, compressor): unpack it instead of installing.
+    ``record`` is the JSON kept in the venv (``VENV_RECORD``); ``python`` the pod's
+    interpreter (it builds the venv, and supervises the scripts); ``requirements`` the
+    installer's requirements file; ``distributions`` the names the venv must then hold;
+    ``environment`` TMPDIR and the installer's caches, on local storage.
     """
-    parent, base = posixpath.split(path)
-    parent = parent or "/"
-    hexes = "[0-9a-f]" * 12
-    what = "restore" if restore else "build"
-    lines = [
-        "set -eu",
-        "export LC_ALL=C",
-        f"L={shlex.quote(path)}; P={shlex.quote(parent)}; V=$P/{shlex.quote(version)}",
-        f"PY={shlex.quote(python)}; UV={shlex.quote(uv or '')}; WHAT={what}; MADE=0",
-        f'LOG=$P/.podstate/{shlex.quote(base)}.log; mkdir -p -- "$P/.podstate" && : >"$LOG" '
-        '|| { echo "podstate: venv build failed: cannot write to $P" >&2; exit 1; }',
-        'echo "podstate: $WHAT of $V started at $(date +%s.%N)" >>"$LOG"',
-        _VENV_FUNCTIONS,
-        _installer_environment(environment),
-        f'ok() {{ [ -f "$V"/{VENV_RECORD} ] && grep -qF {fingerprint} "$V"/{VENV_RECORD} '
-        "&& \"$V/bin/python\" -c '' 2>/dev/null; }",
-        'cd "$W"',
-        "if ok; then",
-        '    echo "podstate: $V is already built" >>"$LOG"',
-        "else",
-        '    MADE=1; rm -rf -- "$V" "$V.part"',
-    ]
+
+    path: str
+    fingerprint: str
+    record: str
+    python: str
+    installer: str
+    requirements: str
+    distributions: list[str] = field(default_factory=list)
+    index_args: list[str] = field(default_factory=list)
+    environment: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def version(self) -> str:
+        """The versioned directory's name, beside ``path``."""
+        return version_name(self.path, self.fingerprint)
+
+    @property
+    def version_dir(self) -> str:
+        """The versioned directory's path."""
+        return posixpath.join(posixpath.dirname(self.path), self.version)
+
+
+def _run(python: str, names: tuple[str, ...], *args: str) -> str:
+    """Return sh that runs podstate's scripts ``names``, sent as one, with ``args``, under
+    ``python`` so that the script dies with the connection (see ``_SUPERVISOR``)."""
+    text = "".join(script(name) for name in names)
+    name = posixpath.splitext(names[-1])[0]
+    words = [python, "-c", _SUPERVISOR, text, name, *args]
+    return " ".join(shlex.quote(word) for word in words)
+
+
+def _installer_args(want: Venv) -> list[str]:
+    """Return the scripts' trailing arguments: the installer's variables, ``--``, its index
+    options."""
+    return [f"{k}={v}" for k, v in want.environment.items()] + ["--", *want.index_args]
+
+
+def venv_command(want: Venv, uv: str | None, restore: dict[str, Any] | None = None) -> str:
+    """Return sh that builds ``want`` (or restores it from ``restore``) and switches to it.
+
+    See ``venv`` for the arguments, and scripts/venv.sh.
+    """
     if restore:
-        archive, compressor = restore
-        snapshot = posixpath.dirname(archive)
-        decompress = {"zstd": "zstd -dc", "gzip": "gzip -dc"}[compressor]
-        lines += [
-            f"    S={shlex.quote(snapshot)}; A={shlex.quote(archive)}",
-            # A snapshot that cannot be restored is set aside, so the next run rebuilds.
-            '    bad() { mv -f -- "$S/current" "$S/current.bad" 2>/dev/null || true; fail "$@"; }',
-            '    mkdir -- "$V.part" || fail "cannot write to $P"',
-            f'    ( {decompress} -- "$A" 2>>"$LOG" || echo x >"$W/bad" ) |'
-            ' tar -xf - -C "$V.part" >>"$LOG" 2>&1 || bad "cannot unpack $A: $(why)"',
-            '    [ ! -e "$W/bad" ] || bad "cannot read $A: $(why)"',
-            '    mv -T -- "$V.part" "$V"',
-            '    ok || bad "$A does not hold a working venv of this fingerprint"',
-            '    echo "podstate: restored $V from $A" >>"$LOG"',
-        ]
+        how, source = restore["compressor"], restore["archive"]
+        current = posixpath.join(posixpath.dirname(source), SNAPSHOT_CURRENT)
     else:
-        lines.append(f'    printf %s {b64(requirements)} | base64 -d >"$W/requirements.txt"')
-        if installer == "uv":
-            lines += [
-                '    run "$UV" venv --python "$PY" "$V"',
-                '    run "$UV" pip install --python "$V/bin/python" '
-                f'{_words(index_args)} -r "$W/requirements.txt"',
-            ]
-        else:
-            lines += [
-                '    run "$PY" -m venv "$V"',
-                '    run "$V/bin/python" -m pip install '
-                f'{_words(index_args)} -r "$W/requirements.txt"',
-            ]
-    check = (
-        'if [ -n "$UV" ] && [ -x "$UV" ]; then run "$UV" pip check --python "$V/bin/python"; '
-        'elif [ -x "$V/bin/pip" ]; then run "$V/bin/python" -m pip check; fi'
+        how, source, current = want.installer, b64(want.requirements), ""
+    return _run(
+        want.python,
+        ("venv_lib.sh", "venv.sh"),
+        want.path,
+        want.version,
+        want.fingerprint,
+        VENV_RECORD,
+        b64(want.record),
+        want.python,
+        uv or "",
+        how,
+        source,
+        current,
+        " ".join(want.distributions),
+        *_installer_args(want),
     )
-    lines += [
-        "fi",
-        '"$V/bin/python" -c \'\' >>"$LOG" 2>&1 || fail "its interpreter does not start: $(why)"',
-        f'run "$V/bin/python" -c {shlex.quote(_HAS_DISTRIBUTIONS)} {_words(distributions)}',
-        check,
-        f'printf %s {b64(record)} | base64 -d >"$V/{VENV_RECORD}.part"',
-        f'mv -f -- "$V/{VENV_RECORD}.part" "$V/{VENV_RECORD}"',
-        # The switch: one rename of a new symlink over the old one.
-        'old=$(readlink -- "$L" 2>/dev/null || true); old=${old##*/}',
-        f'if [ "$old" != {shlex.quote(version)} ]; then',
-        f'    rm -f -- "$L.podstate-new"; ln -s {shlex.quote(version)} "$L.podstate-new"',
-        '    mv -T -- "$L.podstate-new" "$L" || fail "cannot switch $L to $V"',
-        "fi",
-        f'for d in "$P"/.{shlex.quote(base)}-{hexes} "$P"/.{shlex.quote(base)}-{hexes}.part; do',
-        '    [ -e "$d" ] || continue',
-        f'    case ${{d##*/}} in {shlex.quote(version)} | "$old") ;; *) rm -rf -- "$d" ;; esac',
-        "done",
-        'echo "podstate: $WHAT of $V done at $(date +%s.%N)" >>"$LOG"',
-    ]
-    return "\n".join(lines) + "\n"
+
+
+def snapshot_command(want: Venv, directory: str, zstd: bool) -> str:
+    """Return sh that packs ``want`` as the snapshot in ``directory`` (see ``venv_snapshot``
+    and scripts/venv_snapshot.sh); zstd when the pod has it, else gzip."""
+    compressor = "zstd" if zstd else "gzip"
+    archive = f"venv-{want.fingerprint[:12]}.tar.{_SUFFIX[compressor]}"
+    return _run(
+        want.python,
+        ("venv_snapshot.sh",),
+        want.version_dir,
+        VENV_RECORD,
+        directory,
+        archive,
+        compressor,
+        SNAPSHOT_CURRENT,
+        snapshot_line(want.fingerprint, archive, compressor),
+    )
 
 
 @operation()
-def venv(
-    path: str,
-    version: str,
-    fingerprint: str,
-    ready: bool,
-    script: str,
-    python: str,
-):
+def venv(want: Venv, ready: bool, uv: str | None = None, restore: dict[str, Any] | None = None):
     """
-    Build or restore a venv at its versioned path and switch ``path`` to it atomically.
+    Build or restore a venv at its versioned path and switch ``want.path`` to it atomically.
 
-    + path: the venv's stable path on the pod, a symlink podstate manages
-    + version: the versioned directory beside it that will hold this venv
-    + fingerprint: what was asked for, hashed (recorded in the venv)
-    + ready: the probe found ``path`` working with this fingerprint
-    + script: the build or restore script (``venv_script``), run only when not ready
-    + python: the pod's interpreter, which supervises the script
+    + want: the venv (``Venv``)
+    + ready: the probe found ``want.path`` working with this fingerprint
+    + uv: the uv binary on the pod (the installer when ``want.installer`` is uv; it also
+      checks the venv), None if there is none
+    + restore: the snapshot to unpack instead of installing, as the probe found it
+      (``fingerprint``, ``archive``: its path, ``compressor``), None: install
 
     **Example:**
 
     .. code:: python
 
-        venv(name="Venv /opt/venv: build", path="/opt/venv", version=".venv-0123abcd4567",
-             fingerprint=fp, ready=False, script=venv_script(...), python="/usr/bin/python3",
-             _timeout=1800)
+        venv(name="Venv /opt/venv: build", want=Venv(...), ready=False,
+             uv="/opt/.podstate/uv", _timeout=1800)
     """
     if ready:
-        host.noop(f"{path} is a working venv of fingerprint {fingerprint[:12]}")
+        host.noop(f"{want.path} is a working venv of fingerprint {want.fingerprint[:12]}")
         return
-    yield changing(supervised(python, script), ttl=settings.VENV_TIMEOUT)
+    yield changing(venv_command(want, uv, restore), ttl=settings.VENV_TIMEOUT)
 
 
 @operation()
-def venv_snapshot(
-    version_dir: str, directory: str, fingerprint: str, current: str | None, python: str
-):
+def venv_snapshot(want: Venv, directory: str, current: str | None, zstd: bool):
     """
     Pack a built venv as one archive in ``directory``, for restores after a pod restart.
 
     One large sequential file is what network volumes do well. It is written under a
-    temporary name and renamed, then ``current`` (fingerprint, archive, compressor) is
-    replaced the same way; older archives are removed.
+    temporary name and renamed, then ``current`` (``SNAPSHOT_CURRENT``) is replaced the
+    same way; older archives are removed.
 
-    + version_dir: the venv's versioned directory on the pod
+    + want: the venv (``Venv``), built
     + directory: where snapshots live (usually on the network volume)
-    + fingerprint: the venv's fingerprint
     + current: the fingerprint of the snapshot the probe found there (None: none)
-    + python: the pod's interpreter, which supervises the packing
+    + zstd: the pod has zstd (else the archive is gzip, by pigz where the pod has it)
 
     **Example:**
 
     .. code:: python
 
-        venv_snapshot(name="Venv snapshot", version_dir="/opt/.venv-0123abcd4567",
-                      directory="/workspace/.podstate/venv", fingerprint=fp, current=None,
-                      python="/usr/bin/python3.11")
+        venv_snapshot(name="Venv snapshot", want=Venv(...),
+                      directory="/workspace/.podstate/venv", current=None, zstd=True)
     """
-    if current == fingerprint:
-        host.noop(f"{directory} holds a snapshot of fingerprint {fingerprint[:12]}")
+    if current == want.fingerprint:
+        host.noop(f"{directory} holds a snapshot of fingerprint {want.fingerprint[:12]}")
         return
-    name = f"venv-{fingerprint[:12]}.tar"
-    script = f"""set -eu
-V={shlex.quote(version_dir)}; S={shlex.quote(directory)}; T=
-fail() {{ echo "podstate: venv snapshot failed: $*" >&2; rm -f -- "$T"; exit 1; }}
-if command -v zstd >/dev/null 2>&1; then z=zstd; A={name}.zst; c="zstd -q -T0 -3"
-elif command -v pigz >/dev/null 2>&1; then z=gzip; A={name}.gz; c="pigz -1"
-else z=gzip; A={name}.gz; c="gzip -1"; fi
-T="$S/.$A.$(uname -n).$$.part"
-mkdir -p -- "$S" || fail "cannot create $S"
-[ -f "$V/{VENV_RECORD}" ] || fail "$V is not a built venv"
-E=$(mktemp) || fail "cannot write a temporary file"; trap 'rm -f -- "$E"' EXIT
-( tar -C "$V" -cf - . 2>"$E" || echo "tar failed: $(tail -n 1 "$E")" >"$E.bad" ) | $c >"$T" \
-    || fail "cannot write $T (volume full?)"
-[ ! -e "$E.bad" ] || {{ cat "$E.bad" >&2; rm -f "$E.bad"; fail "cannot pack $V"; }}
-mv -f -- "$T" "$S/$A"
-printf '%s %s %s\\n' {fingerprint} "$A" "$z" >"$S/.current.$$.part"
-mv -f -- "$S/.current.$$.part" "$S/current"
-for f in "$S"/venv-*.tar.* "$S"/.venv-*."$(uname -n)".*.part; do
-    [ "$f" = "$S/$A" ] || rm -f -- "$f"
-done
-rm -f -- "$S/current.bad"
-"""
-    yield changing(supervised(python, script), ttl=settings.VENV_TIMEOUT)
+    yield changing(snapshot_command(want, directory, zstd), ttl=settings.VENV_TIMEOUT)
 
 
 @operation()
@@ -329,37 +258,23 @@ def upload_file(src: str, dest: str, mode: str = "755", gzipped: bool = False):
 
 
 @operation()
-def pip_install_uv(dest: str, python: str, index_args: list[str], environment: dict[str, str]):
+def pip_install_uv(want: Venv, dest: str):
     """
     Install uv with pip into a venv on local disk, and link its binary at ``dest``.
 
     For pods whose architecture differs from the control machine's, whose uv cannot be
-    uploaded.
+    uploaded. pip runs with the venv's index options and environment.
 
+    + want: the venv (``Venv``) that needs uv
     + dest: where the uv binary must be (a symlink into the venv beside it)
-    + python: the pod's interpreter
-    + index_args: pip's index options
-    + environment: TMPDIR and caches for pip, on local storage
 
     **Example:**
 
     .. code:: python
 
-        pip_install_uv(name="Install uv", dest="/opt/.podstate/uv", python="/usr/bin/python3",
-                       index_args=[], environment={"TMPDIR": "/scratch/tmp"})
+        pip_install_uv(name="Install uv", want=Venv(...), dest="/opt/.podstate/uv")
     """
-    directory = posixpath.dirname(dest)
-    new, final = quote_path(dest + ".podstate-new"), quote_path(dest)
-    script = "\n".join(
-        [
-            "set -eu",
-            f"D={shlex.quote(directory)}; V=$D/uv-env; MADE=0; WHAT=uv-install",
-            'LOG=$D/uv-install.log; mkdir -p -- "$D" && : >"$LOG"',
-            _VENV_FUNCTIONS,
-            _installer_environment(environment),
-            f'rm -rf -- "$V"; run {shlex.quote(python)} -m venv "$V"',
-            f'run "$V/bin/python" -m pip install {_words(index_args)} uv',
-            f"rm -f -- {new}; ln -s uv-env/bin/uv {new}; mv -T -- {new} {final}",
-        ]
+    command = _run(
+        want.python, ("venv_lib.sh", "uv_install.sh"), dest, want.python, *_installer_args(want)
     )
-    yield changing(supervised(python, script), ttl=settings.VENV_TIMEOUT)
+    yield changing(command, ttl=settings.VENV_TIMEOUT)

@@ -24,8 +24,8 @@ from pyinfra.api import deploy
 
 from podstate import findings, gzcache, settings, venv_ops
 from podstate.probe import Mount, mount_of
+from podstate.roles import disk
 from podstate.sizes import format_size
-from roles import disk
 
 MANAGED = ".podstate"  # beside the venvs: podstate's uv, build logs
 ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
@@ -167,11 +167,10 @@ def _uploadable(arch: str | None) -> bool:
 @deploy("Venv")
 def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Converge ``venv``: build, restore or leave it; keep its snapshot; report what cannot be."""
-    venv = wanted.get("venv")
-    if not venv:
+    spec = wanted.get("venv")
+    if not spec:
         return
-    path, seen = venv["path"], probe["venv"]
-    parent, base = posixpath.split(path)
+    path, seen = spec["path"], probe["venv"]
     info = probe["paths"][path]
     mount = info["mount"]
     if not _local(mount):
@@ -182,8 +181,9 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
             "packed copy on the volume for restores)"
         )
         return
-    managed = re.fullmatch(rf"\.{re.escape(base)}-[0-9a-f]{{12}}", seen["target"] or "")
-    if seen["kind"] not in (None, "link") or (seen["kind"] == "link" and not managed):
+    if seen["kind"] not in (None, "link") or (
+        seen["kind"] == "link" and not venv_ops.is_version(path, seen["target"])
+    ):
         what = "a symlink podstate did not make" if seen["kind"] == "link" else seen["kind"]
         findings.violation(
             f"venv.path {path} is {what}, not a podstate venv: podstate will not replace it; "
@@ -193,24 +193,34 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     python = seen["python"]
     if python is None:
         findings.violation(
-            f"venv.python {venv['python']} is not on the pod: install it, or point venv.python "
+            f"venv.python {spec['python']} is not on the pod: install it, or point venv.python "
             "at an interpreter the pod has (such as /usr/bin/python3)"
         )
         return
-    if venv["installer"] == "pip" and not python["ensurepip"]:
+    if spec["installer"] == "pip" and not python["ensurepip"]:
         findings.violation(
             f"venv.installer pip needs the venv module with ensurepip in {python['executable']} "
             "(Debian/Ubuntu: apt-get install python3-venv); or use installer uv"
         )
         return
 
-    digest, record = fingerprint(venv, python)
-    version = f".{base}-{digest[:12]}"
-    version_dir = posixpath.join(parent, version)
-    ready = seen["works"] and recorded(seen["record"]) == digest and seen["target"] == version
+    digest, record = fingerprint(spec, python)
+    want = venv_ops.Venv(
+        path=path,
+        fingerprint=digest,
+        record=record,
+        python=python["executable"],
+        installer=spec["installer"],
+        requirements=requirements_text(spec),
+        distributions=distributions(spec["packages"], spec["requirements"]),
+        index_args=index_args(spec),
+        environment=work_environment(wanted, probe, posixpath.dirname(info["real"])),
+    )
+    ready = seen["works"] and recorded(seen["record"]) == digest and seen["target"] == want.version
     if not ready and seen["free"] is not None and seen["free"] < disk.MIN_FREE:
         findings.violation(
-            f"venv.path {path} is on a full filesystem ({mount.target if mount else parent}): "
+            f"venv.path {path} is on a full filesystem "
+            f"({mount.target if mount else posixpath.dirname(path)}): "
             f"{format_size(seen['free'])} free; podstate changed nothing there: free space, "
             "or choose a venv.path on a disk with room"
         )
@@ -219,12 +229,10 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     restore = None
     if not ready and snapshot and snapshot["fingerprint"] == digest:
         if snapshot["compressor"] == "gzip" or seen["zstd"]:
-            archive = posixpath.join(venv["snapshot"], snapshot["archive"])
-            restore = (archive, snapshot["compressor"])
+            restore = {**snapshot, "archive": posixpath.join(spec["snapshot"], snapshot["archive"])}
 
-    environment = work_environment(wanted, probe, posixpath.dirname(info["real"]))
     uv = seen["uv"] or (managed_uv(path) if seen["managed_uv"] else None)
-    if not ready and not restore and venv["installer"] == "uv" and uv is None:
+    if not ready and not restore and want.installer == "uv" and uv is None:
         uv = managed_uv(path)
         if _uploadable(probe["arch"]):
             from uv import find_uv_bin
@@ -241,51 +249,31 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
         else:
             venv_ops.pip_install_uv(
                 name=f"Install uv with pip at {uv} (the pod has none, and is {probe['arch']})",
+                want=want,
                 dest=uv,
-                python=python["executable"],
-                index_args=index_args(venv),
-                environment=environment,
                 _timeout=settings.VENV_TIMEOUT,
             )
 
     if ready:
         how = "ready"
     elif restore:
-        how = f"restore from snapshot {restore[0]}"
+        how = f"restore from snapshot {restore['archive']}"
     else:
-        how = f"build with {venv['installer']}"
+        how = f"build with {want.installer}"
     venv_ops.venv(
         name=f"Venv {path}: {how}",
-        path=path,
-        version=version,
-        fingerprint=digest,
+        want=want,
         ready=ready,
-        script=""
-        if ready
-        else venv_ops.venv_script(
-            path=path,
-            version=version,
-            fingerprint=digest,
-            record=record,
-            python=python["executable"],
-            requirements=requirements_text(venv),
-            distributions=distributions(venv["packages"], venv["requirements"]),
-            installer=venv["installer"],
-            uv=uv,
-            index_args=index_args(venv),
-            environment=environment,
-            restore=restore,
-        ),
-        python=python["executable"],
+        uv=uv,
+        restore=restore,
         _timeout=settings.VENV_TIMEOUT,
     )
-    if venv["snapshot"]:
+    if spec["snapshot"]:
         venv_ops.venv_snapshot(
-            name=f"Venv snapshot in {venv['snapshot']}",
-            version_dir=version_dir,
-            directory=venv["snapshot"],
-            fingerprint=digest,
+            name=f"Venv snapshot in {spec['snapshot']}",
+            want=want,
+            directory=spec["snapshot"],
             current=snapshot["fingerprint"] if snapshot else None,
-            python=python["executable"],
+            zstd=seen["zstd"],
             _timeout=settings.VENV_TIMEOUT,
         )

@@ -28,8 +28,9 @@ import yaml
 
 from podstate import gzcache, venv_ops
 from podstate.probe import _script, parse_probe
+from podstate.roles.venv import distributions, fingerprint, recorded
+from podstate.shell import script
 from podstate.spec import Layer, SpecError, VarsDir, resolve
-from roles.venv import distributions, fingerprint, recorded
 from tests.e2e import BIN, ROOT, Fleet, apply, exec_count
 from tests.fixtures.venv.wheels import (
     binary_wheel,
@@ -154,11 +155,12 @@ def test_probe_reads_a_venv_and_its_snapshot(tmp_path):
     versioned = tmp_path / ".venv-0123456789ab"
     (versioned / "bin").mkdir(parents=True)
     (versioned / "bin/python").symlink_to("/bin/true")
-    (versioned / ".podstate-venv").write_text('{"fingerprint": "f"}\n')
+    (versioned / venv_ops.VENV_RECORD).write_text('{"fingerprint": "f"}\n')
     (tmp_path / "venv").symlink_to(versioned.name)
     (tmp_path / "snap").mkdir()
     (tmp_path / "snap/venv-0123456789ab.tar.gz").write_bytes(b"x")
-    (tmp_path / "snap/current").write_text("f venv-0123456789ab.tar.gz gzip\n")
+    line = venv_ops.snapshot_line("f", "venv-0123456789ab.tar.gz", "gzip")
+    (tmp_path / "snap" / venv_ops.SNAPSHOT_CURRENT).write_text(line + "\n")
     args = {
         "path": str(tmp_path / "venv"),
         "python": "sh",
@@ -218,9 +220,111 @@ INSTALLER_LOGS = [
 @pytest.mark.parametrize(("log", "expected"), INSTALLER_LOGS)
 def test_failure_line_is_the_installers_cause(tmp_path, log, expected):
     (tmp_path / "log").write_text(log)
-    script = f"{venv_ops._VENV_FUNCTIONS}\nLOG={tmp_path / 'log'}; why"
-    line = subprocess.run(["sh", "-c", script], capture_output=True, text=True).stdout
+    functions = script("venv_lib.sh")
+    line = subprocess.run(
+        ["sh", "-c", f"{functions}\nLOG=$1; why", "why", tmp_path / "log"],
+        capture_output=True,
+        text=True,
+    ).stdout
     assert line.startswith(expected) and line.endswith(f"log: {tmp_path / 'log'})\n"), line
+
+
+def test_snapshot_line_reads_back_and_rejects_partial_lines():
+    line = venv_ops.snapshot_line("f" * 64, "venv-ffffffffffff.tar.zst", "zstd")
+    assert venv_ops.read_snapshot(line + "\n") == {
+        "fingerprint": "f" * 64,
+        "archive": "venv-ffffffffffff.tar.zst",
+        "compressor": "zstd",
+    }
+    assert venv_ops.read_snapshot("f venv.tar.gz") is None
+    assert venv_ops.read_snapshot("") is None and venv_ops.read_snapshot("a  b") is None
+
+
+def _local_venv(tmp_path: Path, **changes) -> venv_ops.Venv:
+    """Return an empty uv venv under ``tmp_path`` as the role would describe it."""
+    spec = {
+        "path": str(tmp_path / "opt/venv"),
+        "packages": [],
+        "requirements": None,
+        "installer": "uv",
+        "index_url": None,
+        "extra_index_urls": [],
+        "find_links": [],
+        "no_index": True,
+    }
+    python = {"executable": "/usr/bin/python3", "version": "3"}
+    digest, record = fingerprint(spec, python)
+    values = {
+        "path": spec["path"],
+        "fingerprint": digest,
+        "record": record,
+        "python": python["executable"],
+        "installer": "uv",
+        "requirements": "",
+        "index_args": ["--no-index"],
+        "environment": {
+            "TMPDIR": str(tmp_path / "tmp"),
+            "PIP_CACHE_DIR": str(tmp_path / "cache/pip"),
+            "UV_CACHE_DIR": str(tmp_path / "cache/uv"),
+            "UV_LINK_MODE": "copy",
+        },
+    }
+    return venv_ops.Venv(**{**values, **changes})
+
+
+def _sh(command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="needs /usr/bin/python3")
+def test_scripts_build_pack_and_restore_a_venv_locally(tmp_path):
+    """The venv scripts, run here: build and switch, a snapshot the probe reads, a restore,
+    a broken archive set aside, and a failed build that leaves nothing behind."""
+    from uv import find_uv_bin
+
+    want = _local_venv(tmp_path)
+    opt, snap = tmp_path / "opt", tmp_path / "snap"
+    built = _sh(venv_ops.venv_command(want, find_uv_bin()))
+    assert built.returncode == 0, built.stderr
+    assert os.readlink(want.path) == want.version
+    assert recorded((opt / want.version / venv_ops.VENV_RECORD).read_text()) == want.fingerprint
+
+    packed = _sh(venv_ops.snapshot_command(want, str(snap), zstd=False))
+    assert packed.returncode == 0, packed.stderr
+    args = {
+        "path": want.path,
+        "python": "sh",
+        "uv": str(opt / ".podstate/uv"),
+        "snapshot": str(snap),
+    }
+    probed = _sh(_script([], [], args))
+    found = parse_probe(probed.stdout.splitlines())["venv"]["snapshot"]
+    assert found == {
+        "fingerprint": want.fingerprint,
+        "archive": f"venv-{want.fingerprint[:12]}.tar.gz",
+        "compressor": "gzip",
+    }
+
+    restore = {**found, "archive": str(snap / found["archive"])}
+    _sh(f"rm -rf {opt}")
+    restored = _sh(venv_ops.venv_command(want, None, restore))
+    assert restored.returncode == 0, restored.stderr
+    assert os.readlink(want.path) == want.version
+    assert "podstate: restored" in (opt / ".podstate/venv.log").read_text()
+
+    _sh(f"rm -rf {opt}")
+    (snap / found["archive"]).write_text("not an archive")
+    broken = _sh(venv_ops.venv_command(want, None, restore))
+    assert broken.returncode == 1
+    assert broken.stderr.startswith(f"podstate: venv restore failed: cannot unpack {snap}/")
+    assert sorted(os.listdir(snap)) == sorted([found["archive"], "current.bad"])
+    assert os.listdir(opt) == [".podstate"]
+
+    missing = _local_venv(tmp_path, distributions=["nosuchpkg"])
+    failed = _sh(venv_ops.venv_command(missing, find_uv_bin()))
+    assert failed.returncode == 1
+    assert "podstate: venv build failed: requested but not installed: nosuchpkg" in failed.stderr
+    assert os.listdir(opt) == [".podstate"]
 
 
 def test_gzip_copies_are_made_once_per_version_of_a_file(tmp_path, monkeypatch):

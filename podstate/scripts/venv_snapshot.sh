@@ -1,0 +1,44 @@
+#!/bin/sh
+# Pack a built venv as one archive in a snapshot directory, for restores after a pod
+# restart: one large sequential file is what network volumes do well. Usage:
+#   sh -c "$(cat venv_snapshot.sh)" venv_snapshot VENV RECORD DIR ARCHIVE FORMAT CURRENT LINE
+# VENV (a versioned venv directory, holding its RECORD file) is packed into DIR/ARCHIVE
+# (FORMAT zstd or gzip) under a temporary name and renamed; then DIR/CURRENT is replaced
+# the same way with LINE, which names the archive (podstate/venv_ops.py writes and reads
+# that line). Other archives and a set-aside CURRENT.bad are removed.
+set -eu
+V=$1 record=$2 S=$3 A=$4 format=$5 current=$6 line=$7
+T=
+fail() {
+    echo "podstate: venv snapshot failed: $*" >&2
+    rm -f -- "$T"
+    exit 1
+}
+compress() {
+    if [ "$format" = zstd ]; then
+        zstd -q -T0 -3
+    elif command -v pigz >/dev/null 2>&1; then
+        pigz -1
+    else
+        gzip -1
+    fi
+}
+T="$S/.$A.$(uname -n).$$.part"
+mkdir -p -- "$S" || fail "cannot create $S"
+[ -f "$V/$record" ] || fail "$V is not a built venv"
+E=$(mktemp) || fail "cannot write a temporary file"
+trap 'rm -f -- "$E"' EXIT
+(tar -C "$V" -cf - . 2>"$E" || echo "tar failed: $(tail -n 1 "$E")" >"$E.bad") | compress >"$T" ||
+    fail "cannot write $T (volume full?)"
+[ ! -e "$E.bad" ] || {
+    cat "$E.bad" >&2
+    rm -f "$E.bad"
+    fail "cannot pack $V"
+}
+mv -f -- "$T" "$S/$A"
+printf '%s\n' "$line" >"$S/.$current.$$.part"
+mv -f -- "$S/.$current.$$.part" "$S/$current"
+for f in "$S"/venv-*.tar.* "$S"/.venv-*."$(uname -n)".*.part; do
+    [ "$f" = "$S/$A" ] || rm -f -- "$f"
+done
+rm -f -- "$S/$current.bad"
