@@ -3,13 +3,13 @@
 pyinfra's ``--dry`` exits 0 with changes pending and its JSON plan leaves out pods that
 failed, so the check drives pyinfra's API itself: connect, plan (which runs only the
 read-only probe on each pod), then classify every pod as ok, drift, violation,
-unreachable or error.
+unreachable or error, and say what the run did with each pod's host key. The reports
+written from the verdicts are in ``podstate.reports`` and ``podstate.report_markdown``.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import io
 import logging
 import os
 import re
@@ -29,8 +29,7 @@ from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
 from pyinfra_cli.inventory import make_inventory
 from pyinfra_cli.util import exec_file
 
-from podstate import findings, pyinfra_api, settings
-from podstate.terminal import visible
+from podstate import findings, hostkeys, pyinfra_api, settings
 
 STATUSES = ("ok", "drift", "violation", "unreachable", "error")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -45,13 +44,16 @@ class PodResult:
     violations: list[dict[str, str]] = field(default_factory=list)
     error: str | None = None
     checked: list[str] = field(default_factory=list)  # podstate's roles, then other files
+    host_key: dict[str, Any] | None = None  # hostkeys.outcome: None without podstate's store
 
     def as_dict(self) -> dict[str, Any]:
+        """Return the pod's entry of the JSON report (schema/check-report.schema.json)."""
         return {
             "status": self.status,
             "changes": self.changes,
             "violations": self.violations,
             "error": self.error,
+            "host_key": self.host_key,
         }
 
 
@@ -163,6 +165,8 @@ def run(
         results = {
             h.name: _verdict(state, h, errors, failures, deploys) for h in hosts or inventory
         }
+        for host in hosts or inventory:
+            _host_key(results[host.name], host)
         state.set_stage(StateStage.Disconnect)
         disconnect_all(state)
         return results
@@ -221,6 +225,15 @@ def _change(
     return change
 
 
+def _host_key(result: PodResult, host) -> None:
+    """Add to ``result`` what the run did with the pod's host key; a refused key makes the
+    pod's error say why, in podstate's words rather than paramiko's."""
+    result.host_key = hostkeys.outcome(host.data, host.connected, result.error)
+    if result.host_key and result.host_key["trust"] == hostkeys.REFUSED:
+        result.status = "unreachable"
+        result.error = f"host key refused: {result.host_key['reason']}"
+
+
 def exit_code(results: dict[str, PodResult]) -> int:
     """Return 0 when every pod is ok, 2 for drift and nothing worse, 1 otherwise."""
     statuses = {r.status for r in results.values()}
@@ -235,73 +248,3 @@ def summary(results: dict[str, PodResult]) -> dict[str, int]:
     for result in results.values():
         counts[result.status] += 1
     return {"pods": len(results), **counts, "exit_code": exit_code(results)}
-
-
-def as_json(results: dict[str, PodResult]) -> dict[str, Any]:
-    """Return the stable JSON document (schema/check-report.schema.json)."""
-    return {
-        "pods": {name: r.as_dict() for name, r in sorted(results.items())},
-        "summary": summary(results),
-    }
-
-
-def table(results: dict[str, PodResult], diff: bool) -> str:
-    """Return the terminal report: one line per pod, details indented below it."""
-    out = io.StringIO()
-    width = max([len(n) for n in results] + [3])
-    for name, r in sorted(results.items()):
-        detail = {
-            "ok": "nothing would change",
-            "drift": f"{len(r.changes)} change(s)",
-            "violation": f"{len(r.violations)} violation(s)",
-        }.get(r.status, r.error or "")
-        out.write(f"{name:<{width}}  {r.status:<11}  {detail}\n")
-        for change in r.changes:
-            out.write(f"    would change: {change['role']} | {change['operation']}\n")
-            if diff and change.get("diff"):
-                out.write("".join(f"      {line}\n" for line in change["diff"].splitlines()))
-        for v in r.violations:
-            out.write(f"    violation ({v['role']}): {v['message']}\n")
-    s = summary(results)
-    out.write(", ".join(f"{s[k]} {k}" for k in STATUSES) + f"; exit {s['exit_code']}\n")
-    return visible(out.getvalue())
-
-
-def junit(results: dict[str, PodResult]) -> str:
-    """Return JUnit XML: a test case per pod and role (or other deploy file); drift and
-    violations fail, errors err."""
-    import xml.etree.ElementTree as ET
-
-    suites = ET.Element("testsuites", name="podstate check")
-    suite = ET.SubElement(suites, "testsuite", name="podstate check")
-    counts = {"tests": 0, "failures": 0, "errors": 0}
-    for name, r in sorted(results.items()):
-        if r.status in ("unreachable", "error"):
-            case = ET.SubElement(suite, "testcase", classname=name, name="connection")
-            error = visible(r.error or "")
-            ET.SubElement(case, "error", message=f"{r.status}: {error}").text = error
-            counts["tests"] += 1
-            counts["errors"] += 1
-            continue
-        found = {c["role"] for c in r.changes} | {v["role"] for v in r.violations}
-        for role in r.checked + sorted(found - set(r.checked)):
-            case = ET.SubElement(suite, "testcase", classname=name, name=role)
-            counts["tests"] += 1
-            problems = [f"violation: {v['message']}" for v in r.violations if v["role"] == role]
-            problems += [
-                f"drift: {c['operation']}\n{c.get('diff', '')}".rstrip()
-                for c in r.changes
-                if c["role"] == role
-            ]
-            if problems:
-                counts["failures"] += 1
-                ET.SubElement(
-                    case,
-                    "failure",
-                    message=visible(problems[0].splitlines()[0]),
-                    type="violation" if problems[0].startswith("violation") else "drift",
-                ).text = visible("\n\n".join(problems))
-    for key, value in counts.items():
-        suite.set(key, str(value))
-        suites.set(key, str(value))
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"

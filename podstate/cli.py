@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
-from podstate import check, sandbox, settings, signals
+from podstate import check, hostkeys, report_markdown, reports, sandbox, settings, signals
+from podstate.check import CheckFailed
 from podstate.spec import SpecError
 
 
@@ -31,14 +33,28 @@ def _sandbox(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write(path: str, text: str) -> None:
+    """Write a report; a path that cannot be written is CheckFailed, one line."""
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise CheckFailed(f"cannot write the report {path}: {e.strerror or e}") from None
+
+
 def _check(args: argparse.Namespace) -> int:
+    """Run the drift check, write the reports asked for; return the check's exit status."""
     deploys = args.deploy or check.deploy_files()
+    if args.strict_host_keys:
+        os.environ[hostkeys.STRICT_ENV] = "1"  # read when inventories/pods.py builds the hosts
     results = check.run(args.inventory, deploys, args.limit or [], timeout=args.timeout)
+    sys.stdout.write(reports.table(results, diff=args.diff))
+    sys.stdout.flush()
     if args.json:
-        Path(args.json).write_text(json.dumps(check.as_json(results), indent=2) + "\n")
+        _write(args.json, json.dumps(reports.as_json(results), indent=2) + "\n")
     if args.junit:
-        Path(args.junit).write_text(check.junit(results))
-    sys.stdout.write(check.table(results, diff=args.diff))
+        _write(args.junit, reports.junit(results))
+    if args.markdown:
+        _write(args.markdown, report_markdown.markdown(results))
     return check.exit_code(results)
 
 
@@ -96,6 +112,16 @@ def parser() -> argparse.ArgumentParser:
     drift.add_argument("--json", metavar="PATH", help="write the JSON report here")
     drift.add_argument("--junit", metavar="PATH", help="write a JUnit XML report here")
     drift.add_argument("--diff", action="store_true", help="show unified diffs of managed files")
+    drift.add_argument(
+        "--markdown",
+        metavar="PATH",
+        help="write a compact Markdown report here (a CI job summary, a pull request comment)",
+    )
+    drift.add_argument(
+        "--strict-host-keys",
+        action="store_true",
+        help="refuse pods whose host key is not in the store yet, instead of trusting it",
+    )
     drift.add_argument(
         "--timeout", type=int, default=settings.CONNECT_TIMEOUT, help="SSH connect timeout, seconds"
     )

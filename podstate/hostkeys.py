@@ -15,9 +15,14 @@ files named after the RunPod pod id:
 ``<id>.known_hosts.old``
     The previous key, moved aside when the pod restarted.
 
+The store is plain files, so CI can carry it from run to run (a cache restored before the
+check and saved after it) or a team can commit it to its repository.
+
 The rules, applied when the inventory is built (before any connection):
 
-* no key stored yet: trust on first use (``ssh_strict_host_key_checking: accept-new``);
+* no key stored yet: trust on first use (``ssh_strict_host_key_checking: accept-new``), or,
+  with ``PODSTATE_STRICT_HOST_KEYS=1`` (``podstate check --strict-host-keys``), refuse the
+  pod: a team that pre-seeds the store wants no key it has not reviewed;
 * RunPod's ``startedAt`` is later than ``recorded_at``: the container restarted since its key
   was recorded, so its old key is stale; it is moved aside and the new one accepted;
 * otherwise: the stored key must match (``yes``). A different key from a container that has
@@ -34,10 +39,15 @@ gap between listing and connecting, the key recorded is newer than ``recorded_at
 next run then sees a later ``startedAt`` and renews it, which is what a restart does anyway.
 A pod without a ``startedAt`` records none, and a stored key with no ``recorded_at`` is never
 renewed automatically: delete the pod's files to trust its next key.
+
+After the connections, ``outcome`` says what the run did with each pod's key (trusted it on
+first use, re-keyed it after a restart, kept it, refused it), for the check's reports.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import logging
@@ -46,12 +56,23 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 DEFAULT_DIR = Path("~/.local/state/podstate/hostkeys")
 
 NEW = "new"  # no key stored: trust on first use
 RESTARTED = "restarted"  # the pod restarted since its key was recorded: take the new one
 TRUSTED = "trusted"  # the stored key must match
+UNKNOWN = "unknown"  # no key stored and strict host keys: refuse it, record nothing
+
+STRICT_ENV = "PODSTATE_STRICT_HOST_KEYS"
+
+# What a run did with a pod's key (``outcome``), as the check's reports say it.
+FIRST_USE = "first-use"  # no key was stored; the key the pod showed now is
+REKEYED = "rekeyed"  # RunPod reported a restart; the old key was set aside, the new one stored
+KNOWN = "known"  # the stored key was kept
+REFUSED = "refused"  # the pod's key was refused: changed without a restart, or strict and new
+NOT_SEEN = "none"  # no key stored, and none recorded: the pod was not reached
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
 
@@ -75,14 +96,23 @@ class HostKeyTrust:
         ``accept-new`` lets paramiko record the key when none is stored (new, or moved aside
         after a restart); ``yes`` makes it refuse any key but the stored one.
         """
-        return "yes" if self.state == TRUSTED else "accept-new"
+        return "yes" if self.state in (TRUSTED, UNKNOWN) else "accept-new"
 
     def host_data(self) -> dict[str, str]:
-        """Return the pyinfra host data that points paramiko at this pod's known_hosts."""
+        """Return the pyinfra host data that points paramiko at this pod's known_hosts, and
+        ``host_key_trust`` (the state planned), which ``outcome`` reads after connecting."""
         return {
             "ssh_known_hosts_file": str(self.known_hosts),
             "ssh_strict_host_key_checking": self.strictness,
+            "host_key_trust": self.state,
         }
+
+
+def strict_from_env() -> bool:
+    """Return whether ``PODSTATE_STRICT_HOST_KEYS`` asks to refuse keys seen for the first time
+    (``1``, ``true`` or ``yes``): set by ``podstate check --strict-host-keys``, or by hand for
+    an apply."""
+    return os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
 def store_dir() -> Path:
@@ -111,12 +141,16 @@ def plan(
     port: int,
     started_at: str | None,
     directory: Path | None = None,
+    strict: bool | None = None,
 ) -> HostKeyTrust:
     """Return what to trust for a pod, from its stored files and RunPod's ``startedAt``.
 
     Reads only; ``record`` makes the store match. Kept apart so ``podstate inventory`` can
-    show the fleet without touching the store.
+    show the fleet without touching the store. ``strict`` (default: ``strict_from_env``)
+    makes a pod with no stored key UNKNOWN, refused, instead of NEW, trusted on first use.
     """
+    if strict is None:
+        strict = strict_from_env()
     root = directory or store_dir()
     stem = _file_stem(pod_id)
     known_hosts = root / f"{stem}.known_hosts"
@@ -124,7 +158,7 @@ def plan(
     if not isinstance(recorded_at, str):
         recorded_at = None
     if not _entries(known_hosts):
-        state = NEW
+        state = UNKNOWN if strict else NEW
     elif _later(started_at, recorded_at):
         state = RESTARTED
     else:
@@ -189,6 +223,66 @@ def forget_cached_host_keys() -> None:
     cache = getattr(client.get_host_keys, "cache", None)
     if isinstance(cache, dict):
         cache.clear()
+
+
+def fingerprint(path: Path) -> str | None:
+    """Return the OpenSSH SHA256 fingerprint (``SHA256:...``, as ``ssh-keygen -l`` prints it)
+    of the first key in a known_hosts file; None when it holds none.
+
+    The reports show fingerprints, never keys: short enough to compare with what a pod's
+    console shows, and all a reviewer needs.
+    """
+    for line in _entries(path):
+        fields = line.split()
+        if line.startswith("@") or len(fields) < 3:
+            continue
+        try:
+            blob = base64.b64decode(fields[2], validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        digest = base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+        return f"SHA256:{digest}"
+    return None
+
+
+def outcome(data: Any, connected: bool, error: str | None) -> dict[str, str | None] | None:
+    """Return what this run did with a pod's host key, from its host data after connecting.
+
+    ``data`` is the pod's pyinfra host data (``host_data`` of its trust, read with ``.get``);
+    ``connected`` and ``error`` say how the connection went. The result, for the reports:
+    ``{"trust", "fingerprint", "old_fingerprint"?, "reason"?}`` with ``trust`` one of
+    FIRST_USE, REKEYED (``old_fingerprint`` is the key set aside), KNOWN, REFUSED (``reason``
+    says why), NOT_SEEN; ``fingerprint`` is the key stored now. None when podstate keeps no
+    key for the pod (a pods file inventory: ~/.ssh/known_hosts applies).
+
+    Read from the store's files, because paramiko records a key without telling podstate.
+    """
+    state = data.get("host_key_trust")
+    known_hosts = data.get("ssh_known_hosts_file")
+    if state not in (NEW, RESTARTED, TRUSTED, UNKNOWN) or not known_hosts:
+        return None
+    path = Path(known_hosts)
+    stored = fingerprint(path)
+    result: dict[str, str | None] = {"trust": KNOWN, "fingerprint": stored}
+    if state == UNKNOWN:
+        result["trust"] = REFUSED
+        result["reason"] = (
+            f"no key stored for this pod in {path.parent}, and strict host keys "
+            f"({STRICT_ENV}, --strict-host-keys) refuse a key seen for the first time; "
+            "add the pod's key to the store"
+        )
+    elif state == TRUSTED and not connected and "host key" in (error or "").lower():
+        result["trust"] = REFUSED
+        result["reason"] = (
+            "the pod's key differs from the stored one and RunPod reports no restart since it "
+            f"was recorded: possibly an interception; remove {path} only if you know why"
+        )
+    elif state == NEW:
+        result["trust"] = FIRST_USE if stored else NOT_SEEN
+    elif state == RESTARTED:
+        result["trust"] = REKEYED if stored else NOT_SEEN
+        result["old_fingerprint"] = fingerprint(path.with_name(path.name + ".old"))
+    return result
 
 
 class _RemovalHint(logging.Filter):
