@@ -162,7 +162,10 @@ def ignores(pid: int, *signums: int) -> bool | None:
 
 def namespace_pids(leader: int) -> set[int]:
     """Return the processes in the mount namespace of ``leader`` (a pod)."""
-    target = os.readlink(f"/proc/{leader}/ns/mnt")
+    try:
+        target = os.readlink(f"/proc/{leader}/ns/mnt")
+    except FileNotFoundError:  # the pod is down
+        return set()
     pids = set()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
