@@ -8,13 +8,15 @@ deploy/*.py``. The pod lock and the violations report span every file (see
 from pyinfra import host
 
 from podstate import bookends, roles
-from podstate.roles import disk, env, scratch, shm, venv
+from podstate.roles import disk, download, env, gpu, scratch, shm, venv
 
 bookends.add()
 wanted = host.data.podstate
 probe = roles.probe(wanted)
 
 if probe is not None and disk.apply(wanted, probe):  # None: pyinfra failed the pod already
+    gpu.apply(wanted, probe)
+    download.apply(wanted, probe)
     scratch.apply(wanted, probe)
     shm.apply(wanted, probe)
     env.apply(wanted, probe)

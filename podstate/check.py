@@ -114,6 +114,9 @@ def _load_deploys(state: State, deploys: list[str], failures: dict[str, str]) ->
 
 
 def _limit(inventory, patterns: list[str]) -> list | None:
+    """Return the pods ``--limit`` names (names, groups or globs; repeated or comma-separated,
+    as pyinfra's own --limit), or None for every pod."""
+    patterns = [p for pattern in patterns for p in pattern.split(",") if p]
     if not patterns:
         return None
     chosen = []
@@ -191,7 +194,9 @@ def _verdict(
         )
         return result
     found = findings.of(host)
-    result.violations = [{"role": role, "message": msg} for role, msg in found.violations]
+    result.violations = [
+        {"role": v.role, "id": v.finding, "message": v.message} for v in found.violations
+    ]
     result.checked = list(found.roles)
     with ctx_host.use(host):
         for op_hash in state.get_op_order():

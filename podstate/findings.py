@@ -8,24 +8,35 @@ report them with the role they belong to.
 from __future__ import annotations
 
 import difflib
+import fnmatch
 from dataclasses import dataclass, field
+from datetime import date
+from typing import Any, NamedTuple
 
 from pyinfra import host as current_host
 from pyinfra.api import Host
+
+
+class Violation(NamedTuple):
+    """Something apply cannot fix: the role that found it, its stable id, and the message."""
+
+    role: str
+    finding: str
+    message: str
 
 
 @dataclass
 class Findings:
     """What podstate learnt about one pod while planning, for the apply's end and the check.
 
-    ``violations``: (role, message); ``diffs``: unified diffs by operation hash; ``ops``:
+    ``violations``: what apply cannot fix; ``diffs``: unified diffs by operation hash; ``ops``:
     the role of each of podstate's own operations, by hash; ``roles``: the roles planned, in
     order (a dict used as an ordered set); ``bookkeeping``: the hashes of the lock and report
     operations, which are no change of the pod; ``locked``: a command of this run took the
     pod lock.
     """
 
-    violations: list[tuple[str, str]] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
     diffs: dict[str, str] = field(default_factory=dict)
     ops: dict[str, str] = field(default_factory=dict)
     roles: dict[str, None] = field(default_factory=dict)
@@ -46,11 +57,14 @@ def of(host: Host) -> Findings:
     return _BY_POD.setdefault(host.name, Findings())
 
 
-def violation(message: str, role: str | None = None) -> None:
-    """Record something apply cannot fix on the current pod, under ``role`` (by default the
-    role being planned)."""
-    role = role or current_host.current_deploy_name or "podstate"
-    entry = (role, message)
+def violation(message: str, finding: str | None = None) -> None:
+    """Record something apply cannot fix on the current pod, under the role being planned.
+
+    ``finding`` is its stable id (``shm.min_size``, ``gpu.healthy``, ``dirs.TMPDIR``), which
+    every report carries and waivers match; by default the role's name.
+    """
+    role = current_host.current_deploy_name or "podstate"
+    entry = Violation(role, finding or role.lower().replace(" ", "_"), message)
     found = of(current_host)
     if entry not in found.violations:
         found.violations.append(entry)
@@ -65,3 +79,43 @@ def record_diff(path: str, old: str | None, new: str) -> None:
         tofile=f"{path} (desired)",
     )
     of(current_host).diffs[current_host.current_op_hash] = "".join(lines)
+
+
+@dataclass
+class Waived:
+    """A pod's violations sorted by its waivers: those that still fail, those a waiver holds
+    back (with the waiver), and the waivers to clean up (expired, or matching nothing)."""
+
+    failing: list[Violation]
+    waived: list[tuple[Violation, dict[str, Any]]]
+    stale: list[str]
+
+
+def waive(violations: list[Violation], waivers: list[dict[str, Any]], today: date) -> Waived:
+    """Return ``violations`` sorted by ``waivers`` as of ``today``.
+
+    A waiver (``finding``: an id or a glob, ``until``: the last day, ``reason``) holds back
+    the violations it matches until its day has passed; after that they fail as before.
+    """
+    result = Waived([], [], [])
+    used: set[int] = set()
+    for v in violations:
+        match = next(
+            (
+                (i, w)
+                for i, w in enumerate(waivers)
+                if w["until"] >= today and fnmatch.fnmatchcase(v.finding, w["finding"])
+            ),
+            None,
+        )
+        if match:
+            used.add(match[0])
+            result.waived.append((v, match[1]))
+        else:
+            result.failing.append(v)
+    for i, w in enumerate(waivers):
+        if w["until"] < today:
+            result.stale.append(f"waiver for {w['finding']} expired on {w['until']}")
+        elif i not in used:
+            result.stale.append(f"waiver for {w['finding']} (until {w['until']}) matched nothing")
+    return result

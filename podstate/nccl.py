@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 
@@ -20,3 +21,14 @@ def variables(wanted: dict[str, str] | None, cloud: str, probe: dict[str, Any]) 
         "NCCL_IB_DISABLE": {"auto": community, "disable": True}.get(wanted["ib"], False),
     }
     return {name: "1" for name, on in decide.items() if on}
+
+
+def current(profile: str | None) -> dict[str, str]:
+    """Return the NCCL variables a podstate profile exports now: what to keep while the
+    GPUs cannot be read, since a guard must never fall off on an unknown."""
+    found = {}
+    for line in (profile or "").splitlines():
+        name, _, value = line.removeprefix("export ").partition("=")
+        if line.startswith("export NCCL_") and value:
+            found[name] = shlex.split(value)[0]
+    return found

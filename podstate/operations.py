@@ -16,6 +16,7 @@ from pyinfra.api import FunctionCommand, operation
 from pyinfra.api.util import format_text
 
 from podstate import findings, lock, pyinfra_api
+from podstate.lock import changing
 from podstate.probe import MAX_FILE, FileInfo
 from podstate.shell import b64, quote_path, script
 from podstate.sizes import format_size
@@ -101,7 +102,7 @@ def managed_file(path: str, content: str, found: FileInfo, own: bool, mode: str 
     """
     problem = file_problem(path, found, own)
     if problem:
-        findings.violation(problem)
+        findings.violation(problem, f"files.{path}")
         return
     if found.content == content and (not own or found.mode == mode):
         host.noop(f"{path} is up to date")
@@ -176,12 +177,6 @@ def tmpfs(path: str, size: int, mode: str, mounted_size: int | None):
         yield changing(f"mount -o remount,{tmpfs_options(size)} {q}")
 
 
-def changing(command: str, ttl: int | None = None) -> str:
-    """Return ``command`` under the run's pod lock, and remember to release it at the end."""
-    findings.of(host).locked = True
-    return lock.guarded(command, ttl)
-
-
 @operation(is_idempotent=False)
 def lock_other_files():
     """
@@ -232,7 +227,7 @@ def violations():
     The roles record each violation (what is wrong, why it matters, how to fix it) with
     ``findings.violation`` while the deploy is planned; this operation comes last.
     """
-    messages = [message for _, message in findings.of(host).violations]
+    messages = [f"{v.finding}: {v.message}" for v in findings.of(host).violations]
     if not messages:
         host.noop("no violations")
         return

@@ -7,6 +7,7 @@ unit-tested on real command output without a pod.
 from __future__ import annotations
 
 import base64
+import csv
 import posixpath
 import re
 import shlex
@@ -19,15 +20,32 @@ from pyinfra.api.exceptions import FactProcessError
 from podstate.procfs import unescape
 from podstate.shell import b64, quote_path, script
 from podstate.sizes import format_size, parse_mount_size
+from podstate.venv_ops import SNAPSHOT_CURRENT, VENV_RECORD, read_snapshot
 
 CAP_SYS_ADMIN = 21
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# What the probe asks nvidia-smi about each GPU, in one query (GpuDevice's fields, in order).
+GPU_FIELDS = (
+    "index",
+    "name",
+    "memory.total",
+    "driver_version",
+    "temperature.gpu",
+    "ecc.mode.current",
+    "ecc.errors.uncorrected.volatile.total",
+    "retired_pages.pending",
+    "remapped_rows.pending",
+    "clocks_throttle_reasons.hw_slowdown",
+    "clocks_throttle_reasons.hw_thermal_slowdown",
+    "clocks_throttle_reasons.sw_thermal_slowdown",
+    "clocks_throttle_reasons.hw_power_brake_slowdown",
+    "pcie.link.width.current",
+    "pcie.link.width.max",
+)
 # Managed files larger than this are not read: podstate rewrites a file's whole content
 # inside one SSH command, and Linux caps one command line at 128 KiB (MAX_ARG_STRLEN); the
 # content travels base64-encoded, a third larger.
 MAX_FILE = 64 << 10
-# The file in every podstate venv that records what it was built from (its fingerprint).
-VENV_RECORD = ".podstate-venv"
 
 # Filesystems whose data lives on another machine. Every FUSE filesystem counts too
 # (sshfs, RunPod's MooseFS ``mfs#…`` network volumes show up as plain ``fuse``).
@@ -105,6 +123,103 @@ class FileInfo:
             "dangling": f"{link}, which does not exist",
             "loop": f"{link}, which does not resolve (a link loop, or a missing directory)",
         }.get(self.state, f"{link}, which is {what}")
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    """One GPU as ``nvidia-smi --query-gpu`` reads it; None where it says N/A."""
+
+    index: int
+    name: str
+    memory_mib: int | None
+    driver: str
+    temperature: int | None
+    ecc_mode: str | None  # "Enabled" | "Disabled"; None without ECC
+    ecc_uncorrected: int | None  # volatile uncorrected ECC errors
+    retired_pending: str | None  # "Yes" | "No"
+    remap_pending: str | None  # "Yes" | "No"
+    hw_slowdown: str | None  # "Active" | "Not Active"
+    hw_thermal: str | None
+    sw_thermal: str | None
+    power_brake: str | None
+    link_width: int | None
+    link_width_max: int | None
+
+
+@dataclass(frozen=True)
+class GpuState:
+    """What the pod's GPUs are, or why that is unknown."""
+
+    readable: bool  # False: nvidia-smi is there but failed; everything else is unknown
+    error: str | None = None  # its message, when not readable
+    present: bool = True  # nvidia-smi is on the pod (False: a CPU pod)
+    devices: tuple[GpuDevice, ...] = ()
+    cuda: str | None = None  # the highest CUDA version the driver supports
+
+
+def _na(value: str) -> str | None:
+    return None if value.strip().strip("[]") in ("N/A", "Not Supported", "") else value.strip()
+
+
+def _int(value: str) -> int | None:
+    value = _na(value) or ""
+    return int(float(value)) if value.replace(".", "", 1).isdigit() else None
+
+
+def parse_gpu_query(text: str) -> tuple[GpuDevice, ...]:
+    """Return the GPUs of ``nvidia-smi --query-gpu=<GPU_FIELDS> --format=csv,noheader,nounits``."""
+    devices = []
+    for row in csv.reader(text.splitlines(), skipinitialspace=True):
+        if not row:
+            continue
+        if len(row) != len(GPU_FIELDS):
+            raise ValueError(f"nvidia-smi answered {len(row)} fields, not {len(GPU_FIELDS)}")
+        v = [cell.strip() for cell in row]
+        devices.append(
+            GpuDevice(
+                index=int(v[0]),
+                name=v[1],
+                memory_mib=_int(v[2]),
+                driver=v[3],
+                temperature=_int(v[4]),
+                ecc_mode=_na(v[5]),
+                ecc_uncorrected=_int(v[6]),
+                retired_pending=_na(v[7]),
+                remap_pending=_na(v[8]),
+                hw_slowdown=_na(v[9]),
+                hw_thermal=_na(v[10]),
+                sw_thermal=_na(v[11]),
+                power_brake=_na(v[12]),
+                link_width=_int(v[13]),
+                link_width_max=_int(v[14]),
+            )
+        )
+    return tuple(devices)
+
+
+def parse_cuda_version(header: str) -> str | None:
+    """Return the "CUDA Version" of plain ``nvidia-smi`` output's header, if it shows one."""
+    match = re.search(r"CUDA Version:\s*([0-9.]+)", header)
+    return match[1] if match else None
+
+
+def parse_gpu(fields: dict[str, str]) -> GpuState:
+    """Return the GPU state from the probe's ``gpu.*`` lines (absent: a pod without GPUs)."""
+    if "query" not in fields:
+        return GpuState(readable=True, present=False)
+    status, _, data = fields["query"].partition(" ")
+    text = _decode(data)
+    if status != "0":
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        why = lines[0] if lines else f"no output (exit status {status})"
+        if status == "124":
+            why = "nvidia-smi did not answer within 20 s"
+        return GpuState(readable=False, error=why)
+    return GpuState(
+        readable=True,
+        devices=parse_gpu_query(text),
+        cuda=parse_cuda_version(_decode(fields.get("header", ""))),
+    )
 
 
 def parse_mounts(text: str) -> list[Mount]:
@@ -207,13 +322,20 @@ def _venv_script(venv: dict[str, str]) -> list[str]:
     if venv.get("snapshot"):
         s = quote_path(venv["snapshot"])
         lines.append(
-            f'if [ -f {s}/current ] && read -r f a z < {s}/current && [ -f {s}/"$a" ]; then'
+            f"if [ -f {s}/{SNAPSHOT_CURRENT} ] && read -r f a z < {s}/{SNAPSHOT_CURRENT}"
+            f' && [ -f {s}/"$a" ]; then'
             f' echo "venv.snapshot $(printf \'%s %s %s\' "$f" "$a" "$z" | b64)"; fi'
         )
     return lines
 
 
-def _script(paths: list[str], files: list[str], venv: dict[str, str] | None = None) -> str:
+def _script(
+    paths: list[str],
+    files: list[str],
+    venv: dict[str, str] | None = None,
+    free: list[str] | None = None,
+    download: dict[str, Any] | None = None,
+) -> str:
     """Return the POSIX sh program the probe runs: read-only, one output line per item."""
     lines = [
         "export LC_ALL=C",
@@ -227,9 +349,15 @@ def _script(paths: list[str], files: list[str], venv: dict[str, str] | None = No
         # The login shell sshd runs every command with: what must read podstate's profile.
         's=$(getent passwd "$(id -u)" 2>/dev/null) || s=$(grep "^$(id -un):" /etc/passwd); '
         'echo "shell $(printf %s "${s##*:}" | b64)"',
+        # No nvidia-smi: a CPU pod. One that fails (a driver update, a hung GPU): unknown,
+        # and nothing more is asked of it.
         "if command -v nvidia-smi >/dev/null 2>&1; then"
-        ' echo "gpus $(timeout 20 nvidia-smi -L 2>/dev/null | b64)";'
-        ' echo "topo $(timeout 20 nvidia-smi topo -m 2>/dev/null | b64)"; fi',
+        f" q=$(timeout 20 nvidia-smi --query-gpu={','.join(GPU_FIELDS)}"
+        " --format=csv,noheader,nounits 2>&1); r=$?;"
+        ' echo "gpu.query $r $(printf %s "$q" | b64)";'
+        " if [ $r = 0 ]; then"
+        ' echo "gpu.header $(timeout 20 nvidia-smi 2>/dev/null | head -n 5 | b64)";'
+        ' echo "topo $(timeout 20 nvidia-smi topo -m 2>/dev/null | b64)"; fi; fi',
     ]
     for path in paths:
         q = quote_path(path)
@@ -242,8 +370,35 @@ def _script(paths: list[str], files: list[str], venv: dict[str, str] | None = No
         lines += [f"file_state {b64(path)} {quote_path(path)} {MAX_FILE}" for path in files]
     if venv:
         lines += _venv_script(venv)
+    for path in free or []:
+        lines.append(
+            f'echo "free {b64(path)} $(stat -f -c "%S %a" -- {quote_path(path)} 2>/dev/null)"'
+        )
+    if download:
+        lines.append(_download_script(download["url"], download["seconds"]))
     lines.append("echo end")
     return "\n".join(lines)
+
+
+def _download_script(url: str, seconds: int) -> str:
+    """Return probe lines that download ``url`` for at most ``seconds`` and print
+    ``download STATUS BYTES SECONDS`` (curl, else Python); STATUS 0 when it measured."""
+    python = (
+        "import sys, time, urllib.request\n"
+        "url, limit = sys.argv[1], float(sys.argv[2]); n = 0; start = time.monotonic()\n"
+        "with urllib.request.urlopen(url, timeout=limit) as r:\n"
+        "    while time.monotonic() - start < limit and (b := r.read(65536)):\n"
+        "        n += len(b)\n"
+        "print(n, time.monotonic() - start)"
+    )
+    u = shlex.quote(url)
+    return (
+        "if command -v curl >/dev/null 2>&1; then"
+        f" d=$(curl -sS -o /dev/null -m {seconds} -w '%{{size_download}} %{{time_total}}' {u}"
+        " 2>/dev/null); r=$?; [ $r = 28 ] && r=0;"
+        f" else d=$(python3 -c {shlex.quote(python)} {u} {seconds} 2>/dev/null); r=$?; fi;"
+        ' echo "download $r $d"'
+    )
 
 
 class PodProbe(FactBase[dict[str, Any]]):
@@ -262,11 +417,15 @@ class PodProbe(FactBase[dict[str, Any]]):
             "disk_free": 2147483648,     # bytes free on / (the container disk), None if unknown
             "disk_size": 21474836480,
             "mounts": [Mount, ...],
-            "gpus": ["NVIDIA H100 80GB HBM3", ...],   # [] without nvidia-smi
+            "gpu": GpuState,             # readable, devices (GpuDevice), cuda; or error
+            "gpus": ["NVIDIA H100 80GB HBM3", ...],   # names; [] without nvidia-smi or when
+                                         # unreadable (then gpu.readable is False)
             "nvlink": True,              # every GPU pair on NVLink (False for < 2 GPUs)
             "paths": {"/scratch": {"kind": "directory", "mode": "1777",
                                    "real": "/scratch", "mount": Mount}},  # kind None: absent
             "files": {"~/.bashrc": FileInfo},   # every file asked for
+            "free": {"/workspace": 53687091200},  # bytes free at each path asked; None: unknown
+            "download": {"mbps": 812.5, "status": 0},  # None: not asked; mbps None: failed
             "user": "root",              # the SSH user
             "shell": "/bin/bash",        # its login shell (passwd), "" if unreadable
             "arch": "x86_64",            # uname -m; None unless venv was asked for
@@ -287,9 +446,14 @@ class PodProbe(FactBase[dict[str, Any]]):
     """
 
     def command(
-        self, paths: list[str], files: list[str], venv: dict[str, str] | None = None
+        self,
+        paths: list[str],
+        files: list[str],
+        venv: dict[str, str] | None = None,
+        free: list[str] | None = None,
+        download: dict[str, Any] | None = None,
     ) -> str:
-        return _script(paths, files, venv)
+        return _script(paths, files, venv, free, download)
 
     def process(self, output: list[str]) -> dict[str, Any]:
         """Return the parsed probe; an answer cut short or malformed fails this pod alone, with
@@ -309,7 +473,9 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
     fields: dict[str, str] = {}
     paths: dict[str, dict[str, Any]] = {}
     files: dict[str, FileInfo] = {}
+    free: dict[str, int | None] = {}
     venv_fields: dict[str, str] = {}
+    gpu_fields: dict[str, str] = {}
     for line in output:
         key, _, rest = line.partition(" ")
         if key == "path":
@@ -323,8 +489,13 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
         elif key == "file":
             name, info = parse_file(rest)
             files[name] = info
+        elif key == "free":
+            name, *numbers = rest.split(" ")
+            free[_decode(name)] = int(numbers[0]) * int(numbers[1]) if len(numbers) == 2 else None
         elif key.startswith("venv."):
             venv_fields[key[5:]] = rest
+        elif key.startswith("gpu."):
+            gpu_fields[key[4:]] = rest
         else:
             fields[key] = rest
     mounts = parse_mounts(_decode(fields.get("mounts", "")))
@@ -333,22 +504,37 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
     caps = int(fields.get("caps") or "0", 16)
     shm = fields.get("shm", "").split()
     disk = fields.get("disk", "").split()
-    gpus = parse_gpu_list(_decode(fields.get("gpus", "")))
+    gpu = parse_gpu(gpu_fields)
+    gpus = [device.name for device in gpu.devices]
     return {
         "can_mount": bool(caps >> CAP_SYS_ADMIN & 1),
         "shm_size": int(shm[0]) * int(shm[1]) if len(shm) == 2 else None,
         "disk_free": int(disk[0]) * int(disk[1]) if len(disk) == 3 else None,
         "disk_size": int(disk[0]) * int(disk[2]) if len(disk) == 3 else None,
         "mounts": mounts,
+        "gpu": gpu,
         "gpus": gpus,
         "nvlink": all_nvlink(parse_topology(_decode(fields.get("topo", ""))), len(gpus)),
         "paths": paths,
         "files": files,
+        "free": free,
+        "download": parse_download(fields.get("download")),
         "user": _decode(fields.get("user", "")).strip(),
         "shell": _decode(fields.get("shell", "")).strip(),
         "arch": fields.get("arch") or None,
         "venv": parse_venv(venv_fields) if "arch" in fields else None,
     }
+
+
+def parse_download(line: str | None) -> dict[str, Any] | None:
+    """Return the download test's result: ``{"mbps": rate}``, ``mbps`` None when the download
+    failed; None when none was asked for."""
+    if line is None:
+        return None
+    status, *numbers = line.split()
+    if status != "0" or len(numbers) != 2 or float(numbers[1]) <= 0:
+        return {"mbps": None, "status": int(status)}
+    return {"mbps": float(numbers[0]) * 8 / 1e6 / float(numbers[1]), "status": 0}
 
 
 def parse_file(rest: str) -> tuple[str, FileInfo]:
@@ -373,7 +559,6 @@ def parse_venv(fields: dict[str, str]) -> dict[str, Any]:
     """Return the probe's ``venv`` dict from its ``venv.*`` lines (keys without the prefix)."""
     kind, _, target = fields.get("kind", "").partition(" ")
     python = _decode(fields.get("python", "")).splitlines()
-    snapshot = _decode(fields.get("snapshot", "")).split(" ")
     free = fields.get("free", "").split()
     return {
         "kind": kind or None,
@@ -389,11 +574,7 @@ def parse_venv(fields: dict[str, str]) -> dict[str, Any]:
         "managed_uv": fields.get("managed_uv") == "1",
         "zstd": fields.get("zstd") == "1",
         "free": int(free[0]) * int(free[1]) if len(free) == 2 else None,
-        "snapshot": (
-            dict(zip(("fingerprint", "archive", "compressor"), snapshot, strict=True))
-            if len(snapshot) == 3 and all(snapshot)
-            else None
-        ),
+        "snapshot": read_snapshot(_decode(fields.get("snapshot", ""))),
     }
 
 

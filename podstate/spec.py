@@ -6,6 +6,7 @@ The path a value takes is: vars file -> ``load_yaml`` -> ``merge`` -> ``validate
 
 from __future__ import annotations
 
+import datetime
 import json
 import posixpath
 from collections.abc import Iterable
@@ -30,6 +31,17 @@ class SpecError(Exception):
     """A problem with the user's files, worded as one line that says what to fix."""
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader, with dates left as the text they are (``until: 2026-12-31``)."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+WAIVER_DAYS = 90  # the longest a waiver may run: review them at least quarterly
+
+
 def load_yaml(path: Path, display: str | None = None) -> dict[str, Any]:
     """Return the mapping in a YAML file ({} for an empty file); SpecError for anything else."""
     shown = display or str(path)
@@ -40,7 +52,7 @@ def load_yaml(path: Path, display: str | None = None) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise SpecError(f"{shown}: not UTF-8 text") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -285,9 +297,35 @@ def normalize(state: dict[str, Any], root: Path | None = None) -> dict[str, Any]
             "p2p": state["nccl"].get("p2p", "auto"),
             "ib": state["nccl"].get("ib", "auto"),
         }
+    if "gpu" in state:
+        out["gpu"] = dict(state["gpu"])
+        if "min_memory" in out["gpu"]:
+            out["gpu"]["min_memory"] = parse_size(out["gpu"]["min_memory"])
+    if "disk" in state:
+        out["disk"] = {
+            "min_free": {
+                normpath(path): parse_size(size)
+                for path, size in (state["disk"].get("min_free") or {}).items()
+            }
+        }
+    if "download" in state:
+        out["download"] = {"seconds": 5, **state["download"]}
     if "venv" in state:
         out["venv"] = _venv(state["venv"], root or Path.cwd())
+    if "waivers" in state:
+        out["waivers"] = [_waiver(i, item) for i, item in enumerate(state["waivers"])]
     return out
+
+
+def _waiver(index: int, item: dict[str, str]) -> dict[str, Any]:
+    """Return a waiver with its ``until`` as a date, at most WAIVER_DAYS ahead."""
+    until = datetime.date.fromisoformat(item["until"])
+    if until > datetime.date.today() + datetime.timedelta(days=WAIVER_DAYS):
+        raise SpecError(
+            f"waivers.{index}.until: {until} is more than {WAIVER_DAYS} days ahead: waivers "
+            "are for known problems being fixed; review it within a quarter"
+        )
+    return {**item, "until": until}
 
 
 REQUIREMENTS_INCLUDES = ("-r", "--requirement", "-c", "--constraint")
@@ -341,3 +379,13 @@ def _requirements(path: Path, name: str) -> str:
         if "\0" in line:
             raise SpecError(f"venv.requirements: {name} line {number}: contains a NUL byte")
     return text
+
+
+def desired(data: dict[str, Any], source: str = "a deploy file") -> dict[str, Any]:
+    """Return ``data`` as a validated, normalized desired state, as roles take it.
+
+    For a team's own deploy file calling a podstate role with its own arguments (a second
+    venv); relative file names are read from the working directory. Raises SpecError, one
+    line naming ``source`` and the key, for what the schema refuses.
+    """
+    return resolve([Layer(source, data, Path.cwd())], "any")

@@ -28,4 +28,6 @@ def probe(wanted: dict[str, Any]) -> dict[str, Any] | None:
         paths=scratch.paths(wanted) + env.paths(wanted) + venv.paths(wanted),
         files=env.FILES,
         venv=venv.probe_args(wanted),
+        free=list((wanted.get("disk") or {}).get("min_free") or {}),
+        download=wanted.get("download"),
     )

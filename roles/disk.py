@@ -75,6 +75,7 @@ def has_room(probe: dict[str, Any], wanted: dict[str, Any] | None = None) -> boo
             f"the container disk (/) is full: {format_size(free)} free of "
             f"{format_size(size)}; podstate changed nothing on this pod: free space (pip and "
             "uv caches, old checkpoints) or recreate the pod with a larger container disk",
+            "disk.full",
         )
         return False
     reserve = (wanted or {}).get("disk_reserve", DISK_RESERVE)
@@ -87,12 +88,37 @@ def has_room(probe: dict[str, Any], wanted: dict[str, Any] | None = None) -> boo
         f"{', '.join(placed)} there; podstate changed nothing on this pod: free space, "
         "recreate the pod with a larger container disk, point those at a tmpfs or another "
         "local disk, or lower disk_reserve for this pod",
+        "disk_reserve",
     )
     return False
 
 
+def min_free(wanted: dict[str, Any], probe: dict[str, Any]) -> list[tuple[str, str]]:
+    """Return the violations (finding id, message) of ``disk.min_free``: each path with less
+    free space than asked, or whose free space cannot be read."""
+    found = []
+    for path, minimum in ((wanted.get("disk") or {}).get("min_free") or {}).items():
+        free = probe["free"].get(path)
+        if free is None:
+            message = f"cannot read the free space at {path} (does it exist?): check the pod"
+        elif free < minimum:
+            message = (
+                f"{path} has {format_size(free)} free, less than {format_size(minimum)}: free "
+                "space there (old checkpoints, caches) or recreate the pod with a larger disk"
+            )
+        else:
+            continue
+        found.append((f"disk.min_free.{path}", message))
+    return found
+
+
 @role("Container disk")
 def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> bool:
-    """Return whether the container disk has room for this run's changes (``has_room``)."""
+    """Return whether the container disk has room for this run's changes (``has_room``);
+    record ``disk.min_free`` violations, which change nothing."""
     probe = probe or roles.probe(wanted)
-    return probe is not None and has_room(probe, wanted)
+    if probe is None:
+        return False
+    for finding, message in min_free(wanted, probe):
+        findings.violation(message, finding)
+    return has_room(probe, wanted)

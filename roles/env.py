@@ -80,7 +80,10 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     probe = probe or roles.probe(wanted)
     if probe is None:
         return
-    extra = nccl.variables(wanted.get("nccl"), host.data.get("cloud", "COMMUNITY"), probe)
+    if probe["gpu"].readable:
+        extra = nccl.variables(wanted.get("nccl"), host.data.get("cloud", "COMMUNITY"), probe)
+    else:  # unknown GPUs: the guards stay as they are (the GPU role reports why)
+        extra = nccl.current(probe["files"][PROFILE].content)
     dirs: dict[str, str] = wanted.get("dirs") or {}
     env: dict[str, str] = wanted.get("env") or {}
     prepend: list[str] = wanted.get("path") or []
@@ -93,7 +96,8 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
             findings.violation(
                 f"dirs.{name} = {path} is on the network filesystem {mount.fstype} "
                 f"({mount.source} at {mount.target}): small-file I/O there stalls pip, uv and "
-                "temp files for minutes; point it at scratch or the container disk"
+                "temp files for minutes; point it at scratch or the container disk",
+                f"dirs.{name}",
             )
         modes[path] = modes.get(path) or STICKY.get(name)
     if dirs:
@@ -132,6 +136,7 @@ def hooked_files(user: str, shell: str) -> list[str]:
             f"the login shell of {user or 'the SSH user'} {found}: `ssh pod CMD` runs it, and "
             "it reads neither ~/.bashrc nor /etc/profile.d, so TMPDIR, the caches and every "
             f"declared variable would be missing; make bash or zsh its shell (chsh -s /bin/bash"
-            f" {user or 'root'})"
+            f" {user or 'root'})",
+            "env.shell",
         )
     return list(dict.fromkeys([HOOKED["bash"], HOOKED.get(name, HOOKED["bash"])]))

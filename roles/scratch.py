@@ -50,7 +50,8 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
         if at_path and mount.fstype != "tmpfs":
             findings.violation(
                 f"scratch {path} is already a {mount.fstype} mount from {mount.source}; podstate "
-                "will not hide it: choose another scratch path or unmount it"
+                "will not hide it: choose another scratch path or unmount it",
+                f"scratch.{path}",
             )
         elif probe["can_mount"]:
             operations.tmpfs(
@@ -70,7 +71,8 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
             findings.violation(
                 f"scratch {path} ({size}) would be on the network filesystem {mount.fstype} "
                 f"at {mount.target}, and this pod cannot mount a tmpfs (no CAP_SYS_ADMIN): "
-                "choose a path on the container disk such as /scratch"
+                "choose a path on the container disk such as /scratch",
+                f"scratch.{path}",
             )
         else:
             operations.directories(

@@ -31,5 +31,6 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
         f"/dev/shm is {have}, below the minimum {format_size(minimum)}: PyTorch DataLoader "
         'workers die with "Bus error" and NCCL fails to create shared-memory segments; '
         "this pod cannot remount it, so recreate it on a host or template with a larger "
-        "/dev/shm (docker --shm-size) or lower shm.min_size"
+        "/dev/shm (docker --shm-size) or lower shm.min_size",
+        "shm.min_size",
     )

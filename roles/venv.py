@@ -20,10 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pyinfra.api import deploy
-
-from podstate import findings, gzcache, settings, venv_ops
+from podstate import findings, gzcache, roles, settings, venv_ops
 from podstate.probe import Mount, mount_of
+from podstate.role import role
 from podstate.roles import disk
 from podstate.sizes import format_size
 
@@ -164,11 +163,14 @@ def _uploadable(arch: str | None) -> bool:
     return sys.platform.startswith("linux") and ARCH_ALIASES.get(here, here) == arch
 
 
-@deploy("Venv")
-def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
+@role("Venv")
+def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     """Converge ``venv``: build, restore or leave it; keep its snapshot; report what cannot be."""
     spec = wanted.get("venv")
     if not spec:
+        return
+    probe = probe or roles.probe(wanted)
+    if probe is None:
         return
     path, seen = spec["path"], probe["venv"]
     info = probe["paths"][path]
@@ -178,7 +180,8 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
             f"venv.path {path} is on the network filesystem {mount.fstype} ({mount.source} at "
             f"{mount.target}): a venv there takes minutes to install and seconds per import; "
             "choose a path on the container disk such as /opt/venv (venv.snapshot keeps a "
-            "packed copy on the volume for restores)"
+            "packed copy on the volume for restores)",
+            "venv.path",
         )
         return
     if seen["kind"] not in (None, "link") or (
@@ -187,20 +190,23 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
         what = "a symlink podstate did not make" if seen["kind"] == "link" else seen["kind"]
         findings.violation(
             f"venv.path {path} is {what}, not a podstate venv: podstate will not replace it; "
-            "move it away or choose another venv.path"
+            "move it away or choose another venv.path",
+            "venv.path",
         )
         return
     python = seen["python"]
     if python is None:
         findings.violation(
             f"venv.python {spec['python']} is not on the pod: install it, or point venv.python "
-            "at an interpreter the pod has (such as /usr/bin/python3)"
+            "at an interpreter the pod has (such as /usr/bin/python3)",
+            "venv.python",
         )
         return
     if spec["installer"] == "pip" and not python["ensurepip"]:
         findings.violation(
             f"venv.installer pip needs the venv module with ensurepip in {python['executable']} "
-            "(Debian/Ubuntu: apt-get install python3-venv); or use installer uv"
+            "(Debian/Ubuntu: apt-get install python3-venv); or use installer uv",
+            "venv.installer",
         )
         return
 
@@ -222,7 +228,8 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
             f"venv.path {path} is on a full filesystem "
             f"({mount.target if mount else posixpath.dirname(path)}): "
             f"{format_size(seen['free'])} free; podstate changed nothing there: free space, "
-            "or choose a venv.path on a disk with room"
+            "or choose a venv.path on a disk with room",
+            "venv.free",
         )
         return
     snapshot = seen["snapshot"]

@@ -92,8 +92,12 @@ def test_desired_state_loader(tmp_path_factory, document, text, use_text):
             "env",
             "shm",
             "nccl",
+            "gpu",
+            "disk",
+            "download",
             "path",
             "venv",
+            "waivers",
             "disk_reserve",
         }
 

@@ -77,8 +77,8 @@ def test_state_merges_all_then_cloud_then_groups_then_host(fleet):
         ("shm: {min: 1G}", "shm.min: unknown key (allowed: min_size)"),
         (
             "colour: blue",
-            "colour: unknown key (allowed: dirs, disk_reserve, env, nccl, path, scratch, shm, "
-            "venv)",
+            "colour: unknown key (allowed: dirs, disk, disk_reserve, download, env, gpu, nccl, "
+            "path, scratch, shm, venv, waivers)",
         ),
         ("env: {A: 1}", "env.A: expected a string, got an integer"),
         ("env: {1A: x}", "'1A' is not a valid variable name"),

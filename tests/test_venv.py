@@ -670,3 +670,30 @@ def test_a_pod_of_another_architecture_gets_uv_from_pip(pods, tmp_path):
     finally:
         pods.out("pod-1", "rm -f /usr/local/bin/uname")
         pods.host_vars("pod-1", None)
+
+
+SECOND_VENV = """from podstate.roles import venv
+from podstate.spec import desired
+
+venv.apply(desired({"venv": {
+    "path": "/opt/venv-eval", "packages": ["tinyapp"],
+    "find_links": ["/opt/wheelhouse"], "no_index": True,
+}}))
+"""
+
+
+def test_a_team_file_builds_a_second_venv_with_the_role(pods, built, tmp_path):
+    """podstate's roles are importable deploys: a team's own file calls the venv role with its
+    own arguments, beside podstate's deploy, under the same lock."""
+    second = tmp_path / "eval_venv.py"
+    second.write_text(SECOND_VENV)
+    assert apply(pods, "--limit", "pod-5").returncode == 0  # /opt/venv as earlier tests left it
+    before = target(pods, "pod-5")
+    run = apply(pods, "--limit", "pod-5", deploys=["deploy/pod.py", str(second)])
+    assert run.returncode == 0, run.stderr
+    result = pods.ssh("pod-5", "/opt/venv-eval/bin/python -c 'import tinyapp'")
+    assert result.returncode == 0, result.stderr
+    assert target(pods, "pod-5") == before
+    assert pods.ssh("pod-5", "test -e /run/podstate.lock").returncode == 1
+    again = apply(pods, "--limit", "pod-5", deploys=["deploy/pod.py", str(second)])
+    assert again.returncode == 0 and again.hosts("success") == set()

@@ -1,0 +1,38 @@
+"""Download speed: hosts differ, and a slow one stalls every model and package download."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from podstate import findings, roles
+from podstate.role import role
+
+
+def check(wanted: dict[str, Any] | None, result: dict[str, Any] | None) -> str | None:
+    """Return why the measured download rate fails ``wanted``, or None."""
+    if not wanted or result is None:
+        return None
+    url, minimum = wanted["url"], wanted["min_mbps"]
+    if result["mbps"] is None:
+        return (
+            f"downloading {url} failed on this pod (status {result['status']}): check that the "
+            "pod reaches it, or choose a URL it can reach"
+        )
+    if result["mbps"] < minimum:
+        return (
+            f"downloading {url} ran at {result['mbps']:.0f} Mbit/s over {wanted['seconds']} s, "
+            f"below {minimum} Mbit/s: model and package downloads will crawl; recreate the "
+            "pod on another host"
+        )
+    return None
+
+
+@role("Download")
+def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+    """Record a violation when the pod downloads ``download.url`` slower than asked."""
+    if not wanted.get("download"):
+        return
+    probe = probe or roles.probe(wanted)
+    problem = probe and check(wanted["download"], probe["download"])
+    if problem:
+        findings.violation(problem, "download.min_mbps")

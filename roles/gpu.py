@@ -1,0 +1,136 @@
+"""GPU fitness: the GPUs a pod must have, and their health, read by the one probe.
+
+A rented host can be bad: throttling under load, a GPU lost after a restart, a driver too
+old for the image's CUDA. Each unmet requirement is a violation with its reading, its
+threshold and what to do. An ``nvidia-smi`` that is there but fails leaves the GPU state
+unknown: that is a violation too (``gpu.unreadable``), never "0 GPUs".
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Any
+
+from podstate import findings, roles
+from podstate.probe import GpuDevice, GpuState
+from podstate.role import role
+from podstate.sizes import format_size
+
+RECREATE = "recreate the pod on another host"
+# nvidia-smi lists a little less memory than a GPU is sold with (an H100 80GB: 81559 MiB, not
+# 81920), so a GPU meets min_memory from 97% of it.
+MEMORY_SLACK = 0.97
+
+
+def version(text: str) -> tuple[int, ...]:
+    """Return a dotted version as a tuple of numbers, for comparing (``550.54.15``)."""
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+
+def health_problems(device: GpuDevice) -> list[str]:
+    """Return what is wrong with one GPU's health, each with its reading and what to do."""
+    gpu = f"GPU {device.index} ({device.name})"
+    temperature = f" at {device.temperature} °C" if device.temperature is not None else ""
+    problems = []
+    if device.ecc_mode == "Enabled" and device.ecc_uncorrected:
+        problems.append(
+            f"{gpu}: {device.ecc_uncorrected} uncorrected ECC error(s) since the driver "
+            f"loaded: its memory is failing; {RECREATE}"
+        )
+    for pending, what in (
+        (device.retired_pending, "page retirement"),
+        (device.remap_pending, "row remapping"),
+    ):
+        if pending == "Yes":
+            problems.append(
+                f"{gpu}: {what} pending: the GPU needs a reset the pod cannot do; {RECREATE}"
+            )
+    for state, what in (
+        (device.hw_slowdown, "hardware slowdown"),
+        (device.hw_thermal, "hardware thermal slowdown"),
+        (device.sw_thermal, "software thermal slowdown"),
+        (device.power_brake, "power brake slowdown"),
+    ):
+        if state == "Active":
+            problems.append(
+                f"{gpu}: {what} active{temperature}: the host is throttling; {RECREATE}"
+            )
+    if device.link_width and device.link_width_max and device.link_width < device.link_width_max:
+        problems.append(
+            f"{gpu}: PCIe link at x{device.link_width} of x{device.link_width_max}: host "
+            f"transfers run at a fraction of their speed (a bad riser or slot); {RECREATE}"
+        )
+    return problems
+
+
+def check(wanted: dict[str, Any], gpu: GpuState) -> list[tuple[str, str]]:
+    """Return the violations (finding id, message) of the GPUs against ``wanted``."""
+    if not gpu.readable:
+        return [
+            (
+                "gpu.unreadable",
+                f"nvidia-smi fails on this pod ({gpu.error}): the GPU state is unknown, so "
+                "podstate keeps every GPU-dependent setting (the NCCL guards) as it is; "
+                f"restart the pod, or if it persists (a host driver update), {RECREATE}",
+            )
+        ]
+    found: list[tuple[str, str]] = []
+    devices = gpu.devices
+    count = wanted.get("count")
+    if count is not None and len(devices) != count:
+        cpu = "" if gpu.present else " (nvidia-smi is not on the pod: a CPU pod)"
+        found.append(
+            ("gpu.count", f"the pod has {len(devices)} GPU(s){cpu}, not {count}: {RECREATE}")
+        )
+    model = wanted.get("model")
+    odd = [d for d in devices if model and not fnmatch.fnmatch(d.name, model)]
+    if odd:
+        names = ", ".join(f"GPU {d.index} is {d.name}" for d in odd)
+        found.append(("gpu.model", f"{names}, not {model}: {RECREATE}"))
+    memory = wanted.get("min_memory")
+    small = [d for d in devices if memory and (d.memory_mib or 0) << 20 < memory * MEMORY_SLACK]
+    if small:
+        sizes = ", ".join(
+            f"GPU {d.index} has {format_size((d.memory_mib or 0) << 20)}" for d in small
+        )
+        found.append(("gpu.min_memory", f"{sizes}, less than {format_size(memory)}: {RECREATE}"))
+    driver = wanted.get("min_driver")
+    if driver and devices and version(devices[0].driver) < version(driver):
+        found.append(
+            (
+                "gpu.min_driver",
+                f"the NVIDIA driver is {devices[0].driver}, older than {driver}: the image's "
+                f"CUDA may not run; {RECREATE} with a newer driver",
+            )
+        )
+    cuda = wanted.get("min_cuda")
+    if cuda and devices and (gpu.cuda is None or version(gpu.cuda) < version(cuda)):
+        have = (
+            f"supports CUDA up to {gpu.cuda}" if gpu.cuda else "does not say which CUDA it supports"
+        )
+        found.append(("gpu.min_cuda", f"the driver {have}, below {cuda}: {RECREATE}"))
+    hot = wanted.get("max_temperature")
+    for d in devices:
+        if hot is not None and d.temperature is not None and d.temperature > hot:
+            found.append(
+                (
+                    "gpu.max_temperature",
+                    f"GPU {d.index} ({d.name}) is at {d.temperature} °C, above {hot} °C: the "
+                    f"host cools it badly and it will throttle; {RECREATE}",
+                )
+            )
+    if wanted.get("healthy"):
+        problems = [problem for d in devices for problem in health_problems(d)]
+        if problems:
+            found.append(("gpu.healthy", "; ".join(problems)))
+    return found
+
+
+@role("GPU")
+def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+    """Record a violation for each unmet GPU requirement, and for an unreadable GPU state."""
+    probe = probe or roles.probe(wanted)
+    if probe is None:
+        return
+    for finding, message in check(wanted.get("gpu") or {}, probe["gpu"]):
+        findings.violation(message, finding)
