@@ -165,3 +165,25 @@ def test_real_h200_shm_is_the_last_of_two_mounts():
     block, blocks, _ = (int(f) for f in (NVIDIA / "h200-stat-shm.txt").read_text().split())
     df_bytes = int((NVIDIA / "h200-df-shm.txt").read_text().splitlines()[1].split()[1])
     assert mount_of("/dev/shm", mounts).size == block * blocks == df_bytes == 128 << 30
+
+
+def test_real_h200_probe_answer_parses():
+    """podstate's probe, run on a real H200 pod: every section reads back."""
+    from podstate.probe import PodProbe
+
+    probe = PodProbe().process((NVIDIA / "h200-probe.txt").read_text().splitlines())
+    (gpu,) = probe["gpu"].devices
+    assert (gpu.name, gpu.memory_mib, gpu.driver) == ("NVIDIA H200", 143771, "580.159.04")
+    assert (gpu.ecc_mode, gpu.ecc_uncorrected, gpu.retired_pending) == ("Enabled", 0, None)
+    assert (gpu.hw_thermal, gpu.link_width, gpu.link_width_max) == ("Not Active", 16, 16)
+    assert probe["gpu"].cuda == "13.0" and probe["gpus"] == ["NVIDIA H200"]
+    assert probe["shm_size"] == probe["free"]["/dev/shm"] == 128 << 30
+    assert probe["nvlink"] is False and probe["shell"] == "/bin/bash"
+
+
+def test_real_h200_query_has_every_field_the_probe_asks():
+    from podstate.probe import parse_cuda_version, parse_gpu_query
+
+    (gpu,) = parse_gpu_query((NVIDIA / "h200-probe-query.csv").read_text())
+    assert gpu.index == 0 and gpu.remap_pending == "No" and gpu.power_brake == "Not Active"
+    assert parse_cuda_version((NVIDIA / "h200-probe-header.txt").read_text()) == "13.0"
