@@ -10,8 +10,8 @@ from pyinfra import host
 from podstate import bookends, roles
 from podstate.roles import disk, download, env, gpu, scratch, shm, venv
 
-bookends.add()
 wanted = host.data.podstate
+bookends.add(wanted.get("waivers"))
 probe = roles.probe(wanted)
 
 if probe is not None and disk.apply(wanted, probe):  # None: pyinfra failed the pod already

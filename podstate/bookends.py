@@ -8,21 +8,24 @@ own do) and two after the last (release the lock; fail the pod with the violatio
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyinfra import host, state
 
 from podstate import findings, operations, pyinfra_api
 
 
-def add() -> None:
-    """Add the lock and report operations for the current pod, around every deploy file."""
+def add(waivers: list[dict[str, Any]] | None = None) -> None:
+    """Add the lock and report operations for the current pod, around every deploy file;
+    the report honours ``waivers``."""
     hashes = []
-    for add_op, name in (
-        (operations.lock_other_files, "Pod lock for other deploy files"),
-        (operations.release_lock, "Release the pod lock"),
-        (operations.violations, "Report what apply cannot fix"),
+    for add_op, name, args in (
+        (operations.lock_other_files, "Pod lock for other deploy files", {}),
+        (operations.release_lock, "Release the pod lock", {}),
+        (operations.violations, "Report what apply cannot fix", {"waivers": waivers}),
     ):
         before = set(state.ops.get(host, ()))
-        add_op(name=name)
+        add_op(name=name, **args)
         hashes += set(state.ops.get(host, ())) - before
     findings.of(host).bookkeeping |= set(hashes)
     pyinfra_api.bookend(host, first=hashes[:1], last=hashes[1:])

@@ -15,6 +15,7 @@ import os
 import re
 import traceback
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,8 @@ class PodResult:
     violations: list[dict[str, str]] = field(default_factory=list)
     error: str | None = None
     checked: list[str] = field(default_factory=list)  # podstate's roles, then other files
+    waived: list[dict[str, Any]] = field(default_factory=list)  # violations a waiver holds
+    stale_waivers: list[str] = field(default_factory=list)  # expired, or matching nothing
     host_key: dict[str, Any] | None = None  # hostkeys.outcome: None without podstate's store
 
     def as_dict(self) -> dict[str, Any]:
@@ -54,6 +57,8 @@ class PodResult:
             "violations": self.violations,
             "error": self.error,
             "host_key": self.host_key,
+            "waived": self.waived,
+            "stale_waivers": self.stale_waivers,
         }
 
 
@@ -194,9 +199,23 @@ def _verdict(
         )
         return result
     found = findings.of(host)
+    sorted_ = findings.waive(
+        found.violations, (host.data.get("podstate") or {}).get("waivers") or [], date.today()
+    )
     result.violations = [
-        {"role": v.role, "id": v.finding, "message": v.message} for v in found.violations
+        {"role": v.role, "id": v.finding, "message": v.message} for v in sorted_.failing
     ]
+    result.waived = [
+        {
+            "role": v.role,
+            "id": v.finding,
+            "message": v.message,
+            "reason": w["reason"],
+            "until": w["until"].isoformat(),
+        }
+        for v, w in sorted_.waived
+    ]
+    result.stale_waivers = sorted_.stale
     result.checked = list(found.roles)
     with ctx_host.use(host):
         for op_hash in state.get_op_order():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import shlex
 from collections.abc import Iterable
+from datetime import date
 from typing import Any
 
 from pyinfra import host, logger, state
@@ -220,14 +221,25 @@ def release_lock():
 
 
 @operation(is_idempotent=False)
-def violations():
+def violations(waivers: list[dict[str, Any]] | None = None):
     """
     Fail this pod with what apply cannot fix, after everything fixable has converged.
 
+    + waivers: findings to accept until a date (``waivers`` of the desired state)
+
     The roles record each violation (what is wrong, why it matters, how to fix it) with
-    ``findings.violation`` while the deploy is planned; this operation comes last.
+    ``findings.violation`` while the deploy is planned; this operation comes last. A waived
+    violation and a stale waiver are named, and fail nothing.
     """
-    messages = [f"{v.finding}: {v.message}" for v in findings.of(host).violations]
+    sorted_ = findings.waive(findings.of(host).violations, waivers or [], date.today())
+    if state.is_executing:
+        notes = [
+            f"waived {v.finding} until {w['until']} ({w['reason']}): {v.message}"
+            for v, w in sorted_.waived
+        ] + sorted_.stale
+        for note in notes:
+            logger.warning(f"{host.print_prefix}{format_text('note', 'yellow')}: {visible(note)}")
+    messages = [f"{v.finding}: {v.message}" for v in sorted_.failing]
     if not messages:
         host.noop("no violations")
         return

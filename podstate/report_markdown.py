@@ -170,6 +170,18 @@ def _findings(results: dict[str, PodResult]) -> list[str]:
     for (role, finding, message), pods in violations.items():
         label = f"{text(role)} · {text(finding)}" if finding else text(role)
         lines += [f"- **violation** {label}: {text(message)}: {_pods(len(pods))}: {names(pods)}"]
+    waived = _grouped(
+        results,
+        lambda r: (
+            [(w["id"], w["until"], w["reason"]) for w in r.waived]
+            + [("stale waiver", "", note) for note in r.stale_waivers]
+        ),
+    )
+    for (finding, until, reason), pods in waived.items():
+        when = f" until {until}" if until else ""
+        lines.append(
+            f"- **waived** {text(finding)}{when}: {text(reason)}: {_pods(len(pods))}: {names(pods)}"
+        )
     errors = _grouped(
         results,
         lambda r: [(r.status, r.error or "")] if r.status in ("unreachable", "error") else [],

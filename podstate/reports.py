@@ -64,12 +64,16 @@ def host_key_counts(results: dict[str, PodResult]) -> dict[str, int]:
     return counts
 
 
+FORMAT_VERSION = 2  # 2: violation ids, waived findings, stale waivers; fields are only added
+
+
 def as_json(results: dict[str, PodResult]) -> dict[str, Any]:
     """Return the stable JSON document (schema/check-report.schema.json)."""
     pods = {}
     for name, r in sorted(results.items()):
         pods[name] = {**r.as_dict(), "changes": public_changes(r)}
     return {
+        "format_version": FORMAT_VERSION,
         "pods": pods,
         "summary": {**summary(results), "host_keys": host_key_counts(results)},
     }
@@ -109,6 +113,10 @@ def table(results: dict[str, PodResult], diff: bool) -> str:
                 out.write("".join(f"      {line}\n" for line in text.splitlines()))
         for v in r.violations:
             out.write(f"    violation ({v['role']}): {v['message']}\n")
+        for w in r.waived:
+            out.write(f"    waived ({w['id']}) until {w['until']}, {w['reason']}: {w['message']}\n")
+        for note in r.stale_waivers:
+            out.write(f"    stale {note}\n")
     s = summary(results)
     out.write(", ".join(f"{s[k]} {k}" for k in STATUSES) + f"; exit {s['exit_code']}\n")
     keys = host_key_summary(results)
@@ -124,7 +132,7 @@ def junit(results: dict[str, PodResult]) -> str:
     the pod's connection error."""
     suites = ET.Element("testsuites", name="podstate check")
     suite = ET.SubElement(suites, "testsuite", name="podstate check")
-    counts = {"tests": 0, "failures": 0, "errors": 0}
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for name, r in sorted(results.items()):
         if r.status in ("unreachable", "error"):
             case = ET.SubElement(suite, "testcase", classname=name, name="connection")
@@ -157,6 +165,13 @@ def junit(results: dict[str, PodResult]) -> str:
                     message=visible(problems[0].splitlines()[0]),
                     type="violation" if problems[0].startswith("violation") else "drift",
                 ).text = visible("\n\n".join(problems))
+        for w in r.waived:
+            case = ET.SubElement(suite, "testcase", classname=name, name=f"waived {w['id']}")
+            ET.SubElement(
+                case, "skipped", message=visible(f"waived until {w['until']}: {w['reason']}")
+            ).text = visible(w["message"])
+            counts["tests"] += 1
+            counts["skipped"] += 1
     for key, value in counts.items():
         suite.set(key, str(value))
         suites.set(key, str(value))

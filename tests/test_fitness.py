@@ -7,6 +7,7 @@ driver, pod-4 with an ECC error and a narrowed PCIe link, pod-5 a CPU pod asked 
 """
 
 import contextlib
+import datetime
 import http.server
 import json
 import threading
@@ -169,3 +170,58 @@ def test_download_speed_and_free_space(converged, unfit, files_server, tmp_path)
     assert "below 50 Mbit/s" in slow_found["download.min_mbps"]
     assert list(findings_of(document, "pod-5")) == ["disk.min_free./"]
     assert "less than 1P" in findings_of(document, "pod-5")["disk.min_free./"]
+
+
+def test_a_waiver_holds_a_finding_back_until_its_day(converged, unfit, tmp_path):
+    """Dates relative to today: one waiver running, one expired, one matching nothing."""
+    fleet = converged
+    today = datetime.date.today()
+    soon, past = today + datetime.timedelta(days=10), today - datetime.timedelta(days=1)
+    gpu = {"count": 8, "healthy": True}
+    reason = "host in EU-RO-1: known thermal issue, ticket 1234"
+    fleet.host_vars(
+        "pod-2",
+        {
+            "gpu": gpu,
+            "waivers": [
+                {"finding": "gpu.healthy", "until": soon.isoformat(), "reason": reason},
+                {"finding": "shm.min_size", "until": soon.isoformat(), "reason": "unused"},
+            ],
+        },
+    )
+    fleet.host_vars(
+        "pod-4",
+        {
+            "gpu": {"count": 2},  # it came back without GPUs (above)
+            "waivers": [{"finding": "gpu.*", "until": past.isoformat(), "reason": "old"}],
+        },
+    )
+    report, xml = tmp_path / "r.json", tmp_path / "r.xml"
+    result = check(fleet, "--json", str(report), "--junit", str(xml), "--limit", "pod-2,pod-4")
+    pods = json.loads(report.read_text())["pods"]
+    assert pods["pod-2"]["status"] == "ok", result.stdout
+    assert [(w["id"], w["until"], w["reason"]) for w in pods["pod-2"]["waived"]] == [
+        ("gpu.healthy", soon.isoformat(), reason)
+    ]
+    assert pods["pod-2"]["stale_waivers"] == [
+        f"waiver for shm.min_size (until {soon}) matched nothing"
+    ]
+    assert pods["pod-4"]["status"] == "violation"
+    assert pods["pod-4"]["stale_waivers"] == [f"waiver for gpu.* expired on {past}"]
+    assert f"waived (gpu.healthy) until {soon}, {reason}" in result.stdout
+    assert 'name="waived gpu.healthy"' in xml.read_text() and "<skipped" in xml.read_text()
+    run = apply(fleet, "--limit", "pod-2")
+    assert run.returncode == 0, run.stderr
+    assert f"note: waived gpu.healthy until {soon} ({reason})" in run.stderr
+
+
+def test_a_waiver_more_than_90_days_ahead_is_refused_before_contact(converged):
+    fleet = converged
+    late = (datetime.date.today() + datetime.timedelta(days=91)).isoformat()
+    fleet.host_vars(
+        "pod-2", {"waivers": [{"finding": "gpu.healthy", "until": late, "reason": "x"}]}
+    )
+    result = check(fleet)
+    assert result.returncode == 1
+    assert f"waivers.0.until: {late} is more than 90 days ahead" in result.stderr
+    fleet.host_vars("pod-2", None)

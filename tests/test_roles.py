@@ -136,3 +136,25 @@ def test_room_when_free_is_unknown_above_the_reserve_or_nothing_is_there(free):
     assert has_room(probe, only_volume)
     if free != 1 << 30:
         assert has_room(probe, {**WANTED, "disk_reserve": 2 << 30})
+
+
+def test_waivers_hold_back_matching_findings_until_their_day():
+    from datetime import date
+
+    from podstate.findings import Violation, waive
+
+    hot = Violation("GPU", "gpu.healthy", "GPU 3 throttles")
+    shm = Violation("Shared memory", "shm.min_size", "/dev/shm is 64M")
+    waivers = [
+        {"finding": "gpu.*", "until": date(2026, 12, 31), "reason": "ticket 1"},
+        {"finding": "disk.min_free./", "until": date(2026, 12, 31), "reason": "ticket 2"},
+        {"finding": "shm.min_size", "until": date(2026, 11, 1), "reason": "ticket 3"},
+    ]
+    result = waive([hot, shm], waivers, date(2026, 12, 31))
+    assert result.failing == [shm]
+    assert result.waived == [(hot, waivers[0])]
+    assert result.stale == [
+        "waiver for disk.min_free./ (until 2026-12-31) matched nothing",
+        "waiver for shm.min_size expired on 2026-11-01",
+    ]
+    assert waive([hot], waivers[:1], date(2027, 1, 1)).failing == [hot]
