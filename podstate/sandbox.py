@@ -42,7 +42,7 @@ from podstate.jsonfile import write_json
 from podstate.procfs import unescape
 from podstate.sandbox_prepare import FILES, prepare_pod, software_mounts
 from podstate.sandbox_processes import POD_PATH, alive, namespaces_of, proc_start, spawn, stop
-from podstate.sandbox_shapes import SHAPES, Shape, shape_for
+from podstate.sandbox_shapes import SHAPES, Shape, gpu_fault_command, shape_for
 from podstate.sandbox_ssh import SSHD, free_ports, keygen, public_key, wait_for_banners
 from podstate.sandbox_state import (
     SandboxError,
@@ -226,6 +226,12 @@ def status() -> list[PodStatus]:
             )
         )
     return result
+
+
+def gpu_fault(name: str, fault: str, index: int = 0) -> None:
+    """Make running pod ``name`` a bad GPU host: ``fault`` is a name of GPU_FAULTS (thermal,
+    ecc, pcie, old-driver, nvml-mismatch) or ``no-gpus``; ``index`` the GPU it spoils."""
+    pod_exec(name, gpu_fault_command(fault, index))
 
 
 def pod_exec(

@@ -88,3 +88,33 @@ def gpu_layout(name: str, shape: Shape) -> str:
     lines.append("driver|550.127.05")
     lines.append("cuda|12.4")
     return "\n".join(lines) + "\n"
+
+
+# What a bad GPU host looks like to the stand-in nvidia-smi: lines for a pod's layout file
+# (read on every call, so a running pod turns bad at once). Each names the first GPU it
+# spoils as GPU {index}; see podstate/sandbox_files/nvidia-smi for the fields.
+GPU_FAULTS = {
+    # hardware thermal slowdown at 91 °C
+    "thermal": "health|{index}|91|Enabled|0|No|No|Not Active|Active|Not Active|Not Active|16|16",
+    # two uncorrected volatile ECC errors
+    "ecc": "health|{index}|45|Enabled|2|No|No|Not Active|Not Active|Not Active|Not Active|16|16",
+    # PCIe link trained at x8 of x16 (a bad riser)
+    "pcie": "health|{index}|45|Enabled|0|No|No|Not Active|Not Active|Not Active|Not Active|8|16",
+    # a driver too old for current CUDA images
+    "old-driver": "driver|535.54.03",
+    # after a host driver update: every nvidia-smi call fails
+    "nvml-mismatch": "fail|18|Failed to initialize NVML: Driver/library version mismatch",
+}
+NO_GPUS = "no-gpus"  # a pod that came back from a restart with no GPUs listed
+GPU_LAYOUT = "/usr/local/share/nvidia-smi-standin/layout"  # in each pod
+
+
+def gpu_fault_command(fault: str, index: int = 0) -> str:
+    """Return the sh command that gives a running pod the GPU ``fault`` (a GPU_FAULTS name or
+    NO_GPUS), on GPU ``index`` where the fault is one GPU's."""
+    if fault == NO_GPUS:
+        return f"sed -i '/^gpu|/d; /^health|/d' {GPU_LAYOUT}"
+    line = GPU_FAULTS[fault].format(index=index)
+    if line.startswith("driver|"):
+        return f"sed -i 's/^driver|.*/{line}/' {GPU_LAYOUT}"
+    return f"echo '{line}' >> {GPU_LAYOUT}"

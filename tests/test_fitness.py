@@ -1,9 +1,10 @@
 """End to end: GPU fitness findings, each on the right pod only, from the one probe.
 
-The sandbox's stand-in nvidia-smi answers from a layout file on each pod; the test edits it
-as a bad host would look: pod-1 (COMMUNITY, 2 GPUs over PCIe) after a host driver update
-(NVML version mismatch), pod-2 (8x H100) with a thermally throttled GPU, pod-3 with an old
-driver, pod-4 with an ECC error and a narrowed PCIe link, pod-5 a CPU pod asked for a GPU.
+``sandbox.gpu_fault`` turns a running sandbox pod into a bad GPU host (its stand-in
+nvidia-smi answers from the pod's layout file; podstate.sandbox_shapes.GPU_FAULTS):
+pod-1 (COMMUNITY, 2 GPUs over PCIe) after a host driver update (NVML version mismatch),
+pod-2 (8x H100) with a thermally throttled GPU, pod-3 with an old driver, pod-4 with an ECC
+error and a narrowed PCIe link, pod-5 a CPU pod asked for a GPU.
 """
 
 import contextlib
@@ -15,15 +16,11 @@ import time
 
 import pytest
 
+from podstate import sandbox
 from tests.e2e import apply, check
 
-LAYOUT = "/usr/local/share/nvidia-smi-standin/layout"
 PROFILE = "/etc/profile.d/podstate.sh"
 MISMATCH = "Failed to initialize NVML: Driver/library version mismatch"
-
-
-def add_layout(fleet, pod: str, *lines: str) -> None:
-    fleet.out(pod, f"printf '%s\\n' {' '.join(repr(line) for line in lines)} >> {LAYOUT}")
 
 
 @pytest.fixture(scope="module")
@@ -38,22 +35,11 @@ def converged(fleet):
 @pytest.fixture(scope="module")
 def unfit(converged, tmp_path_factory):
     fleet = converged
-    add_layout(fleet, "pod-1", f"fail|18|{MISMATCH}")
-    add_layout(
-        fleet,
-        "pod-2",
-        "health|3|91|Enabled|0|No|No|Not Active|Active|Not Active|Not Active|16|16",
-    )
-    add_layout(
-        fleet,
-        "pod-4",
-        "health|0|45|Enabled|0|No|No|Not Active|Not Active|Not Active|Not Active|8|16",
-    )
-    add_layout(
-        fleet,
-        "pod-4",
-        "health|1|45|Enabled|2|No|No|Not Active|Not Active|Not Active|Not Active|16|16",
-    )
+    sandbox.gpu_fault("pod-1", "nvml-mismatch")
+    sandbox.gpu_fault("pod-2", "thermal", index=3)
+    sandbox.gpu_fault("pod-3", "old-driver")
+    sandbox.gpu_fault("pod-4", "pcie", index=0)
+    sandbox.gpu_fault("pod-4", "ecc", index=1)
     requirements = {
         "pod-1": {"count": 2},
         "pod-2": {"count": 8, "model": "*H100*", "min_memory": "80G", "healthy": True},
@@ -96,8 +82,7 @@ def test_messages_name_the_gpu_the_reading_and_what_to_do(unfit):
     assert "GPU 0 (NVIDIA H100 80GB HBM3): PCIe link at x8 of x16" in pod4
     assert "GPU 1 (NVIDIA H100 80GB HBM3): 2 uncorrected ECC error(s)" in pod4
     assert (
-        "driver is 550.127.05, older than 555.42"
-        in findings_of(document, "pod-3")["gpu.min_driver"]
+        "driver is 535.54.03, older than 555.42" in findings_of(document, "pod-3")["gpu.min_driver"]
     )
     assert (
         "0 GPU(s) (nvidia-smi is not on the pod: a CPU pod), not 1"
@@ -118,7 +103,7 @@ def test_unreadable_gpus_keep_the_nccl_guard(unfit):
 
 def test_a_pod_that_came_back_without_gpus(converged, unfit, tmp_path):
     fleet = converged
-    fleet.out("pod-4", f"sed -i '/^gpu|/d; /^health|/d' {LAYOUT}")
+    sandbox.gpu_fault("pod-4", "no-gpus")
     fleet.host_vars("pod-4", {"gpu": {"count": 2}})
     result = check(fleet, "--json", str(tmp_path / "r.json"), "--limit", "pod-4")
     found = findings_of(json.loads((tmp_path / "r.json").read_text()), "pod-4")
