@@ -8,16 +8,30 @@ deploy/*.py``. The pod lock and the violations report span every file (see
 from pyinfra import host
 
 from podstate import bookends, roles
-from podstate.roles import disk, download, env, gpu, scratch, shm, venv
+from podstate.roles import (
+    authorized_keys,
+    disk,
+    download,
+    env,
+    files,
+    gpu,
+    packages,
+    scratch,
+    shm,
+    venv,
+)
 
 wanted = host.data.podstate
 bookends.add(wanted.get("waivers"))
 probe = roles.probe(wanted)
 
 if probe is not None and disk.apply(wanted, probe):  # None: pyinfra failed the pod already
+    packages.apply(wanted, probe)  # first: other roles may need what it installs
     gpu.apply(wanted, probe)
     download.apply(wanted, probe)
     scratch.apply(wanted, probe)
     shm.apply(wanted, probe)
     env.apply(wanted, probe)
+    files.apply(wanted, probe)
+    authorized_keys.apply(wanted, probe)
     venv.apply(wanted, probe)

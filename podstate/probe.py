@@ -335,6 +335,7 @@ def _script(
     venv: dict[str, str] | None = None,
     free: list[str] | None = None,
     download: dict[str, Any] | None = None,
+    apt: list[str] | None = None,
 ) -> str:
     """Return the POSIX sh program the probe runs: read-only, one output line per item."""
     lines = [
@@ -376,8 +377,44 @@ def _script(
         )
     if download:
         lines.append(_download_script(download["url"], download["seconds"]))
+    if apt:
+        lines += _apt_script(apt)
     lines.append("echo end")
     return "\n".join(lines)
+
+
+# What dpkg-query prints per package: its name and status (``ii``: installed).
+DPKG_FORMAT = "${Package} ${db:Status-Abbrev}\\n"
+
+
+def _apt_script(packages: list[str]) -> list[str]:
+    """Return the probe lines the packages role reads, read-only: ``apt.get 1`` when apt-get
+    is there (else 0), and ``apt.status`` with what dpkg knows of each of ``packages`` (one
+    dpkg has never seen prints nothing)."""
+    names = " ".join(shlex.quote(p) for p in packages)
+    query = f"dpkg-query -W -f {shlex.quote(DPKG_FORMAT)} -- {names} 2>/dev/null"
+    return [
+        "if command -v apt-get >/dev/null 2>&1; then echo 'apt.get 1'; else echo 'apt.get 0'; fi",
+        f'if command -v dpkg-query >/dev/null 2>&1; then echo "apt.status $({query} | b64)"; fi',
+    ]
+
+
+def parse_apt(fields: dict[str, str]) -> dict[str, Any]:
+    """Return the probe's ``apt`` dict from its ``apt.*`` lines (keys without the prefix).
+
+    A package counts as installed when dpkg's status is installed, or installed with only
+    its triggers pending (``ii``, ``iW``, ``it``: its files are in place and configured).
+    """
+    installed = set()
+    for line in _decode(fields.get("status", "")).splitlines():
+        name, _, status = line.partition(" ")
+        if status[1:2] in ("i", "W", "t"):
+            installed.add(name.split(":", 1)[0])
+    return {
+        "apt_get": fields.get("get") == "1",
+        "dpkg": "status" in fields,
+        "installed": sorted(installed),
+    }
 
 
 def _download_script(url: str, seconds: int) -> str:
@@ -408,6 +445,7 @@ class PodProbe(FactBase[dict[str, Any]]):
     + paths: directories whose kind, mode, real path and filesystem matter
     + files: managed files whose current content matters (``~/`` means the SSH user's home)
     + venv: what the venv role needs (``path``, ``python``, ``uv``, ``snapshot``), or None
+    + apt: Debian packages whose dpkg status matters, or None
 
     .. code:: python
 
@@ -442,6 +480,10 @@ class PodProbe(FactBase[dict[str, Any]]):
             #  "free": 2147483648,        # bytes free where the venv is built, None if unknown
             #  "snapshot": {"fingerprint": "...", "archive": "venv-....tar.zst",
             #               "compressor": "zstd"}}  # None: no complete snapshot
+            "apt": None,                 # None unless packages were asked for, else:
+            # {"apt_get": True,          # apt-get is on the pod
+            #  "dpkg": True,             # dpkg-query is on the pod (it answered)
+            #  "installed": ["tmux"]}    # the packages asked for that dpkg has installed
         }
     """
 
@@ -452,8 +494,9 @@ class PodProbe(FactBase[dict[str, Any]]):
         venv: dict[str, str] | None = None,
         free: list[str] | None = None,
         download: dict[str, Any] | None = None,
+        apt: list[str] | None = None,
     ) -> str:
-        return _script(paths, files, venv, free, download)
+        return _script(paths, files, venv, free, download, apt)
 
     def process(self, output: list[str]) -> dict[str, Any]:
         """Return the parsed probe; an answer cut short or malformed fails this pod alone, with
@@ -476,6 +519,7 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
     free: dict[str, int | None] = {}
     venv_fields: dict[str, str] = {}
     gpu_fields: dict[str, str] = {}
+    apt_fields: dict[str, str] = {}
     for line in output:
         key, _, rest = line.partition(" ")
         if key == "path":
@@ -496,6 +540,8 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
             venv_fields[key[5:]] = rest
         elif key.startswith("gpu."):
             gpu_fields[key[4:]] = rest
+        elif key.startswith("apt."):
+            apt_fields[key[4:]] = rest
         else:
             fields[key] = rest
     mounts = parse_mounts(_decode(fields.get("mounts", "")))
@@ -523,6 +569,7 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
         "shell": _decode(fields.get("shell", "")).strip(),
         "arch": fields.get("arch") or None,
         "venv": parse_venv(venv_fields) if "arch" in fields else None,
+        "apt": parse_apt(apt_fields) if apt_fields else None,
     }
 
 

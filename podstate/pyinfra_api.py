@@ -6,7 +6,9 @@ pyinfra has no public API for these, so each is used here only, and
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from pyinfra.api import Host, State, StringCommand
@@ -74,3 +76,20 @@ def before_first_command(
 def will_change(state: State, host: Host, op_hash: str) -> bool:
     """Return whether an operation, as planned, would run any command on ``host``."""
     return state.ops[host][op_hash].operation_meta.will_change
+
+
+@contextmanager
+def keyed(host: Host, key: str) -> Iterator[None]:
+    """Make the operations added inside the block one operation across pods per ``key``.
+
+    pyinfra names an operation by where it is called (file, line, place in a loop), and pods
+    share one operation per call site, with the names of all of them. An operation called in a
+    loop over items that differ by pod (the ``files`` of each pod) would then carry another
+    pod's item in its name. Keyed, each item is an operation of its own, named by its item, as
+    ``host.loop`` keys a loop by its index.
+    """
+    host.loop_position.append(zlib.crc32(key.encode("utf-8", "surrogateescape")))
+    try:
+        yield
+    finally:
+        host.loop_position.pop()

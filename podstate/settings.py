@@ -22,6 +22,8 @@ CONNECT_TIMEOUT = _seconds("PODSTATE_CONNECT_TIMEOUT", 10)
 COMMAND_TIMEOUT = _seconds("PODSTATE_COMMAND_TIMEOUT", 120)
 VENV_TIMEOUT = _seconds("PODSTATE_VENV_TIMEOUT", 1800)  # building a venv can take minutes
 LOCK_WAIT = _seconds("PODSTATE_LOCK_WAIT", 60)
+APT_TIMEOUT = _seconds("PODSTATE_APT_TIMEOUT", 900)  # apt-get update and install, together
+APT_LOCK_WAIT = _seconds("PODSTATE_APT_LOCK_WAIT", 120)  # for another apt's lock, within it
 LOCK_GRACE = _seconds("PODSTATE_LOCK_GRACE", 30)
 # Every pod at once: a run costs one round trip per step whatever the fleet size, and
 # pyinfra's own default (20 per CPU core) would add a step at 40 pods on a 2-core runner.

@@ -6,6 +6,7 @@ The path a value takes is: vars file -> ``load_yaml`` -> ``merge`` -> ``validate
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 import posixpath
@@ -312,6 +313,12 @@ def normalize(state: dict[str, Any], root: Path | None = None) -> dict[str, Any]
         out["download"] = {"seconds": 5, **state["download"]}
     if "venv" in state:
         out["venv"] = _venv(state["venv"], root or Path.cwd())
+    if "packages" in state:
+        out["packages"] = {"apt": list(dict.fromkeys(state["packages"].get("apt") or []))}
+    if "files" in state:
+        out["files"] = _files(state["files"], root or Path.cwd())
+    if "authorized_keys" in state:
+        out["authorized_keys"] = _authorized_keys(state["authorized_keys"])
     if "waivers" in state:
         out["waivers"] = [_waiver(i, item) for i, item in enumerate(state["waivers"])]
     return out
@@ -379,6 +386,65 @@ def _requirements(path: Path, name: str) -> str:
         if "\0" in line:
             raise SpecError(f"venv.requirements: {name} line {number}: contains a NUL byte")
     return text
+
+
+def _files(items: dict[str, dict[str, str]], root: Path) -> dict[str, dict[str, str]]:
+    """Return the ``files`` section: path -> ``content`` (a ``src`` read here, byte for byte)
+    and ``mode`` as ``stat`` prints it ("644"). A SpecError names the path and the problem."""
+    from podstate.probe import MAX_FILE
+    from podstate.roles.env import FILES as HOOKED
+
+    out = {}
+    for name, item in items.items():
+        path = normpath(name)
+        if path in [normpath(p.replace("~", "/root", 1)) for p in HOOKED]:
+            raise SpecError(
+                f"files: {path}: podstate keeps its environment hook there; put your lines in "
+                "a file of their own"
+            )
+        if ("content" in item) == ("src" in item):
+            raise SpecError(f"files: {path}: give either content or src (a file to copy)")
+        content = item.get("content")
+        if content is None:
+            source = root / item["src"]
+            try:
+                content = source.read_bytes().decode("utf-8", "surrogateescape")
+            except OSError as e:
+                raise SpecError(
+                    f"files: {path}: cannot read src {item['src']} ({display_path(source)}): "
+                    f"{e.strerror or e}"
+                ) from None
+        size = len(content.encode("utf-8", "surrogateescape"))
+        if size > MAX_FILE:
+            raise SpecError(
+                f"files: {path}: {size} bytes, more than the {MAX_FILE} podstate writes in one "
+                "command; put big files on the volume"
+            )
+        out[path] = {"content": content, "mode": format(int(item.get("mode", "0644"), 8), "o")}
+    return out
+
+
+def _authorized_keys(lines: list[str]) -> list[str]:
+    """Return the ``authorized_keys`` lines with single spaces, each key once; SpecError when
+    a key's data is not base64 of a key of the type its line names (a key pasted whole
+    always is; a cut or mixed-up one is not)."""
+    keys: dict[tuple[str, str], str] = {}
+    for number, line in enumerate(lines, start=1):
+        kind, data, *comment = line.split()
+        try:
+            blob = base64.b64decode(data, validate=True)
+            length = int.from_bytes(blob[:4], "big")
+            inner = blob[4 : 4 + length].decode("ascii")
+        except (ValueError, UnicodeDecodeError):
+            inner = ""
+        if inner != kind:
+            said = f"data of a {inner} key" if inner.isprintable() and inner else "no key data"
+            raise SpecError(
+                f"authorized_keys: entry {number} ({_short(' '.join(comment) or data[:20])}) "
+                f"says {kind} but holds {said}: paste the whole .pub line"
+            )
+        keys.setdefault((kind, data), " ".join([kind, data, *comment]))
+    return list(keys.values())
 
 
 def desired(data: dict[str, Any], source: str = "a deploy file") -> dict[str, Any]:

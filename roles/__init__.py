@@ -21,13 +21,14 @@ def probe(wanted: dict[str, Any]) -> dict[str, Any] | None:
 
     None when the probe failed; pyinfra has then already failed the pod.
     """
-    from podstate.roles import env, scratch, venv
+    from podstate.roles import authorized_keys, env, files, packages, scratch, venv
 
     return host.get_fact(
         PodProbe,
         paths=scratch.paths(wanted) + env.paths(wanted) + venv.paths(wanted),
-        files=env.FILES,
+        files=list(dict.fromkeys(env.FILES + files.paths(wanted) + authorized_keys.paths(wanted))),
         venv=venv.probe_args(wanted),
         free=list((wanted.get("disk") or {}).get("min_free") or {}),
         download=wanted.get("download"),
+        apt=packages.probe_args(wanted),
     )

@@ -1,0 +1,71 @@
+"""SSH keys: the ``authorized_keys`` list in one podstate block of ~/.ssh/authorized_keys.
+
+Only the lines between podstate's marks are podstate's: keys outside them (RunPod's
+``PUBLIC_KEY``, the key podstate connects with) are never touched, and a key removed from
+the list leaves the block. An empty list removes the block.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from podstate import operations, roles
+from podstate.role import role
+
+FILE = "~/.ssh/authorized_keys"
+MARK_BEGIN = "# >>> podstate authorized_keys >>>"
+MARK_END = "# <<< podstate authorized_keys <<<"
+BANNER = " managed: edit authorized_keys in the desired state, not this block"
+
+
+def paths(wanted: dict[str, Any]) -> list[str]:
+    """Return the files the probe must read: the SSH user's authorized_keys when the desired
+    state lists keys (an empty list too: the block then goes)."""
+    return [FILE] if wanted.get("authorized_keys") is not None else []
+
+
+def render(current: str | None, keys: list[str]) -> str:
+    """Return ``current`` with podstate's block holding ``keys``, every other line as it was.
+
+    The block stays where the first one was (or goes at the end), once; with no keys there
+    is none. A begin mark without its end mark drops only itself: the lines after it are
+    kept, since they may be keys someone relies on. A last line without its newline gets
+    one, so the block starts on a line of its own.
+    """
+    before: list[str] = []
+    after: list[str] = []
+    held: list[str] = []  # the old block's lines, until its end mark is seen
+    inside, seen = False, False
+    for line in (current or "").splitlines(keepends=True):
+        if not inside and line.startswith(MARK_BEGIN):
+            inside, seen, held = True, True, []
+        elif inside and line.startswith(MARK_END):
+            inside, held = False, []
+        elif inside:
+            held.append(line)
+        else:
+            (after if seen else before).append(line)
+    after += held  # a block without its end mark: keep what followed the begin mark
+    if before and not before[-1].endswith("\n"):
+        before[-1] += "\n"
+    block = [f"{MARK_BEGIN}{BANNER}\n", *(key + "\n" for key in keys), MARK_END + "\n"]
+    return "".join(before + (block if keys else []) + after)
+
+
+@role("Authorized keys")
+def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+    """Make podstate's block of ~/.ssh/authorized_keys hold the listed keys (a new file is
+    made 0600); a file podstate cannot edit is a violation, and nothing is written."""
+    keys: list[str] | None = wanted.get("authorized_keys")
+    if keys is None:
+        return
+    probe = probe or roles.probe(wanted)
+    if probe is None:
+        return
+    found = probe["files"][FILE]
+    content = render(found.content, keys)
+    if found.state == "absent" and not keys:
+        return
+    operations.managed_file(
+        name=f"Keys in {FILE}", path=FILE, content=content, found=found, own=False, mode="600"
+    )

@@ -1,0 +1,38 @@
+"""Files: each ``files`` path holds its content with its mode, written atomically."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyinfra import host
+
+from podstate import operations, pyinfra_api, roles
+from podstate.role import role
+
+
+def paths(wanted: dict[str, Any]) -> list[str]:
+    """Return the files the probe must read: every ``files`` path."""
+    return list(wanted.get("files") or {})
+
+
+@role("Files")
+def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+    """Write each file whose content or mode differs; anything else at its path (a
+    directory, a link, a file too large to read) is a violation and nothing is written."""
+    items: dict[str, dict[str, str]] = wanted.get("files") or {}
+    if not items:
+        return
+    probe = probe or roles.probe(wanted)
+    if probe is None:
+        return
+    for path, item in items.items():
+        name = f"File {path}"
+        with pyinfra_api.keyed(host, name):
+            operations.managed_file(
+                name=name,
+                path=path,
+                content=item["content"],
+                found=probe["files"][path],
+                own=True,
+                mode=item["mode"],
+            )
