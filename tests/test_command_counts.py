@@ -11,12 +11,26 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from tests.apt_repo import build_deb, serve
 from tests.e2e import Fleet, apply, check, exec_count
 
 CHECK_COMMANDS = 1  # exactly: the probe
 NOOP_COMMANDS = 1  # exactly: the probe (the issue's budget is 3)
 # at most: the probe, five changes (tmpfs, /dev/shm, dirs, profile, ~/.bashrc), the lock release
 FIRST_APPLY_COMMANDS = 7
+# plus: one for the missing apt packages, one per file in ``files``, one for authorized_keys
+FIRST_APPLY_COMMANDS += 1 + 2 + 1
+# packages.apt, files and authorized_keys in use: read by the same probe
+KEYS = {
+    "packages": {"apt": ["podstate-counted", "bash"]},
+    "files": {
+        "/root/.gitconfig": {"content": "[user]\n\tname = Pod\n"},
+        "/root/.config/accelerate/default_config.yaml": {"content": "x: 1\n", "mode": "0600"},
+    },
+    "authorized_keys": [
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGmYcG6NWlP6zxDiXGHDwC4whjAQALSZ3F6gIKZEhofW a@b"
+    ],
+}
 
 
 def _counted(fleet: Fleet, run) -> tuple[object, dict[str, int]]:
@@ -27,14 +41,20 @@ def _counted(fleet: Fleet, run) -> tuple[object, dict[str, int]]:
 
 
 @pytest.fixture(scope="module")
-def counts(fleet: Fleet) -> dict[str, dict[str, int]]:
+def counts(fleet: Fleet, tmp_path_factory) -> dict[str, dict[str, int]]:
     """Return the commands per pod of a first apply, a noop apply and a check, in that order.
 
     pod-3's 64 MiB /dev/shm is accepted (min_size 32M) so that every pod converges cleanly;
     a ``venv`` key, if the shipped state has one, is left out (it would build from the
-    network, and costs commands of its own).
+    network, and costs commands of its own). Every pod gets ``KEYS``, its package from a
+    local apt repository.
     """
     fleet.host_vars("pod-3", {"shm": {"min_size": "32M"}})
+    deb = build_deb(tmp_path_factory.mktemp("apt"), "podstate-counted")
+    for pod in fleet.pods:
+        serve(fleet, pod, [deb])
+    with (fleet.vars_dir / "group_vars" / "all.yaml").open("a") as all_vars:
+        all_vars.write(yaml.safe_dump(KEYS))
     for path in (fleet.vars_dir / "group_vars").glob("*.yaml"):
         data = yaml.safe_load(path.read_text()) or {}
         if "venv" in data:
