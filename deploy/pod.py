@@ -16,7 +16,9 @@ from podstate.roles import (
     files,
     gpu,
     packages,
+    repos,
     scratch,
+    secrets,
     shm,
     venv,
 )
@@ -31,7 +33,9 @@ if probe is not None and disk.apply(wanted, probe):  # None: pyinfra failed the 
     download.apply(wanted, probe)
     scratch.apply(wanted, probe)
     shm.apply(wanted, probe)
+    secrets.apply(wanted, probe)  # before env: the profile sources the secrets file
     env.apply(wanted, probe)
     files.apply(wanted, probe)
     authorized_keys.apply(wanted, probe)
     venv.apply(wanted, probe)
+    repos.apply(wanted, probe)

@@ -236,15 +236,19 @@ def _verdict(
 
 def _change(
     state: State, found: findings.Findings, op_hash: str, deploys: list[str]
-) -> dict[str, str]:
+) -> dict[str, Any]:
     """Return one pending change: the role of one of podstate's own operations, or else the
-    deploy file of a team's own; the operation as pyinfra names it; the file's diff."""
+    deploy file of a team's own; the operation as pyinfra names it, or
+    what it would change on this pod in words; the file's diff, unless it is a secret."""
     number = pyinfra_api.file_number(state, op_hash)
     deploy = deploys[number] if 0 <= number < len(deploys) else ""
     role = found.ops.get(op_hash) or deploy
     name = sorted(state.op_meta[op_hash].names)[0] if state.op_meta[op_hash].names else ""
-    change = {"role": role, "operation": name.removeprefix(f"{role} | "), "file": deploy}
-    if op_hash in found.diffs:
+    operation = found.labels.get(op_hash) or name.removeprefix(f"{role} | ")
+    change: dict[str, Any] = {"role": role, "operation": operation, "file": deploy}
+    if op_hash in found.secret:
+        change["secret"] = True  # it uploads a secret: no diff, in any report
+    elif op_hash in found.diffs:
         change["diff"] = found.diffs[op_hash]
     return change
 

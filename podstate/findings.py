@@ -33,7 +33,10 @@ class Findings:
     the role of each of podstate's own operations, by hash; ``roles``: the roles planned, in
     order (a dict used as an ordered set); ``bookkeeping``: the hashes of the lock and report
     operations, which are no change of the pod; ``locked``: a command of this run took the
-    pod lock.
+    pod lock; ``labels``: what a change of this pod is, in words, by operation hash (the
+    check shows it instead of the operation's name, which is the same on every pod);
+    ``secret``: the hashes of operations that upload a secret, whose changes no report
+    shows a diff of.
     """
 
     violations: list[Violation] = field(default_factory=list)
@@ -42,6 +45,8 @@ class Findings:
     roles: dict[str, None] = field(default_factory=dict)
     bookkeeping: set[str] = field(default_factory=set)
     locked: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
+    secret: set[str] = field(default_factory=set)
 
 
 _BY_POD: dict[str, Findings] = {}
@@ -79,6 +84,18 @@ def record_diff(path: str, old: str | None, new: str) -> None:
         tofile=f"{path} (desired)",
     )
     of(current_host).diffs[current_host.current_op_hash] = "".join(lines)
+
+
+def describe(text: str) -> None:
+    """Record what the current operation would change on the current pod, in words."""
+    of(current_host).labels[current_host.current_op_hash] = text
+
+
+def mark_secret() -> None:
+    """Record that the current operation uploads a secret: its change never has a diff."""
+    found = of(current_host)
+    found.secret.add(current_host.current_op_hash)
+    found.diffs.pop(current_host.current_op_hash, None)
 
 
 @dataclass

@@ -17,6 +17,7 @@ from typing import Any
 from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 
+from podstate import repo_ops, secret_ops
 from podstate.procfs import unescape
 from podstate.shell import b64, quote_path, script
 from podstate.sizes import format_size, parse_mount_size
@@ -336,6 +337,8 @@ def _script(
     free: list[str] | None = None,
     download: dict[str, Any] | None = None,
     apt: list[str] | None = None,
+    repos: list[dict[str, str]] | None = None,
+    secrets: list[str] | None = None,
 ) -> str:
     """Return the POSIX sh program the probe runs: read-only, one output line per item."""
     lines = [
@@ -379,6 +382,9 @@ def _script(
         lines.append(_download_script(download["url"], download["seconds"]))
     if apt:
         lines += _apt_script(apt)
+    lines += repo_ops.probe_lines(repos or [])
+    if secrets is not None:
+        lines += secret_ops.probe_lines(secrets)
     lines.append("echo end")
     return "\n".join(lines)
 
@@ -446,6 +452,8 @@ class PodProbe(FactBase[dict[str, Any]]):
     + files: managed files whose current content matters (``~/`` means the SSH user's home)
     + venv: what the venv role needs (``path``, ``python``, ``uv``, ``snapshot``), or None
     + apt: Debian packages whose dpkg status matters, or None
+    + repos: repositories (``path``, ``ref``) whose checkout matters, or None
+    + secrets: names of the secrets whose digests matter, or None (the file is not read)
 
     .. code:: python
 
@@ -484,6 +492,8 @@ class PodProbe(FactBase[dict[str, Any]]):
             # {"apt_get": True,          # apt-get is on the pod
             #  "dpkg": True,             # dpkg-query is on the pod (it answered)
             #  "installed": ["tmux"]}    # the packages asked for that dpkg has installed
+            "repos": None,               # None unless asked for; see repo_ops.parse
+            "secrets": None,             # None unless asked for; see secret_ops.parse
         }
     """
 
@@ -495,8 +505,10 @@ class PodProbe(FactBase[dict[str, Any]]):
         free: list[str] | None = None,
         download: dict[str, Any] | None = None,
         apt: list[str] | None = None,
+        repos: list[dict[str, str]] | None = None,
+        secrets: list[str] | None = None,
     ) -> str:
-        return _script(paths, files, venv, free, download, apt)
+        return _script(paths, files, venv, free, download, apt, repos, secrets)
 
     def process(self, output: list[str]) -> dict[str, Any]:
         """Return the parsed probe; an answer cut short or malformed fails this pod alone, with
@@ -520,6 +532,8 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
     venv_fields: dict[str, str] = {}
     gpu_fields: dict[str, str] = {}
     apt_fields: dict[str, str] = {}
+    repo_lines: list[str] = []
+    secret_lines: list[str] = []
     for line in output:
         key, _, rest = line.partition(" ")
         if key == "path":
@@ -542,6 +556,10 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
             gpu_fields[key[4:]] = rest
         elif key.startswith("apt."):
             apt_fields[key[4:]] = rest
+        elif key == "repo" or key.startswith("repo."):
+            repo_lines.append(line)
+        elif key.startswith("secrets."):
+            secret_lines.append(line)
         else:
             fields[key] = rest
     mounts = parse_mounts(_decode(fields.get("mounts", "")))
@@ -570,6 +588,8 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
         "arch": fields.get("arch") or None,
         "venv": parse_venv(venv_fields) if "arch" in fields else None,
         "apt": parse_apt(apt_fields) if apt_fields else None,
+        "repos": repo_ops.parse(repo_lines) if repo_lines else None,
+        "secrets": secret_ops.parse(secret_lines) if secret_lines else None,
     }
 
 

@@ -20,6 +20,8 @@ import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
+from podstate import secret
+from podstate.secret import Secret
 from podstate.sizes import parse_size
 
 SCHEMA = "pod.schema.json"  # in schema/, installed as the package data podstate.schema
@@ -226,7 +228,8 @@ def _message(error: ValidationError) -> str:
     if error.validator == "maxItems":
         return f"has more than {schema['maxItems']} entries"
     if error.validator == "pattern" and "x-message" in schema:
-        return f"{_short(error.instance)} {schema['x-message']}"
+        shown = "the value" if schema.get("x-hide") else _short(error.instance)  # a secret?
+        return f"{shown} {schema['x-message']}"
     return error.message
 
 
@@ -319,9 +322,51 @@ def normalize(state: dict[str, Any], root: Path | None = None) -> dict[str, Any]
         out["files"] = _files(state["files"], root or Path.cwd())
     if "authorized_keys" in state:
         out["authorized_keys"] = _authorized_keys(state["authorized_keys"])
+    if "repos" in state:
+        out["repos"] = _repos(state["repos"], root)
+    if "secrets" in state:
+        out["secrets"] = _secrets(state["secrets"], root, state)
     if "waivers" in state:
         out["waivers"] = [_waiver(i, item) for i, item in enumerate(state["waivers"])]
     return out
+
+
+def _secret(key: str, source: dict[str, str], root: Path | None) -> Secret:
+    """Return the secret ``source`` names, read now; SpecError names ``key`` and the variable
+    or file, never a value."""
+    try:
+        return secret.read(source, root)
+    except secret.SecretError as e:
+        raise SpecError(f"{key}: {e}") from None
+
+
+def _repos(items: dict[str, dict[str, Any]], root: Path | None) -> dict[str, dict[str, Any]]:
+    """Return the ``repos`` section: path -> ``url``, ``ref`` and ``ssh_key`` (a Secret or
+    None), with every deploy key read now."""
+    out = {}
+    for name, item in items.items():
+        path = normpath(name)
+        if path == "/":
+            raise SpecError(f"repos.{name}: must name a directory below /, such as /root/code/x")
+        key = item.get("ssh_key")
+        out[path] = {
+            "url": item["url"],
+            "ref": item["ref"],
+            "ssh_key": _secret(f"repos.{name}.ssh_key", key, root) if key else None,
+        }
+    return out
+
+
+def _secrets(
+    items: dict[str, dict[str, str]], root: Path | None, state: dict[str, Any]
+) -> dict[str, Secret]:
+    """Return the ``secrets`` section: name -> Secret, every value read now. A name also
+    set by ``env`` or ``dirs`` is a SpecError: a variable has one source."""
+    for name in items:
+        for other in ("env", "dirs"):
+            if name in (state.get(other) or {}):
+                raise SpecError(f"secrets.{name}: {name} is in {other} too; set it in one place")
+    return {name: _secret(f"secrets.{name}", source, root) for name, source in items.items()}
 
 
 def _waiver(index: int, item: dict[str, str]) -> dict[str, Any]:

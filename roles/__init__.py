@@ -21,7 +21,16 @@ def probe(wanted: dict[str, Any]) -> dict[str, Any] | None:
 
     None when the probe failed; pyinfra has then already failed the pod.
     """
-    from podstate.roles import authorized_keys, env, files, packages, scratch, venv
+    from podstate.roles import (
+        authorized_keys,
+        env,
+        files,
+        packages,
+        repos,
+        scratch,
+        secrets,
+        venv,
+    )
 
     return host.get_fact(
         PodProbe,
@@ -31,4 +40,6 @@ def probe(wanted: dict[str, Any]) -> dict[str, Any] | None:
         free=list((wanted.get("disk") or {}).get("min_free") or {}),
         download=wanted.get("download"),
         apt=packages.probe_args(wanted),
+        repos=repos.probe_args(wanted),
+        secrets=secrets.probe_args(wanted),
     )

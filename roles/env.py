@@ -20,6 +20,7 @@ from pyinfra import host
 from podstate import findings, nccl, operations, roles
 from podstate.role import role
 from podstate.roles import scratch
+from podstate.secret import SECRETS_FILE
 
 PROFILE = "/etc/profile.d/podstate.sh"
 # The file each login shell podstate can hook reads in every kind of shell.
@@ -40,8 +41,12 @@ def paths(wanted: dict[str, Any]) -> list[str]:
     return list((wanted.get("dirs") or {}).values())
 
 
-def render_profile(variables: dict[str, str], path: list[str]) -> str:
-    """Return the profile: ``variables`` exported literally, ``path`` prepended to PATH once.
+def render_profile(
+    variables: dict[str, str], path: list[str], sources: list[str] | None = None
+) -> str:
+    """Return the profile: ``variables`` exported literally, ``path`` prepended to PATH once,
+    then each file of ``sources`` sourced when the shell's user may read it (the root-only
+    secrets file: another user's shell skips it, and the profile still succeeds).
 
     Every value is single-quoted, so nothing in it is expanded or run by any shell; PATH
     entries are added only when missing, so sourcing the profile twice changes nothing.
@@ -53,6 +58,7 @@ def render_profile(variables: dict[str, str], path: list[str]) -> str:
         lines.append(f'case ":$PATH:" in *:{q}:*) ;; *) PATH={q}:"$PATH" ;; esac')
     if path:
         lines.append("export PATH")
+    lines += [f"if [ -r {shlex.quote(f)} ]; then . {shlex.quote(f)}; fi" for f in sources or []]
     return "\n".join(lines) + "\n"
 
 
@@ -87,7 +93,8 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     dirs: dict[str, str] = wanted.get("dirs") or {}
     env: dict[str, str] = wanted.get("env") or {}
     prepend: list[str] = wanted.get("path") or []
-    if not dirs and not env and not extra and not prepend:
+    sources = [SECRETS_FILE] if wanted.get("secrets") is not None else []
+    if not dirs and not env and not extra and not prepend and not sources:
         return
     modes: dict[str, str | None] = {}
     for name, path in dirs.items():
@@ -110,7 +117,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     operations.managed_file(
         name=f"Profile {PROFILE}",
         path=PROFILE,
-        content=render_profile({**dirs, **env, **extra}, prepend),
+        content=render_profile({**dirs, **env, **extra}, prepend, sources),
         found=probe["files"][PROFILE],
         own=True,
     )

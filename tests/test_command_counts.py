@@ -8,6 +8,8 @@ bench/ measures time.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import yaml
 
@@ -31,6 +33,18 @@ KEYS = {
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGmYcG6NWlP6zxDiXGHDwC4whjAQALSZ3F6gIKZEhofW a@b"
     ],
 }
+# repos and secrets in use too: a repository cloned from a bare one on the pod, a secret
+KEYS["repos"] = {"/root/code/counted": {"url": "file:///srv/git/counted.git", "ref": "v1"}}
+KEYS["secrets"] = {"COUNTED_TOKEN": {"from_env": "PODSTATE_COUNTED_TOKEN"}}
+# plus: one per repository cloned, two for the secrets file (its directory, then the install
+# of the file uploaded over SFTP, which is no remote command)
+FIRST_APPLY_COMMANDS += 1 + 2
+ORIGIN = (
+    "set -e; git init -q --bare /srv/git/counted.git && git init -q /tmp/counted && "
+    "cd /tmp/counted && echo 1 > f && git add f && "
+    "git -c user.name=t -c user.email=t@example.com commit -qm 1 && git tag v1 && "
+    "git push -q /srv/git/counted.git HEAD:refs/heads/main --tags && rm -rf /tmp/counted"
+)
 
 
 def _counted(fleet: Fleet, run) -> tuple[object, dict[str, int]]:
@@ -53,6 +67,8 @@ def counts(fleet: Fleet, tmp_path_factory) -> dict[str, dict[str, int]]:
     deb = build_deb(tmp_path_factory.mktemp("apt"), "podstate-counted")
     for pod in fleet.pods:
         serve(fleet, pod, [deb])
+        fleet.out(pod, ORIGIN)
+    os.environ["PODSTATE_COUNTED_TOKEN"] = "counted"
     with (fleet.vars_dir / "group_vars" / "all.yaml").open("a") as all_vars:
         all_vars.write(yaml.safe_dump(KEYS))
     for path in (fleet.vars_dir / "group_vars").glob("*.yaml"):

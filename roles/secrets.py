@@ -1,0 +1,60 @@
+"""Secrets: variables exported in every shell from a root-only file the profile sources.
+
+The values are read on the control machine when the run starts (``podstate.secret``) and
+reach the pod only as the content of ``SECRETS_FILE``, uploaded over SFTP. The probe reads
+salted digests of what the file sets, so drift is named per variable without its value
+(``HF_TOKEN differs``). The environment role makes the profile source the file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from podstate import roles, secret_ops
+from podstate.role import role
+from podstate.secret import SECRETS_FILE, Secret, render
+
+
+def probe_args(wanted: dict[str, Any]) -> list[str] | None:
+    """Return the probe's ``secrets`` argument: the names (None: no secrets section)."""
+    values = wanted.get("secrets")
+    return None if values is None else sorted(values)
+
+
+def drift(values: dict[str, Secret], found: dict[str, Any]) -> str | None:
+    """Return what differs on the pod, in words that hold no value, or None.
+
+    Each name whose salted digest differs (or is missing from the file) is named; a file
+    that differs otherwise (a line added by hand, a name no longer wanted), or that is not
+    root's with mode 600, is said to be so.
+    """
+    if found["state"] == "absent":
+        return f"{SECRETS_FILE} absent: " + ", ".join(f"{n} missing" for n in sorted(values))
+    if found["state"] != "file":
+        return f"{SECRETS_FILE} is a {found['state'].replace('_', ' ')}"
+    if (found["owner"], found["mode"]) != (0, "600"):
+        return f"{SECRETS_FILE} has owner {found['owner']} and mode {found['mode']}, want 0 and 600"
+    words = [
+        f"{name} {'missing' if name not in found['values'] else 'differs'}"
+        for name in sorted(values)
+        if found["values"].get(name) != values[name].digest()
+    ]
+    return ", ".join(words) or None
+
+
+@role("Secrets")
+def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+    """Write the secrets file when what it sets, its owner or its mode differ."""
+    values: dict[str, Secret] | None = wanted.get("secrets")
+    if values is None:
+        return
+    probe = probe or roles.probe(wanted)
+    if probe is None:
+        return
+    found = probe["secrets"]
+    secret_ops.secrets_file(
+        name=f"Secrets file {SECRETS_FILE}",
+        content=render(values),
+        found=found,
+        drift=drift(values, found) or "the secrets file was edited by hand",
+    )
