@@ -5,6 +5,8 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+NAMES = ("NCCL_P2P_DISABLE", "NCCL_IB_DISABLE")
+
 
 def variables(wanted: dict[str, str] | None, cloud: str, probe: dict[str, Any]) -> dict[str, str]:
     """Return the NCCL variables the profile must export ({} when none apply).

@@ -339,6 +339,7 @@ def _script(
     apt: list[str] | None = None,
     repos: list[dict[str, str]] | None = None,
     secrets: list[str] | None = None,
+    environ: list[str] | None = None,
 ) -> str:
     """Return the POSIX sh program the probe runs: read-only, one output line per item."""
     lines = [
@@ -374,6 +375,10 @@ def _script(
         lines += [f"file_state {b64(path)} {quote_path(path)} {MAX_FILE}" for path in files]
     if venv:
         lines += _venv_script(venv)
+    if environ:
+        lines.append(script("processes.sh"))
+        names = "|".join(re.escape(name) for name in environ)
+        lines.append(f"processes {shlex.quote(names)}")
     for path in free or []:
         lines.append(
             f'echo "free {b64(path)} $(stat -f -c "%S %a" -- {quote_path(path)} 2>/dev/null)"'
@@ -472,6 +477,9 @@ class PodProbe(FactBase[dict[str, Any]]):
             "files": {"~/.bashrc": FileInfo},   # every file asked for
             "free": {"/workspace": 53687091200},  # bytes free at each path asked; None: unknown
             "download": {"mbps": 812.5, "status": 0},  # None: not asked; mbps None: failed
+            "processes": [{"pid": 212, "command": "jupyter-lab",   # processes of the pod whose
+                           "environ": {"PIP_CACHE_DIR": "..."}}],  # environment sets an
+                                         # ``environ`` variable (only those variables)
             "user": "root",              # the SSH user
             "shell": "/bin/bash",        # its login shell (passwd), "" if unreadable
             "arch": "x86_64",            # uname -m; None unless venv was asked for
@@ -507,8 +515,9 @@ class PodProbe(FactBase[dict[str, Any]]):
         apt: list[str] | None = None,
         repos: list[dict[str, str]] | None = None,
         secrets: list[str] | None = None,
+        environ: list[str] | None = None,
     ) -> str:
-        return _script(paths, files, venv, free, download, apt, repos, secrets)
+        return _script(paths, files, venv, free, download, apt, repos, secrets, environ)
 
     def process(self, output: list[str]) -> dict[str, Any]:
         """Return the parsed probe; an answer cut short or malformed fails this pod alone, with
@@ -529,6 +538,7 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     files: dict[str, FileInfo] = {}
     free: dict[str, int | None] = {}
+    processes: list[dict[str, Any]] = []
     venv_fields: dict[str, str] = {}
     gpu_fields: dict[str, str] = {}
     apt_fields: dict[str, str] = {}
@@ -547,6 +557,19 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
         elif key == "file":
             name, info = parse_file(rest)
             files[name] = info
+        elif key == "proc":
+            pid, comm, environ_b64 = rest.split(" ")
+            processes.append(
+                {
+                    "pid": int(pid),
+                    "command": _decode(comm).strip(),
+                    "environ": dict(
+                        line.split("=", 1)
+                        for line in _decode(environ_b64).splitlines()
+                        if "=" in line
+                    ),
+                }
+            )
         elif key == "free":
             name, *numbers = rest.split(" ")
             free[_decode(name)] = int(numbers[0]) * int(numbers[1]) if len(numbers) == 2 else None
@@ -582,6 +605,7 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
         "paths": paths,
         "files": files,
         "free": free,
+        "processes": processes,
         "download": parse_download(fields.get("download")),
         "user": _decode(fields.get("user", "")).strip(),
         "shell": _decode(fields.get("shell", "")).strip(),

@@ -39,6 +39,7 @@ def probe(wanted: dict[str, Any]) -> dict[str, Any] | None:
         venv=venv.probe_args(wanted),
         free=list((wanted.get("disk") or {}).get("min_free") or {}),
         download=wanted.get("download"),
+        environ=env.environ_names(wanted),
         apt=packages.probe_args(wanted),
         repos=repos.probe_args(wanted),
         secrets=secrets.probe_args(wanted),

@@ -12,7 +12,9 @@ cannot hook (fish, dash, ...) is a violation: no declared variable would reach i
 
 from __future__ import annotations
 
+import json
 import shlex
+from importlib.resources import files
 from typing import Any
 
 from pyinfra import host
@@ -25,7 +27,11 @@ from podstate.secret import SECRETS_FILE
 PROFILE = "/etc/profile.d/podstate.sh"
 # The file each login shell podstate can hook reads in every kind of shell.
 HOOKED = {"bash": "~/.bashrc", "zsh": "~/.zshenv"}
-FILES = [PROFILE, *HOOKED.values()]
+# What a notebook kernel reads: the declared values as data, and IPython's startup file that
+# applies them (the Jupyter server that starts kernels predates the apply).
+DECLARED = "/etc/profile.d/podstate.json"
+KERNEL_STARTUP = "~/.ipython/profile_default/startup/00-podstate.py"
+FILES = [PROFILE, *HOOKED.values(), DECLARED, KERNEL_STARTUP]
 MARK_BEGIN = "# >>> podstate >>>"
 MARK_END = "# <<< podstate <<<"
 HOOK = (
@@ -34,6 +40,32 @@ HOOK = (
     f"{MARK_END}\n"
 )
 STICKY = {"TMPDIR": "1777"}
+
+
+def environ_names(wanted: dict[str, Any]) -> list[str]:
+    """Return the variables whose value in running processes the probe reads: every one the
+    profile may declare."""
+    return sorted({*(wanted.get("dirs") or {}), *(wanted.get("env") or {}), *nccl.NAMES})
+
+
+def stale_processes(declared: dict[str, str], processes: list[dict[str, Any]]) -> list[str]:
+    """Return, for each process started before the apply with a declared variable at another
+    value, what it has and what to do. podstate never restarts or signals it."""
+    stale = []
+    for process in processes:
+        old = {
+            name: value
+            for name, value in sorted(process["environ"].items())
+            if name in declared and value != declared[name]
+        }
+        if old:
+            has = ", ".join(f"{name}={value}" for name, value in old.items())
+            want = ", ".join(f"{name}={declared[name]}" for name in old)
+            stale.append(
+                f"{process['command']} (pid {process['pid']}) still has {has}; restart it to "
+                f"pick up {want}"
+            )
+    return stale
 
 
 def paths(wanted: dict[str, Any]) -> list[str]:
@@ -121,6 +153,26 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
         found=probe["files"][PROFILE],
         own=True,
     )
+    operations.managed_file(
+        name=f"Declared values {DECLARED}",
+        path=DECLARED,
+        content=json.dumps(
+            {"variables": {**dirs, **env, **extra}, "path": prepend, "sources": sources},
+            indent=1,
+        )
+        + "\n",
+        found=probe["files"][DECLARED],
+        own=True,
+    )
+    operations.managed_file(
+        name="Notebook kernels' startup file",
+        path=KERNEL_STARTUP,
+        content=files("podstate.scripts").joinpath("ipython-startup.py").read_text(),
+        found=probe["files"][KERNEL_STARTUP],
+        own=True,
+    )
+    for process in stale_processes({**dirs, **env, **extra}, probe["processes"]):
+        findings.violation(process, "env.stale_process")
     for path in hooked_files(probe["user"], probe["shell"]):
         found = probe["files"][path]
         operations.managed_file(

@@ -39,6 +39,8 @@ KEYS["secrets"] = {"COUNTED_TOKEN": {"from_env": "PODSTATE_COUNTED_TOKEN"}}
 # plus: one per repository cloned, two for the secrets file (its directory, then the install
 # of the file uploaded over SFTP, which is no remote command)
 FIRST_APPLY_COMMANDS += 1 + 2
+# plus: the declared values for notebook kernels and IPython's startup file
+FIRST_APPLY_COMMANDS += 2
 ORIGIN = (
     "set -e; git init -q --bare /srv/git/counted.git && git init -q /tmp/counted && "
     "cd /tmp/counted && echo 1 > f && git add f && "

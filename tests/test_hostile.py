@@ -2,11 +2,13 @@
 
 import base64
 from pathlib import Path
+from shlex import quote
 
 import pytest
 
 from podstate import sandbox
 from tests.e2e import apply
+from tests.test_notebooks import IPYTHON
 
 EVIL = {
     "SUBST": "$(touch /tmp/owned-subst)",
@@ -72,3 +74,22 @@ def test_second_apply_is_quiet(hostile):
     again = apply(hostile)
     assert again.returncode == 0
     assert again.hosts("success") == set()
+
+
+@pytest.fixture(scope="module")
+def kernels(hostile):
+    """IPython on pod-1, as tests/test_notebooks.py installs it."""
+    from tests.test_notebooks import ipython_tarball
+
+    hostile.out("pod-1", "mkdir -p /opt/ipython && tar -xzf - -C /opt/ipython", ipython_tarball())
+    return hostile
+
+
+@pytest.mark.parametrize("name", EVIL)
+def test_values_arrive_byte_for_byte_in_a_notebook_kernel(kernels, name):
+    """A kernel started with none of them gets them from podstate's startup file."""
+    code = f"import base64, os; print(base64.b64encode(os.environ[{name!r}].encode()).decode())"
+    command = f"env -i HOME=/root {IPYTHON} -c {quote(code)}"
+    encoded = kernels.out("pod-1", command).strip().splitlines()[-1]
+    assert base64.b64decode(encoded).decode() == EVIL[name]
+    assert kernels.out("pod-1", OWNED).strip() == "0"
