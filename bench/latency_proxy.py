@@ -6,8 +6,9 @@ port of 127.0.0.1 and forwards every connection to the target, holding each chun
 the round-trip time in each direction:
 
 * order is kept (a chunk's due time is its arrival time plus RTT/2, and each direction is
-  delivered by one task in arrival order), and there is no throughput cap: chunks in
-  flight overlap, so a bulk transfer costs RTT/2 once, not per chunk;
+  delivered by one task in arrival order), and there is no throughput cap unless one is
+  given (``--rate-mbs``: each direction of each connection then delivers at most that many
+  MB/s): chunks in flight overlap, so a bulk transfer costs RTT/2 once, not per chunk;
 * a new connection costs what TCP's handshake costs over a real link: the upstream
   connection is opened 1.5 RTT after the client's (SYN out, SYN-ACK back, ACK out), so the
   server's first byte (SSH's banner) reaches the client 2 RTT after ``connect()``, and the
@@ -62,13 +63,19 @@ async def _pump(
 async def _deliver(
     queue: asyncio.Queue[tuple[float, bytes]],
     writer_ready: asyncio.Future[asyncio.StreamWriter],
+    rate: float | None = None,
 ) -> None:
-    """Write queued chunks at their due times, in order; half-close on end of stream."""
+    """Write queued chunks at their due times, in order, at most ``rate`` bytes per second
+    (None: no cap); half-close on end of stream."""
     loop = asyncio.get_running_loop()
     writer = await writer_ready
+    free_at = 0.0  # when the capped link has sent what it was given before
     try:
         while True:
             due, data = await queue.get()
+            if rate:
+                due = max(due, free_at)
+                free_at = due + len(data) / rate
             wait = due - loop.time()
             if wait > 0:
                 await asyncio.sleep(wait)
@@ -85,8 +92,9 @@ async def _deliver(
 class Link:
     """One emulated network path: a fixed round-trip time for every connection through it."""
 
-    def __init__(self, rtt_s: float) -> None:
+    def __init__(self, rtt_s: float, rate: float | None = None) -> None:
         self.rtt = rtt_s
+        self.rate = rate  # bytes per second in each direction, None: no cap
         self.open_connections = 0
 
     async def handle(
@@ -104,7 +112,7 @@ class Link:
         to_client: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
         tasks = [
             asyncio.create_task(_pump(client_r, to_server, half)),
-            asyncio.create_task(_deliver(to_server, upstream_w)),
+            asyncio.create_task(_deliver(to_server, upstream_w, self.rate)),
         ]
         server_w: asyncio.StreamWriter | None = None
         try:
@@ -119,7 +127,7 @@ class Link:
             upstream_w.set_result(server_w)
             tasks += [
                 asyncio.create_task(_pump(server_r, to_client, half)),
-                asyncio.create_task(_deliver(to_client, client_w_ready)),
+                asyncio.create_task(_deliver(to_client, client_w_ready, self.rate)),
             ]
             await asyncio.gather(*tasks, return_exceptions=True)
         finally:
@@ -131,9 +139,11 @@ class Link:
             self.open_connections -= 1
 
 
-async def serve(targets: Iterable[int], rtt_ms: float, announce: bool = True) -> None:
+async def serve(
+    targets: Iterable[int], rtt_ms: float, announce: bool = True, rate_mbs: float | None = None
+) -> None:
     """Listen for every target port, print the port map as JSON, and serve until signalled."""
-    link = Link(rtt_ms / 1000.0)
+    link = Link(rtt_ms / 1000.0, rate_mbs * 1e6 if rate_mbs else None)
     servers = []
     mapping: dict[str, int] = {}
     for target in targets:
@@ -157,18 +167,28 @@ async def serve(targets: Iterable[int], rtt_ms: float, announce: bool = True) ->
 
 
 @contextlib.contextmanager
-def routes(rtt_ms: float) -> Iterator[Callable[[int], int]]:
-    """Yield a function that puts a proxy of ``rtt_ms`` in front of a port and returns the
-    port to connect to instead (``sandbox.up``'s ``storage_route``); the proxies it started
-    are stopped when the block ends.
+def routes(rtt_ms: float, rate_mbs: float | None = None) -> Iterator[Callable[[int], int]]:
+    """Yield a function that puts a proxy of ``rtt_ms`` (capped at ``rate_mbs`` MB/s each
+    way, None: no cap) in front of a port and returns the port to connect to instead
+    (``sandbox.up``'s ``storage_route``); the proxies it started are stopped when the
+    block ends.
 
     Each proxy is a process of its own, so the benchmark's timing never shares its loop.
     """
     proxies: list[subprocess.Popen] = []
 
     def route(port: int) -> int:
+        rate = ["--rate-mbs", str(rate_mbs)] if rate_mbs else []
         proxy = subprocess.Popen(
-            [sys.executable, "-m", "bench.latency_proxy", "--rtt-ms", str(rtt_ms), str(port)],
+            [
+                sys.executable,
+                "-m",
+                "bench.latency_proxy",
+                "--rtt-ms",
+                str(rtt_ms),
+                *rate,
+                str(port),
+            ],
             cwd=Path(__file__).resolve().parent.parent,
             stdout=subprocess.PIPE,
             text=True,
@@ -191,10 +211,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rtt-ms", type=float, default=DEFAULT_RTT_MS, help="round-trip time to add (ms)"
     )
+    parser.add_argument(
+        "--rate-mbs", type=float, default=None, help="cap each direction at this many MB/s"
+    )
     args = parser.parse_args(argv)
     if args.rtt_ms < 0:
         parser.error("--rtt-ms must be >= 0")
-    asyncio.run(serve(args.targets, args.rtt_ms))
+    asyncio.run(serve(args.targets, args.rtt_ms, rate_mbs=args.rate_mbs))
     return 0
 
 

@@ -300,7 +300,9 @@ def _venv_script(venv: dict[str, str]) -> list[str]:
     """Return the probe lines the venv role reads (``venv.*`` and ``arch``), read-only.
 
     ``venv`` has ``path`` (the venv symlink), ``python`` (the interpreter to find),
-    ``uv`` (where podstate keeps its own uv) and optionally ``snapshot`` (a directory).
+    ``uv`` (where podstate keeps its own uv), ``distributions`` (normalized names separated
+    by spaces, looked for in the venv's site-packages without starting Python) and
+    optionally ``snapshot`` (a directory).
     """
     p, uv = quote_path(venv["path"]), quote_path(venv["uv"])
     lines = [
@@ -310,6 +312,9 @@ def _venv_script(venv: dict[str, str]) -> list[str]:
         f"elif [ -e {p} ]; then echo 'venv.kind file'; fi",
         f'if [ -f {p}/{VENV_RECORD} ]; then echo "venv.record $(b64 < {p}/{VENV_RECORD})"; fi',
         f"if {p}/bin/python -c '' >/dev/null 2>&1; then echo 'venv.works 1'; fi",
+        script("venv_missing.sh"),
+        f'if [ -d {p} ]; then echo "venv.missing$(venv_missing {p}'
+        f' {shlex.quote(venv.get("distributions", ""))})"; fi',
         f"if i=$(command -v {shlex.quote(venv['python'])}); then"
         f' echo "venv.python $("$i" -c {shlex.quote(_PYTHON_INFO)} 2>/dev/null | b64)"; fi',
         'if u=$(command -v uv); then echo "venv.uv $(printf %s "$u" | b64)"; fi',
@@ -323,9 +328,9 @@ def _venv_script(venv: dict[str, str]) -> list[str]:
     if venv.get("snapshot"):
         s = quote_path(venv["snapshot"])
         lines.append(
-            f"if [ -f {s}/{SNAPSHOT_CURRENT} ] && read -r f a z < {s}/{SNAPSHOT_CURRENT}"
+            f"if [ -f {s}/{SNAPSHOT_CURRENT} ] && read -r f a z h < {s}/{SNAPSHOT_CURRENT}"
             f' && [ -f {s}/"$a" ]; then'
-            f' echo "venv.snapshot $(printf \'%s %s %s\' "$f" "$a" "$z" | b64)"; fi'
+            f' echo "venv.snapshot $(printf \'%s %s %s %s\' "$f" "$a" "$z" "$h" | b64)"; fi'
         )
     return lines
 
@@ -455,7 +460,8 @@ class PodProbe(FactBase[dict[str, Any]]):
 
     + paths: directories whose kind, mode, real path and filesystem matter
     + files: managed files whose current content matters (``~/`` means the SSH user's home)
-    + venv: what the venv role needs (``path``, ``python``, ``uv``, ``snapshot``), or None
+    + venv: what the venv role needs (``path``, ``python``, ``uv``, ``distributions``,
+      ``snapshot``), or None
     + apt: Debian packages whose dpkg status matters, or None
     + repos: repositories (``path``, ``ref``) whose checkout matters, or None
     + secrets: names of the secrets whose digests matter, or None (the file is not read)
@@ -488,6 +494,8 @@ class PodProbe(FactBase[dict[str, Any]]):
             #  "target": ".venv-0123abcd4567",   # the link's target, None if not a link
             #  "record": "{...}",         # path/.podstate-venv (the fingerprint), None if absent
             #  "works": True,             # path/bin/python starts
+            #  "missing": ["idna"],       # requested distributions without a *.dist-info in
+            #                             # its site-packages; None: nothing at path
             #  "python": {"executable": "/usr/bin/python3.11", "version": "3.11.2 (...)",
             #             "ensurepip": True},     # None: the interpreter is not on the pod
             #  "uv": "/usr/local/bin/uv", # uv on PATH, None if there is none
@@ -495,7 +503,8 @@ class PodProbe(FactBase[dict[str, Any]]):
             #  "zstd": True,              # the zstd command is there
             #  "free": 2147483648,        # bytes free where the venv is built, None if unknown
             #  "snapshot": {"fingerprint": "...", "archive": "venv-....tar.zst",
-            #               "compressor": "zstd"}}  # None: no complete snapshot
+            #               "compressor": "zstd", "sha256": "..."}}  # None: no complete
+            #                                                        # snapshot
             "apt": None,                 # None unless packages were asked for, else:
             # {"apt_get": True,          # apt-get is on the pod
             #  "dpkg": True,             # dpkg-query is on the pod (it answered)
@@ -656,6 +665,7 @@ def parse_venv(fields: dict[str, str]) -> dict[str, Any]:
         "target": _decode(target).removesuffix("\n") if kind == "link" else None,
         "record": _decode(fields["record"]) if "record" in fields else None,
         "works": fields.get("works") == "1",
+        "missing": fields["missing"].split() if "missing" in fields else None,
         "python": (
             {"executable": python[0], "version": python[1], "ensurepip": python[2] == "1"}
             if len(python) >= 3

@@ -408,6 +408,8 @@ def _venv(item: dict[str, Any], root: Path) -> dict[str, Any]:
         ],
         "no_index": bool(item.get("no_index", False)),
         "snapshot": snapshot,
+        "seed": bool(item.get("seed", True)),
+        "compile": bool(item.get("compile", True)),
     }
 
 

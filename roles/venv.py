@@ -3,14 +3,18 @@
 ``path`` is a symlink to a versioned directory beside it (``.<name>-<fingerprint12>``)
 where the venv was built, so scripts' shebangs never change. A run compares the
 fingerprint of what is asked (packages, requirements, installer and index options, the
-interpreter's version) with the one recorded in the venv: the same, and the interpreter
-starts: nothing to do. Otherwise the venv is built beside the old one (or unpacked from
-the snapshot of that fingerprint), verified, and switched in with one rename. Installer
-temp, cache and build directories are on local disk or scratch, never on the volume.
+interpreter's version, seed and compile) with the one recorded in the venv: the same,
+the interpreter starts and every requested distribution is still installed: nothing to
+do. Otherwise the venv is built beside the old one (or unpacked from the snapshot of that
+fingerprint, or built when that snapshot turns out bad), verified, and switched in with
+one rename. By default the venv has pip (``seed``) and its bytecode compiled
+(``compile``). Installer temp, cache and build directories are on local disk or scratch,
+never on the volume.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import platform
@@ -44,11 +48,17 @@ def managed_uv(path: str) -> str:
 
 
 def probe_args(wanted: dict[str, Any]) -> dict[str, str] | None:
-    """Return the probe's ``venv`` argument (None when no venv is wanted)."""
+    """Return the probe's ``venv`` argument (None when no venv is wanted): with the
+    normalized names of the distributions the venv must hold, for the probe to look for."""
     venv = wanted.get("venv")
     if not venv:
         return None
-    args = {"path": venv["path"], "python": venv["python"], "uv": managed_uv(venv["path"])}
+    args = {
+        "path": venv["path"],
+        "python": venv["python"],
+        "uv": managed_uv(venv["path"]),
+        "distributions": " ".join(venv_ops.normalize(name) for name in required(venv)),
+    }
     if venv["snapshot"]:
         args["snapshot"] = venv["snapshot"]
     return args
@@ -77,6 +87,25 @@ def distributions(packages: list[str], requirements: str | None) -> list[str]:
     return names
 
 
+def required(venv: dict[str, Any]) -> list[str]:
+    """Return the distributions a built venv must hold: those requested, and pip when the
+    venv is seeded with it (pip's version is not part of the fingerprint unless pinned)."""
+    names = distributions(venv["packages"], venv["requirements"])
+    if venv.get("seed", True) and "pip" not in {venv_ops.normalize(n) for n in names}:
+        names.append("pip")
+    return names
+
+
+def seed_mode(venv: dict[str, Any]) -> str:
+    """Return what the build does about pip (``Venv.seed``): ``check`` when pip is
+    requested (it is installed as asked, and must start), ``add`` when the venv is seeded,
+    else ``no``."""
+    asked = distributions(venv["packages"], venv["requirements"])
+    if "pip" in {venv_ops.normalize(n) for n in asked}:
+        return "check"
+    return "add" if venv.get("seed", True) else "no"
+
+
 def index_args(venv: dict[str, Any]) -> list[str]:
     """Return the installer's index options (pip and uv spell them alike)."""
     args = ["--index-url", venv["index_url"]] if venv["index_url"] else []
@@ -97,7 +126,8 @@ def fingerprint(venv: dict[str, Any], python: dict[str, Any]) -> tuple[str, str]
     """Return (fingerprint, record): the hash of what is asked, and the JSON kept in the venv.
 
     Package order and duplicates do not matter; the interpreter's version does (a new
-    patch release gets a new venv), and so does the path (shebangs name it).
+    patch release gets a new venv), and so does the path (shebangs name it). ``seed`` and
+    ``compile`` do, as they change what the venv holds; pip's version does not.
     """
     asked = {
         "path": venv["path"],
@@ -106,6 +136,8 @@ def fingerprint(venv: dict[str, Any], python: dict[str, Any]) -> tuple[str, str]
         "installer": venv["installer"],
         "index": index_args(venv),
         "python": {"executable": python["executable"], "version": python["version"]},
+        "seed": bool(venv.get("seed", True)),
+        "compile": bool(venv.get("compile", True)),
     }
     canonical = json.dumps(asked, sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(canonical.encode()).hexdigest()
@@ -218,11 +250,16 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
         python=python["executable"],
         installer=spec["installer"],
         requirements=requirements_text(spec),
-        distributions=distributions(spec["packages"], spec["requirements"]),
+        distributions=required(spec),
         index_args=index_args(spec),
         environment=work_environment(wanted, probe, posixpath.dirname(info["real"])),
+        seed=seed_mode(spec),
+        compile=bool(spec.get("compile", True)),
     )
-    ready = seen["works"] and recorded(seen["record"]) == digest and seen["target"] == want.version
+    second = dataclasses.replace(want, alternate=True)
+    missing = seen["missing"] or []
+    live = seen["target"] in (want.version, second.version)
+    ready = seen["works"] and recorded(seen["record"]) == digest and live and not missing
     if not ready and seen["free"] is not None and seen["free"] < disk.MIN_FREE:
         findings.violation(
             f"venv.path {path} is on a full filesystem "
@@ -232,25 +269,29 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
             "venv.free",
         )
         return
+    # A venv in use is never rebuilt in place: one broken at the fingerprint's first name
+    # is rebuilt at its second, beside it, and the other way round.
+    if seen["target"] == (want.version if not ready else second.version):
+        want = second
     snapshot = seen["snapshot"]
     restore = None
-    if not ready and snapshot and snapshot["fingerprint"] == digest:
+    if not ready and not want.alternate and snapshot and snapshot["fingerprint"] == digest:
         if snapshot["compressor"] == "gzip" or seen["zstd"]:
             restore = {**snapshot, "archive": posixpath.join(spec["snapshot"], snapshot["archive"])}
 
     uv = seen["uv"] or (managed_uv(path) if seen["managed_uv"] else None)
-    if not ready and not restore and want.installer == "uv" and uv is None:
+    fallback = None
+    if not ready and want.installer == "uv" and uv is None:
         uv = managed_uv(path)
-        if _uploadable(probe["arch"]):
-            from uv import find_uv_bin
-
-            binary = Path(find_uv_bin())
-            packed = gzcache.gzipped(binary)
+        upload = _uv_upload(probe["arch"])
+        if restore:  # uv only if the snapshot turns out bad: the venv operation then gets it
+            fallback = venv_ops.Fallback(uv=uv, upload=upload, pip_uv=upload is None)
+        elif upload:
             venv_ops.upload_file(
                 name=f"Upload uv to {uv} (the pod has none)",
-                src=str(packed or binary),
+                src=upload[0],
                 dest=uv,
-                gzipped=packed is not None,
+                gzipped=upload[1],
                 _timeout=settings.VENV_TIMEOUT,
             )
         else:
@@ -260,11 +301,19 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
                 dest=uv,
                 _timeout=settings.VENV_TIMEOUT,
             )
+    if restore:
+        fallback = dataclasses.replace(
+            fallback or venv_ops.Fallback(uv=uv if want.installer == "uv" else None),
+            snapshot=spec["snapshot"],
+            zstd=seen["zstd"],
+        )
 
     if ready:
         how = "ready"
     elif restore:
         how = f"restore from snapshot {restore['archive']}"
+    elif missing:
+        how = f"{', '.join(missing)} missing: rebuild with {want.installer} beside it"
     else:
         how = f"build with {want.installer}"
     venv_ops.venv(
@@ -273,6 +322,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
         ready=ready,
         uv=uv,
         restore=restore,
+        fallback=fallback,
         _timeout=settings.VENV_TIMEOUT,
     )
     if spec["snapshot"]:
@@ -284,3 +334,15 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
             zstd=seen["zstd"],
             _timeout=settings.VENV_TIMEOUT,
         )
+
+
+def _uv_upload(arch: str | None) -> tuple[str, bool] | None:
+    """Return the control machine's uv to upload to a pod of ``arch`` (the file, and whether
+    it is a gzip copy), or None when it does not run there (pip then installs uv)."""
+    if not _uploadable(arch):
+        return None
+    from uv import find_uv_bin
+
+    binary = Path(find_uv_bin())
+    packed = gzcache.gzipped(binary)
+    return str(packed or binary), packed is not None

@@ -28,10 +28,10 @@ import yaml
 
 from podstate import gzcache, venv_ops
 from podstate.probe import _script, parse_probe
-from podstate.roles.venv import distributions, fingerprint, recorded
+from podstate.roles.venv import distributions, fingerprint, recorded, required, seed_mode
 from podstate.shell import script
 from podstate.spec import Layer, SpecError, VarsDir, resolve
-from tests.e2e import BIN, ROOT, Fleet, apply, exec_count
+from tests.e2e import BIN, ROOT, Fleet, apply, check, exec_count
 from tests.fixtures.venv.wheels import (
     binary_wheel,
     make_wheel,
@@ -76,6 +76,8 @@ def test_spec_reads_requirements_relative_to_the_vars_dir(tmp_path):
         "find_links": ["/opt/wheelhouse", "https://example.org/wheels"],
         "no_index": False,
         "snapshot": "/workspace/.podstate/venv",
+        "seed": True,
+        "compile": True,
     }
 
 
@@ -148,6 +150,9 @@ def test_fingerprint_ignores_package_order_but_not_the_interpreter():
     assert fingerprint({**venv, "packages": ["b", "a", "a"]}, python)[0] == digest
     assert fingerprint(venv, {**python, "version": "3.11.9 (main)"})[0] != digest
     assert fingerprint({**venv, "no_index": True}, python)[0] != digest
+    assert fingerprint({**venv, "seed": False}, python)[0] != digest
+    assert fingerprint({**venv, "compile": False}, python)[0] != digest
+    assert "pip" not in json.loads(record)["asked"]["packages"]
     assert recorded("not json") is None and recorded(None) is None
 
 
@@ -159,13 +164,17 @@ def test_probe_reads_a_venv_and_its_snapshot(tmp_path):
     (tmp_path / "venv").symlink_to(versioned.name)
     (tmp_path / "snap").mkdir()
     (tmp_path / "snap/venv-0123456789ab.tar.gz").write_bytes(b"x")
-    line = venv_ops.snapshot_line("f", "venv-0123456789ab.tar.gz", "gzip")
+    line = venv_ops.snapshot_line("f", "venv-0123456789ab.tar.gz", "gzip", "ab" * 32)
     (tmp_path / "snap" / venv_ops.SNAPSHOT_CURRENT).write_text(line + "\n")
+    site = versioned / "lib/python3.11/site-packages"
+    for name in ("Typing_Extensions-4.12.2.dist-info", "zope.interface-7.0.dist-info", "idna"):
+        (site / name).mkdir(parents=True)
     args = {
         "path": str(tmp_path / "venv"),
         "python": "sh",
         "uv": str(tmp_path / ".podstate/uv"),
         "snapshot": str(tmp_path / "snap"),
+        "distributions": "typing-extensions zope-interface idna",
     }
     out = subprocess.run(["sh", "-c", _script([], [], args)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
@@ -177,8 +186,35 @@ def test_probe_reads_a_venv_and_its_snapshot(tmp_path):
         "fingerprint": "f",
         "archive": "venv-0123456789ab.tar.gz",
         "compressor": "gzip",
+        "sha256": "ab" * 32,
     }
     assert not venv["managed_uv"]
+    # idna's package directory is there, its dist-info is not: removed, as far as
+    # installers know; names compare as installers normalize them.
+    assert venv["missing"] == ["idna"]
+    (site / "idna-3.10.dist-info").mkdir()
+    out = subprocess.run(["sh", "-c", _script([], [], args)], capture_output=True, text=True)
+    assert parse_probe(out.stdout.splitlines())["venv"]["missing"] == []
+    # An old current line without the sha256 is no snapshot to restore.
+    (tmp_path / "snap" / venv_ops.SNAPSHOT_CURRENT).write_text(" ".join(line.split()[:3]) + "\n")
+    out = subprocess.run(["sh", "-c", _script([], [], args)], capture_output=True, text=True)
+    assert parse_probe(out.stdout.splitlines())["venv"]["snapshot"] is None
+
+
+def test_probe_of_a_path_with_nothing_there_reports_no_missing_list(tmp_path):
+    args = {"path": str(tmp_path / "venv"), "python": "sh", "uv": "/nonexistent/uv"}
+    out = subprocess.run(["sh", "-c", _script([], [], args)], capture_output=True, text=True)
+    assert parse_probe(out.stdout.splitlines())["venv"]["missing"] is None
+
+
+def test_pip_is_required_unless_the_venv_is_not_seeded():
+    venv = {"packages": ["Pip==24.0", "numpy"], "requirements": None, "seed": False}
+    assert required(venv) == ["Pip", "numpy"] and seed_mode(venv) == "check"
+    venv = {"packages": ["numpy"], "requirements": None}
+    assert required(venv) == ["numpy", "pip"] and seed_mode(venv) == "add"
+    venv = {"packages": ["numpy"], "requirements": None, "seed": False}
+    assert required(venv) == ["numpy"] and seed_mode(venv) == "no"
+    assert venv_ops.normalize("Zope.Interface__x") == "zope-interface-x"
 
 
 def test_probe_without_venv_is_unchanged():
@@ -230,13 +266,14 @@ def test_failure_line_is_the_installers_cause(tmp_path, log, expected):
 
 
 def test_snapshot_line_reads_back_and_rejects_partial_lines():
-    line = venv_ops.snapshot_line("f" * 64, "venv-ffffffffffff.tar.zst", "zstd")
+    line = venv_ops.snapshot_line("f" * 64, "venv-ffffffffffff.tar.zst", "zstd", "0" * 64)
     assert venv_ops.read_snapshot(line + "\n") == {
         "fingerprint": "f" * 64,
         "archive": "venv-ffffffffffff.tar.zst",
         "compressor": "zstd",
+        "sha256": "0" * 64,
     }
-    assert venv_ops.read_snapshot("f venv.tar.gz") is None
+    assert venv_ops.read_snapshot("f venv.tar.gz gzip") is None
     assert venv_ops.read_snapshot("") is None and venv_ops.read_snapshot("a  b") is None
 
 
@@ -278,16 +315,20 @@ def _sh(command: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="needs /usr/bin/python3")
 def test_scripts_build_pack_and_restore_a_venv_locally(tmp_path):
-    """The venv scripts, run here: build and switch, a snapshot the probe reads, a restore,
-    a broken archive set aside, and a failed build that leaves nothing behind."""
+    """The venv scripts, run here: build and switch (pip in the venv, bytecode compiled), a
+    snapshot the probe reads with its sha256, a restore, a corrupted archive and a broken
+    one set aside, and a failed build that leaves nothing behind."""
     from uv import find_uv_bin
 
-    want = _local_venv(tmp_path)
+    want = _local_venv(tmp_path, distributions=["pip"])
     opt, snap = tmp_path / "opt", tmp_path / "snap"
     built = _sh(venv_ops.venv_command(want, find_uv_bin()))
     assert built.returncode == 0, built.stderr
     assert os.readlink(want.path) == want.version
     assert recorded((opt / want.version / venv_ops.VENV_RECORD).read_text()) == want.fingerprint
+    pip = _sh(f"{want.path}/bin/python -m pip --version")
+    assert pip.returncode == 0 and f"from {want.path}/lib/" in pip.stdout, pip.stderr
+    assert list((opt / want.version).glob("lib/python*/site-packages/pip/__pycache__/*.pyc"))
 
     packed = _sh(venv_ops.snapshot_command(want, str(snap), zstd=False))
     assert packed.returncode == 0, packed.stderr
@@ -296,35 +337,61 @@ def test_scripts_build_pack_and_restore_a_venv_locally(tmp_path):
         "python": "sh",
         "uv": str(opt / ".podstate/uv"),
         "snapshot": str(snap),
+        "distributions": "pip",
     }
-    probed = _sh(_script([], [], args))
-    found = parse_probe(probed.stdout.splitlines())["venv"]["snapshot"]
+    probed = parse_probe(_sh(_script([], [], args)).stdout.splitlines())["venv"]
+    found = probed["snapshot"]
+    archive = snap / f"venv-{want.fingerprint[:12]}.tar.gz"
     assert found == {
         "fingerprint": want.fingerprint,
-        "archive": f"venv-{want.fingerprint[:12]}.tar.gz",
+        "archive": archive.name,
         "compressor": "gzip",
+        "sha256": hashlib.sha256(archive.read_bytes()).hexdigest(),
     }
+    assert probed["missing"] == []
 
-    restore = {**found, "archive": str(snap / found["archive"])}
+    restore = {**found, "archive": str(archive)}
     _sh(f"rm -rf {opt}")
     restored = _sh(venv_ops.venv_command(want, None, restore))
     assert restored.returncode == 0, restored.stderr
     assert os.readlink(want.path) == want.version
     assert "podstate: restored" in (opt / ".podstate/venv.log").read_text()
 
-    _sh(f"rm -rf {opt}")
-    (snap / found["archive"]).write_text("not an archive")
-    broken = _sh(venv_ops.venv_command(want, None, restore))
-    assert broken.returncode == 1
-    assert broken.stderr.startswith(f"podstate: venv restore failed: cannot unpack {snap}/")
-    assert sorted(os.listdir(snap)) == sorted([found["archive"], "current.bad"])
-    assert os.listdir(opt) == [".podstate"]
+    good = archive.read_bytes()
+    for damage, why in [
+        (good[: len(good) // 2], r"its sha256 is [0-9a-f]{64}, not "),
+        (b"not an archive", r"its sha256 is [0-9a-f]{64}, not "),
+    ]:
+        _sh(f"rm -rf {opt}")
+        archive.write_bytes(damage)
+        (snap / "current").write_text(venv_ops.snapshot_line(*found.values()) + "\n")
+        broken = _sh(venv_ops.venv_command(want, None, restore))
+        assert broken.returncode == 1
+        assert re.match(f"podstate: venv snapshot {archive} is bad: {why}", broken.stderr)
+        assert sorted(os.listdir(snap)) == sorted([archive.name, "current.bad"])
+        assert os.listdir(opt) == [".podstate"]
+    # The sum matches, the content is no archive: it does not unpack.
+    archive.write_bytes(b"not an archive")
+    sha = hashlib.sha256(b"not an archive").hexdigest()
+    unpack = _sh(venv_ops.venv_command(want, None, {**restore, "sha256": sha}))
+    assert re.match(f"podstate: venv snapshot {archive} is bad: it does not unpack", unpack.stderr)
 
     missing = _local_venv(tmp_path, distributions=["nosuchpkg"])
     failed = _sh(venv_ops.venv_command(missing, find_uv_bin()))
     assert failed.returncode == 1
     assert "podstate: venv build failed: requested but not installed: nosuchpkg" in failed.stderr
     assert os.listdir(opt) == [".podstate"]
+
+
+@pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="needs /usr/bin/python3")
+def test_scripts_build_without_pip_or_bytecode_when_asked(tmp_path):
+    from uv import find_uv_bin
+
+    want = _local_venv(tmp_path, seed="no", compile=False)
+    built = _sh(venv_ops.venv_command(want, find_uv_bin()))
+    assert built.returncode == 0, built.stderr
+    assert _sh(f"{want.path}/bin/python -m pip --version").returncode != 0
+    assert not list(Path(want.version_dir).glob("lib/python*/site-packages/*/__pycache__"))
 
 
 def test_gzip_copies_are_made_once_per_version_of_a_file(tmp_path, monkeypatch):
@@ -440,6 +507,47 @@ def test_install_caches_stay_off_the_network_volume(pods, built):
     assert "archive-v0" in pods.out("pod-5", "ls /scratch/.podstate-cache/uv")
 
 
+def test_pip_in_the_venv_installs_into_the_venv_and_bytecode_is_compiled(pods, built):
+    """pip is the venv's own: ``python -m pip`` and ``bin/pip`` install into the venv, not
+    into the system interpreter; what the build installed is byte-compiled."""
+    version = pods.out("pod-5", "/opt/venv/bin/python -m pip --version")
+    assert " from /opt/venv/lib/" in version, version
+    pyc = pods.out("pod-5", "ls /opt/venv/lib/python3*/site-packages/tinyapp/__pycache__")
+    assert ".pyc" in pyc
+    pip = "/opt/venv/bin/pip install -q --no-index --find-links /opt/wheelhouse tinyextra"
+    pods.out("pod-5", pip)
+    try:
+        assert imports(pods, "pod-5", "tinyextra") == "tinyextra"
+        assert pods.ssh("pod-5", "python3 -c 'import tinyextra'").returncode != 0
+    finally:
+        pods.out("pod-5", "/opt/venv/bin/pip uninstall -q -y tinyextra")
+
+
+def test_a_removed_distribution_is_drift_and_apply_rebuilds_beside_it(pods, built):
+    """A requested distribution removed by hand (its dependencies are not checked)."""
+    assert apply(pods, "--limit", "pod-5").hosts("success") == set()
+    first = target(pods, "pod-5")
+    # As a user would remove it: its package and dist-info directories.
+    pods.out("pod-5", "cd /opt/venv/lib/python3*/site-packages && rm -rf tinyapp tinyapp-*")
+    drift = check(pods, "--limit", "pod-5")
+    assert drift.returncode != 0
+    assert "/opt/venv: tinyapp missing" in drift.stdout, drift.stdout
+    assert "nothing would change" not in drift.stdout
+    run = apply(pods, "--limit", "pod-5")
+    assert run.returncode == 0, run.stderr
+    assert "Venv | Venv /opt/venv: tinyapp missing: rebuild with uv beside it" in op_names(run)
+    second = target(pods, "pod-5")
+    assert second == first + venv_ops.ALTERNATE
+    assert sorted(versions(pods, "pod-5")) == sorted([first, second])
+    assert imports(pods, "pod-5", "tinyapp") == "tinyapp"
+    assert apply(pods, "--limit", "pod-5").hosts("success") == set()
+    # Broken again: rebuilt at the first name, beside the second.
+    pods.out("pod-5", "rm -rf /opt/venv/lib/python3*/site-packages/tinyapp-*.dist-info")
+    assert apply(pods, "--limit", "pod-5").returncode == 0
+    assert target(pods, "pod-5") == first and imports(pods, "pod-5", "tinyapp") == "tinyapp"
+    assert check(pods, "--limit", "pod-5").returncode == 0
+
+
 def test_second_apply_changes_nothing_and_costs_only_the_probe(pods, built):
     before = exec_count(pods, "pod-5")
     again = apply(pods, "--limit", "pod-5")
@@ -542,6 +650,42 @@ def test_snapshot_restores_a_wiped_pod_without_installing(pods, built):
     assert pods.ssh("pod-5", "ls -A /scratch/.podstate-cache/uv").stdout.strip() == ""
     assert imports(pods, "pod-5", "tinyextra") == "tinyextra"
     assert apply(pods, "--limit", "pod-5").hosts("success") == set()
+
+
+def test_corrupted_snapshot_is_reported_built_instead_and_replaced(pods, built):
+    """A truncated archive on the volume and a wiped container disk: the run verifies the
+    archive's sha256, says the snapshot is bad, builds (uploading uv) and packs it again."""
+    from podstate import sandbox
+
+    snap = "/workspace/.podstate/venv"
+    want(pods, "pod-5", packages=["tinyapp", "tinyextra"], snapshot=snap)
+    assert apply(pods, "--limit", "pod-5").returncode == 0
+    fingerprint, archive, _, sha = pods.out("pod-5", f"cat {snap}/current").split()
+    size = int(pods.out("pod-5", f"stat -c %s {snap}/{archive}"))
+    pods.out("pod-5", f"truncate -s {size // 2} {snap}/{archive}")
+    sandbox.pod_exec(
+        "pod-5", "rm -rf /opt/venv /opt/.venv-* /opt/.podstate /scratch/.podstate-cache"
+    )
+    run = apply(pods, "--limit", "pod-5")
+    assert run.returncode == 0, run.stderr
+    assert f"podstate: venv snapshot {snap}/{archive} is bad: its sha256 is" in run.stderr
+    assert "building instead" in run.stderr
+    assert imports(pods, "pod-5", "tinyextra") == "tinyextra"
+    assert pods.out("pod-5", "/opt/venv/bin/python -m pip --version").startswith("pip ")
+    # The snapshot was packed again: the same fingerprint, a whole archive, its sum recorded.
+    again = pods.out("pod-5", f"cat {snap}/current").split()
+    assert again[0] == fingerprint and again[1] == archive
+    whole = pods.out("pod-5", f"sha256sum {snap}/{archive}").split()[0]
+    assert again[3] == whole and int(pods.out("pod-5", f"stat -c %s {snap}/{archive}")) > 0
+    assert pods.out("pod-5", f"ls -A {snap}").split() == sorted([archive, "current"])
+    assert apply(pods, "--limit", "pod-5").hosts("success") == set()
+    # And it restores.
+    sandbox.pod_exec("pod-5", "rm -rf /opt/venv /opt/.venv-* /opt/.podstate")
+    run = apply(pods, "--limit", "pod-5")
+    assert run.returncode == 0 and "is bad" not in run.stderr, run.stderr
+    assert [name for name in op_names(run) if "restore from snapshot" in name]
+    assert imports(pods, "pod-5", "tinyextra") == "tinyextra"
+    want(pods, "pod-5", packages=["tinyapp"])
 
 
 def test_install_failure_names_the_cause_and_keeps_the_old_venv(pods, built):
