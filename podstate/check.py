@@ -17,7 +17,7 @@ import traceback
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 import pyinfra
@@ -31,6 +31,9 @@ from pyinfra_cli.inventory import make_inventory
 from pyinfra_cli.util import exec_file
 
 from podstate import findings, hostkeys, pyinfra_api, settings
+
+if TYPE_CHECKING:
+    from podstate.shards import Shard
 
 STATUSES = ("ok", "drift", "violation", "unreachable", "error")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -135,10 +138,15 @@ def _limit(inventory, patterns: list[str]) -> list | None:
 
 
 def run(
-    inventory_file: str, deploys: list[str], limit: list[str], timeout: int = 10
+    inventory_file: str,
+    deploys: list[str],
+    limit: list[str],
+    timeout: int = 10,
+    shard: Shard | None = None,
 ) -> dict[str, PodResult]:
-    """Return the verdict for every pod of the inventory (after ``--limit``), planning the
-    deploy files in the order given, as ``pyinfra`` runs them."""
+    """Return the verdict for every pod of the inventory (after ``--limit``, then of those
+    the ones in ``shard``), planning the deploy files in the
+    order given, as ``pyinfra`` runs them. An empty shard is no pod and no connection."""
     if not deploys:
         raise CheckFailed("no deploy files to plan (run from the repository root)")
     for path, what in [(inventory_file, "inventory"), *((d, "deploy file") for d in deploys)]:
@@ -159,6 +167,10 @@ def run(
             raise CheckFailed(str(e.code).removeprefix("podstate: ")) from None
         ctx_inventory.set(inventory)
         hosts = _limit(inventory, limit)
+        if shard is not None:
+            hosts = [h for h in (inventory if hosts is None else hosts) if shard.holds(h.name)]
+            if not hosts:
+                return {}
         config.PARALLEL = min(settings.PARALLEL, len(hosts or inventory) or 1)
         state.init(inventory, config, initial_limit=hosts)
         state.add_callback_handler(errors)

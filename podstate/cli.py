@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from podstate import check, hostkeys, report_markdown, reports, sandbox, settings, signals
+from podstate import check, hostkeys, report_markdown, reports, sandbox, settings, shards, signals
 from podstate.check import CheckFailed
 from podstate.spec import SpecError
 
@@ -46,7 +46,15 @@ def _check(args: argparse.Namespace) -> int:
     deploys = args.deploy or check.deploy_files()
     if args.strict_host_keys:
         os.environ[hostkeys.STRICT_ENV] = "1"  # read when inventories/pods.py builds the hosts
-    results = check.run(args.inventory, deploys, args.limit or [], timeout=args.timeout)
+    shard = shards.parse(args.shard) if args.shard else None
+    results = check.run(
+        args.inventory, deploys, args.limit or [], timeout=args.timeout, shard=shard
+    )
+    return _write_reports(results, args)
+
+
+def _write_reports(results: dict[str, check.PodResult], args: argparse.Namespace) -> int:
+    """Print the table, write the reports ``args`` asks for; return the fleet's exit status."""
     sys.stdout.write(reports.table(results, diff=args.diff))
     sys.stdout.flush()
     if args.json:
@@ -58,11 +66,28 @@ def _check(args: argparse.Namespace) -> int:
     return check.exit_code(results)
 
 
+def _merge(args: argparse.Namespace) -> int:
+    """Merge shard reports into one (``podstate.shards``): write OUT.json and the JUnit and
+    Markdown reports asked for, print the table; return the whole fleet's exit status, 1
+    when a shard report is missing or unreadable (named on stderr)."""
+    results = shards.merge_files(args.reports)
+    for line in shards.problems(results):
+        print(f"podstate: {line}", file=sys.stderr)
+    args.json = args.out
+    return _write_reports(results, args)
+
+
 def _inventory(args: argparse.Namespace) -> int:
-    """Print the pods the inventory would manage, and the skipped ones; 1 on an error."""
+    """Print the pods the inventory would manage (of ``--shard``'s share, if given), and the
+    skipped ones; with ``--names``, only the names, comma-separated for pyinfra's --limit."""
     from podstate.inventory import load_inventory
 
+    shard = shards.parse(args.shard) if args.shard else None
     found = load_inventory(record_host_keys=False)
+    chosen = [pod for pod in found.pods if shard is None or shard.holds(pod.name)]
+    if args.names:
+        print(",".join(pod.name for pod in chosen))
+        return 0
     pods = [
         {
             "name": pod.name,
@@ -72,7 +97,7 @@ def _inventory(args: argparse.Namespace) -> int:
             "groups": pod.groups,
             "pod_id": pod.data.get("pod_id"),
         }
-        for pod in found.pods
+        for pod in chosen
     ]
     skipped = [{"id": s.id, "name": s.name, "reason": s.reason} for s in found.skipped]
     if args.json:
@@ -125,11 +150,34 @@ def parser() -> argparse.ArgumentParser:
     drift.add_argument(
         "--timeout", type=int, default=settings.CONNECT_TIMEOUT, help="SSH connect timeout, seconds"
     )
+    drift.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="check only shard K of N: the pods whose name hashes to it (a CI matrix job)",
+    )
     drift.set_defaults(run=_check)
+    report = commands.add_parser("report", help="work on check reports")
+    report_actions = report.add_subparsers(dest="action", required=True)
+    merging = report_actions.add_parser(
+        "merge",
+        help="merge shard reports (check --json) into one; exit 0 ok, 2 drift, 1 worse",
+    )
+    merging.add_argument("out", metavar="OUT.json", help="the merged JSON report to write")
+    merging.add_argument("reports", metavar="IN.json", nargs="+", help="the shards' reports")
+    merging.add_argument("--junit", metavar="PATH", help="write a JUnit XML report here")
+    merging.add_argument("--markdown", metavar="PATH", help="write a compact Markdown report here")
+    merging.add_argument("--diff", action="store_true", help="show unified diffs in the table")
+    merging.set_defaults(run=_merge)
     listing = commands.add_parser(
         "inventory", help="list the pods to manage (pods file or RunPod API) and skipped ones"
     )
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    listing.add_argument("--shard", metavar="K/N", help="only the pods of shard K of N")
+    listing.add_argument(
+        "--names",
+        action="store_true",
+        help="print only the names, comma-separated (for pyinfra --limit)",
+    )
     listing.set_defaults(run=_inventory)
     return top
 
@@ -140,6 +188,6 @@ def main(argv: list[str] | None = None) -> int:
     signals.install()
     try:
         return args.run(args)
-    except (sandbox.SandboxError, check.CheckFailed, SpecError) as e:
+    except (sandbox.SandboxError, check.CheckFailed, SpecError, shards.ShardError) as e:
         print(f"podstate: {e}", file=sys.stderr)
         return 1
