@@ -30,6 +30,7 @@ EXAMPLES = ROOT / "examples" / "ci"
 HOURLY = EXAMPLES / "podstate-check.yml"
 PULL_REQUEST = EXAMPLES / "podstate-pr.yml"
 GITLAB = EXAMPLES / "gitlab-ci.yml"
+SHARDED = EXAMPLES / "podstate-check-sharded.yml"
 REPORT_SCHEMA = json.loads((ROOT / "schema/check-report.schema.json").read_text())
 PODS = {"pod-1", "pod-2", "pod-3"}
 
@@ -43,6 +44,7 @@ PODS = {"pod-1", "pod-2", "pod-3"}
         (HOURLY, "vendor.github-workflows"),
         (PULL_REQUEST, "vendor.github-workflows"),
         (GITLAB, "vendor.gitlab-ci"),
+        (SHARDED, "vendor.github-workflows"),
     ],
 )
 def test_example_validates_against_its_ci_systems_schema(example, schema):
@@ -56,10 +58,10 @@ def test_example_validates_against_its_ci_systems_schema(example, schema):
 
 
 def test_every_example_is_listed_here():
-    assert sorted(EXAMPLES.iterdir()) == sorted([HOURLY, PULL_REQUEST, GITLAB])
+    assert sorted(EXAMPLES.iterdir()) == sorted([HOURLY, PULL_REQUEST, GITLAB, SHARDED])
 
 
-@pytest.mark.parametrize("example", [HOURLY, PULL_REQUEST, GITLAB])
+@pytest.mark.parametrize("example", [HOURLY, PULL_REQUEST, GITLAB, SHARDED])
 def test_examples_pin_actions_and_install_regularly(example):
     text = example.read_text()
     assert "pip install ." in text and "pip install -e" not in text
