@@ -79,14 +79,14 @@ def _merge(args: argparse.Namespace) -> int:
 
 def _inventory(args: argparse.Namespace) -> int:
     """Print the pods the inventory would manage (of ``--shard``'s share, if given), and the
-    skipped ones; with ``--names``, only the names, comma-separated for pyinfra's --limit."""
+    skipped ones; with ``--names``, only the names, one a line, for pyinfra's --limit."""
     from podstate.inventory import load_inventory
 
     shard = shards.parse(args.shard) if args.shard else None
     found = load_inventory(record_host_keys=False)
     chosen = [pod for pod in found.pods if shard is None or shard.holds(pod.name)]
     if args.names:
-        print(",".join(pod.name for pod in chosen))
+        print("".join(f"{pod.name}\n" for pod in chosen), end="")
         return 0
     pods = [
         {
@@ -176,7 +176,7 @@ def parser() -> argparse.ArgumentParser:
     listing.add_argument(
         "--names",
         action="store_true",
-        help="print only the names, comma-separated (for pyinfra --limit)",
+        help="print only the names, one a line (for pyinfra --limit NAME ...)",
     )
     listing.set_defaults(run=_inventory)
     return top

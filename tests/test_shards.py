@@ -14,7 +14,7 @@ from junitparser import Failure, JUnitXml
 from podstate import shards
 from podstate.check import PodResult
 from podstate.reports import as_json
-from tests.e2e import BIN, ROOT, apply, check, run
+from tests.e2e import BIN, ROOT, apply, check, exec_count, run
 
 SANDBOX = {"pods": 4}
 REPORT_SCHEMA = json.loads((ROOT / "schema/check-report.schema.json").read_text())
@@ -259,8 +259,15 @@ def test_two_shards_merged_equal_the_whole_check(drifted, tmp_path):
 def test_shard_composes_with_limit_and_lists_for_pyinfra(drifted, tmp_path):
     listed = run(drifted, [str(BIN / "podstate"), "inventory", "--shard", "1/2", "--names"])
     assert listed.returncode == 0, listed.stderr
-    names = listed.stdout.strip().split(",")
+    names = listed.stdout.split()
     assert set(names) == set(shards.select(list(drifted.pods), shards.Shard(1, 2)))
+    limits = [arg for name in names for arg in ("--limit", name)]
+    before = {pod: exec_count(drifted, pod) for pod in drifted.pods}
+    applied = apply(drifted, *limits)  # the README's recipe for a sharded apply
+    assert applied.returncode == 0, applied.stderr
+    contacted = {pod for pod in drifted.pods if exec_count(drifted, pod) > before[pod]}
+    assert contacted == set(names)
+    assert "pod-1" not in names  # pod-1's drift stays for the other tests
     out = tmp_path / "one.json"
     limited = check(drifted, "--limit", names[0], "--shard", "1/2", "--json", str(out))
     assert limited.returncode in (0, 2), limited.stdout + limited.stderr
