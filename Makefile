@@ -57,7 +57,9 @@ down: venv
 clean: down
 	rm -rf $(VENV) .pytest_cache .ruff_cache
 
-# Writes bench/results/scale.md: apply and check of up to 200 pods from one process (root).
+# Writes bench/results/scale.md and scale.json: apply and check of 50 to 500 pods from one
+# process, then the 500 checked as 4 shards, each timed alone (root);
+# SCALE_ARGS="--pods 50 200 --shards 2" and so on.
 bench-scale: deps venv
 	$(BIN)/python -m bench.scale $(SCALE_ARGS)
 
