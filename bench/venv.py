@@ -1,4 +1,4 @@
-"""Venv benchmark: time to a ready venv of numpy + pandas on sandbox pods, four ways.
+"""Venv benchmark: time to a ready venv of numpy + pandas on sandbox pods, several ways.
 
 On fresh sandbox pods whose network volume (/workspace, sshfs) is reached through the
 latency proxy (bench/latency_proxy.py, default 10 ms round trip), with the same local
@@ -11,11 +11,20 @@ fetched once with ``pip download``) copied onto each pod's local disk:
 2. ``role``: ``pyinfra`` applying a ``venv:`` section to a fresh pod (no uv, empty caches);
 3. ``restore``: the same after wiping the pod's container disk, with ``venv.snapshot`` on
    the network volume: the role unpacks the snapshot instead of installing;
-4. ``floor``: ``uv pip install`` by hand into local disk with a warm local cache.
+4. ``floor``: ``uv pip install`` by hand into local disk with a warm local cache, and
+   with an empty one (``cold_s``), doing what the role does (pip seeded from the
+   interpreter's wheel, bytecode compiled); and unpacking the snapshot archive by hand
+   from the volume (``unpack_s``);
+5. ``remote``: packages from a remote index instead: the same wheels served over HTTP
+   (find-links) through the latency proxy at ``--index-rtt-ms`` (50) and ``--index-mbs``
+   (50 MB/s); a build on a wiped pod against a restore from the snapshot.
 
-For 2 and 3 the table gives the whole ``pyinfra`` run (connect, probe, uv upload, build)
-and the venv operation alone (from its log's timestamps). Then ``import pandas`` is timed
-from each venv, first (cold: uv does not precompile bytecode) and again (warm).
+The targets are ratios to floors measured in the same run: a fresh pod's whole apply
+<= 1.3 x (an apply that changes nothing + ``uv pip install`` by hand with an empty cache);
+a restore's whole apply <= 1.3 x (an apply that changes nothing + unpacking the archive by
+hand); naive / role >= 100 x. For 2 and 3 the table gives the whole ``pyinfra`` run
+(connect, probe, uv upload, build) and the venv operation alone (from its log's
+timestamps). Then ``import pandas`` is timed from each venv, first and again.
 
 Run as root: ``make bench-venv`` or ``python -m bench.venv [--rtt-ms 10]``. Writes
 bench/results/venv.md and venv.json.
@@ -128,8 +137,17 @@ class Pods:
         return float(self.out(pod, command).split()[-1]), float(self.out(pod, command).split()[-1])
 
 
-def run(rtt_ms: float, naive_timeout: int, wheels: Path, repeat: int) -> dict[str, Any]:
-    """Run the four cases (2 to 4 ``repeat`` times, for medians); return the raw results."""
+def run(
+    rtt_ms: float,
+    naive_timeout: int,
+    wheels: Path,
+    repeat: int,
+    index: tuple[float, float] | None = (50.0, 50.0),
+) -> dict[str, Any]:
+    """Run the cases (2 to 5 ``repeat`` times, for medians); return the raw results.
+
+    ``index``: the remote index's round trip (ms) and rate (MB/s) for case 5; None skips it.
+    """
     results: dict[str, Any] = {
         "rtt_ms": rtt_ms,
         "naive_timeout_s": naive_timeout,
@@ -175,7 +193,7 @@ def run(rtt_ms: float, naive_timeout: int, wheels: Path, repeat: int) -> dict[st
                 "no_index": True,
             }
             wipe = "rm -rf /opt/venv /opt/.venv-* /opt/.podstate /scratch/uv /scratch/pip"
-            role, restore, pack = [], [], []
+            role, restore, pack, unpack = [], [], [], []
             for _ in range(repeat):  # each time from an empty container disk and volume
                 pods.out(ROLE_POD, f"{wipe} /workspace/.podstate")
                 pods.want(ROLE_POD, venv)
@@ -184,6 +202,7 @@ def run(rtt_ms: float, naive_timeout: int, wheels: Path, repeat: int) -> dict[st
                 pack.append(pods.apply(ROLE_POD))
                 pods.out(ROLE_POD, wipe)
                 restore.append((pods.apply(ROLE_POD), pods.operation_seconds(ROLE_POD)))
+                unpack.append(unpack_by_hand(pods))
                 print(f"role {role[-1]}, restore {restore[-1]}", file=sys.stderr)
             results["role"] = _median(role)
             results["restore"] = _median(restore)
@@ -202,6 +221,11 @@ def run(rtt_ms: float, naive_timeout: int, wheels: Path, repeat: int) -> dict[st
             results["noop"] = {"run_s": statistics.median(noop), "runs_s": noop}
 
             results["floor"] = floor(pods, repeat)
+            results["floor"]["unpack_s"] = statistics.median(unpack)
+            results["floor"]["unpack_runs_s"] = unpack
+            if index:
+                results["remote"] = remote(pods, wheels, repeat, *index)
+                print(f"remote: {results['remote']}", file=sys.stderr)
             results["load"] = f"{os.getloadavg()[0]:.1f}"
             print(f"floor: {results['floor']}", file=sys.stderr)
             if naive_timeout:
@@ -223,11 +247,14 @@ def floor(pods: Pods, repeat: int) -> dict[str, Any]:
         sandbox.ssh(
             ROLE_POD, "cat > /usr/local/bin/uv && chmod 755 /usr/local/bin/uv", binary.read()
         )
+    # What the role installs: the packages, pip from the interpreter's own wheel, bytecode.
     install = (
         "export UV_NO_CONFIG=1 UV_CACHE_DIR={1}; "
+        "w=$(ls /usr/lib/python3*/ensurepip/_bundled/pip-*.whl "
+        "/usr/share/python-wheels/pip-*.whl 2>/dev/null | tail -n 1); "
         "uv venv -q --python /usr/bin/python3 {0} && "
-        "uv pip install -q --python {0}/bin/python --find-links /opt/wheelhouse --no-index "
-        + " ".join(PACKAGES)
+        "uv pip install -q --compile-bytecode --python {0}/bin/python "
+        "--find-links /opt/wheelhouse --no-index " + " ".join(PACKAGES) + ' "$w"'
     )
     warm, cold = "/scratch/floor-cache", "/scratch/floor-cold-cache"
     pods.out(ROLE_POD, install.format("/opt/floor-warmup", warm))
@@ -248,6 +275,60 @@ def floor(pods: Pods, repeat: int) -> dict[str, Any]:
         "cold_runs_s": cold_times,
         "import_s": pods.import_seconds(ROLE_POD, "/opt/floor/bin/python"),
     }
+
+
+def unpack_by_hand(pods: Pods) -> float:
+    """Return the time of unpacking the snapshot archive by hand from the volume into local
+    disk, in one ``ssh`` command, as the role's restore does it (without its checks)."""
+    current = pods.out(ROLE_POD, "cat /workspace/.podstate/venv/current").split()
+    archive, compressor = f"/workspace/.podstate/venv/{current[1]}", current[2]
+    pods.out(ROLE_POD, "rm -rf /opt/unpacked")
+    start = time.perf_counter()
+    pods.out(
+        ROLE_POD, f"mkdir /opt/unpacked && {compressor} -dc {archive} | tar -xf - -C /opt/unpacked"
+    )
+    took = time.perf_counter() - start
+    pods.out(ROLE_POD, "rm -rf /opt/unpacked")
+    return took
+
+
+def remote(pods: Pods, wheels: Path, repeat: int, rtt_ms: float, mbs: float) -> dict[str, Any]:
+    """Time the role with packages from a remote index: the wheels served over HTTP through
+    the latency proxy (``rtt_ms``, ``mbs`` MB/s each way). Each time from a wiped container
+    disk: a build (no snapshot), then a restore from the snapshot it packed."""
+    with (
+        latency_proxy.routes(rtt_ms, rate_mbs=mbs) as route,
+        subprocess.Popen(
+            [str(BIN / "python"), "-m", "http.server", "-b", "127.0.0.1", "-d", str(wheels), "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        ) as server,
+    ):
+        try:
+            line = server.stdout.readline() if server.stdout else ""
+            port = int(re.search(r"port (\d+)", line)[1])  # type: ignore[index]
+            url = f"http://127.0.0.1:{route(port)}/"
+            venv = {
+                "path": "/opt/venv",
+                "packages": PACKAGES,
+                "find_links": [url],
+                "no_index": True,
+            }
+            wipe = "rm -rf /opt/venv /opt/.venv-* /opt/.podstate /scratch/uv /scratch/pip"
+            build, restore = [], []
+            for _ in range(repeat):
+                pods.out(ROLE_POD, f"{wipe} /workspace/.podstate")
+                pods.want(ROLE_POD, venv)
+                build.append((pods.apply(ROLE_POD), pods.operation_seconds(ROLE_POD)))
+                pods.want(ROLE_POD, {**venv, "snapshot": "/workspace/.podstate/venv"})
+                pods.apply(ROLE_POD)
+                pods.out(ROLE_POD, wipe)
+                restore.append((pods.apply(ROLE_POD), pods.operation_seconds(ROLE_POD)))
+                print(f"remote build {build[-1]}, restore {restore[-1]}", file=sys.stderr)
+        finally:
+            server.terminate()
+    return {"rtt_ms": rtt_ms, "mbs": mbs, "build": _median(build), "restore": _median(restore)}
 
 
 def _median(runs: list[tuple[float, float]]) -> dict[str, Any]:
@@ -291,6 +372,10 @@ def _s(seconds: float | None) -> str:
     return f"{seconds:.1f} s" if seconds >= 10 else f"{seconds:.2f} s"
 
 
+def _met(value: float, limit: float, at_most: bool = True) -> str:
+    return "yes" if (value <= limit if at_most else value >= limit) else "no"
+
+
 def report(results: dict[str, Any]) -> str:
     """Return the Markdown report of a run."""
     naive_r, role, restore, fl, noop = (
@@ -318,23 +403,36 @@ def report(results: dict[str, Any]) -> str:
             _s(restore["operation_s"]),
             imports(restore),
         ),
-        ("4. floor: uv pip install by hand, warm local cache", _s(fl["run_s"]), "", imports(fl)),
+        ("4. uv pip install by hand, warm local cache", _s(fl["run_s"]), "", imports(fl)),
         ("uv pip install by hand, empty cache (as on a fresh pod)", _s(fl["cold_s"]), "", ("", "")),
+        (
+            "unpacking the snapshot archive by hand from the volume",
+            _s(fl["unpack_s"]),
+            "",
+            ("", ""),
+        ),
         ("pyinfra apply that changes nothing (same pod)", _s(noop["run_s"]), "", ("", "")),
     ]
+    remote = results.get("remote")
+    if remote:
+        rows += [
+            ("5a. remote index: role builds, fresh pod", _s(remote["build"]["run_s"]),
+             _s(remote["build"]["operation_s"]), ("", "")),
+            ("5b. remote index: role restores from snapshot", _s(remote["restore"]["run_s"]),
+             _s(remote["restore"]["operation_s"]), ("", "")),
+        ]  # fmt: skip
     r12 = naive_s / role["run_s"]
-    r24 = role["run_s"] / fl["run_s"]
-    r24_op = role["operation_s"] / fl["run_s"]
-    r34 = restore["run_s"] / fl["run_s"]
-    r34_op = restore["operation_s"] / fl["run_s"]
-    r_noop = noop["run_s"] / fl["run_s"]
-    r2_cold = role["run_s"] / fl["cold_s"]
+    fresh_floor = noop["run_s"] + fl["cold_s"]
+    restore_floor = noop["run_s"] + fl["unpack_s"]
+    r_fresh = role["run_s"] / fresh_floor
+    r_restore = restore["run_s"] / restore_floor
     lines = [
         "# Venv benchmark: time to a ready venv",
         "",
         f"numpy 2.1.3 + pandas 2.2.3 and their dependencies ({len(results['wheels'])} wheels, "
-        f"{results['files']} files in the venv) from a wheelhouse on the pod's local disk; "
-        f"network volume (sshfs) behind a {results['rtt_ms']:g} ms round-trip link; cases 2 to 4 "
+        f"{results['files']} files in the venv, pip included, bytecode compiled) from a "
+        "wheelhouse on the pod's local disk; "
+        f"network volume (sshfs) behind a {results['rtt_ms']:g} ms round-trip link; cases 2 to 5 "
         f"are medians of {results['repeat']} runs, each from an empty container disk. "
         f"Machine: {results['machine']}. Run {results['date']} with `make bench-venv`"
         + (
@@ -350,44 +448,44 @@ def report(results: dict[str, Any]) -> str:
         lines.append(f"| {name} | {total} | {operation} | {first} | {again} |")
     lines += [
         "",
-        "Whole run: the wall time of the `pyinfra` apply (connect, probe, upload uv, build,",
-        "switch) or of the one `ssh` command; venv operation: the build or restore command",
-        "alone, from its log. The snapshot (packed once after a build, "
+        "Whole run: the wall time of the `pyinfra` apply (connect, probe, upload uv, build or",
+        "restore, verify, switch) or of the one `ssh` command; venv operation: the build or",
+        "restore command alone, from its log. The by-hand install does what the role does:",
+        "`uv venv`, then `uv pip install --compile-bytecode` of the packages and the",
+        "interpreter's own pip wheel. The snapshot (packed once after a build, "
         f"{results['snapshot_bytes'] / 2**20:.0f} MiB) took {_s(results['snapshot_pack_s'])} "
         "for the whole apply that wrote it (median).",
         "",
         "| ratio | value | target | met |",
         "|---|---|---|---|",
         f"| 1 / 2 (naive / role) | {bound}{r12:.0f}x | >= 100x | "
-        f"{'yes' if r12 >= 100 else 'no' + (' (lower bound)' if bound else '')} |",
-        f"| 2 / 4 (role / floor), whole run | {r24:.1f}x | <= 1.5x | "
-        f"{'yes' if r24 <= 1.5 else 'no'} |",
-        f"| 2 / 4, venv operation alone | {r24_op:.1f}x | <= 1.5x | "
-        f"{'yes' if r24_op <= 1.5 else 'no'} |",
-        f"| 3 / 4 (restore / floor), whole run | {r34:.1f}x | | |",
-        f"| 3 / 4, venv operation alone | {r34_op:.1f}x | | |",
-        f"| no-op apply / 4 (what any pyinfra run costs) | {r_noop:.1f}x | | |",
-        f"| 2 / uv by hand with an empty cache, whole run | {r2_cold:.1f}x | | |",
-        f"| 2 / same, venv operation alone | {role['operation_s'] / fl['cold_s']:.1f}x | | |",
+        f"{_met(r12, 100, at_most=False)}{' (lower bound)' if bound and r12 < 100 else ''} |",
+        f"| 2 / (no-op apply + uv by hand, empty cache) | {r_fresh:.2f}x | <= 1.3x | "
+        f"{_met(r_fresh, 1.3)} |",
+        f"| 3 / (no-op apply + unpacking by hand) | {r_restore:.2f}x | <= 1.3x | "
+        f"{_met(r_restore, 1.3)} |",
+        f"| 2 / 4 (role / uv by hand, warm cache), for reference | "
+        f"{role['run_s'] / fl['run_s']:.1f}x | | |",
+    ]
+    if remote:
+        ratio = remote["build"]["run_s"] / remote["restore"]["run_s"]
+        lines += [
+            f"| 5a / 5b (remote build / restore) | {ratio:.1f}x | | |",
+            "",
+            f"Case 5: the same wheels served over HTTP (`find_links`) through the latency proxy "
+            f"at {remote['rtt_ms']:g} ms round trip and {remote['mbs']:g} MB/s each way, "
+            "roughly a far-away PyPI mirror; the snapshot is read over the volume link of "
+            "case 3.",
+        ]
+    lines += [
         "",
-        "The first import from the uv-built venvs (2, 3, 4) compiles bytecode, since uv does",
-        "not precompile; pip (1) compiles at install time. The role's whole run includes",
-        "uploading the control machine's uv binary (gzipped, about 17 MB) to a pod that has",
-        "none, a cold uv cache, and pyinfra's own start-up, connection and probe; the floor has",
-        "uv and a warm cache already. Here the wheels are on the pod's own disk, so a build",
-        "downloads nothing and beats reading the snapshot over the volume link; a snapshot",
-        "pays off when a build has to download its packages or build sdists. The sandbox",
-        "shares a 2-core machine with whatever else runs on it, so single runs vary.",
-        "",
-        f"The 2 / 4 target of 1.5x allows {_s(1.5 * fl['run_s'])}: less than a pyinfra apply "
-        f"that changes nothing ({_s(noop['run_s'])}), so no run that starts pyinfra can meet "
-        "it against this floor. The venv operation's own gap to the floor is the empty cache "
-        "of a fresh pod: against uv run by hand with an empty cache, it is the last ratio.",
+        "The sandbox shares a 2-core machine with whatever else runs on it, so single runs",
+        "vary.",
     ]
     if results.get("load"):
         lines += [
             "",
-            f"Load average of the machine (1 min) around cases 2 to 4: {results['load']}.",
+            f"Load average of the machine (1 min) around cases 2 to 5: {results['load']}.",
         ]
     if results.get("note"):
         lines += ["", results["note"]]
@@ -400,7 +498,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rtt-ms", type=float, default=10.0, help="network volume round trip")
     parser.add_argument("--naive-timeout", type=int, default=1200, help="cap on case 1, in seconds")
     parser.add_argument("--wheels", type=Path, default=WHEELS, help="wheelhouse directory")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of cases 2-4 (medians)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of cases 2-5 (medians)")
+    parser.add_argument("--index-rtt-ms", type=float, default=50.0, help="remote index round trip")
+    parser.add_argument("--index-mbs", type=float, default=50.0, help="remote index MB/s")
+    parser.add_argument("--no-remote", action="store_true", help="skip case 5")
+    parser.add_argument("--note", default="", help="a line for the report (what was reduced)")
     parser.add_argument("--report", action="store_true", help="rewrite the report from JSON")
     parser.add_argument(
         "--reuse-naive",
@@ -418,7 +520,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         previous = json.loads(raw.read_text()) if args.reuse_naive and raw.exists() else {}
         timeout = 0 if "naive" in previous else args.naive_timeout
-        results = run(args.rtt_ms, timeout, wheelhouse(args.wheels), args.repeat)
+        index = None if args.no_remote else (args.index_rtt_ms, args.index_mbs)
+        results = run(args.rtt_ms, timeout, wheelhouse(args.wheels), args.repeat, index)
+        if args.note:
+            results["note"] = args.note
         if "naive" in previous:
             results["naive"] = previous["naive"]
             results["naive_date"] = previous.get("naive_date") or previous.get("date")
