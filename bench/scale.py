@@ -56,7 +56,9 @@ def measure(command: list[str], env: dict[str, str]) -> dict[str, float]:
     return {"exit": code, "seconds": seconds, "peak_mib": usage.ru_maxrss / 1024}
 
 
-def run_count(pods: int, work: Path, shards: int = 4) -> dict[str, dict[str, float]]:
+def run_count(
+    pods: int, work: Path, shards: int = 4, base_port: int | None = None
+) -> dict[str, dict[str, float]]:
     """Bring up ``pods`` sandbox pods, measure apply, no-op apply and check, then each of
     ``shards`` shards' check (``--shard K/N``) alone, one after the other; take them down."""
     os.environ["PODSTATE_SANDBOX"] = str(work / f"sandbox-{pods}")
@@ -69,7 +71,7 @@ def run_count(pods: int, work: Path, shards: int = 4) -> dict[str, dict[str, flo
     # the one 64 MiB /dev/shm pod would be a violation: accept it, so every pod must succeed
     (vars_dir / "host_vars" / "pod-3.yaml").write_text(yaml.safe_dump({"shm": {"min_size": "32M"}}))
     try:
-        pods_file = sandbox.up(pods=pods)
+        pods_file = sandbox.up(pods=pods, base_port=base_port)
         env = {**os.environ, "PODSTATE_PODS": str(pods_file), "PODSTATE_VARS": str(vars_dir)}
         apply = [str(BIN / "pyinfra"), "-y", "inventories/pods.py", "deploy/pod.py"]
         check = [str(BIN / "podstate"), "check", "--deploy", "deploy/pod.py"]
@@ -159,6 +161,13 @@ def main() -> int:
         "--shards", type=int, default=4, help="check the largest count as N shards (1: none)"
     )
     parser.add_argument(
+        "--base-port",
+        type=int,
+        default=30000,
+        help="first sandbox port: below the range other sandboxes default to, since 500 pods "
+        "span more ports than lie between two of their bases",
+    )
+    parser.add_argument(
         "--report", action="store_true", help="rebuild scale.md from scale.json only"
     )
     args = parser.parse_args()
@@ -173,7 +182,7 @@ def main() -> int:
         for pods in args.pods:
             print(f"scale: {pods} pods", file=sys.stderr)
             shards = args.shards if pods == max(args.pods) else 1
-            results[pods] = run_count(pods, Path(work), shards)
+            results[pods] = run_count(pods, Path(work), shards, args.base_port)
             RESULTS.mkdir(parents=True, exist_ok=True)  # each count kept as soon as it is done
             (RESULTS / "scale.json").write_text(json.dumps(results, indent=2) + "\n")
             (RESULTS / "scale.md").write_text(report(results))
