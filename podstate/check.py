@@ -122,8 +122,8 @@ def _load_deploys(state: State, deploys: list[str], failures: dict[str, str]) ->
 
 
 def _limit(inventory, patterns: list[str]) -> list | None:
-    """Return the pods ``--limit`` names (names, groups or globs; repeated or comma-separated,
-    as pyinfra's own --limit), or None for every pod."""
+    """Return the pods ``--limit`` names (names, groups or globs; repeated or
+    comma-separated), or None for every pod."""
     patterns = [p for pattern in patterns for p in pattern.split(",") if p]
     if not patterns:
         return None

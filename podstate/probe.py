@@ -514,7 +514,7 @@ class PodProbe(FactBase[dict[str, Any]]):
         }
     """
 
-    def command(
+    def command(  # pyinfra binds the fact's arguments by this signature: each one, by name
         self,
         paths: list[str],
         files: list[str],

@@ -88,8 +88,10 @@ def kernels(hostile):
 @pytest.mark.parametrize("name", EVIL)
 def test_values_arrive_byte_for_byte_in_a_notebook_kernel(kernels, name):
     """A kernel started with none of them gets them from podstate's startup file."""
-    code = f"import base64, os; print(base64.b64encode(os.environ[{name!r}].encode()).decode())"
+    code = (
+        f"import base64, os; print('=' + base64.b64encode(os.environ[{name!r}].encode()).decode())"
+    )
     command = f"env -i HOME=/root {IPYTHON} -c {quote(code)}"
     encoded = kernels.out("pod-1", command).strip().splitlines()[-1]
-    assert base64.b64decode(encoded).decode() == EVIL[name]
+    assert encoded.startswith("=") and base64.b64decode(encoded[1:]).decode() == EVIL[name]
     assert kernels.out("pod-1", OWNED).strip() == "0"

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -42,6 +43,7 @@ class CmdlineSampler(threading.Thread):
         while not self.stop.is_set():
             self.sample()
             self.started_sampling.set()
+            time.sleep(0)  # let the test's own thread run between passes
         self.sample()
 
     def sample(self) -> None:
