@@ -311,7 +311,8 @@ def test_two_runs_at_once_never_interleave(fleet, states, contents, monkeypatch)
     monkeypatch.setenv("PODSTATE_LOCK_WAIT", "60")
     runs = [start_apply(fleet, vars_dir=states[name]) for name in ("B", "A")]
     results = [run.communicate(timeout=180) for run in runs]
-    assert [run.returncode for run in runs] == [0, 0], results
+    why = "\n".join(line for _, err in results for line in err.splitlines() if "pod-" in line)
+    assert [run.returncode for run in runs] == [0, 0], why
     for pod in fleet.pods:
         assert fleet.out(pod, FILES) in (contents["A"][pod], contents["B"][pod])
     assert converge(fleet, states["A"]) == contents["A"]

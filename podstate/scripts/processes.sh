@@ -1,12 +1,14 @@
 #!/bin/sh
 # Defines processes, which the probe calls once: processes PATTERN
 # prints "proc PID COMM ENVIRON" for each process of this container (same mount namespace)
-# whose environment sets a variable PATTERN matches (an extended regex of "NAME=" prefixes);
-# COMM and ENVIRON (the matching NAME=VALUE lines) are base64. Skipped: kernel threads (they
-# have an empty environment), the container's init (pid 1: restarting it is restarting the
-# pod), sshd (which passes nothing of its own environment to sessions) and the probe itself:
-# its ancestors and its own subshells.
+# whose environment sets a variable PATTERN matches (an extended regex of names); COMM and
+# ENVIRON (the matching NAME=VALUE lines) are base64. Skipped: kernel threads (they have an
+# empty environment), the container's init (pid 1: restarting it is restarting the pod) and
+# every process of an SSH session, sshd included: those are podstate's own commands (this
+# probe, another run's) and shells whose next login reads the profile anyway. A job started
+# over SSH that outlived its session belongs to init, and is listed.
 # Needs b64 (base64 without line breaks), which the probe defines.
+
 parent_of() {
     while read -r key value; do
         if [ "$key" = PPid: ]; then
@@ -16,22 +18,26 @@ parent_of() {
     done <"/proc/$1/status"
 }
 
-processes() {
-    skip=" 1 $$ "
-    p=$$
+# in_ssh_session PID: true when PID or one of its ancestors is sshd
+in_ssh_session() {
+    p=$1
     while [ "${p:-0}" -gt 1 ]; do
-        p=$(parent_of "$p" 2>/dev/null)
-        skip="$skip$p "
+        read -r c <"/proc/$p/comm" || return 1
+        [ "$c" = sshd ] && return 0
+        p=$(parent_of "$p") || return 1
     done
+    return 1
+}
+
+processes() {
     for d in /proc/[0-9]*; do
         pid=${d#/proc/}
-        case $skip in *" $pid "*) continue ;; esac
+        [ "$pid" = 1 ] && continue
         # -ef (same file: the same namespace) is in dash, bash and busybox, and forks nothing
         # shellcheck disable=SC3013
         [ "$d/ns/mnt" -ef /proc/self/ns/mnt ] || continue
-        [ "$(parent_of "$pid" 2>/dev/null)" = $$ ] && continue
+        in_ssh_session "$pid" 2>/dev/null && continue
         comm=$(cat "$d/comm" 2>/dev/null) || continue
-        [ "$comm" = sshd ] && continue
         e=$({ tr '\0' '\n' <"$d/environ"; } 2>/dev/null | grep -E "^($1)=") || continue
         echo "proc $pid $(printf %s "$comm" | b64) $(printf %s "$e" | b64)"
     done
