@@ -100,6 +100,14 @@ def vars_dir(work: Path, pods: int) -> Path:
     return target
 
 
+def reconfigure(vars_path: Path, value: str) -> None:
+    """Change one ``env`` value for every pod (``BENCH_RECONFIGURED``, in group_vars)."""
+    all_yaml = vars_path / "group_vars" / "all.yaml"
+    data = yaml.safe_load(all_yaml.read_text()) or {}
+    data.setdefault("env", {})["BENCH_RECONFIGURED"] = value
+    all_yaml.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
 def cycle(pods: int, rtt_ms: float, run: int, with_ansible: bool) -> dict[str, Any]:
     """Measure every step once on ``pods`` fresh sandbox pods at ``rtt_ms``; return a sample."""
     from podstate import sandbox
@@ -132,6 +140,8 @@ def cycle(pods: int, rtt_ms: float, run: int, with_ansible: bool) -> dict[str, A
             steps["floor"] = floor(pods_file, state)
             steps["check"], _ = timed("check", [str(BIN / "podstate"), "check"], env, state)
             steps["noop"], _ = timed("noop apply", apply, env, state)
+            reconfigure(vars_path, f"run-{run}")
+            steps["reconfigure"], _ = timed("reconfigure", apply, env, state)
             if with_ansible:
                 add_ansible_blocks([p.name for p in sandbox.status()])
                 steps["ansible"] = ansible(pods, pods_file, vars_path, work, env, state)

@@ -23,6 +23,7 @@ def plot(raw: dict[str, Any], path: Path) -> None:
         "floor": ("k", "o", "floor: ssh true"),
         "check": ("tab:blue", "s", "podstate check"),
         "noop": ("tab:green", "^", "noop apply"),
+        "reconfigure": ("tab:purple", "P", "reconfigure"),
         "first": ("tab:orange", "D", "first apply"),
         "ansible": ("tab:red", "v", "ansible --check"),
     }

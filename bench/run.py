@@ -8,6 +8,7 @@ latency proxy (bench/latency_proxy.py), one cycle times, in this order:
   per pod, fresh connections, no ControlMaster): the least any tool can cost;
 * ``check``: ``podstate check`` on the converged fleet;
 * ``noop``: the same apply again, on the converged fleet;
+* ``reconfigure``: the same apply once one ``env`` value has changed for every pod;
 * ``ansible``: ``ansible-playbook --check bench/ansible/fleet.yml``, the same work written for
   Ansible, on the same fleet, once the two ~/.bashrc blocks that Ansible's ``blockinfile``
   adds beside podstate's hooks are in place (its check must then find nothing to change).

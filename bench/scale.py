@@ -163,7 +163,7 @@ def main() -> int:
     parser.add_argument(
         "--base-port",
         type=int,
-        default=30000,
+        default=10000,
         help="first sandbox port: below the range other sandboxes default to, since 500 pods "
         "span more ports than lie between two of their bases",
     )

@@ -16,6 +16,7 @@ import time
 import uuid
 
 from pyinfra import host
+from pyinfra.api import StringCommand
 
 from podstate import findings, settings
 from podstate.shell import script
@@ -37,21 +38,36 @@ def release_command() -> str:
     return _lock("release", LOCK, TOKEN)
 
 
-def guarded(command: str, ttl: int | None = None) -> str:
+def guarded(command: str, ttl: int | None = None, release: bool = False) -> str:
     """Return ``command`` run under this run's lock.
 
     The lock is taken first (waiting a bounded time for another run). While the command
     runs the lock is valid for its time limit ``ttl``; once it is done, for
     ``PODSTATE_LOCK_GRACE`` seconds, until the run's next command renews it. So the lock
     of a run killed between commands expires soon after its last command, and one that
-    fails releases it at once. ``command`` runs in a subshell of its own, outside any
-    ``||`` or ``if``, so a ``set -e`` in it works.
+    fails releases it at once; with ``release``, so does one that succeeds (the run's last
+    command). ``command`` runs in a subshell of its own, outside any ``||`` or ``if``, so a
+    ``set -e`` in it works.
     """
     ttl = (ttl or settings.COMMAND_TIMEOUT) + MARGIN
-    return _lock("run", LOCK, TOKEN, OWNER, ttl, settings.LOCK_WAIT, settings.LOCK_GRACE, command)
+    grace = "release" if release else settings.LOCK_GRACE
+    return _lock("run", LOCK, TOKEN, OWNER, ttl, settings.LOCK_WAIT, grace, command)
 
 
-def changing(command: str, ttl: int | None = None) -> str:
+class Change(StringCommand):
+    """A command that changes the pod, under the run's pod lock.
+
+    It keeps the command itself (``inner``) and its time limit (``ttl``, None: the default),
+    so that ``podstate.fold`` can run it with the pod's other changes in one command.
+    """
+
+    def __init__(self, inner: str, ttl: int | None = None) -> None:
+        super().__init__(guarded(inner, ttl))
+        self.inner = inner
+        self.ttl = ttl
+
+
+def changing(command: str, ttl: int | None = None) -> Change:
     """Return ``command`` under the run's pod lock, and remember to release it at the end."""
     findings.of(host).locked = True
-    return guarded(command, ttl)
+    return Change(command, ttl)

@@ -16,7 +16,7 @@ from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, operation
 from pyinfra.api.util import format_text
 
-from podstate import findings, lock, pyinfra_api
+from podstate import findings, fold, lock, pyinfra_api
 from podstate.lock import changing
 from podstate.probe import MAX_FILE, FileInfo
 from podstate.shell import b64, quote_path, script
@@ -204,9 +204,31 @@ def lock_other_files():
     yield  # a generator, as every operation
 
 
+@operation(is_idempotent=False)
+def fold_changes():
+    """
+    Run podstate's own changes to this pod as one command, under the pod lock (see
+    ``podstate.fold``); it releases the lock when no other deploy file's operation comes
+    after them.
+    """
+    if not state.is_executing:
+        host.noop("decided when the run executes")
+        return
+    found = findings.of(host)
+    after = pyinfra_api.host_ops_after(state, host, host.current_op_hash)
+    own = [op_hash for op_hash in after if op_hash in found.ops]
+    later = after[after.index(own[-1]) + 1 :] if own else []
+    # Whether another file's operation will change the pod is known only once it runs.
+    release = all(op_hash in found.bookkeeping for op_hash in later)
+    segments = fold.plan(state, host, own, release)
+    host.noop(f"podstate's changes run as {segments} command(s)")
+    return
+    yield  # a generator, as every operation
+
+
 def _lock_for_others() -> str:
     """Return the command that takes (or renews) the pod lock for another file's change."""
-    return changing(":")
+    return changing(":").get_raw_value()
 
 
 @operation()

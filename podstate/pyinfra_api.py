@@ -11,7 +11,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from paramiko import Channel
 from pyinfra.api import Host, State, StringCommand
+from pyinfra.connectors.util import make_unix_command_for_host
+
+RUN_ONLY = ("_timeout", "_stdin", "_get_pty", "_success_exit_codes")  # not for the command line
 
 
 class _Bookended(list):
@@ -71,6 +75,62 @@ def before_first_command(
         yield from produced
 
     data.command_generator = generate
+
+
+def commands(state: State, host: Host, op_hash: str) -> Iterator[Any]:
+    """Return the commands an operation runs on ``host``, generated now (at execute time
+    pyinfra generates them again, as the operation runs)."""
+    return state.ops[host][op_hash].command_generator()
+
+
+def replace_commands(
+    state: State, host: Host, op_hash: str, generate: Callable[[], Iterator[Any]]
+) -> None:
+    """Make an operation run the commands ``generate()`` yields on ``host``."""
+    state.ops[host][op_hash].command_generator = generate
+
+
+def set_timeout(state: State, host: Host, op_hash: str, seconds: int) -> None:
+    """Set an operation's time limit (``_timeout``, for each of its commands) on ``host``."""
+    data = state.ops[host][op_hash]
+    data.global_arguments = {**data.global_arguments, "_timeout": seconds}
+
+
+@contextmanager
+def op_context_kept(host: Host) -> Iterator[None]:
+    """Keep the host's record of the operation it runs across the block, in which other
+    operations' command generators run (each sets that record, and clears it when done)."""
+    kept = (
+        host.in_op,
+        host.current_op_hash,
+        host.current_op_global_arguments,
+        host.current_op_deploy_data,
+    )
+    try:
+        yield
+    finally:
+        (
+            host.in_op,
+            host.current_op_hash,
+            host.current_op_global_arguments,
+            host.current_op_deploy_data,
+        ) = kept
+
+
+def start_command(state: State, host: Host, command: str, arguments: dict[str, Any]) -> Channel:
+    """Start ``command`` on ``host`` as pyinfra would run it with the connector ``arguments``
+    (``_sudo``, ``_env``...); return its SSH channel, stdout and stderr in one stream, to read
+    as it runs (pyinfra's ``run_shell_command`` returns the output only once it is done)."""
+    wrapped = make_unix_command_for_host(
+        state,
+        host,
+        StringCommand(command),
+        **{k: v for k, v in arguments.items() if k not in RUN_ONLY},
+    )
+    channel = host.connector.client.get_transport().open_session()
+    channel.set_combine_stderr(True)
+    channel.exec_command(wrapped.get_raw_value())
+    return channel
 
 
 def will_change(state: State, host: Host, op_hash: str) -> bool:

@@ -223,7 +223,7 @@ def snapshot_command(want: Venv, directory: str, zstd: bool) -> str:
 def _restore(
     state: State,
     host: Host,
-    command: str,
+    command: StringCommand,
     arguments: dict[str, Any],
     outcome: dict[str, str],
     can_build: bool,
@@ -236,7 +236,7 @@ def _restore(
     for a failed command, and returns False.
     """
     status, output = host.run_shell_command(
-        StringCommand(command),
+        command,
         print_output=state.print_output,
         print_input=state.print_input,
         **arguments,

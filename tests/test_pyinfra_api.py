@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyinfra
 import pytest
-from pyinfra.api import Config, Inventory, State
+from pyinfra.api import Config, Inventory, State, StringCommand
 from pyinfra.api.connect import connect_all
 from pyinfra.api.operation import add_op
 from pyinfra.api.operations import run_ops
@@ -76,3 +76,21 @@ def test_file_number_is_the_place_of_the_deploy_file(state, monkeypatch):
         server.shell(name="from the fourth file", commands=["true"])
     (op_hash,) = state.ops[host]
     assert pyinfra_api.file_number(state, op_hash) == 3
+
+
+def test_commands_generated_then_replaced_with_a_time_limit(state, tmp_path: Path):
+    (host,) = state.inventory
+    log = tmp_path / "log"
+    op_hash = shell(state, "loud", f"echo planned >> {log}")
+    host.current_op_hash = "running"
+    with ctx_host.use(host), pyinfra_api.op_context_kept(host):
+        produced = list(pyinfra_api.commands(state, host, op_hash))
+    assert host.current_op_hash == "running"  # the generator cleared it; it is back
+    host.current_op_hash = None
+    assert [command.get_raw_value() for command in produced] == [f"echo planned >> {log}"]
+    replaced = StringCommand(f"echo replaced >> {log}")
+    pyinfra_api.replace_commands(state, host, op_hash, lambda: iter([replaced]))
+    pyinfra_api.set_timeout(state, host, op_hash, 7)
+    assert state.get_op_data_for_host(host, op_hash).global_arguments["_timeout"] == 7
+    run_ops(state)
+    assert log.read_text() == "replaced\n"

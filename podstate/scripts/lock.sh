@@ -7,12 +7,16 @@
 #   it has expired: then it is taken over. A lock without expires expires 60 seconds after
 #   it was made. Then run COMMAND (sh, in a subshell of its own, where `set -e` works): if
 #   it fails, release LOCK and exit with its status; else LOCK stays for GRACE seconds,
-#   until the run's next command renews it.
+#   until the run's next command renews it; with GRACE "release", LOCK is released then.
+#   COMMAND may call `renew SECONDS` to keep LOCK valid for SECONDS more from now.
 # Usage: sh -c "$(cat lock.sh)" lock release LOCK TOKEN
 #   Remove LOCK if, and only if, TOKEN holds it.
 job=$1 L=$2 token=$3
 release() {
     [ "$(cat "$L/token" 2>/dev/null)" != "$token" ] || rm -rf "$L"
+}
+renew() {
+    echo $(($(date +%s) + $1)) >"$L/expires"
 }
 if [ "$job" = release ]; then
     release
@@ -41,4 +45,8 @@ if [ "$rc" -ne 0 ]; then
     release
     exit "$rc"
 fi
-echo $(($(date +%s) + grace)) >"$L/expires"
+if [ "$grace" = release ]; then
+    release
+else
+    renew "$grace"
+fi

@@ -1,0 +1,221 @@
+"""Folding: podstate's changes to a pod run as one remote command, reported per operation.
+
+Real pods are 50-200 ms away, so a change that costs a command per step costs a round trip
+per step. When the run executes, ``plan`` takes the commands every podstate operation
+would run on a pod, in order, and joins them into segments: one command each, under the
+pod lock, which the last one releases when nothing after it changes the pod. Each
+operation keeps its place in pyinfra's run and its own result: the one holding a
+segment's first step runs the segment, and every operation then reports how its own steps
+went, from markers the segment prints. A step that fails ends the segment (the lock is
+released, no later step runs, earlier steps stay done) and fails its own operation with
+its own output.
+
+A segment ends before a command it cannot hold, which runs as it is: an upload of a file
+larger than ``UPLOAD_MAX`` (smaller ones travel on the command's stdin, never on a command
+line), a Python callback (then the rest of its operation runs unfolded: what it yields next
+may depend on how the callback went), or a step that would take the command past
+``COMMAND_MAX``.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import shlex
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+from paramiko import Channel, SSHException
+from pyinfra import logger
+from pyinfra.api import FunctionCommand, Host, State
+from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
+from pyinfra.api.command import FileUploadCommand, PyinfraCommand
+from pyinfra.api.util import print_host_combined_output
+from pyinfra.connectors.util import CommandOutput, OutputLine
+
+from podstate import findings, lock, pyinfra_api, settings
+
+MARK = f"@@podstate-{lock.TOKEN[:12]}"
+COMMAND_MAX = 100_000  # bytes; Linux caps one argument (the command sshd runs) at 128 KiB
+UPLOAD_MAX = 32_768  # bytes of a file sent on stdin (as one base64 line)
+
+
+@dataclass
+class Segment:
+    """Steps run as one command: their shell, stdin lines and time limits."""
+
+    op_hash: str  # the operation that runs it: the one with its first step
+    steps: list[str] = field(default_factory=list)
+    stdin: list[str] = field(default_factory=list)
+    ttls: list[int] = field(default_factory=list)
+    release: bool = False
+    done: set[int] = field(default_factory=set)
+    output: dict[int, list[OutputLine]] = field(default_factory=dict)  # -1: before any step
+
+    def add(self, shell: str, stdin: str | None, ttl: int) -> bool:
+        """Add a step; return False, adding nothing, if the command would grow past
+        ``COMMAND_MAX`` (as the login shell gets it, quoted once more)."""
+        self.steps.append(shell)
+        self.ttls.append(ttl)
+        if len(self.steps) > 1 and len(shlex.quote(self.command())) > COMMAND_MAX:
+            self.steps.pop()
+            self.ttls.pop()
+            return False
+        self.stdin += [stdin] if stdin is not None else []
+        return True
+
+    @property
+    def timeout(self) -> int:
+        """Return the segment's time limit: its steps' together, and the wait for the lock."""
+        return sum(self.ttls) + self.ttls[0] + lock.MARGIN
+
+    def command(self) -> str:
+        """Return the segment's command: each step in turn, under the pod lock, which each
+        step renews for its own time limit (as it would, run alone). Each step's output
+        follows its marker line, stderr and stdout in one stream, in order."""
+        body = ["exec 2>&1", f"m={MARK}", 'step() { echo "$m $1"; renew "$2"; }']
+        for i, (step, ttl) in enumerate(zip(self.steps, self.ttls, strict=True)):
+            body += [
+                f"step {i} {ttl + lock.MARGIN}",
+                step,
+                'r=$?; [ "$r" -eq 0 ] || exit "$r"',
+                f'echo "$m ok {i}"',
+            ]
+        return lock.guarded("\n".join(body), self.ttls[0], release=self.release)
+
+
+def _step(command: PyinfraCommand) -> tuple[str, str | None, int] | None:
+    """Return the shell, the stdin line and the time limit of ``command`` as a step of a
+    segment; None if a segment cannot hold it."""
+    if isinstance(command, lock.Change):
+        shell = f"(set --; eval {shlex.quote(command.inner)}) </dev/null"
+        return shell, None, command.ttl or settings.COMMAND_TIMEOUT
+    if (
+        isinstance(command, FileUploadCommand)
+        and isinstance(command.src, io.BytesIO)
+        and len(command.src.getvalue()) <= UPLOAD_MAX
+    ):
+        dest = shlex.quote(command.dest)
+        shell = f'IFS= read -r b && (umask 077 && printf %s "$b" | base64 -d >{dest})'
+        return shell, base64.b64encode(command.src.getvalue()).decode(), settings.COMMAND_TIMEOUT
+    return None
+
+
+def plan(state: State, host: Host, ops: list[str], release: bool) -> int:
+    """Fold the commands of ``ops`` (podstate's operations on ``host``, in run order) into
+    segments, and make each operation run or report its steps; return how many segments.
+
+    With ``release``, the segment that ends the operations releases the pod lock: nothing
+    after them changes the pod.
+    """
+    segments: list[Segment] = []
+    segment: Segment | None = None
+    with pyinfra_api.op_context_kept(host):
+        for op_hash in ops:
+            produced = pyinfra_api.commands(state, host, op_hash)
+            items: list[tuple[Segment, int] | PyinfraCommand] = []
+            for command in produced:
+                step = _step(command)
+                if step is None:
+                    items.append(command)
+                    segment = None
+                    if isinstance(command, FunctionCommand):
+                        break  # what the operation yields next may depend on how it went
+                    continue
+                if segment is None or not segment.add(*step):
+                    segment = Segment(op_hash)
+                    segments.append(segment)
+                    segment.add(*step)
+                items.append((segment, len(segment.steps) - 1))
+            folded = _replay(items, produced)
+            pyinfra_api.replace_commands(state, host, op_hash, lambda folded=folded: folded)
+    if segment is not None:
+        segment.release = release
+    for one in segments:
+        pyinfra_api.set_timeout(state, host, one.op_hash, one.timeout)
+    return len(segments)
+
+
+def _replay(
+    items: list[tuple[Segment, int] | PyinfraCommand], produced: Iterator[Any]
+) -> Iterator[PyinfraCommand]:
+    """Yield an operation's commands, folded: for each of its steps, a callback that runs
+    the segment (at its first step) and one that reports the step; each command no segment
+    could hold, as it is; then the rest of the operation, unfolded."""
+    for item in items:
+        if not isinstance(item, tuple):
+            yield item
+            continue
+        segment, index = item
+        if index == 0:
+            yield FunctionCommand(_run, (segment,), {})
+        yield FunctionCommand(_report, (segment, index), {})
+    yield from produced
+
+
+def _run(state: State, host: Host, segment: Segment) -> bool:
+    """Run ``segment`` on ``host``; record which steps succeeded and what each printed.
+
+    Each step is held to its own time limit, from its marker (the wait for the lock, before
+    the first, to the first step's), so a pod that stops answering is given up on as soon
+    as it would be with one command per step. A step that fails, or that a lost connection
+    or time limit cuts short, is reported by its own operation; so this returns True.
+    """
+    data = state.get_op_data_for_host(host, segment.op_hash)
+    arguments = {k: v for k, v in data.global_arguments.items() if k in CONNECTOR_ARGUMENT_KEYS}
+    current, limit = -1, segment.ttls[0]
+    deadline = [time.monotonic() + limit]  # moved on at each step's marker
+    try:
+        channel = pyinfra_api.start_command(state, host, segment.command(), arguments)
+        with channel:
+            channel.sendall("".join(line + "\n" for line in segment.stdin).encode())
+            channel.shutdown_write()
+            for line in _lines(channel, deadline):
+                if not line.startswith(MARK + " "):
+                    segment.output.setdefault(current, []).append(OutputLine("stdout", line))
+                    if state.print_output:
+                        click.echo(f"{host.print_prefix}{line}", err=True)
+                elif line.startswith(f"{MARK} ok "):
+                    segment.done.add(int(line.rsplit(" ", 1)[1]))
+                else:
+                    current = int(line.rsplit(" ", 1)[1])
+                    limit = segment.ttls[current]
+                    deadline[0] = time.monotonic() + limit
+    except (TimeoutError, OSError, EOFError, SSHException) as e:
+        why = f"no answer within {limit} s" if isinstance(e, TimeoutError) else str(e)
+        segment.output.setdefault(current, []).append(OutputLine("stderr", f"podstate: {why}"))
+    if segment.release and len(segment.done) == len(segment.steps):
+        findings.of(host).locked = False
+    return True
+
+
+def _lines(channel: Channel, deadline: list[float]) -> Iterator[str]:
+    """Yield the lines ``channel`` receives until it closes; raise TimeoutError when none
+    comes before ``deadline[0]`` (which may move while lines come)."""
+    rest = b""
+    while True:
+        channel.settimeout(max(deadline[0] - time.monotonic(), 0.001))
+        chunk = channel.recv(65536)
+        if not chunk:
+            break
+        *lines, rest = (rest + chunk).split(b"\n")
+        for line in lines:
+            yield line.decode("utf-8", "replace").rstrip("\r")
+    if rest:
+        yield rest.decode("utf-8", "replace")
+
+
+def _report(state: State, host: Host, segment: Segment, index: int) -> bool:
+    """Return whether step ``index`` of ``segment`` succeeded; if not, print its output (or,
+    if it never started, what the command printed before it: the lock's message)."""
+    if index in segment.done:
+        return True
+    lines = segment.output.get(index) or segment.output.get(-1) or []
+    if lines:
+        print_host_combined_output(host, CommandOutput(lines))
+    else:
+        host.log_styled("the step did not run", fg="red", log_func=logger.error)
+    return False
