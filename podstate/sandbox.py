@@ -77,7 +77,11 @@ __all__ = [
     "up",
 ]
 
-DEFAULT_BASE_PORT = 42201
+# Ports below Linux's ephemeral range (32768-60999), where no outgoing connection (the
+# tests' own SSH clients, sshfs) can take a port between the check that it is free and the
+# pod's sshd binding it. A sandbox's ports start at one of 40 places by its state directory,
+# so that two sandboxes (two checkouts' tests) rarely reach for the same ones.
+DEFAULT_BASE_PORT = 20001
 # Each pod's container disk: the tmpfs holding its root filesystem's writable layer (tmpfs
 # only takes memory for what is written).
 DISK = "4G"
@@ -154,13 +158,14 @@ def up(
 ) -> Path:
     """Start ``pods`` sandbox pods and return the pods file written for them.
 
-    Ports are the first free ones from ``base_port`` on; by default a base between 42201
-    and 52000 derived from the state directory, so that two sandboxes (a demo and a test
-    run, say) do not race for the same ports, and one sandbox keeps its ports. ``disk`` is each
-    pod's container disk size, as mount(8) takes tmpfs sizes ("4G", "512M"). Returns once
-    every pod's sshd answers with its SSH banner; on any failure, stops what it started and
-    raises SandboxError. ``storage_route`` maps the storage sshd's port to the port the pods'
-    sshfs connects to instead (a proxy that adds network latency, say; its caller runs it).
+    Ports are the first free ones from ``base_port`` on; by default a base between 20001
+    and 31701 derived from the state directory (see ``DEFAULT_BASE_PORT``), so that two
+    sandboxes (a demo and a test run, say) do not race for the same ports, and one sandbox
+    keeps its ports. ``disk`` is each pod's container disk size, as mount(8) takes tmpfs
+    sizes ("4G", "512M"). Returns once every pod's sshd answers with its SSH banner; on any
+    failure, stops what it started and raises SandboxError. ``storage_route`` maps the
+    storage sshd's port to the port the pods' sshfs connects to instead (a proxy that adds
+    network latency, say; its caller runs it).
     """
     if pods < 1:
         raise SandboxError("a sandbox needs at least one pod")
@@ -171,7 +176,7 @@ def up(
     if (root / "sandbox.json").exists():
         raise SandboxError(ALREADY_UP_MESSAGE)
     try:
-        base = base_port or DEFAULT_BASE_PORT + zlib.crc32(str(root).encode()) % 40 * 250
+        base = base_port or DEFAULT_BASE_PORT + zlib.crc32(str(root).encode()) % 40 * 300
         return _up(root, pods, base, disk, storage_route)
     except BaseException as error:
         try:
