@@ -38,14 +38,15 @@ UNKNOWN: dict[str, Any] = {
 }
 
 
-def probe_lines(repos: list[dict[str, str]]) -> list[str]:
-    """Return the probe lines for ``repos`` (each ``{"path", "ref"}``): ``repo.git 1`` when
-    git is on the pod (else ``repo.git 0``), then what scripts/repo_state.sh says of each
-    repository."""
+def probe_lines(repos: list[dict[str, Any]]) -> list[str]:
+    """Return the probe lines for ``repos`` (each ``{"path", "ref", "ask"}``; ``ask``: ask
+    origin where a branch is): ``repo.git 1`` when git is on the pod (else ``repo.git 0``),
+    then what scripts/repo_state.sh says of each repository."""
     if not repos:
         return []
     calls = "; ".join(
-        f"repo_state {b64(r['path'])} {quote_path(r['path'])} {shlex.quote(r['ref'])}"
+        f"repo_state {b64(r['path'])} {quote_path(r['path'])} {shlex.quote(r['ref'])} "
+        f"{1 if r['ask'] else 0}"
         for r in repos
     )
     return [
@@ -59,8 +60,9 @@ def parse(lines: list[str]) -> dict[str, Any]:
     """Return the probe's ``repos`` dict from its ``repo`` lines.
 
     ``{"git": True, "paths": {PATH: {"kind": "repo", "head": SHA, "branch": "main",
-    "url": URL, "want": ("tag", SHA) | None, "dirty": [porcelain lines]}}}``; a path
-    is missing when git is not on the pod (nothing more could be read).
+    "url": URL, "want": ("tag", SHA) | None, "remote": SHA | "none" | "?" | None,
+    "dirty": [porcelain lines]}}}``; a path is missing when git is not on the pod (nothing
+    more could be read). ``remote`` is where origin's branch is now (None: not asked).
     """
     from podstate.probe import _decode
 
@@ -74,9 +76,17 @@ def parse(lines: list[str]) -> dict[str, Any]:
         name, field, value = (rest.split(" ", 2) + ["", ""])[:3]
         item = paths.setdefault(
             _decode(name),
-            {"kind": None, "head": None, "branch": "", "url": "", "want": None, "dirty": []},
+            {
+                "kind": None,
+                "head": None,
+                "branch": "",
+                "url": "",
+                "want": None,
+                "remote": None,
+                "dirty": [],
+            },
         )
-        if field in ("kind", "head"):
+        if field in ("kind", "head", "remote"):
             item[field] = value
         elif field in ("branch", "url"):
             item[field] = _decode(value).strip("\n")
@@ -133,9 +143,9 @@ def problem(path: str, found: dict[str, Any] | None, git: bool) -> str | None:
 def drift(path: str, url: str, ref: str, found: dict[str, Any]) -> str | None:
     """Return what differs at ``path`` in words (for the check), or None when it is at ref.
 
-    Compared: HEAD with ``ref`` as the pod's clone knows it (a tag, origin's branch as of
-    the last fetch, a commit it has), the branch HEAD is on for a branch ref, and origin's
-    URL. The git host is not asked.
+    Compared: HEAD with ``ref`` as the pod's clone knows it (a tag, a commit it has,
+    origin's branch: where origin has it now, when the probe could ask, else as of the last
+    fetch), the branch HEAD is on for a branch ref, and origin's URL.
     """
     if found["kind"] in ("absent", "empty"):
         return f"{path} not cloned, want {ref}"
@@ -148,6 +158,10 @@ def drift(path: str, url: str, ref: str, found: dict[str, Any]) -> str | None:
     if found["want"] is None:
         return f"{path} at {head}, want {ref} (not fetched yet)"
     kind, commit = found["want"]
+    remote = found.get("remote")
+    if kind == "branch" and remote not in (None, "?", commit):
+        now = f"has no branch {ref}" if remote == "none" else f"moved {ref} to {remote[:7]}"
+        return f"{path} at {head}, origin {now} since the last fetch ({commit[:7]})"
     off_branch = kind == "branch" and found["branch"] != ref
     if found["head"] != commit or off_branch:
         at = f"{head} ({found['branch'] or 'detached'})" if off_branch else head

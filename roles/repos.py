@@ -15,11 +15,16 @@ from podstate.role import role
 
 
 def probe_args(wanted: dict[str, Any]) -> list[dict[str, str]] | None:
-    """Return the probe's ``repos`` argument: each path with its ref (None: no repos)."""
+    """Return the probe's ``repos`` argument: each path with its ref, and whether the probe
+    asks origin where a branch is (not with a deploy key, which is on the pod only while
+    apply fetches); None: no repos."""
     repos = wanted.get("repos")
     if not repos:
         return None
-    return [{"path": path, "ref": item["ref"]} for path, item in repos.items()]
+    return [
+        {"path": path, "ref": item["ref"], "ask": item["ssh_key"] is None}
+        for path, item in repos.items()
+    ]
 
 
 @role("Repos")
@@ -40,6 +45,13 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
         if why or state is None:
             findings.violation(why or f"{path} could not be read", f"repos.{path}")
             continue
+        if state.get("remote") == "?":
+            findings.violation(
+                f"{path}: origin ({repo_ops.shown_url(item['url'])}) could not be asked where "
+                f"{item['ref']} is now: compared with the clone's last fetch; fix the pod's "
+                "access to it, or pin a tag or a commit",
+                f"repos.{path}",
+            )
         repo_ops.repository(
             name=path,
             path=path,

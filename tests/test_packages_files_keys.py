@@ -242,6 +242,23 @@ def test_an_unknown_package_fails_that_pod_with_one_line_and_installs_nothing(dr
     assert fleet.ssh("pod-1", f"dpkg-query -W {LATE}").returncode != 0
 
 
+def test_a_pod_without_apt_get_is_a_violation_and_nothing_is_tried(drifted):
+    fleet, *_ = drifted
+    fleet.host_vars("pod-2", {"packages": {"apt": [LATE]}})
+    fleet.out("pod-2", "mv /usr/bin/apt-get /usr/bin/apt-get.hidden")
+    try:
+        run = apply(fleet)
+    finally:
+        fleet.out("pod-2", "mv /usr/bin/apt-get.hidden /usr/bin/apt-get")
+        fleet.host_vars("pod-2", None)
+    assert run.hosts("error") == {"pod-2"} and "Traceback" not in run.stderr
+    assert (
+        f"packages.apt: this pod has no apt-get (not a Debian or Ubuntu image), so podstate "
+        f"cannot install {LATE}"
+    ) in run.stderr
+    assert fleet.ssh("pod-2", f"dpkg-query -W {LATE}").returncode != 0
+
+
 def test_a_held_dpkg_lock_is_waited_for_then_fails_the_pod_past_the_bound(drifted, monkeypatch):
     fleet, *_ = drifted
     monkeypatch.setenv("PODSTATE_APT_LOCK_WAIT", "2")

@@ -163,6 +163,44 @@ def test_a_changed_ref_is_fetched_and_checked_out(fleet, repos):
         fleet.host_vars("pod-1", None)
 
 
+def test_a_full_commit_ref_is_checked_out_detached(fleet, repos):
+    commit = sha(fleet, "pod-1", "dev")
+    fleet.host_vars(
+        "pod-1",
+        {"repos": {"/root/code/pinned": {"url": "file:///srv/git/trainer.git", "ref": commit}}},
+    )
+    try:
+        run = apply(fleet, "--limit", "pod-1")
+        assert run.returncode == 0, run.stderr
+        assert head(fleet, "pod-1", "/root/code/pinned") == commit
+        detached = fleet.ssh("pod-1", "git -C /root/code/pinned symbolic-ref -q HEAD")
+        assert detached.returncode == 1
+        assert check(fleet, "--limit", "pod-1").returncode == 0
+    finally:
+        fleet.host_vars("pod-1", None)
+
+
+def test_a_changed_url_is_drift_and_the_apply_fetches_from_it(fleet, repos, tmp_path):
+    mirror = "file:///srv/git/mirror.git"
+    fleet.out("pod-2", "git clone -q --bare /srv/git/trainer.git /srv/git/mirror.git")
+    fleet.host_vars("pod-2", {"repos": {"/root/code/trainer": {"url": mirror, "ref": "v1.0"}}})
+    try:
+        result = check(fleet, "--limit", "pod-2", "--json", str(tmp_path / "r.json"))
+        pods = json.loads((tmp_path / "r.json").read_text())["pods"]
+        assert result.returncode == 2, result.stdout
+        assert pods["pod-2"]["changes"][0]["operation"] == (
+            f"/root/code/trainer fetches from file:///srv/git/trainer.git, want {mirror}"
+        )
+        run = apply(fleet, "--limit", "pod-2")
+        assert run.returncode == 0, run.stderr
+        url = fleet.out("pod-2", "git -C /root/code/trainer config remote.origin.url")
+        assert url == mirror + "\n"
+        assert check(fleet, "--limit", "pod-2").returncode == 0
+    finally:
+        fleet.host_vars("pod-2", None)
+    assert apply(fleet, "--limit", "pod-2").returncode == 0  # back to the shared origin
+
+
 def test_a_dirty_working_tree_is_a_violation_and_left_as_it_is(fleet, repos):
     fleet.out(
         "pod-3", "cd /root/code/trainer && git checkout -q v1.1 && echo mine > f && touch new"
@@ -227,3 +265,49 @@ def test_bad_repos_are_one_line_before_contact(fleet, repos, item, message):
     assert run.returncode != 0
     assert message in run.stderr + run.stdout
     assert "Traceback" not in run.stderr
+
+
+ONE_MORE = (
+    "set -e; rm -rf /tmp/w && git clone -q /srv/git/trainer.git /tmp/w && cd /tmp/w && "
+    "git -c user.name=t -c user.email=t@example.com commit -q --allow-empty -m three && "
+    "git push -q origin main && rm -rf /tmp/w"
+)
+
+
+def test_a_branch_moved_upstream_is_drift_and_apply_follows_it(fleet, repos, tmp_path):
+    fetched = sha(fleet, "pod-3", "main")
+    fleet.out("pod-3", ONE_MORE)
+    moved = sha(fleet, "pod-3", "main")
+    result = check(fleet, "--json", str(tmp_path / "r.json"))
+    pods = json.loads((tmp_path / "r.json").read_text())["pods"]
+    assert result.returncode == 2, result.stdout
+    assert {name: pod["status"] for name, pod in pods.items()} == {
+        "pod-1": "ok",
+        "pod-2": "ok",
+        "pod-3": "drift",
+    }
+    assert pods["pod-3"]["changes"][0]["operation"] == (
+        f"/root/code/dev at {fetched[:7]}, origin moved main to {moved[:7]} since the last "
+        f"fetch ({fetched[:7]})"
+    )
+    run = apply(fleet)
+    assert run.returncode == 0, run.stderr
+    assert head(fleet, "pod-3", "/root/code/dev") == moved
+    assert check(fleet).returncode == 0
+
+
+def test_an_origin_that_cannot_be_asked_is_reported_and_nothing_changes(fleet, repos):
+    fleet.out("pod-2", "mv /srv/git/trainer.git /srv/git/away.git")
+    try:
+        before = head(fleet, "pod-2", "/root/code/dev")
+        result = check(fleet)
+        run = apply(fleet)
+    finally:
+        fleet.out("pod-2", "mv /srv/git/away.git /srv/git/trainer.git")
+    message = (
+        "/root/code/dev: origin (file:///srv/git/trainer.git) could not be asked where main "
+        "is now: compared with the clone's last fetch"
+    )
+    assert result.returncode == 1 and f"violation (Repos): {message}" in result.stdout
+    assert run.hosts("error") == {"pod-2"} and f"repos./root/code/dev: {message}" in run.stderr
+    assert head(fleet, "pod-2", "/root/code/dev") == before

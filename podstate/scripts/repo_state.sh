@@ -1,6 +1,6 @@
 #!/bin/sh
 # Defines repo_state, which the probe calls once per repository of the repos role:
-#   repo_state NAME_BASE64 PATH REF
+#   repo_state NAME_BASE64 PATH REF ASK
 # prints "repo NAME FIELD VALUE" lines, read-only (GIT_OPTIONAL_LOCKS=0: git status does
 # not refresh the index):
 #   kind   absent | empty (an empty directory) | directory (not a git checkout of its own)
@@ -10,10 +10,13 @@
 #   url    origin's URL, base64
 #   want   tag|branch|commit COMMIT: REF as the clone knows it (a tag, origin's branch as of
 #          the last fetch, or a commit it has); absent when the clone does not know REF
+#   remote COMMIT | none | ?: for a branch REF and ASK 1, where origin's branch is now
+#          (none: origin has no such branch; ?: origin could not be asked, in 15 s,
+#          without a prompt)
 #   dirty  `git status --porcelain` (changes and untracked files), base64
 # Needs git (the probe asks only when `command -v git` finds it) and b64.
 repo_state() {
-    p=$2 r=$3
+    p=$2 r=$3 ask=$4
     if [ ! -e "$p" ] && [ ! -L "$p" ]; then
         echo "repo $1 kind absent"
         return
@@ -40,6 +43,16 @@ repo_state() {
             echo "repo $1 want tag $c"
         elif c=$(g rev-parse -q --verify "refs/remotes/origin/$r^{commit}"); then
             echo "repo $1 want branch $c"
+            if [ "$ask" = 1 ]; then
+                if o=$(GIT_TERMINAL_PROMPT=0 GIT_SSH_COMMAND='ssh -o BatchMode=yes' \
+                    timeout 15 git -c safe.directory='*' -C "$p" ls-remote origin "refs/heads/$r" \
+                    </dev/null 2>/dev/null); then
+                    o=${o%%[[:space:]]*}
+                    echo "repo $1 remote ${o:-none}"
+                else
+                    echo "repo $1 remote ?"
+                fi
+            fi
         elif printf %s "$r" | grep -Eqx '[0-9a-f]{40}|[0-9a-f]{64}' &&
             c=$(g rev-parse -q --verify "$r^{commit}"); then
             echo "repo $1 want commit $c"
