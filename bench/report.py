@@ -351,7 +351,8 @@ def _notes(raw: dict[str, Any]) -> list[str]:
         "- **Floor.** `ssh -F /dev/null -o BatchMode=yes -o ControlMaster=no pod true`, one "
         "OpenSSH client per pod, all started at once; the time until the last one exits.",
         "- **Steps.** In each cycle, on fresh pods: first apply, floor, `podstate check`, "
-        "noop apply, then Ansible's check (`ansible-playbook --check bench/ansible/fleet.yml`"
+        "noop apply, an apply once one `env` value has changed for every pod (reconfigure), "
+        "then Ansible's check (`ansible-playbook --check bench/ansible/fleet.yml`"
         ", forks = pods, pipelining, ControlPersist, no fact gathering; its ControlPersist "
         "masters are closed before it, so it starts from fresh connections too). Before "
         "Ansible's check, the two ~/.bashrc blocks Ansible's `blockinfile` adds next to "
