@@ -342,7 +342,7 @@ def _script(
     free: list[str] | None = None,
     download: dict[str, Any] | None = None,
     apt: list[str] | None = None,
-    repos: list[dict[str, str]] | None = None,
+    repos: list[dict[str, Any]] | None = None,
     secrets: list[str] | None = None,
     environ: list[str] | None = None,
 ) -> str:
@@ -463,7 +463,8 @@ class PodProbe(FactBase[dict[str, Any]]):
     + venv: what the venv role needs (``path``, ``python``, ``uv``, ``distributions``,
       ``snapshot``), or None
     + apt: Debian packages whose dpkg status matters, or None
-    + repos: repositories (``path``, ``ref``) whose checkout matters, or None
+    + repos: repositories (``path``, ``ref``, ``ask``: ask origin where a branch is) whose
+      checkout matters, or None
     + secrets: names of the secrets whose digests matter, or None (the file is not read)
 
     .. code:: python
@@ -522,7 +523,7 @@ class PodProbe(FactBase[dict[str, Any]]):
         free: list[str] | None = None,
         download: dict[str, Any] | None = None,
         apt: list[str] | None = None,
-        repos: list[dict[str, str]] | None = None,
+        repos: list[dict[str, Any]] | None = None,
         secrets: list[str] | None = None,
         environ: list[str] | None = None,
     ) -> str:

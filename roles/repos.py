@@ -14,7 +14,7 @@ from podstate import findings, repo_ops, roles
 from podstate.role import role
 
 
-def probe_args(wanted: dict[str, Any]) -> list[dict[str, str]] | None:
+def probe_args(wanted: dict[str, Any]) -> list[dict[str, Any]] | None:
     """Return the probe's ``repos`` argument: each path with its ref, and whether the probe
     asks origin where a branch is (not with a deploy key, which is on the pod only while
     apply fetches); None: no repos."""
