@@ -17,7 +17,7 @@ from podstate.role import role
 def probe_args(wanted: dict[str, Any]) -> list[dict[str, Any]] | None:
     """Return the probe's ``repos`` argument: each path with its ref, and whether the probe
     asks origin where a branch is (not with a deploy key, which is on the pod only while
-    apply fetches); None: no repos."""
+    apply fetches: this machine asks instead); None: no repos."""
     repos = wanted.get("repos")
     if not repos:
         return None
@@ -45,11 +45,15 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
         if why or state is None:
             findings.violation(why or f"{path} could not be read", f"repos.{path}")
             continue
+        key = item["ssh_key"]
+        if key is not None and (state.get("want") or ("",))[0] == "branch":
+            state = {**state, "remote": repo_ops.ask_origin(item["url"], item["ref"], key)}
         if state.get("remote") == "?":
             findings.violation(
                 f"{path}: origin ({repo_ops.shown_url(item['url'])}) could not be asked where "
-                f"{item['ref']} is now: compared with the clone's last fetch; fix the pod's "
-                "access to it, or pin a tag or a commit",
+                f"{item['ref']} is now: compared with the clone's last fetch; fix access to it "
+                f"({'from this machine, with ssh_key' if key else 'from the pod'}), or pin a "
+                "tag or a commit",
                 f"repos.{path}",
             )
         repo_ops.repository(

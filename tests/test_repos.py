@@ -122,8 +122,12 @@ def test_check_is_ok_and_costs_one_command(fleet, repos):
     before = {pod: exec_count(fleet, pod) for pod in fleet.pods}
     result = check(fleet)
     assert result.returncode == 0, result.stdout
+    # the probe; on pod-1, which serves the private repository, also the one git ls-remote
+    # this machine runs with the deploy key for every pod
     assert {pod: exec_count(fleet, pod) - before[pod] for pod in fleet.pods} == {
-        pod: 1 for pod in fleet.pods
+        "pod-1": 2,
+        "pod-2": 1,
+        "pod-3": 1,
     }
 
 
@@ -311,3 +315,16 @@ def test_an_origin_that_cannot_be_asked_is_reported_and_nothing_changes(fleet, r
     assert result.returncode == 1 and f"violation (Repos): {message}" in result.stdout
     assert run.hosts("error") == {"pod-2"} and f"repos./root/code/dev: {message}" in run.stderr
     assert head(fleet, "pod-2", "/root/code/dev") == before
+
+
+def test_a_private_branch_moved_upstream_is_asked_with_the_key_from_here(fleet, repos):
+    fleet.out("pod-1", ONE_MORE.replace("trainer", "private"))
+    moved = sha(fleet, "pod-1", "main", repo="/srv/git/private.git")
+    result = check(fleet)
+    assert result.returncode == 2, result.stdout
+    assert result.stdout.count(f"origin moved main to {moved[:7]}") == len(fleet.pods)
+    run = apply(fleet)
+    assert run.returncode == 0, run.stderr
+    for pod in fleet.pods:
+        assert head(fleet, pod, "/root/code/private") == moved
+    assert check(fleet).returncode == 0
