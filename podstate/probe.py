@@ -335,70 +335,6 @@ def _venv_script(venv: dict[str, str]) -> list[str]:
     return lines
 
 
-def _script(
-    paths: list[str],
-    files: list[str],
-    venv: dict[str, str] | None = None,
-    free: list[str] | None = None,
-    download: dict[str, Any] | None = None,
-    apt: list[str] | None = None,
-    repos: list[dict[str, Any]] | None = None,
-    secrets: list[str] | None = None,
-    environ: list[str] | None = None,
-) -> str:
-    """Return the POSIX sh program the probe runs: read-only, one output line per item."""
-    lines = [
-        "export LC_ALL=C",
-        "echo begin",
-        "b64() { base64 | tr -d '\\n'; }",
-        'echo "caps $(sed -n "s/^CapEff:[[:space:]]*//p" /proc/self/status)"',
-        'echo "shm $(stat -f -c "%S %b" /dev/shm 2>/dev/null)"',
-        'echo "disk $(stat -f -c "%S %a %b" / 2>/dev/null)"',
-        'echo "mounts $(b64 < /proc/self/mounts)"',
-        'echo "user $(id -un | b64)"',
-        # The login shell sshd runs every command with: what must read podstate's profile.
-        's=$(getent passwd "$(id -u)" 2>/dev/null) || s=$(grep "^$(id -un):" /etc/passwd); '
-        'echo "shell $(printf %s "${s##*:}" | b64)"',
-        # No nvidia-smi: a CPU pod. One that fails (a driver update, a hung GPU): unknown,
-        # and nothing more is asked of it.
-        "if command -v nvidia-smi >/dev/null 2>&1; then"
-        f" q=$(timeout 20 nvidia-smi --query-gpu={','.join(GPU_FIELDS)}"
-        " --format=csv,noheader,nounits 2>&1); r=$?;"
-        ' echo "gpu.query $r $(printf %s "$q" | b64)";'
-        " if [ $r = 0 ]; then"
-        ' echo "gpu.header $(timeout 20 nvidia-smi 2>/dev/null | head -n 5 | b64)";'
-        ' echo "topo $(timeout 20 nvidia-smi topo -m 2>/dev/null | b64)"; fi; fi',
-    ]
-    for path in paths:
-        q = quote_path(path)
-        lines.append(
-            f"k=$(stat -c %F:%a -- {q} 2>/dev/null) || k=-; r=$(realpath -m -- {q}); "
-            f'echo "path {b64(path)} $(printf %s "$k" | tr " " _) $(printf %s "$r" | b64)"'
-        )
-    if files:
-        lines.append(script("file_state.sh"))
-        lines += [f"file_state {b64(path)} {quote_path(path)} {MAX_FILE}" for path in files]
-    if venv:
-        lines += _venv_script(venv)
-    if environ:
-        lines.append(script("processes.sh"))
-        names = "|".join(re.escape(name) for name in environ)
-        lines.append(f"processes {shlex.quote(names)}")
-    for path in free or []:
-        lines.append(
-            f'echo "free {b64(path)} $(stat -f -c "%S %a" -- {quote_path(path)} 2>/dev/null)"'
-        )
-    if download:
-        lines.append(_download_script(download["url"], download["seconds"]))
-    if apt:
-        lines += _apt_script(apt)
-    lines += repo_ops.probe_lines(repos or [])
-    if secrets is not None:
-        lines += secret_ops.probe_lines(secrets)
-    lines.append("echo end")
-    return "\n".join(lines)
-
-
 # What dpkg-query prints per package: its name and status (``ii``: installed).
 DPKG_FORMAT = "${Package} ${db:Status-Abbrev}\\n"
 
@@ -527,7 +463,57 @@ class PodProbe(FactBase[dict[str, Any]]):
         secrets: list[str] | None = None,
         environ: list[str] | None = None,
     ) -> str:
-        return _script(paths, files, venv, free, download, apt, repos, secrets, environ)
+        """Return the POSIX sh program the probe runs: read-only, one output line per item."""
+        lines = [
+            "export LC_ALL=C",
+            "echo begin",
+            "b64() { base64 | tr -d '\\n'; }",
+            'echo "caps $(sed -n "s/^CapEff:[[:space:]]*//p" /proc/self/status)"',
+            'echo "shm $(stat -f -c "%S %b" /dev/shm 2>/dev/null)"',
+            'echo "disk $(stat -f -c "%S %a %b" / 2>/dev/null)"',
+            'echo "mounts $(b64 < /proc/self/mounts)"',
+            'echo "user $(id -un | b64)"',
+            # The login shell sshd runs every command with: what must read podstate's profile.
+            's=$(getent passwd "$(id -u)" 2>/dev/null) || s=$(grep "^$(id -un):" /etc/passwd); '
+            'echo "shell $(printf %s "${s##*:}" | b64)"',
+            # No nvidia-smi: a CPU pod. One that fails (a driver update, a hung GPU): unknown,
+            # and nothing more is asked of it.
+            "if command -v nvidia-smi >/dev/null 2>&1; then"
+            f" q=$(timeout 20 nvidia-smi --query-gpu={','.join(GPU_FIELDS)}"
+            " --format=csv,noheader,nounits 2>&1); r=$?;"
+            ' echo "gpu.query $r $(printf %s "$q" | b64)";'
+            " if [ $r = 0 ]; then"
+            ' echo "gpu.header $(timeout 20 nvidia-smi 2>/dev/null | head -n 5 | b64)";'
+            ' echo "topo $(timeout 20 nvidia-smi topo -m 2>/dev/null | b64)"; fi; fi',
+        ]
+        for path in paths:
+            q = quote_path(path)
+            lines.append(
+                f"k=$(stat -c %F:%a -- {q} 2>/dev/null) || k=-; r=$(realpath -m -- {q}); "
+                f'echo "path {b64(path)} $(printf %s "$k" | tr " " _) $(printf %s "$r" | b64)"'
+            )
+        if files:
+            lines.append(script("file_state.sh"))
+            lines += [f"file_state {b64(path)} {quote_path(path)} {MAX_FILE}" for path in files]
+        if venv:
+            lines += _venv_script(venv)
+        if environ:
+            lines.append(script("processes.sh"))
+            names = "|".join(re.escape(name) for name in environ)
+            lines.append(f"processes {shlex.quote(names)}")
+        for path in free or []:
+            lines.append(
+                f'echo "free {b64(path)} $(stat -f -c "%S %a" -- {quote_path(path)} 2>/dev/null)"'
+            )
+        if download:
+            lines.append(_download_script(download["url"], download["seconds"]))
+        if apt:
+            lines += _apt_script(apt)
+        lines += repo_ops.probe_lines(repos or [])
+        if secrets is not None:
+            lines += secret_ops.probe_lines(secrets)
+        lines.append("echo end")
+        return "\n".join(lines)
 
     def process(self, output: list[str]) -> dict[str, Any]:
         """Return the parsed probe; an answer cut short or malformed fails this pod alone, with

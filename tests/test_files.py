@@ -12,14 +12,16 @@ from pathlib import Path
 import pytest
 
 from podstate.operations import file_problem, write_command
-from podstate.probe import MAX_FILE, PodProbe, _script
+from podstate.probe import MAX_FILE, PodProbe
 
 TEXT = "export A=1\n"
 
 
 def probe(*paths: Path) -> dict:
     out = subprocess.run(
-        ["sh", "-c", _script([], [str(p) for p in paths])], capture_output=True, text=True
+        ["sh", "-c", PodProbe().command([], [str(p) for p in paths])],
+        capture_output=True,
+        text=True,
     )
     assert out.returncode == 0, out.stderr
     return PodProbe().process(out.stdout.splitlines())["files"]

@@ -127,7 +127,7 @@ def _real_probe_output() -> list[str]:
     import subprocess
     import tempfile
 
-    from podstate.probe import _script
+    from podstate.probe import PodProbe
 
     root = Path(tempfile.mkdtemp())
     (root / "f").write_text("export A=1\n")
@@ -135,7 +135,7 @@ def _real_probe_output() -> list[str]:
     (root / "dir").mkdir()
     files = [str(root / name) for name in ("f", "link", "dir", "absent")]
     venv = {"path": str(root / "venv"), "python": "python3", "uv": str(root / "uv")}
-    script = _script([str(root), "/nonexistent/x"], files, venv)
+    script = PodProbe().command([str(root), "/nonexistent/x"], files, venv)
     return subprocess.run(["sh", "-c", script], capture_output=True, text=True).stdout.splitlines()
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from podstate.probe import (
-    _script,
+    PodProbe,
     all_nvlink,
     mount_of,
     parse_gpu_list,
@@ -123,7 +123,9 @@ def test_probe_script_runs_in_sh_and_reads_back(tmp_path):
     (tmp_path / "f").write_text("line 1\n$(not run)\n")
     paths = [str(tmp_path / "a dir"), str(tmp_path / "missing" / "deeper")]
     files = [str(tmp_path / "f"), str(tmp_path / "absent")]
-    out = subprocess.run(["sh", "-c", _script(paths, files)], capture_output=True, text=True)
+    out = subprocess.run(
+        ["sh", "-c", PodProbe().command(paths, files)], capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr
     probe = parse_probe(out.stdout.splitlines())
     assert probe["paths"][paths[0]]["kind"] == "directory"
@@ -169,7 +171,6 @@ def test_real_h200_shm_is_the_last_of_two_mounts():
 
 def test_real_h200_probe_answer_parses():
     """podstate's probe, run on a real H200 pod: every section reads back."""
-    from podstate.probe import PodProbe
 
     probe = PodProbe().process((NVIDIA / "h200-probe.txt").read_text().splitlines())
     (gpu,) = probe["gpu"].devices
