@@ -10,16 +10,11 @@ set -eu
 dest=$1 PY=$2
 shift 2
 D=$(dirname -- "$dest")
+# shellcheck disable=SC2034 # WHAT: for venv_lib.sh's messages
 V=$D/uv-env WHAT=uv-install LOG=$D/uv-install.log
 mkdir -p -- "$D" && : >"$LOG"
-echo "podstate: $WHAT of $V started at $(date +%s.%N)" >>"$LOG"
-scrub
-while [ "$1" != -- ]; do
-    export "${1?}"
-    shift
-done
-shift
-workdir
+start "$@"
+shift "$NAMES"
 rm -rf -- "$V"
 run "$PY" -m venv "$V"
 run "$V/bin/python" -m pip install "$@" uv

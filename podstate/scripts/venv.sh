@@ -39,14 +39,8 @@ if ! { mkdir -p -- "$P/.podstate" && : >"$LOG"; }; then
     echo "podstate: venv $WHAT failed: cannot write to $P" >&2
     exit 1
 fi
-echo "podstate: $WHAT of $V started at $(date +%s.%N)" >>"$LOG"
-scrub
-while [ "$1" != -- ]; do
-    export "${1?}"
-    shift
-done
-shift
-workdir
+start "$@"
+shift "$NAMES"
 ok() {
     [ -f "$V/$record" ] && grep -qF "$fingerprint" "$V/$record" &&
         [ -z "$(venv_missing "$V" "$distributions")" ] && "$V/bin/python" -c '' 2>/dev/null

@@ -8,6 +8,9 @@
 #               venv): what a venv holds is a function of the desired state alone
 #   workdir     make TMPDIR and the caches, and a fresh work directory W under TMPDIR
 #               (removed on exit), which becomes TMPDIR
+#   start ARG...  log that the WHAT of V starts, scrub, export the NAME=VALUE arguments up
+#               to "--", then workdir; NAMES is how many arguments it read, "--" too, for
+#               the caller's `shift "$NAMES"` (a function cannot shift its caller's)
 
 why() {
     if grep -q 'No space left on device' "$LOG" 2>/dev/null; then
@@ -52,4 +55,16 @@ workdir() {
     W=$(mktemp -d "$TMPDIR/podstate-venv.XXXXXX") || fail "cannot write to $TMPDIR"
     trap 'rm -rf -- "$W"' EXIT
     export TMPDIR="$W"
+}
+
+start() {
+    echo "podstate: $WHAT of $V started at $(date +%s.%N)" >>"$LOG"
+    scrub
+    NAMES=1
+    while [ "$1" != -- ]; do
+        export "${1?}"
+        shift
+        NAMES=$((NAMES + 1))
+    done
+    workdir
 }
