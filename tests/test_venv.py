@@ -322,6 +322,23 @@ def _sh(command: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="needs /usr/bin/python3")
+def test_uv_install_fails_with_pips_cause_and_leaves_no_link(tmp_path):
+    """uv installed with pip, run here with no index to install from: the installer's
+    settings reach pip (its work directory under TMPDIR), the log starts with the attempt,
+    the one line on stderr is pip's cause, and there is no uv link."""
+    want = _local_venv(tmp_path)
+    dest = tmp_path / "opt/.podstate/uv"
+    run = _sh(venv_ops.uv_install_command(want, str(dest)))
+    assert run.returncode == 1
+    assert run.stderr.startswith("podstate: venv uv-install failed: ")
+    assert "No matching distribution found for uv" in run.stderr, run.stderr
+    log = (dest.parent / "uv-install.log").read_text()
+    assert log.startswith(f"podstate: uv-install of {dest.parent}/uv-env started at ")
+    assert (tmp_path / "tmp").is_dir() and (tmp_path / "cache/pip").is_dir()
+    assert not dest.exists() and not dest.is_symlink()
+
+
+@pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="needs /usr/bin/python3")
 def test_scripts_build_pack_and_restore_a_venv_locally(tmp_path):
     """The venv scripts, run here: build and switch (pip in the venv, bytecode compiled), a
     snapshot the probe reads with its sha256, a restore, a corrupted archive and a broken
