@@ -3,7 +3,7 @@
 Real pods are 50-200 ms away, so a change that costs a command per step costs a round trip
 per step. When the run executes, ``plan`` takes the commands every podstate operation
 would run on a pod, in order, and joins them into segments: one command each, under the
-pod lock, which the last one releases when nothing after it changes the pod. Each
+pod lock, which the last one releases when no other deploy file's operation follows. Each
 operation keeps its place in pyinfra's run and its own result: the one holding a
 segment's first step runs the segment, and every operation then reports how its own steps
 went, from markers the segment prints. A step that fails ends the segment (the lock is
@@ -108,8 +108,8 @@ def plan(state: State, host: Host, ops: list[str], release: bool) -> int:
     """Fold the commands of ``ops`` (podstate's operations on ``host``, in run order) into
     segments, and make each operation run or report its steps; return how many segments.
 
-    With ``release``, the segment that ends the operations releases the pod lock: nothing
-    after them changes the pod.
+    With ``release``, the segment that ends the operations releases the pod lock: no other
+    deploy file's operation follows them.
     """
     segments: list[Segment] = []
     segment: Segment | None = None
