@@ -27,21 +27,24 @@ step ``bench/steps.py``, Ansible's step ``bench/ansible_check.py``; the report i
 from __future__ import annotations
 
 import argparse
+import compileall
 import datetime as dt
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.cycle import cycle
+from bench.cycle import cycle, vars_dir
 from bench.machine import machine
 from bench.report import STEPS, write_report
-from bench.steps import BIN, ROOT, BenchError
+from bench.steps import BIN, ROOT, STEP_TIMEOUT_S, BenchError
 from podstate.jsonfile import write_json
 
 RESULTS = ROOT / "bench" / "results"
@@ -66,6 +69,10 @@ def measure(settings: Settings, ansible_runs: int, out: Path) -> dict[str, Any]:
     machine spreads over all settings instead of spoiling one. Ansible runs in the first
     ``ansible_runs`` rounds, at non-zero RTTs only.
     """
+    # As an installed wheel has it: pyinfra's CLI never writes bytecode, and an editable
+    # install comes without, so podstate's modules would be compiled again at every start.
+    for package in ("podstate", "roles"):
+        compileall.compile_dir(ROOT / package, quiet=1)
     raw: dict[str, Any] = {
         "machine": machine(),
         "settings": asdict(settings) | {"ansible_runs": ansible_runs},
@@ -73,6 +80,7 @@ def measure(settings: Settings, ansible_runs: int, out: Path) -> dict[str, Any]:
         "samples": [],
     }
     raw["startup"] = startup_times()
+    raw["first_connection"] = first_connection_times()
     total = settings.runs * len(settings.rtts_ms) * len(settings.pod_counts)
     began = time.monotonic()
     for run in range(settings.runs):
@@ -125,6 +133,51 @@ def startup_times(runs: int = 3) -> dict[str, float]:
             subprocess.run(command, cwd=ROOT, capture_output=True, stdin=subprocess.DEVNULL)
             times.append(time.perf_counter() - start)
         result[name] = round(statistics.median(times), 3)
+    return result
+
+
+def first_connection_times(runs: int = 3) -> dict[str, float]:
+    """Return the median time from starting podstate's check, and pyinfra's apply, to their
+    first SSH connection attempt: what runs before the first round trip can start.
+
+    One pod whose address is a socket listening here; the time is taken when it accepts the
+    connection (localhost: the TCP handshake costs nothing), which it then closes.
+    """
+    commands = {
+        "podstate check": [str(BIN / "podstate"), "check"],
+        "pyinfra apply": [str(BIN / "pyinfra"), "-y", "inventories/pods.py", "deploy/pod.py"],
+    }
+    result = {}
+    with tempfile.TemporaryDirectory(prefix="podstate-bench-") as tmp:
+        work = Path(tmp)
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen()
+            listener.settimeout(STEP_TIMEOUT_S)
+            port = listener.getsockname()[1]
+            (work / "pods.yaml").write_text(
+                "defaults: {ssh_user: root}\n"
+                f"pods: {{pod-1: {{ssh_hostname: 127.0.0.1, ssh_port: {port}}}}}\n"
+            )
+            env = {
+                **{k: v for k, v in os.environ.items() if k != "RUNPOD_API_KEY"},
+                "PODSTATE_PODS": str(work / "pods.yaml"),
+                "PODSTATE_VARS": str(vars_dir(work, 1)),
+                "PODSTATE_HOSTKEYS": str(work / "hostkeys"),
+            }
+            for name, command in commands.items():
+                times = []
+                for _ in range(runs):
+                    start = time.perf_counter()
+                    process = subprocess.Popen(
+                        command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    )  # fmt: skip
+                    connection, _ = listener.accept()
+                    times.append(time.perf_counter() - start)
+                    connection.close()
+                    process.wait(STEP_TIMEOUT_S)
+                result[name] = round(statistics.median(times), 3)
     return result
 
 

@@ -27,10 +27,9 @@ from pyinfra.api.connect import connect_all, disconnect_all
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.state import BaseStateCallback, StateStage
 from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
-from pyinfra_cli.inventory import make_inventory
-from pyinfra_cli.util import exec_file
 
 from podstate import findings, hostkeys, pyinfra_api, settings
+from podstate.pyinfra_api import exec_file, make_inventory
 
 if TYPE_CHECKING:
     from podstate.shards import Shard

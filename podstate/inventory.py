@@ -6,6 +6,7 @@ handed to the roles as the host data key ``podstate``.
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 from dataclasses import dataclass
@@ -89,11 +90,20 @@ def _vars_dir() -> Path:
 
 def _resolved(pods: list[Pod], vars_dir: Path) -> list[Pod]:
     """Return ``pods`` with each one's merged, validated state in ``data['podstate']``, and
-    the connect and command time limits (``podstate.settings``) in its host data."""
+    the connect and command time limits (``podstate.settings``) in its host data.
+
+    Pods whose state comes from the same files (most of a fleet) are validated once: that is
+    most of the time spent before the first connection, and it grew with the fleet.
+    """
     store = VarsDir(vars_dir)
+    resolved: dict[tuple[str, ...], dict[str, Any]] = {}
     for pod in pods:
         pod.data = {**settings.host_data(), **pod.data}
-        pod.data["podstate"] = resolve(store.layers(pod.groups, pod.name), pod.name)
+        layers = store.layers(pod.groups, pod.name)
+        files = tuple(layer.display for layer in layers)
+        if files not in resolved:
+            resolved[files] = resolve(layers, pod.name)
+        pod.data["podstate"] = copy.deepcopy(resolved[files])
     return pods
 
 

@@ -467,15 +467,21 @@ class PodProbe(FactBase[dict[str, Any]]):
         lines = [
             "export LC_ALL=C",
             "echo begin",
-            "b64() { base64 | tr -d '\\n'; }",
+            # base64 on one line; -w0 (GNU, busybox) saves a process for each value
+            "if base64 -w0 </dev/null >/dev/null 2>&1; then b64() { base64 -w0; };"
+            " else b64() { base64 | tr -d '\\n'; }; fi",
+            # enc VALUE sets enc_v to what the parser reads back as VALUE: "=VALUE" when VALUE
+            # is plain (no process at all), else its base64 (which never starts with "=")
+            'enc() { case $1 in *[!A-Za-z0-9/._+,:@%=-]*) enc_v=$(printf %s "$1" | b64) ;;'
+            ' *) enc_v="=$1" ;; esac; }',
             'echo "caps $(sed -n "s/^CapEff:[[:space:]]*//p" /proc/self/status)"',
             'echo "shm $(stat -f -c "%S %b" /dev/shm 2>/dev/null)"',
             'echo "disk $(stat -f -c "%S %a %b" / 2>/dev/null)"',
             'echo "mounts $(b64 < /proc/self/mounts)"',
-            'echo "user $(id -un | b64)"',
+            'u=$(id -un); enc "$u"; echo "user $enc_v"',
             # The login shell sshd runs every command with: what must read podstate's profile.
             's=$(getent passwd "$(id -u)" 2>/dev/null) || s=$(grep "^$(id -un):" /etc/passwd); '
-            'echo "shell $(printf %s "${s##*:}" | b64)"',
+            'enc "${s##*:}"; echo "shell $enc_v"',
             # No nvidia-smi: a CPU pod. One that fails (a driver update, a hung GPU): unknown,
             # and nothing more is asked of it.
             "if command -v nvidia-smi >/dev/null 2>&1; then"
@@ -489,8 +495,9 @@ class PodProbe(FactBase[dict[str, Any]]):
         for path in paths:
             q = quote_path(path)
             lines.append(
-                f"k=$(stat -c %F:%a -- {q} 2>/dev/null) || k=-; r=$(realpath -m -- {q}); "
-                f'echo "path {b64(path)} $(printf %s "$k" | tr " " _) $(printf %s "$r" | b64)"'
+                f"k=$(stat -c %a:%F -- {q} 2>/dev/null) || k=-; "
+                f"r=$(realpath -m -- {q} && echo .); "  # the dot keeps a final line break
+                f'enc "${{r%??}}"; echo "path {b64(path)} $enc_v $k"'
             )
         if files:
             lines.append(script("file_state.sh"))
@@ -542,12 +549,12 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
     secret_lines: list[str] = []
     for line in output:
         key, _, rest = line.partition(" ")
-        if key == "path":
-            name, kind_mode, real = (rest.split(" ") + ["", ""])[:3]
-            kind, _, mode = kind_mode.partition(":")
+        if key == "path":  # path NAME REAL MODE:KIND ("-" when absent); KIND may have spaces
+            name, real, mode_kind = (rest.split(" ", 2) + ["", ""])[:3]
+            mode, _, kind = mode_kind.partition(":")
             paths[_decode(name)] = {
-                "kind": None if kind in ("", "-") else kind.replace("_", " "),
-                "mode": mode or None,
+                "kind": kind or None,
+                "mode": mode if kind else None,
                 "real": _decode(real),
             }
         elif key == "file":
@@ -667,6 +674,9 @@ def parse_venv(fields: dict[str, str]) -> dict[str, Any]:
 
 
 def _decode(data: str) -> str:
-    """Return base64 ``data`` as text; bytes that are not UTF-8 survive as surrogates, so a
+    """Return a probe value as text: ``=`` then the value itself (the probe's ``enc`` for a
+    plain value), else base64, whose bytes that are not UTF-8 survive as surrogates, so a
     file written back from it is byte-for-byte what was read."""
+    if data.startswith("="):
+        return data[1:]
     return base64.b64decode(data, validate=True).decode("utf-8", "surrogateescape")

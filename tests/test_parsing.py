@@ -1,6 +1,7 @@
 """Unit tests for the pure parsers: sizes, /proc/mounts, nvidia-smi output, the probe."""
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -135,6 +136,40 @@ def test_probe_script_runs_in_sh_and_reads_back(tmp_path):
     assert probe["files"][files[0]].content == "line 1\n$(not run)\n"
     assert probe["files"][files[1]].state == "absent"
     assert probe["shm_size"] > 0
+
+
+@pytest.mark.parametrize("base64_w0", [True, False], ids=["base64 -w0", "base64 without -w"])
+def test_probe_reads_odd_paths_back_exactly(tmp_path, base64_w0):
+    """Kinds with spaces, links, names with spaces and line breaks; and a base64 without
+    ``-w`` (an old busybox), whose lines the probe joins itself."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "plain file").write_text("x\n" * 100)
+    (tmp_path / "link").symlink_to(tmp_path / "d")
+    odd = tmp_path / "line\nbreak\n"
+    odd.mkdir()
+    env = dict(os.environ)
+    if not base64_w0:
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "base64").write_text(
+            '#!/bin/sh\nfor a; do [ "$a" = -w0 ] && exit 1; done\nexec /usr/bin/base64 "$@"\n'
+        )
+        (bin_dir / "base64").chmod(0o755)
+        env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    paths = [str(tmp_path / n) for n in ("plain file", "link", "line\nbreak\n")]
+    files = [str(tmp_path / "plain file")]
+    out = subprocess.run(
+        ["sh", "-c", PodProbe().command(paths, files)], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    probe = parse_probe(out.stdout.splitlines())
+    assert probe["paths"][paths[0]] | {"mount": None} == {
+        "kind": "regular file", "mode": "644", "real": paths[0], "mount": None
+    }  # fmt: skip
+    assert probe["paths"][paths[1]]["kind"] == "symbolic link"
+    assert probe["paths"][paths[1]]["real"] == str(tmp_path / "d")
+    assert probe["paths"][paths[2]]["real"] == str(odd)
+    assert probe["files"][files[0]].content == "x\n" * 100  # over one base64 line of 76
 
 
 # Real captures from a single-H200 host (tests/fixtures/nvidia/README.md).

@@ -71,6 +71,22 @@ def test_state_merges_all_then_cloud_then_groups_then_host(fleet):
     assert pods["b"].data["cloud"] == "COMMUNITY"
 
 
+def test_pods_from_the_same_files_share_a_state_but_not_its_object(fleet):
+    """Validated once for the files they share, each pod still gets its own copy to use."""
+    pods_file = fleet / "pods.yaml"
+    pods_file.write_text(pods_file.read_text() + "  c: {ssh_hostname: 127.0.0.1, ssh_port: 3}\n")
+    write(fleet / "vars/group_vars/community.yaml", "env: {B: community}\n")
+    pods = {pod.name: pod for pod in load_pods()}
+    c, b = pods["c"].data["podstate"], pods["b"].data["podstate"]
+    assert c["env"] == {"A": "all", "B": "community"} == b["env"]
+    assert c["scratch"]["/scratch"]["mode"] == "1777"  # b's host_vars are b's alone
+    c["env"]["A"] = "changed"
+    assert b["env"]["A"] == "all"
+    write(fleet / "vars/group_vars/community.yaml", "env: {B: 2}\n")
+    with pytest.raises(SpecError, match=r"group_vars/community.yaml: env.B: .*\(pod b\)$"):
+        load_pods()
+
+
 @pytest.mark.parametrize(
     "content,expected",
     [

@@ -4,18 +4,21 @@
 # prints "file NAME STATE LINK TARGET [MODE SIZE [CONTENT]]": a symbolic link is followed to
 # its target (LINK 1); STATE is file, absent, dangling, loop (the link does not resolve),
 # large (over LIMIT bytes: not read), unreadable, or the kind stat names (directory, fifo…);
-# TARGET and CONTENT are base64, CONTENT only for a readable regular file.
-# Needs b64 (base64 without line breaks), which the probe defines.
+# CONTENT (base64, by b64) is there only for a readable regular file; TARGET is encoded by
+# enc (the value itself after "=", or base64). The probe defines enc and b64.
+# shellcheck disable=SC2154 # enc_v is set by enc, which the probe defines
 file_state() {
     t=$2 l=0
     if [ -L "$2" ]; then
         l=1
         if ! t=$(readlink -f -- "$2"); then
-            echo "file $1 loop 1 $(printf %s "$(readlink -- "$2")" | b64)"
+            enc "$(readlink -- "$2")"
+            echo "file $1 loop 1 $enc_v"
             return
         fi
     fi
-    n=$(printf %s "$t" | b64)
+    enc "$t"
+    n=$enc_v
     if [ ! -e "$t" ]; then
         if [ $l = 1 ]; then echo "file $1 dangling 1 $n"; else echo "file $1 absent 0 $n"; fi
     elif [ ! -f "$t" ]; then
@@ -24,8 +27,8 @@ file_state() {
         echo "file $1 unreadable $l $n"
     elif [ "${m#* }" -gt "$3" ]; then
         echo "file $1 large $l $n $m"
-    elif c=$(base64 <"$t"); then
-        echo "file $1 file $l $n $m $(printf %s "$c" | tr -d '\n')"
+    elif c=$(b64 <"$t"); then
+        echo "file $1 file $l $n $m $c"
     else
         echo "file $1 unreadable $l $n $m"
     fi

@@ -1,14 +1,15 @@
 #!/bin/sh
 # Defines processes, which the probe calls once: processes PATTERN
 # prints "proc PID COMM ENVIRON" for each process of this container (same mount namespace)
-# whose environment sets a variable PATTERN matches (an extended regex of names); COMM and
-# ENVIRON (the matching NAME=VALUE lines) are base64. Skipped: kernel threads (they have an
+# whose environment sets a variable PATTERN matches (an extended regex of names); COMM is
+# encoded by enc, ENVIRON (the matching NAME=VALUE lines) is base64. Skipped: kernel threads (they have an
 # empty environment), the container's init (pid 1: restarting it is restarting the pod) and
 # every process of an SSH session, sshd included: those are podstate's own commands (this
 # probe, another run's) and shells whose next login reads the profile anyway. A job started
 # over SSH that outlived its session belongs to init, and is listed.
-# Needs b64 (base64 without line breaks), which the probe defines.
+# Needs enc and b64, which the probe defines.
 
+# shellcheck disable=SC2154 # enc_v is set by enc, which the probe defines
 parent_of() {
     while read -r key value; do
         if [ "$key" = PPid: ]; then
@@ -37,8 +38,9 @@ processes() {
         # shellcheck disable=SC3013
         [ "$d/ns/mnt" -ef /proc/self/ns/mnt ] || continue
         in_ssh_session "$pid" 2>/dev/null && continue
-        comm=$(cat "$d/comm" 2>/dev/null) || continue
+        { read -r comm <"$d/comm"; } 2>/dev/null || continue
         e=$({ tr '\0' '\n' <"$d/environ"; } 2>/dev/null | grep -E "^($1)=") || continue
-        echo "proc $pid $(printf %s "$comm" | b64) $(printf %s "$e" | b64)"
+        enc "$comm"
+        echo "proc $pid $enc_v $(printf %s "$e" | b64)"
     done
 }
