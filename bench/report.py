@@ -223,6 +223,30 @@ def _reading(table: dict, counts: list[int], rtts: list[float], raw: dict[str, A
             "podstate beats the network; with few pods, where the round trips dominate, the "
             "ratios above are the honest comparison."
         )
+    shares = [
+        (label, c)
+        for label, step in (
+            ("the floor", "floor"),
+            ("the check", "check"),
+            ("the noop apply", "noop"),
+            ("the reconfigure", "reconfigure"),
+            ("the first apply", "first"),
+        )
+        if (c := table.get((step, top, few))) and c.machine_cpu is not None and c.cpu is not None
+    ]
+    if shares:
+        lines.append(
+            f"- **The pods' own work runs on the same cores.** At {few} pods and {top:g} ms, "
+            f"this machine's {cores} cores worked "
+            + ", ".join(
+                f"{c.machine_cpu:.2f} s during {label} ({c.cpu:.2f} s of it in the command "
+                "measured)"
+                for label, c in shares
+            )
+            + ". The rest is the pods' sshd, their shells and the commands run on them (the "
+            "probe; for an apply, the changes) and the latency proxy. Here it competes with "
+            "the tool measured for the same cores; each real pod has CPUs of its own."
+        )
     ansible_cell = table.get(("ansible", top, many))
     if ansible_cell and check_cell and ansible_cell.cpu is not None:
         bound = ansible_cell.cpu / cores

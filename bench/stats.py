@@ -18,6 +18,7 @@ class Cell:
     commands_max: int  # most remote commands any pod got, in any run
     commands_mean: float
     cpu: float | None  # median CPU seconds of the tool's processes on the control machine
+    machine_cpu: float | None = None  # median CPU seconds of the whole machine, pods included
 
 
 def cells(raw: dict[str, Any]) -> dict[tuple[str, float, int], Cell]:
@@ -36,11 +37,15 @@ def cells(raw: dict[str, Any]) -> dict[tuple[str, float, int], Cell]:
             runs=len(seconds),
             commands_max=int(max(r["commands"]["max"] for r in results)),
             commands_mean=statistics.fmean(r["commands"]["mean"] for r in results),
-            cpu=statistics.median(cpus)
-            if (cpus := [r["client_cpu_s"] for r in results if "client_cpu_s" in r])
-            else None,
+            cpu=_median(results, "client_cpu_s"),
+            machine_cpu=_median(results, "machine_cpu_s"),
         )
     return out
+
+
+def _median(results: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in results if key in r]
+    return statistics.median(values) if values else None
 
 
 def slope(points: list[tuple[int, float]]) -> float | None:

@@ -55,6 +55,14 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _machine_cpu() -> float:
+    """Return the CPU seconds this machine's cores have spent working (all processes: the
+    tool, the sandbox pods' sshd and commands, the latency proxy) since boot."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq = (int(f) for f in fields[:7])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
 def _tail(text: str, lines: int = 8) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
@@ -67,7 +75,7 @@ def timed(
     Raises BenchError when it exits with another status than ``expect``.
     """
     before = sandbox.commands_served(state)
-    cpu = _children_cpu()
+    cpu, machine_cpu = _children_cpu(), _machine_cpu()
     start = time.perf_counter()
     result = subprocess.run(
         command,
@@ -87,6 +95,7 @@ def timed(
     step = {
         "seconds": seconds,
         "client_cpu_s": _children_cpu() - cpu,
+        "machine_cpu_s": _machine_cpu() - machine_cpu,
         "commands": _per_pod(before, sandbox.commands_served(state)),
     }
     return step, result.stdout
@@ -107,7 +116,7 @@ def floor(pods_file: Path, state: Path) -> dict[str, Any]:
         for pod in doc["pods"].values()
     ]
     before = sandbox.commands_served(state)
-    cpu = _children_cpu()
+    cpu, machine_cpu = _children_cpu(), _machine_cpu()
     start = time.perf_counter()
     processes = [
         subprocess.Popen(
@@ -123,5 +132,6 @@ def floor(pods_file: Path, state: Path) -> dict[str, Any]:
     return {
         "seconds": seconds,
         "client_cpu_s": _children_cpu() - cpu,
+        "machine_cpu_s": _machine_cpu() - machine_cpu,
         "commands": _per_pod(before, sandbox.commands_served(state)),
     }

@@ -474,13 +474,14 @@ class PodProbe(FactBase[dict[str, Any]]):
             # is plain (no process at all), else its base64 (which never starts with "=")
             'enc() { case $1 in *[!A-Za-z0-9/._+,:@%=-]*) enc_v=$(printf %s "$1" | b64) ;;'
             ' *) enc_v="=$1" ;; esac; }',
-            'echo "caps $(sed -n "s/^CapEff:[[:space:]]*//p" /proc/self/status)"',
-            'echo "shm $(stat -f -c "%S %b" /dev/shm 2>/dev/null)"',
-            'echo "disk $(stat -f -c "%S %a %b" / 2>/dev/null)"',
+            # The shell's own capabilities, which the commands it starts as root keep
+            'while read -r k v; do [ "$k" = CapEff: ] && echo "caps $v"; done </proc/self/status',
+            # One line per filesystem stat answers for (none for a missing /dev/shm)
+            'stat -f -c "fs %n %S %a %b" / /dev/shm 2>/dev/null',
             'echo "mounts $(b64 < /proc/self/mounts)"',
             'u=$(id -un); enc "$u"; echo "user $enc_v"',
             # The login shell sshd runs every command with: what must read podstate's profile.
-            's=$(getent passwd "$(id -u)" 2>/dev/null) || s=$(grep "^$(id -un):" /etc/passwd); '
+            's=$(getent passwd "$u" 2>/dev/null) || s=$(grep "^$u:" /etc/passwd); '
             'enc "${s##*:}"; echo "shell $enc_v"',
             # No nvidia-smi: a CPU pod. One that fails (a driver update, a hung GPU): unknown,
             # and nothing more is asked of it.
@@ -541,6 +542,7 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     files: dict[str, FileInfo] = {}
     free: dict[str, int | None] = {}
+    statfs: dict[str, list[str]] = {}
     processes: list[dict[str, Any]] = []
     venv_fields: dict[str, str] = {}
     gpu_fields: dict[str, str] = {}
@@ -573,6 +575,9 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
                     ),
                 }
             )
+        elif key == "fs":
+            name, *numbers = rest.split(" ")
+            statfs[name] = numbers
         elif key == "free":
             name, *numbers = rest.split(" ")
             free[_decode(name)] = int(numbers[0]) * int(numbers[1]) if len(numbers) == 2 else None
@@ -592,13 +597,13 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
     for info in paths.values():
         info["mount"] = mount_of(info["real"], mounts)
     caps = int(fields.get("caps") or "0", 16)
-    shm = fields.get("shm", "").split()
-    disk = fields.get("disk", "").split()
+    shm = statfs.get("/dev/shm", [])  # block size, blocks free, blocks
+    disk = statfs.get("/", [])
     gpu = parse_gpu(gpu_fields)
     gpus = [device.name for device in gpu.devices]
     return {
         "can_mount": bool(caps >> CAP_SYS_ADMIN & 1),
-        "shm_size": int(shm[0]) * int(shm[1]) if len(shm) == 2 else None,
+        "shm_size": int(shm[0]) * int(shm[2]) if len(shm) == 3 else None,
         "disk_free": int(disk[0]) * int(disk[1]) if len(disk) == 3 else None,
         "disk_size": int(disk[0]) * int(disk[2]) if len(disk) == 3 else None,
         "mounts": mounts,

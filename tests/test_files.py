@@ -100,6 +100,12 @@ def test_edit_keeps_mode_and_owner(tree):
     assert (tree / "private").read_text() == TEXT
 
 
+def test_write_makes_missing_directories(tree):
+    assert write(tree / "new" / "deeper" / "f", own=True).returncode == 0
+    assert (tree / "new" / "deeper" / "f").read_text() == TEXT
+    assert leftovers(tree) == []
+
+
 def test_own_file_gets_its_mode(tree):
     assert write(tree / "private", own=True, mode="644").returncode == 0
     assert stat.S_IMODE((tree / "private").stat().st_mode) == 0o644

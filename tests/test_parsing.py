@@ -136,6 +136,10 @@ def test_probe_script_runs_in_sh_and_reads_back(tmp_path):
     assert probe["files"][files[0]].content == "line 1\n$(not run)\n"
     assert probe["files"][files[1]].state == "absent"
     assert probe["shm_size"] > 0
+    assert 0 < probe["disk_free"] <= probe["disk_size"]
+    status = Path("/proc/self/status").read_text()
+    cap_eff = int(re.search(r"^CapEff:\s*(\w+)", status, re.M).group(1), 16)
+    assert probe["can_mount"] is bool(cap_eff >> 21 & 1)  # CAP_SYS_ADMIN, as this process has
 
 
 @pytest.mark.parametrize("base64_w0", [True, False], ids=["base64 -w0", "base64 without -w"])

@@ -22,8 +22,8 @@ fi
 if [ -e "$target" ] && [ ! -f "$target" ]; then
     fail "is a $(stat -c %F -- "$target"), not a regular file; move it away"
 fi
-dir=$(dirname -- "$target")
-mkdir -p -- "$dir"
+dir=${target%/*} # PATH is absolute, and so is a link's target
+[ -d "${dir:=/}" ] || mkdir -p -- "$dir"
 tmp=$(mktemp "$dir/.${target##*/}.podstate.XXXXXX")
 trap 'rm -f -- "$tmp"' EXIT
 printf %s "$5" | base64 -d >"$tmp"
