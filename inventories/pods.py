@@ -10,7 +10,7 @@ from podstate.inventory import inventory_groups, load_pods
 from podstate.spec import SpecError
 
 signals.install()
-pyinfra_api.plan_faster()  # pyinfra plans each operation in half the CPU time
+pyinfra_api.plan_faster()  # pyinfra plans each operation without reading source files
 try:
     globals().update(inventory_groups(load_pods()))
 except SpecError as _error:

@@ -239,8 +239,8 @@ ORIGINALS = {
 def plan_faster() -> None:
     """Replace two pyinfra functions that planning calls for every operation with ones that
     return the same values without pyinfra's cost (``_operation_order``,
-    ``_all_global_arguments``). Planning then costs about half the CPU, which on a large
-    fleet is most of a check's time."""
+    ``_all_global_arguments``): a check of 24 pods takes about a second less CPU, and a
+    fleet's planning runs on one core."""
     sys.modules["pyinfra.api.operation"].get_operation_order_from_stack = _operation_order
     arguments.all_global_arguments = _all_global_arguments
     facts.all_global_arguments = _all_global_arguments

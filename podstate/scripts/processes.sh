@@ -2,11 +2,11 @@
 # Defines processes, which the probe calls once: processes PATTERN
 # prints "proc PID COMM ENVIRON" for each process of this container (same mount namespace)
 # whose environment sets a variable PATTERN matches (an extended regex of names); COMM is
-# encoded by enc, ENVIRON (the matching NAME=VALUE lines) is base64. Skipped: kernel threads (they have an
-# empty environment), the container's init (pid 1: restarting it is restarting the pod) and
-# every process of an SSH session, sshd included: those are podstate's own commands (this
-# probe, another run's) and shells whose next login reads the profile anyway. A job started
-# over SSH that outlived its session belongs to init, and is listed.
+# encoded by enc, ENVIRON (the matching NAME=VALUE lines) is base64. Skipped: kernel threads
+# (they have an empty environment), the container's init (pid 1: restarting it is restarting
+# the pod) and every process of an SSH session, sshd included: those are podstate's own
+# commands (this probe, another run's) and shells whose next login reads the profile anyway.
+# A job started over SSH that outlived its session belongs to init, and is listed.
 # Needs enc and b64, which the probe defines.
 
 # shellcheck disable=SC2154 # enc_v is set by enc, which the probe defines
