@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from bench.ansible_check import add_ansible_blocks, ansible
-from bench.steps import BIN, ROOT, BenchError, environ, floor, timed
+from bench.steps import APPLY, BIN, ROOT, BenchError, environ, floor, timed, tool_env
 
 # Above the shipped disk_reserve (2G), as a real pod's container disk is; a sandbox pod's disk
 # is a tmpfs, which takes memory only for what is written.
@@ -131,19 +131,14 @@ def cycle(pods: int, rtt_ms: float, run: int, with_ansible: bool) -> dict[str, A
             proxy = Proxy(targets, rtt_ms)
             pods_file = proxied_pods_file(state, proxy.ports, work)
             vars_path = vars_dir(work, pods)
-            env = {
-                **{k: v for k, v in os.environ.items() if k != "RUNPOD_API_KEY"},
-                "PODSTATE_PODS": str(pods_file),
-                "PODSTATE_VARS": str(vars_path),
-            }
+            env = tool_env(pods_file, vars_path)
             steps = sample["steps"]
-            apply = [str(BIN / "pyinfra"), "-y", "inventories/pods.py", "deploy/pod.py"]
-            steps["first"], _ = timed("first apply", apply, env, state)
+            steps["first"], _ = timed("first apply", APPLY, env, state)
             steps["floor"] = floor(pods_file, state)
             steps["check"], _ = timed("check", [str(BIN / "podstate"), "check"], env, state)
-            steps["noop"], _ = timed("noop apply", apply, env, state)
+            steps["noop"], _ = timed("noop apply", APPLY, env, state)
             reconfigure(vars_path, f"run-{run}")
-            steps["reconfigure"], _ = timed("reconfigure", apply, env, state)
+            steps["reconfigure"], _ = timed("reconfigure", APPLY, env, state)
             if with_ansible:
                 add_ansible_blocks([p.name for p in sandbox.status()])
                 steps["ansible"] = ansible(pods, pods_file, vars_path, work, env, state)

@@ -44,7 +44,7 @@ from typing import Any
 from bench.cycle import cycle, vars_dir
 from bench.machine import machine
 from bench.report import STEPS, write_report
-from bench.steps import BIN, ROOT, STEP_TIMEOUT_S, BenchError
+from bench.steps import APPLY, BIN, ROOT, STEP_TIMEOUT_S, BenchError, tool_env
 from podstate.jsonfile import write_json
 
 RESULTS = ROOT / "bench" / "results"
@@ -145,7 +145,7 @@ def first_connection_times(runs: int = 3) -> dict[str, float]:
     """
     commands = {
         "podstate check": [str(BIN / "podstate"), "check"],
-        "pyinfra apply": [str(BIN / "pyinfra"), "-y", "inventories/pods.py", "deploy/pod.py"],
+        "pyinfra apply": APPLY,
     }
     result = {}
     with tempfile.TemporaryDirectory(prefix="podstate-bench-") as tmp:
@@ -159,12 +159,8 @@ def first_connection_times(runs: int = 3) -> dict[str, float]:
                 "defaults: {ssh_user: root}\n"
                 f"pods: {{pod-1: {{ssh_hostname: 127.0.0.1, ssh_port: {port}}}}}\n"
             )
-            env = {
-                **{k: v for k, v in os.environ.items() if k != "RUNPOD_API_KEY"},
-                "PODSTATE_PODS": str(work / "pods.yaml"),
-                "PODSTATE_VARS": str(vars_dir(work, 1)),
-                "PODSTATE_HOSTKEYS": str(work / "hostkeys"),
-            }
+            env = tool_env(work / "pods.yaml", vars_dir(work, 1))
+            env["PODSTATE_HOSTKEYS"] = str(work / "hostkeys")
             for name, command in commands.items():
                 times = []
                 for _ in range(runs):

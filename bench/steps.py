@@ -23,6 +23,8 @@ from podstate import sandbox
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 STEP_TIMEOUT_S = 600
+# The apply as the README runs it (podstate's own deploy file alone)
+APPLY = [str(BIN / "pyinfra"), "-y", "inventories/pods.py", "deploy/pod.py"]
 
 
 class BenchError(Exception):
@@ -42,6 +44,16 @@ def environ(**values: str) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def tool_env(pods_file: Path, vars_path: Path) -> dict[str, str]:
+    """Return the environment a measured command runs in: this one, with the pods file and the
+    vars directory given, and without RUNPOD_API_KEY (the pods are the file's)."""
+    return {
+        **{k: v for k, v in os.environ.items() if k != "RUNPOD_API_KEY"},
+        "PODSTATE_PODS": str(pods_file),
+        "PODSTATE_VARS": str(vars_path),
+    }
 
 
 def _per_pod(before: dict[str, int], after: dict[str, int]) -> dict[str, float]:
