@@ -259,7 +259,7 @@ def _reading(table: dict, counts: list[int], rtts: list[float], raw: dict[str, A
             f"check ({check_cell.median:.2f} s)."
         )
     first, noop = table.get(("first", top, few)), table.get(("noop", top, few))
-    if first and noop and first.commands_max > noop.commands_max:
+    if top > 0 and first and noop and first.commands_max > noop.commands_max:
         extra = first.commands_max - noop.commands_max
         lines.append(
             f"- **A change costs a round trip.** A first apply runs up to "
