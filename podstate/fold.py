@@ -30,13 +30,13 @@ from typing import Any
 import click
 from paramiko import Channel, SSHException
 from pyinfra import logger
-from pyinfra.api import FunctionCommand, Host, State
+from pyinfra.api import FunctionCommand, Host, State, StringCommand
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 from pyinfra.api.command import FileUploadCommand, PyinfraCommand
 from pyinfra.api.util import print_host_combined_output
 from pyinfra.connectors.util import CommandOutput, OutputLine
 
-from podstate import findings, lock, pyinfra_api, settings
+from podstate import lock, pyinfra_api, settings
 
 MARK = f"@@podstate-{lock.TOKEN[:12]}"
 COMMAND_MAX = 100_000  # bytes; Linux caps one argument (the command sshd runs) at 128 KiB
@@ -72,19 +72,20 @@ class Segment:
         """Return the segment's time limit: its steps' together, and the wait for the lock."""
         return sum(self.ttls) + self.ttls[0] + lock.MARGIN
 
-    def command(self) -> str:
-        """Return the segment's command: each step in turn, under the pod lock, which each
-        step renews for its own time limit (as it would, run alone). Each step's output
+    def command(self, held: bool = False) -> str:
+        """Return the segment's command: each step in turn, under the pod lock (taken, or
+        ``held`` by this run already), which each step renews for its own time limit (as it
+        would, run alone), and which a step finding it lost stops at. Each step's output
         follows its marker line, stderr and stdout in one stream, in order."""
         body = ["exec 2>&1", f"m={MARK}", 'step() { echo "$m $1"; renew "$2"; }']
         for i, (step, ttl) in enumerate(zip(self.steps, self.ttls, strict=True)):
             body += [
-                f"step {i} {ttl + lock.MARGIN}",
+                f"step {i} {ttl + lock.MARGIN} || exit 75",
                 step,
                 'r=$?; [ "$r" -eq 0 ] || exit "$r"',
                 f'echo "$m ok {i}"',
             ]
-        return lock.guarded("\n".join(body), self.ttls[0], release=self.release)
+        return lock.guarded("\n".join(body), self.ttls[0], self.release, held)
 
 
 def _step(command: PyinfraCommand) -> tuple[str, str | None, int] | None:
@@ -147,6 +148,8 @@ def _replay(
     could hold, as it is; then the rest of the operation, unfolded."""
     for item in items:
         if not isinstance(item, tuple):
+            if isinstance(item, FileUploadCommand):
+                yield FunctionCommand(_hold, (), {})
             yield item
             continue
         segment, index = item
@@ -169,7 +172,8 @@ def _run(state: State, host: Host, segment: Segment) -> bool:
     current, limit = -1, segment.ttls[0]
     deadline = [time.monotonic() + limit]  # moved on at each step's marker
     try:
-        channel = pyinfra_api.start_command(state, host, segment.command(), arguments)
+        command = segment.command(lock.holds(host))
+        channel = pyinfra_api.start_command(state, host, command, arguments)
         with channel:
             channel.sendall("".join(line + "\n" for line in segment.stdin).encode())
             channel.shutdown_write()
@@ -187,9 +191,27 @@ def _run(state: State, host: Host, segment: Segment) -> bool:
     except (TimeoutError, OSError, EOFError, SSHException) as e:
         why = f"no answer within {limit} s" if isinstance(e, TimeoutError) else str(e)
         segment.output.setdefault(current, []).append(OutputLine("stderr", f"podstate: {why}"))
-    if segment.release and len(segment.done) == len(segment.steps):
-        findings.of(host).locked = False
+    lock.ran(host, not segment.release and len(segment.done) == len(segment.steps))
     return True
+
+
+def _hold(state: State, host: Host) -> bool:
+    """Take the pod lock before an upload that no segment holds, unless this run holds it
+    already (the usual case: a segment before the upload took it); return whether it could."""
+    if lock.holds(host):
+        return True
+    arguments = {
+        key: value
+        for key, value in (host.current_op_global_arguments or {}).items()
+        if key in CONNECTOR_ARGUMENT_KEYS
+    }
+    status, output = host.run_shell_command(
+        StringCommand(lock.command_for(host, ":")), print_input=state.print_input, **arguments
+    )
+    if not status:
+        lock.ran(host, False)
+        print_host_combined_output(host, output)
+    return status
 
 
 def _lines(channel: Channel, deadline: list[float]) -> Iterator[str]:

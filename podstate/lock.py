@@ -1,10 +1,15 @@
-"""A per-pod lock so that two runs (two CI jobs, a person and CI) never interleave writes.
+"""A per-pod lock so that two runs (two CI jobs, a person and ``podstate watch``) never
+interleave their changes to a pod.
 
-No command is spent on it when nothing changes: every command that changes a pod first
-takes the lock (or finds it already held by this run), and the run's last operation
-releases it. A second run waits up to ``PODSTATE_LOCK_WAIT`` seconds, then fails that pod
-with a message naming the holder; the other pods go on. A lock left by a killed run
-expires on its own (see ``guarded``). The shell is scripts/lock.sh.
+No command is spent on it when nothing changes: a run takes the lock with its first command
+that changes a pod, holds it for the rest of the run on that pod (every deploy file's
+operations, uploads and callbacks, and the waits between them), and releases it with its
+last. While the run's SSH connection to the pod is open, a keeper on the pod renews the
+lock; a run that is killed loses it ``PODSTATE_LOCK_GRACE`` seconds after its connection
+closed, or once the time limit of a command still running has passed. A second run waits
+up to ``PODSTATE_LOCK_WAIT`` seconds, then fails that pod with a line naming the holder; the
+other pods go on. Taking, taking over, renewing and releasing are each atomic on the pod
+(``flock``), and only the holder renews or releases. The shell is scripts/lock.sh.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import time
 import uuid
 
 from pyinfra import host
-from pyinfra.api import StringCommand
+from pyinfra.api import Host, StringCommand
 
 from podstate import findings, settings
 from podstate.shell import script
@@ -25,6 +30,8 @@ LOCK = "/run/podstate.lock"
 TOKEN = uuid.uuid4().hex
 OWNER = f"{socket.gethostname()} pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S%z')}"
 MARGIN = 30
+GRACE_MIN = 3  # seconds; the keeper renews every second
+_HELD: set[str] = set()  # the pods whose lock this run holds, as the run executes
 
 
 def _lock(*args: str | int) -> str:
@@ -38,27 +45,56 @@ def release_command() -> str:
     return _lock("release", LOCK, TOKEN)
 
 
-def guarded(command: str, ttl: int | None = None, release: bool = False) -> str:
+def guarded(command: str, ttl: int | None = None, release: bool = False, held: bool = False) -> str:
     """Return ``command`` run under this run's lock.
 
-    The lock is taken first (waiting a bounded time for another run). While the command
-    runs the lock is valid for its time limit ``ttl``; once it is done, for
-    ``PODSTATE_LOCK_GRACE`` seconds, until the run's next command renews it. So the lock
-    of a run killed between commands expires soon after its last command, and one that
-    fails releases it at once; with ``release``, so does one that succeeds (the run's last
-    command). ``command`` runs in a subshell of its own, outside any ``||`` or ``if``, so a
-    ``set -e`` in it works.
+    Unless ``held`` (this run holds it already, and the command fails if it no longer
+    does), the lock is taken first, waiting a bounded time for another run. While the
+    command runs the lock is valid for its time limit ``ttl``; once it is done, the keeper
+    renews it until the run's connection closes. One that fails releases it at once; with
+    ``release``, so does one that succeeds (the run's last command). ``command`` runs in a
+    subshell of its own, outside any ``||`` or ``if``, so a ``set -e`` in it works.
     """
     ttl = (ttl or settings.COMMAND_TIMEOUT) + MARGIN
-    grace = "release" if release else settings.LOCK_GRACE
-    return _lock("run", LOCK, TOKEN, OWNER, ttl, settings.LOCK_WAIT, grace, command)
+    return _lock(
+        "run",
+        LOCK,
+        TOKEN,
+        OWNER,
+        "hold" if held else "take",
+        ttl,
+        settings.LOCK_WAIT,
+        max(settings.LOCK_GRACE, GRACE_MIN),
+        "release" if release else "keep",
+        command,
+    )
+
+
+def holds(pod: Host) -> bool:
+    """Return whether this run holds ``pod``'s lock (as far as its commands have told)."""
+    return pod.name in _HELD
+
+
+def ran(pod: Host, took: bool) -> None:
+    """Record how a command under the lock ended on ``pod``: with the lock held (``took``),
+    or released (it failed, or was the run's last)."""
+    (_HELD.add if took else _HELD.discard)(pod.name)
+
+
+def command_for(pod: Host, command: str, ttl: int | None = None, release: bool = False) -> str:
+    """Return ``command`` under the lock for ``pod`` as this run executes: taking the lock,
+    or holding it if this run took it before; the lock is recorded as held from now on."""
+    guarded_command = guarded(command, ttl, release, holds(pod))
+    ran(pod, not release)
+    return guarded_command
 
 
 class Change(StringCommand):
     """A command that changes the pod, under the run's pod lock.
 
     It keeps the command itself (``inner``) and its time limit (``ttl``, None: the default),
-    so that ``podstate.fold`` can run it with the pod's other changes in one command.
+    so that ``podstate.fold`` can run it with the pod's other changes in one command, and a
+    callback can run it with ``command_for``.
     """
 
     def __init__(self, inner: str, ttl: int | None = None) -> None:

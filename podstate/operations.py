@@ -227,18 +227,19 @@ def fold_changes():
 
 
 def _lock_for_others() -> str:
-    """Return the command that takes (or renews) the pod lock for another file's change."""
-    return changing(":").get_raw_value()
+    """Return the command that takes (or holds) the pod lock for another file's change."""
+    return lock.command_for(host, ":")
 
 
 @operation()
 def release_lock():
     """
-    Release the pod lock this run took, if any command of it changed the pod.
+    Release the pod lock this run holds, if any command of it changed the pod.
     """
-    if not findings.of(host).locked:
-        host.noop("no change, no lock taken")
+    if not (lock.holds(host) if state.is_executing else findings.of(host).locked):
+        host.noop("no lock held")
         return
+    lock.ran(host, False)
     yield lock.release_command()
 
 

@@ -23,7 +23,7 @@ from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 from pyinfra.api.command import FileUploadCommand, FunctionCommand, StringCommand
 from pyinfra.api.util import print_host_combined_output
 
-from podstate import settings
+from podstate import lock, settings
 from podstate.lock import changing
 from podstate.shell import b64, quote_path, script
 
@@ -223,7 +223,7 @@ def snapshot_command(want: Venv, directory: str, zstd: bool) -> str:
 def _restore(
     state: State,
     host: Host,
-    command: StringCommand,
+    command: lock.Change,
     arguments: dict[str, Any],
     outcome: dict[str, str],
     can_build: bool,
@@ -236,11 +236,12 @@ def _restore(
     for a failed command, and returns False.
     """
     status, output = host.run_shell_command(
-        command,
+        StringCommand(lock.command_for(host, command.inner, command.ttl)),
         print_output=state.print_output,
         print_input=state.print_input,
         **arguments,
     )
+    lock.ran(host, status)
     if status:
         return True
     bad = [line.line for line in output if line.line.startswith(BAD_SNAPSHOT)]

@@ -132,15 +132,20 @@ def exec_count(fleet: Fleet, pod: str) -> int:
 
 
 def start_apply(
-    fleet: Fleet, env: dict[str, str] | None = None, vars_dir: Path | None = None
+    fleet: Fleet,
+    env: dict[str, str] | None = None,
+    vars_dir: Path | None = None,
+    cwd: Path = ROOT,
+    deploys: tuple[str, ...] = ("deploy/pod.py",),
 ) -> subprocess.Popen:
-    """Start ``pyinfra -y inventories/pods.py deploy/pod.py`` in the background."""
+    """Start ``pyinfra -y inventories/pods.py deploy/pod.py`` (or ``deploys``) in ``cwd``, in
+    the background."""
     environment = {**fleet.env(), **(env or {})}
     if vars_dir:
         environment["PODSTATE_VARS"] = str(vars_dir)
     return subprocess.Popen(
-        [str(BIN / "pyinfra"), "-y", "inventories/pods.py", "deploy/pod.py"],
-        cwd=ROOT,
+        [str(BIN / "pyinfra"), "-y", "inventories/pods.py", *deploys],
+        cwd=cwd,
         env=environment,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

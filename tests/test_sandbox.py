@@ -21,7 +21,18 @@ elif not (os.access(sandbox.SSHD, os.X_OK) and shutil.which("sshfs") and shutil.
     _CANNOT = "sandbox pods need openssh-server, openssh-client and sshfs"
 else:
     _CANNOT = ""
-live = pytest.mark.skipif(bool(_CANNOT), reason=_CANNOT or "-")
+
+
+@pytest.fixture
+def live_pods():
+    """Fail (or, asked to, skip) a test that needs sandbox pods where none can start."""
+    if _CANNOT:
+        from tests.conftest import cannot_run_e2e
+
+        cannot_run_e2e(_CANNOT)
+
+
+live = pytest.mark.usefixtures("live_pods")
 
 SHAPE_OF = {f"pod-{i}": sandbox.SHAPES[i - 1] for i in range(1, 6)}
 GPU_PODS = [name for name, shape in SHAPE_OF.items() if shape.gpus]

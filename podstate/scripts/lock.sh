@@ -1,52 +1,184 @@
 #!/bin/sh
-# The pod lock: a directory LOCK holding token (the run's), owner (for messages) and
-# expires (seconds since the epoch). See podstate/lock.py.
-# Usage: sh -c "$(cat lock.sh)" lock run LOCK TOKEN OWNER TTL WAIT GRACE COMMAND
-#   Take LOCK, or renew it if TOKEN holds it, valid for TTL seconds. A lock of another run
-#   is waited for up to WAIT seconds (then exit 75 with one line naming its owner), unless
-#   it has expired: then it is taken over. A lock without expires expires 60 seconds after
-#   it was made. Then run COMMAND (sh, in a subshell of its own, where `set -e` works): if
-#   it fails, release LOCK and exit with its status; else LOCK stays for GRACE seconds,
-#   until the run's next command renews it; with GRACE "release", LOCK is released then.
-#   COMMAND may call `renew SECONDS` to keep LOCK valid for SECONDS more from now.
+# The pod lock (see podstate/lock.py). LOCK is a directory holding token (the run's), owner
+# (for messages) and expires (seconds since the epoch). Every read and write of it happens
+# under flock(1) on LOCK.mutex, held for that moment only, so taking it, taking over an
+# expired one, renewing and releasing are each atomic, whatever the number of contenders.
+#
+# Usage: sh -c "$(cat lock.sh)" lock run LOCK TOKEN OWNER MODE TTL WAIT GRACE END COMMAND
+#   MODE take: take LOCK for TOKEN, or find that TOKEN holds it. Another run's lock is waited
+#   for up to WAIT seconds (then exit 75 with one line naming its owner), unless it has
+#   expired: then it is taken over. MODE hold: TOKEN must hold LOCK already, else exit 75
+#   (the run lost it). LOCK is valid for TTL seconds while COMMAND runs (sh, in a subshell
+#   of its own, where `set -e` works; it may call `renew SECONDS`). If COMMAND fails, LOCK
+#   is released and this exits with its status. Else, with END "release", LOCK is released;
+#   with END "keep", it stays valid for GRACE seconds (at least 3), and a keeper started
+#   when LOCK was taken renews it for GRACE seconds every second while the run's SSH
+#   connection (the nearest sshd above this shell) is open and TOKEN holds LOCK. So a run
+#   keeps its lock between its commands however long it waits, and the lock of a run whose
+#   connection is gone expires GRACE seconds later, or once the TTL of a command still
+#   running has passed.
+#   A path where LOCK cannot be made fails at once (exit 73) with one line saying why.
 # Usage: sh -c "$(cat lock.sh)" lock release LOCK TOKEN
-#   Remove LOCK if, and only if, TOKEN holds it.
+#   Release LOCK if, and only if, TOKEN holds it.
+# shellcheck disable=SC2317 # functions run by mutex()
 job=$1 L=$2 token=$3
-release() {
-    [ "$(cat "$L/token" 2>/dev/null)" != "$token" ] || rm -rf "$L"
+M=$L.mutex
+
+mutex() { # mutex SECONDS FUNCTION [ARG]: FUNCTION's status, run holding LOCK's mutex; 76: busy
+    w=$1
+    shift
+    (
+        flock -w "$w" 9 || exit 76
+        "$@"
+    ) 9>>"$M"
 }
-renew() {
-    echo $(($(date +%s) + $1)) >"$L/expires"
+
+now() {
+    date +%s
 }
+
+readlock() { # set t (LOCK's token) and e (when it expires)
+    t='' e=''
+    { read -r t <"$L/token"; } 2>/dev/null
+    { read -r e <"$L/expires"; } 2>/dev/null
+    case $e in
+    '' | *[!0-9]*) # never written (a run killed while taking it): 60 s after it was made
+        e=$(($(stat -c %Y "$L" 2>/dev/null || echo 0) + 60)) ;;
+    esac
+}
+
+try_take() { # 0: taken now; 3: TOKEN held it already; 2: another run holds it
+    readlock
+    if [ "$t" = "$token" ]; then
+        extend "$ttl"
+        return 3
+    fi
+    if [ -d "$L" ] && [ "$(now)" -le "$e" ]; then
+        return 2
+    fi
+    rm -rf "$L" && mkdir "$L" && echo "$owner" >"$L/owner" &&
+        echo $(($(now) + ttl)) >"$L/expires" && echo "$token" >"$L/token"
+}
+
+extend() { # LOCK valid for at least $1 more seconds
+    n=$(($(now) + $1))
+    [ "$e" -ge "$n" ] || echo "$n" >"$L/expires"
+}
+
+renew_ours() { # 0: LOCK, TOKEN's, is valid for at least $1 more seconds; 1: not TOKEN's
+    readlock
+    [ "$t" = "$token" ] || return 1
+    extend "$1"
+}
+
+settle_ours() { # LOCK, if TOKEN's, is valid for exactly $1 more seconds
+    readlock
+    [ "$t" != "$token" ] || echo $(($(now) + $1)) >"$L/expires"
+}
+
+release_ours() {
+    readlock
+    [ "$t" != "$token" ] || rm -rf "$L"
+}
+
+lost() {
+    echo "podstate: this run no longer holds the pod lock ($(cat "$L/owner" 2>/dev/null || echo "no one") does); it stops on this pod" >&2
+    exit 75
+}
+
+renew() { # for COMMAND: keep LOCK valid for $1 more seconds
+    mutex "$wait" renew_ours "$1"
+    case $? in 0) ;; 1) lost ;; *) return 75 ;; esac
+}
+
+usable() { # whether LOCK's mutex can be made; else one line saying why
+    if ! command -v flock >/dev/null; then
+        echo "podstate: cannot lock this pod: flock (util-linux) is not installed" >&2
+        return 1
+    fi
+    { true >>"$M"; } 2>/dev/null && return 0
+    d=${L%/*}
+    if [ ! -d "$d" ]; then
+        why="$d does not exist"
+    elif [ "$(id -u)" != 0 ]; then
+        why="$d is not writable by $(id -un): podstate runs as root (ssh_user: root)"
+    else
+        why="$d is read-only"
+    fi
+    echo "podstate: cannot take the pod lock $L: $why" >&2
+    return 1
+}
+
+connection() { # the pid of this SSH connection's sshd, else this shell's parent
+    p=$PPID
+    while [ "${p:-1}" -gt 1 ] && [ -r "/proc/$p/status" ]; do
+        n='' q=''
+        while read -r k v; do
+            case $k in Name:) n=$v ;; PPid:)
+                q=$v
+                break
+                ;;
+            esac
+        done <"/proc/$p/status"
+        case $n in sshd*)
+            echo "$p"
+            return
+            ;;
+        esac
+        p=$q
+    done
+    echo "$PPID"
+}
+
+keeper() { # renew LOCK every second while process $1 lives and TOKEN holds LOCK
+    while kill -0 "$1" 2>/dev/null; do
+        mutex 10 renew_ours "$grace"
+        [ $? -ne 1 ] || return 0
+        sleep 1
+    done
+}
+
 if [ "$job" = release ]; then
-    release
+    mutex 10 release_ours
     exit
 fi
-owner=$4 ttl=$5 wait=$6 grace=$7 command=$8
-n=0
-while ! mkdir "$L" 2>/dev/null; do
-    [ "$(cat "$L/token" 2>/dev/null)" = "$token" ] && break
-    e=$(cat "$L/expires" 2>/dev/null) || e=$(($(stat -c %Y "$L" 2>/dev/null || echo 0) + 60))
-    if [ "$(date +%s)" -gt "${e:-0}" ]; then
-        rm -rf "$L"
-        continue
-    fi
-    n=$((n + 1))
-    if [ "$n" -gt "$wait" ]; then
-        echo "podstate: skipped: another podstate run holds this pod ($(cat "$L/owner" 2>/dev/null)); try again when it has finished" >&2
-        exit 75
-    fi
-    sleep 1
-done
-echo "$token" >"$L/token" && echo "$owner" >"$L/owner" && echo $(($(date +%s) + ttl)) >"$L/expires" || exit
-(set --; eval "$command")
-rc=$?
-if [ "$rc" -ne 0 ]; then
-    release
-    exit "$rc"
-fi
-if [ "$grace" = release ]; then
-    release
+owner=$4 mode=$5 ttl=$6 wait=$7 grace=$8 end=$9 command=${10}
+usable || exit 73
+if [ "$mode" = hold ]; then
+    renew "$ttl" || exit
 else
-    renew "$grace"
+    deadline=$(($(now) + wait))
+    while :; do
+        left=$((deadline - $(now)))
+        mutex "$((left > 1 ? left : 1))" try_take
+        r=$?
+        [ "$r" -eq 3 ] && break
+        if [ "$r" -eq 0 ]; then
+            if [ "$end" = keep ]; then # with no descriptor of the session's left open
+                c=$(connection)
+                (
+                    exec </dev/null >/dev/null 2>&1
+                    keeper "$c"
+                ) &
+            fi
+            break
+        fi
+        [ "$r" -eq 2 ] || [ "$r" -eq 76 ] || exit "$r"
+        if [ "$(now)" -ge "$deadline" ]; then
+            echo "podstate: skipped: another podstate run holds this pod ($(cat "$L/owner" 2>/dev/null)); try again when it has finished" >&2
+            exit 75
+        fi
+        sleep 0.2 2>/dev/null || sleep 1
+    done
 fi
+(
+    set --
+    eval "$command"
+)
+rc=$?
+if [ "$rc" -ne 0 ] || [ "$end" = release ]; then
+    mutex "$wait" release_ours
+else
+    mutex "$wait" settle_ours "$grace"
+fi
+exit "$rc"

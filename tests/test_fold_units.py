@@ -1,0 +1,152 @@
+"""Unit tests of folding (``podstate.fold``): how commands become steps, where a segment
+ends, each step's time limit, how a segment's output is read back, and the segment's own
+shell, run by a real sh against a lock in a temporary directory."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+
+import pytest
+from pyinfra.api import FunctionCommand, StringCommand
+from pyinfra.api.command import FileUploadCommand
+
+from podstate import fold, lock, settings
+
+
+def test_a_change_is_a_step_with_its_own_time_limit():
+    shell, stdin, ttl = fold._step(lock.Change("echo hi", ttl=500))
+    assert stdin is None and ttl == 500
+    assert subprocess.run(["sh", "-c", shell], capture_output=True, text=True).stdout == "hi\n"
+    assert fold._step(lock.Change("true"))[2] == settings.COMMAND_TIMEOUT
+
+
+def test_a_small_upload_rides_on_stdin_and_a_large_one_or_a_file_or_a_callback_does_not(
+    tmp_path,
+):
+    dest = tmp_path / "uploaded"
+    shell, stdin, _ = fold._step(FileUploadCommand(io.BytesIO(b"a\nb\0c"), str(dest)))
+    subprocess.run(["sh", "-c", shell], input=stdin + "\n", text=True, check=True)
+    assert dest.read_bytes() == b"a\nb\0c"
+    assert oct(dest.stat().st_mode & 0o777) == "0o600"
+    big = FileUploadCommand(io.BytesIO(b"x" * (fold.UPLOAD_MAX + 1)), "/tmp/x")
+    assert fold._step(big) is None
+    assert fold._step(FileUploadCommand(str(tmp_path), "/tmp/x")) is None
+    assert fold._step(FunctionCommand(lambda state, host: True, (), {})) is None
+    assert fold._step(StringCommand("echo plain")) is None
+
+
+def test_a_segment_ends_before_a_step_that_would_take_it_past_the_limit(monkeypatch):
+    empty = fold.Segment("h")
+    empty.add("", None, 10)
+    monkeypatch.setattr(fold, "COMMAND_MAX", len(empty.command()) + 2_000)
+    segment = fold.Segment("h")
+    assert segment.add("echo " + "a" * 1500, None, 10)
+    assert not segment.add("echo " + "b" * 1500, "stdin", 20)
+    assert segment.steps == ["echo " + "a" * 1500] and segment.ttls == [10]
+    assert segment.stdin == []  # the refused step's stdin is not kept either
+    alone = fold.Segment("h")
+    assert alone.add("echo " + "c" * 5000, None, 10)  # a first step always fits
+
+
+def test_a_segments_time_limit_is_its_steps_and_the_wait_for_the_lock():
+    segment = fold.Segment("h")
+    segment.add("a", None, 10)
+    segment.add("b", None, 300)
+    assert segment.timeout == 10 + 300 + 10 + lock.MARGIN
+
+
+class Channel:
+    """Stands in for a paramiko channel: ``recv`` returns the chunks in turn, then b"" (the
+    channel closed); None in place of a chunk raises the timeout paramiko raises."""
+
+    def __init__(self, chunks: list[bytes | None]) -> None:
+        self.chunks = chunks
+        self.timeouts: list[float] = []
+
+    def settimeout(self, seconds: float) -> None:
+        self.timeouts.append(seconds)
+
+    def recv(self, size: int) -> bytes:
+        chunk = self.chunks.pop(0) if self.chunks else b""
+        if chunk is None:
+            raise TimeoutError
+        return chunk
+
+
+def test_lines_are_read_across_chunks_up_to_the_end_of_the_channel():
+    channel = Channel([b"one\ntw", b"o\r\n", b"\xff\n", b"last without newline"])
+    lines = list(fold._lines(channel, [float("inf")]))
+    assert lines == ["one", "two", "\ufffd", "last without newline"]
+
+
+def test_lines_stop_with_a_timeout_when_nothing_comes_before_the_deadline():
+    channel = Channel([b"started\n", None])
+    read = fold._lines(channel, [float("inf")])
+    assert next(read) == "started"
+    with pytest.raises(TimeoutError):
+        next(read)
+
+
+def test_an_operation_replays_its_steps_then_what_no_segment_held_then_the_rest():
+    segment = fold.Segment("h")
+    segment.add("a", None, 1)
+    segment.add("b", None, 1)
+    callback = FunctionCommand(lambda state, host: True, (), {})
+    later = StringCommand("after the callback")
+    replayed = list(fold._replay([(segment, 0), (segment, 1), callback], iter([later])))
+    assert [c.function for c in replayed[:3]] == [fold._run, fold._report, fold._report]
+    assert [c.args[1:] for c in replayed[1:3]] == [(0,), (1,)]
+    assert replayed[3:] == [callback, later]
+    upload = FileUploadCommand(str(__file__), "/tmp/x")
+    assert [getattr(c, "function", c) for c in fold._replay([upload], iter([]))] == [
+        fold._hold,
+        upload,
+    ]
+
+
+def run_segment(segment: fold.Segment, held: bool = False) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["sh", "-c", segment.command(held)],
+        input="".join(line + "\n" for line in segment.stdin),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def lock_dir(tmp_path, monkeypatch):
+    monkeypatch.setattr(lock, "LOCK", str(tmp_path / "podstate.lock"))
+    return tmp_path / "podstate.lock"
+
+
+def test_a_segment_marks_each_step_and_stops_at_the_first_that_fails(lock_dir, tmp_path):
+    segment = fold.Segment("h")
+    segment.add(fold._step(lock.Change("echo first"))[0], None, 5)
+    segment.add(*fold._step(FileUploadCommand(io.BytesIO(b"data"), str(tmp_path / "up"))))
+    segment.add(fold._step(lock.Change("echo second >&2; exit 3"))[0], None, 5)
+    segment.add(fold._step(lock.Change("echo never"))[0], None, 5)
+    segment.release = True
+    result = run_segment(segment)
+    assert result.returncode == 3
+    assert result.stdout.splitlines() == [
+        f"{fold.MARK} 0",
+        "first",
+        f"{fold.MARK} ok 0",
+        f"{fold.MARK} 1",
+        f"{fold.MARK} ok 1",
+        f"{fold.MARK} 2",
+        "second",  # stderr, in the one stream
+    ]
+    assert (tmp_path / "up").read_bytes() == b"data"
+    assert not lock_dir.exists()  # a failing step releases the lock
+
+
+def test_a_segment_that_holds_a_lock_it_lost_runs_no_step(lock_dir):
+    segment = fold.Segment("h")
+    segment.add(fold._step(lock.Change("echo ran"))[0], None, 5)
+    result = run_segment(segment, held=True)
+    assert result.returncode == 75
+    assert "ran" not in result.stdout
+    assert "no longer holds the pod lock" in result.stderr

@@ -1,0 +1,270 @@
+"""The pod lock (scripts/lock.sh) under contention: never two holders, held for a whole run.
+
+The first tests run the lock's own shell on this machine, as many takers at once as a fleet
+of runs would be; the last races two applies through real SSH on sandbox pods, the first
+holding the lock through a deploy-file operation that lasts longer than the grace.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from podstate.shell import script
+from tests.conftest import cannot_run_e2e
+from tests.e2e import start_apply
+from tests.test_deploy_dir import copy_project
+
+LOCK_SH = script("lock.sh")
+TAKERS = 12
+ROUNDS = 20
+# Inside the lock, a taker makes a directory that only one process can hold: a second
+# taker inside at the same time finds it there, and says so.
+INSIDE = (
+    'mkdir "$D/inside" 2>/dev/null || echo overlap >>"$D/log"; echo "in $T" >>"$D/log"; '
+    'sleep 0.02; rmdir "$D/inside"'
+)
+
+
+def lock(*args: str | int, env: dict[str, str] | None = None, **kwargs) -> subprocess.Popen:
+    """Start scripts/lock.sh with ``args``, as a pod runs it."""
+    return subprocess.Popen(
+        ["sh", "-c", LOCK_SH, "lock", *map(str, args)],
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
+
+
+def lock_run(
+    path: Path,
+    token: str,
+    command: str = ":",
+    *,
+    mode: str = "take",
+    wait: int = 60,
+    end: str = "release",
+    grace: int = 3,
+    env: dict[str, str] | None = None,
+):
+    return lock("run", path, token, f"owner {token}", mode, 60, wait, grace, end, command, env=env)
+
+
+def set_lock(path: Path, token: str, expires: int | None, age: int = 0) -> None:
+    """Make ``path`` a lock of another run: expiring at ``expires`` (None: never written),
+    made ``age`` seconds ago."""
+    path.mkdir()
+    (path / "token").write_text(token + "\n")
+    (path / "owner").write_text(f"owner {token}\n")
+    if expires is not None:
+        (path / "expires").write_text(f"{expires}\n")
+    if age:
+        then = time.time() - age
+        os.utime(path, (then, then))
+
+
+# How each round finds the lock: free, held by a run whose lock expired, or left half-made
+# by a run killed while taking it (no expiry written) long ago.
+STARTS = [
+    lambda p: None,
+    lambda p: set_lock(p, "dead", expires=int(time.time()) - 5),
+    lambda p: set_lock(p, "torn", expires=None, age=300),
+]
+
+
+def test_many_takers_of_one_lock_never_hold_it_at_once(tmp_path):
+    for n in range(ROUNDS):
+        directory = tmp_path / f"round{n}"
+        directory.mkdir()
+        path = directory / "podstate.lock"
+        STARTS[n % len(STARTS)](path)
+        # The takers start together: each waits for a line of the gate, all written at once.
+        os.mkfifo(directory / "gate")
+        gate = os.open(directory / "gate", os.O_RDWR)
+        names = [f"t{n}-{i}" for i in range(TAKERS)]
+        takers = [
+            subprocess.Popen(
+                ["sh", "-c", 'read -r _ <"$D/gate" && exec sh -c "$0" lock "$@"', LOCK_SH]
+                + [str(a) for a in ("run", path, name, name, "take", 60, 60, 3, "release")]
+                + [INSIDE],
+                env={**os.environ, "D": str(directory), "T": name},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for name in names
+        ]
+        os.write(gate, b"go\n" * TAKERS)
+        results = [t.communicate(timeout=120) for t in takers]
+        os.close(gate)
+        assert [t.returncode for t in takers] == [0] * TAKERS, results
+        log = (directory / "log").read_text().splitlines()
+        assert "overlap" not in log, (n, log)
+        assert sorted(log) == sorted(f"in {name}" for name in names), (n, log)
+        assert not path.exists()  # the last taker released it
+
+
+def test_a_live_run_keeps_its_lock_past_the_grace_and_loses_it_when_it_ends(tmp_path):
+    path = tmp_path / "podstate.lock"
+    # The holder's parent stands for the run's SSH connection: it lives until its stdin ends.
+    holder = subprocess.Popen(
+        [
+            "sh",
+            "-c",
+            'sh -c "$0" lock run "$1" run-a "owner run-a" take 60 5 3 keep : && cat',
+            LOCK_SH,
+            str(path),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not (path / "token").exists() or (path / "token").read_text() != "run-a\n":
+        assert time.monotonic() < deadline and holder.poll() is None, "the lock was never taken"
+        time.sleep(0.05)
+    first = int((path / "expires").read_text())
+    while int(time.time()) <= first + 1:  # the grace the command left has long passed
+        time.sleep(0.2)
+    busy = lock_run(path, "run-b", wait=1)
+    _, err = busy.communicate(timeout=30)
+    assert busy.returncode == 75
+    assert "another podstate run holds this pod (owner run-a)" in err
+    assert int((path / "expires").read_text()) > first  # the keeper renewed it
+    holder.stdin.close()  # the connection ends; the lock expires a grace later
+    holder.wait(timeout=30)
+    taker = lock_run(path, "run-b", 'cat "$L/token"', wait=30, env={"L": str(path)})
+    out, err = taker.communicate(timeout=60)
+    assert taker.returncode == 0, err
+    assert out == "run-b\n"
+
+
+def test_only_the_holder_renews_or_releases(tmp_path):
+    path = tmp_path / "podstate.lock"
+    set_lock(path, "holder", expires=int(time.time()) + 600)
+    other = lock("release", path, "intruder")
+    other.communicate(timeout=30)
+    assert (path / "token").read_text() == "holder\n"
+    hold = lock_run(path, "intruder", "echo ran", mode="hold", wait=1)
+    out, err = hold.communicate(timeout=30)
+    assert hold.returncode == 75
+    assert "ran" not in out
+    assert err.strip() == (
+        "podstate: this run no longer holds the pod lock (owner holder does); it stops on this pod"
+    )
+    assert (path / "token").read_text() == "holder\n"
+    mine = lock("release", path, "holder")
+    mine.communicate(timeout=30)
+    assert not path.exists()
+
+
+def test_a_step_that_finds_its_lock_taken_over_stops(tmp_path):
+    path = tmp_path / "podstate.lock"
+    steps = (
+        'echo one; rm -rf "$0"; mkdir "$0"; echo thief >"$0/token"; echo thief >"$0/owner"; '
+        "renew 10 || exit; echo two"
+    )
+    run = lock(
+        "run", path, "mine", "owner mine", "take", 60, 5, 3, "keep", steps.replace("$0", str(path))
+    )
+    out, err = run.communicate(timeout=30)
+    assert run.returncode == 75
+    assert out.split() == ["one"]
+    assert "no longer holds the pod lock (thief does)" in err
+    assert (path / "token").read_text() == "thief\n"  # the holder's lock stays
+
+
+def test_a_lock_path_that_cannot_be_used_fails_at_once_with_one_line(tmp_path):
+    missing = lock_run(tmp_path / "gone" / "podstate.lock", "t", wait=600)
+    _, err = missing.communicate(timeout=30)
+    assert missing.returncode == 73
+    assert err.strip() == (
+        f"podstate: cannot take the pod lock {tmp_path}/gone/podstate.lock: "
+        f"{tmp_path}/gone does not exist"
+    )
+    if os.geteuid() != 0:
+        cannot_run_e2e("the rest of this test needs root (a read-only mount, another user)")
+    readonly = tmp_path / "ro"
+    readonly.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "ro", str(readonly)], check=True)
+    try:
+        ro = lock_run(readonly / "podstate.lock", "t", wait=600)
+        _, err = ro.communicate(timeout=30)
+    finally:
+        subprocess.run(["umount", str(readonly)], check=True)
+    assert ro.returncode == 73
+    assert err.strip() == (
+        f"podstate: cannot take the pod lock {readonly}/podstate.lock: {readonly} is read-only"
+    )
+    with tempfile.TemporaryDirectory() as shared:  # where another user can look, not write
+        os.chmod(shared, 0o755)
+        _as_nobody(Path(shared))
+
+
+def _as_nobody(shared: Path) -> None:
+    user = lock(
+        "run",
+        shared / "podstate.lock",
+        "t",
+        "o",
+        "take",
+        60,
+        600,
+        3,
+        "release",
+        ":",
+        preexec_fn=lambda: (os.setgid(65534), os.setuid(65534)),
+    )
+    _, err = user.communicate(timeout=30)
+    assert user.returncode == 73
+    assert err.strip().endswith(
+        f"{shared} is not writable by nobody: podstate runs as root (ssh_user: root)"
+    ), err
+
+
+# End to end: a team's deploy file whose operation outlasts the grace, on sandbox pods.
+SANDBOX = {"pods": 2}
+SLOW = '''"""A team's operation that takes longer than the lock's grace."""
+from pyinfra.operations import server
+
+server.shell(
+    name="Slow team step",
+    commands=[
+        "mkdir /root/inside 2>/dev/null || echo overlap >> /root/race.log; "
+        "echo start $(cat /run/podstate.lock/token) >> /root/race.log; "
+        "sleep 8; echo end >> /root/race.log; rmdir /root/inside"
+    ],
+)
+'''
+
+
+def test_an_apply_holds_the_lock_through_a_long_operation_raced_by_another(fleet, tmp_path):
+    project = copy_project(tmp_path / "project")
+    (project / "deploy" / "zz-slow.py").write_text(SLOW)
+    for pod in fleet.pods:
+        fleet.out(pod, "rm -f /root/race.log")
+    env = {"PODSTATE_LOCK_GRACE": "3", "PODSTATE_LOCK_WAIT": "90"}
+    first = start_apply(fleet, env=env, cwd=project, deploys=("deploy/pod.py", "deploy/zz-slow.py"))
+    deadline = time.monotonic() + 120
+    while "start" not in fleet.out("pod-1", "cat /root/race.log 2>/dev/null || true"):
+        assert time.monotonic() < deadline and first.poll() is None, first.communicate()
+        time.sleep(0.1)
+    second = start_apply(
+        fleet, env=env, cwd=project, deploys=("deploy/pod.py", "deploy/zz-slow.py")
+    )
+    results = [run.communicate(timeout=300) for run in (first, second)]
+    assert [first.returncode, second.returncode] == [0, 0], results
+    for pod in fleet.pods:
+        log = fleet.out(pod, "cat /root/race.log").split("\n")
+        assert "overlap" not in log, (pod, log)
+        starts = [line for line in log if line.startswith("start ")]
+        assert len(starts) == 2 and starts[0] != starts[1], (pod, log)  # two runs' tokens
+        assert [line.split()[0] for line in log if line] == ["start", "end", "start", "end"]
+        assert fleet.ssh(pod, "test -e /run/podstate.lock").returncode == 1
