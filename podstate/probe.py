@@ -401,7 +401,9 @@ class PodProbe(FactBase[dict[str, Any]]):
     + apt: Debian packages whose dpkg status matters, or None
     + repos: repositories (``path``, ``ref``, ``ask``: ask origin where a branch is) whose
       checkout matters, or None
-    + secrets: names of the secrets whose digests matter, or None (the file is not read)
+    + secrets: names of the secrets to compare, or None (the file is not read); the wanted
+      file and values come on the command's stdin (``secret_ops.probe_stdin``, passed as
+      pyinfra's ``_stdin``), and the probe answers only whether each is the same
 
     .. code:: python
 
@@ -519,6 +521,7 @@ class PodProbe(FactBase[dict[str, Any]]):
             lines += _apt_script(apt)
         lines += repo_ops.probe_lines(repos or [])
         if secrets is not None:
+            lines.insert(0, secret_ops.KEEP_STDIN)
             lines += secret_ops.probe_lines(secrets)
         lines.append("echo end")
         return "\n".join(lines)

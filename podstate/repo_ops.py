@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import re
 import shlex
 import subprocess
 import tempfile
@@ -25,11 +24,8 @@ from pyinfra.api.command import FileUploadCommand, PyinfraCommand
 
 from podstate import findings
 from podstate.lock import changing
-from podstate.secret import GIT_KNOWN_HOSTS, SECRETS_DIR, Secret
+from podstate.secret import GIT_KNOWN_HOSTS, SECRETS_DIR, Secret, masked
 from podstate.shell import b64, quote_path, script
-
-_USERINFO = re.compile(r"^([a-z][a-z0-9+.-]*://)[^/@]*:[^/@]*@", re.I)
-
 
 # A checkout the probe could not read, since git is installed later in the same run.
 UNKNOWN: dict[str, Any] = {
@@ -103,8 +99,11 @@ def parse(lines: list[str]) -> dict[str, Any]:
 
 
 def shown_url(url: str) -> str:
-    """Return ``url`` fit for a report: a password or token in it is replaced by ``***``."""
-    return _USERINFO.sub(r"\1***@", url)
+    """Return ``url`` fit for a report: a password or token in it is replaced by ``***``.
+
+    The desired state holds none (podstate refuses one there); this is for the origin a
+    clone on the pod was given by hand, such as ``https://TOKEN@github.com/org/repo``."""
+    return masked(url)
 
 
 def problem(path: str, found: dict[str, Any] | None, git: bool) -> str | None:

@@ -205,13 +205,19 @@ def key_text(key_path: list[Any]) -> str:
 
 
 def _key_text(key_path: list[Any], error: ValidationError) -> str:
-    if error.validator == "additionalProperties":
+    # An unknown key under a secret could be a token pasted as a key ({hf_…}): not named.
+    if error.validator == "additionalProperties" and not error.schema.get("x-hide"):
         key_path = key_path + [_offending_key(error)]
     return key_text(key_path)
 
 
 def _message(error: ValidationError) -> str:
+    """Return what is wrong, in words. Under a schema marked ``x-hide`` (a secret's source)
+    it never holds the value, nor jsonschema's own message, which would quote it."""
     schema = error.schema
+    if error.validator in ("minProperties", "maxProperties") and schema.get("x-hide"):
+        only = "only " if error.validator == "maxProperties" else ""
+        return f"give {only}one of: {', '.join(sorted(schema.get('properties', {})))}"
     if error.validator == "additionalProperties":
         allowed = ", ".join(sorted(schema.get("properties", {})))
         return f"unknown key (allowed: {allowed})"
@@ -228,8 +234,11 @@ def _message(error: ValidationError) -> str:
     if error.validator == "maxItems":
         return f"has more than {schema['maxItems']} entries"
     if error.validator == "pattern" and "x-message" in schema:
-        shown = "the value" if schema.get("x-hide") else _short(error.instance)  # a secret?
+        # a secret's source is never quoted, nor a URL's credential
+        shown = "the value" if schema.get("x-hide") else _short(secret.masked(error.instance))
         return f"{shown} {schema['x-message']}"
+    if schema.get("x-hide"):
+        return f"is not valid here ({error.validator})"
     return error.message
 
 
@@ -278,6 +287,7 @@ def normalize(state: dict[str, Any], root: Path | None = None) -> dict[str, Any]
     read from; files are read here, once, so nothing later needs the control machine's disk.
     A SpecError raised here starts with the key it is about (``venv.requirements: …``).
     """
+    _refuse_credentials(state)
     out: dict[str, Any] = {
         "disk_reserve": parse_size(state["disk_reserve"])
         if "disk_reserve" in state
@@ -332,12 +342,41 @@ def normalize(state: dict[str, Any], root: Path | None = None) -> dict[str, Any]
 
 
 def _secret(key: str, source: dict[str, str], root: Path | None) -> Secret:
-    """Return the secret ``source`` names, read now; SpecError names ``key`` and the variable
-    or file, never a value."""
+    """Return the secret ``source`` names, read now; SpecError names ``key``, never the
+    variable, the file or the value."""
     try:
-        return secret.read(source, root)
+        return secret.read(key, source, root)
     except secret.SecretError as e:
-        raise SpecError(f"{key}: {e}") from None
+        raise SpecError(str(e)) from None
+
+
+CREDENTIAL = (
+    "the URL holds a credential (a token or password before @), which podstate would show "
+    "in its output and pass on command lines: "
+)
+CREDENTIAL_FIX = {
+    "repos": "use a git@host:org/repo URL with ssh_key (a deploy key); keep tokens in secrets",
+    "venv": "use an index or URL the pod reaches without one",
+    "download": "use a URL that needs none",
+}
+
+
+def _refuse_credentials(state: dict[str, Any]) -> None:
+    """Raise SpecError, naming the key and never the URL, for a URL with a credential in
+    it (``secret.has_credential``): in ``repos``, ``download`` or ``venv``'s index options
+    and packages. ``git@host:org/repo`` and ``ssh://git@host/…`` name only an SSH user."""
+    urls = [(f"repos.{path}.url", item["url"]) for path, item in state.get("repos", {}).items()]
+    if "download" in state:
+        urls.append(("download.url", state["download"]["url"]))
+    venv = state.get("venv", {})
+    if "index_url" in venv:
+        urls.append(("venv.index_url", venv["index_url"]))
+    for key in ("extra_index_urls", "find_links", "packages"):
+        for number, text in enumerate(venv.get(key, []), start=1):
+            urls.append((f"venv.{key}: entry {number}", text))
+    for key, text in urls:
+        if secret.has_credential(text):
+            raise SpecError(f"{key}: {CREDENTIAL}{CREDENTIAL_FIX[key.split('.', 1)[0]]}")
 
 
 def _repos(items: dict[str, dict[str, Any]], root: Path | None) -> dict[str, dict[str, Any]]:
@@ -432,6 +471,10 @@ def _requirements(path: Path, name: str) -> str:
             )
         if "\0" in line:
             raise SpecError(f"venv.requirements: {name} line {number}: contains a NUL byte")
+        if secret.has_credential(line):
+            raise SpecError(
+                f"venv.requirements: {name} line {number}: {CREDENTIAL}{CREDENTIAL_FIX['venv']}"
+            )
     return text
 
 

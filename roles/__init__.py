@@ -43,4 +43,5 @@ def probe(wanted: dict[str, Any]) -> dict[str, Any] | None:
         apt=packages.probe_args(wanted),
         repos=repos.probe_args(wanted),
         secrets=secrets.probe_args(wanted),
+        _stdin=secrets.probe_stdin(wanted),
     )

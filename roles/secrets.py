@@ -1,9 +1,10 @@
 """Secrets: variables exported in every shell from a root-only file the profile sources.
 
 The values are read on the control machine when the run starts (``podstate.secret``) and
-reach the pod only as the content of ``SECRETS_FILE``, uploaded over SFTP. The probe reads
-salted digests of what the file sets, so drift is named per variable without its value
-(``HF_TOKEN differs``). The environment role makes the profile source the file.
+reach the pod only as the content of ``SECRETS_FILE``. The probe gets the wanted values on
+its stdin and says, per variable, whether the file sets it to that value, so drift is named
+per variable without its value or anything computed from it (``HF_TOKEN differs``). The
+environment role makes the profile source the file.
 """
 
 from __future__ import annotations
@@ -21,10 +22,17 @@ def probe_args(wanted: dict[str, Any]) -> list[str] | None:
     return None if values is None else sorted(values)
 
 
+def probe_stdin(wanted: dict[str, Any]) -> secret_ops.Hidden | None:
+    """Return the probe's stdin: the wanted file and values to compare with (None: no
+    secrets section)."""
+    values = wanted.get("secrets")
+    return None if values is None else secret_ops.probe_stdin(values)
+
+
 def drift(values: dict[str, Secret], found: dict[str, Any]) -> str | None:
     """Return what differs on the pod, in words that hold no value, or None.
 
-    Each name whose salted digest differs (or is missing from the file) is named; a file
+    Each name whose value differs (or is missing from the file) is named; a file
     that differs otherwise (a line added by hand, a name no longer wanted), or that is not
     root's with mode 600, is said to be so.
     """
@@ -37,7 +45,7 @@ def drift(values: dict[str, Secret], found: dict[str, Any]) -> str | None:
     words = [
         f"{name} {'missing' if name not in found['values'] else 'differs'}"
         for name in sorted(values)
-        if found["values"].get(name) != values[name].digest()
+        if not found["values"].get(name)
     ]
     return ", ".join(words) or None
 

@@ -1,12 +1,16 @@
 """End to end: secrets reach every shell kind from a root-only file, and their values appear
 nowhere else: not in pyinfra's output at -vvv, not in any report of the check, not in a
 command line on the pod while the run goes on, not in any other file on the pod, not in
-what podstate keeps on the control machine.
+what podstate keeps on the control machine. Nor does anything from which a guess at a value
+could be tested offline (a digest of it, salted or not). A token pasted where a name goes,
+or in a repository's URL, is refused before any pod is contacted, and never printed.
 """
 
 import base64
+import hashlib
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -22,6 +26,9 @@ from tests.e2e import BIN, ROOT, apply, check, exec_count
 SANDBOX = {"pods": 3}
 MARKER = f"podstate-marker-{uuid.uuid4().hex}"
 TOKEN_VAR = "PODSTATE_TEST_TOKEN"
+# Shaped like the tokens people paste where a variable or file name goes: no spaces, a
+# valid variable name, so only podstate's own care keeps it out of every message.
+PASTED = f"hf_{uuid.uuid4().hex[:20]}AbC"
 SHELLS = {
     "ssh pod CMD": "{}",
     "bash -lc": "bash -lc '{}'",
@@ -109,10 +116,92 @@ def test_the_secrets_file_is_root_only(fleet, secrets, pod):
     assert fleet.out(pod, f"stat -c '%U %a' {os.path.dirname(SECRETS_FILE)}").strip() == "root 700"
 
 
-def test_no_value_in_pyinfras_output_at_vvv(secrets):
+def _tokens(text: str) -> set[str]:
+    """Return the words of ``text`` a digest could be written as (hex, base64), and those of
+    what each base64 word decodes to: the probe sends much of what it reads as base64."""
+    words = set(re.findall(r"[A-Za-z0-9+/=_-]{8,}", text))
+    for word in list(words):
+        try:
+            decoded = base64.b64decode(word, validate=True).decode("utf-8")
+        except ValueError:
+            continue
+        words |= set(re.findall(r"[A-Za-z0-9+/=_-]{8,}", decoded))
+    return words
+
+
+def guessable(text: str, values: list[str]) -> list[str]:
+    """Return what in ``text`` would let a guess at one of ``values`` be checked offline: the
+    value, its base64, or its digest by SHA-256, SHA-1, MD5, SHA-512 or BLAKE2b (hex or
+    base64), alone or with any long word of ``text`` (a salt) before or after it."""
+    tokens = _tokens(text)
+    salts = [b""] + [w.encode() for w in tokens if len(w) >= 16]
+    found = []
+    for value in values:
+        data = value.encode("utf-8", "surrogateescape")
+        if value in text or base64.b64encode(data).decode() in tokens:
+            found.append(f"the value {value[:12]}... itself")
+        for salt in salts:
+            for algorithm in ("sha256", "sha1", "md5", "sha512", "blake2b"):
+                for message in (salt + data, data + salt):
+                    digest = hashlib.new(algorithm, message)
+                    shown = {digest.hexdigest(), base64.b64encode(digest.digest()).decode()}
+                    shown.add(base64.b64encode(digest.digest()).decode().rstrip("="))
+                    if shown & tokens:
+                        found.append(f"{algorithm} of the value with salt {salt[:16]!r}")
+    return found
+
+
+def secret_values(fleet) -> list[str]:
+    """Return the secrets of this module's state as the control machine reads them, and the
+    secrets file they make (what a digest could be of)."""
+    from podstate.secret import Secret, render
+
+    env = os.environ[TOKEN_VAR]
+    file = (fleet.vars_dir / "wandb_key").read_text().removesuffix("\n")
+    rendered = render({"HF_TOKEN": Secret("", env), "WANDB_API_KEY": Secret("", file)})
+    return [env, file, rendered]
+
+
+def test_the_guess_test_finds_a_salted_digest():
+    salt = uuid.uuid4().hex
+    text = f"salt {salt} value {hashlib.sha256((salt + 'hunter2').encode()).hexdigest()}\n"
+    assert guessable(text, ["hunter2"]) and not guessable(text, ["hunter3"])
+    assert guessable(base64.b64encode(text.encode()).decode(), ["hunter2"])
+
+
+def test_nothing_to_test_a_guess_against_in_pyinfras_output_at_vvv(fleet, secrets):
     run, _ = secrets
-    assert "Starting operation" in run.stdout + run.stderr or run.json
-    assert MARKER not in run.stdout + run.stderr
+    output = run.stdout + run.stderr
+    # -vvv shows each fact's command and output: the probe's, with its secrets lines
+    assert "secrets_value HF_TOKEN" in output and "secrets.file absent" in output
+    assert MARKER not in output
+    assert guessable(output, secret_values(fleet)) == []
+    assert re.findall(r"\b[0-9a-f]{64}\b", output) == []  # no SHA-256 at all, salted or not
+
+
+def test_nothing_to_test_a_guess_against_in_a_check_at_vvv(fleet, secrets, tmp_path):
+    run = apply(fleet, "-vvv", dry=True)
+    assert run.returncode == 0, run.stderr
+    output = run.stdout + run.stderr
+    assert "secrets.value HF_TOKEN same" in output  # the probe's answer: nothing more
+    reports = {k: tmp_path / f"r.{k}" for k in ("json", "xml", "md")}
+    fleet.out("pod-2", f"sed -i 's/-env/-edited/' {SECRETS_FILE}")
+    try:
+        result = check(
+            fleet,
+            "--diff",
+            *("--json", str(reports["json"]), "--junit", str(reports["xml"])),
+            *("--markdown", str(reports["md"])),
+        )
+        again = apply(fleet, "-vvv", dry=True)
+    finally:
+        assert apply(fleet).returncode == 0
+    assert result.returncode == 2 and "secrets.value HF_TOKEN differs" in again.stderr
+    outputs = [output, result.stdout, result.stderr, again.stdout, again.stderr]
+    text = "\n".join(outputs + [p.read_text() for p in reports.values()])
+    assert MARKER not in text
+    assert guessable(text, secret_values(fleet)) == []
+    assert re.findall(r"\b[0-9a-f]{64}\b", text) == []
 
 
 def test_no_value_in_any_command_line_while_it_ran(fleet, secrets):
@@ -125,6 +214,7 @@ def test_no_value_in_any_command_line_while_it_ran(fleet, secrets):
     assert MARKER in base64.b64decode(encoded).decode()
     assert [text for text in sampler.texts if encoded in text] == []
     assert encoded not in run.stdout + run.stderr
+    assert guessable("\n".join(sampler.seen), secret_values(fleet)) == []
 
 
 @pytest.mark.parametrize("pod", ["pod-1", "pod-2", "pod-3"])
@@ -211,7 +301,7 @@ def test_a_missing_variable_stops_the_run_before_contact_naming_it(fleet, secret
         assert {pod: exec_count(fleet, pod) for pod in fleet.pods} == before
     finally:
         os.environ[TOKEN_VAR] = value
-    line = f"secrets.HF_TOKEN: the environment variable {TOKEN_VAR} is not set"
+    line = "secrets.HF_TOKEN.from_env: the environment variable it names is not set"
     assert run.returncode != 0 and line in run.stderr + run.stdout
     assert result.returncode == 1 and line in result.stdout + result.stderr
     assert "Traceback" not in run.stderr + result.stderr
@@ -226,19 +316,64 @@ def test_a_missing_file_stops_the_run_before_contact_naming_it(fleet, secrets):
     finally:
         key.write_text(text)
     assert run.returncode != 0
-    assert "secrets.WANDB_API_KEY: cannot read the file wandb_key" in run.stderr + run.stdout
+    line = "secrets.WANDB_API_KEY.from_file: cannot read the file it names: No such file"
+    assert line in run.stderr + run.stdout
     assert MARKER not in run.stderr + run.stdout and "Traceback" not in run.stderr
 
 
-def test_a_value_put_where_a_variable_name_goes_is_not_echoed(fleet, secrets):
-    fleet.host_vars("pod-1", {"secrets": {"X": {"from_env": f"{MARKER} oops"}}})
+def refused(fleet, pod_vars: dict) -> tuple[str, list[str]]:
+    """Return the output of an apply and of a check with ``pod_vars`` as pod-1's host vars,
+    and pod-1's error lines; assert that both failed before any pod was contacted."""
+    fleet.host_vars("pod-1", pod_vars)
     try:
+        before = {pod: exec_count(fleet, pod) for pod in fleet.pods}
         run = apply(fleet)
+        result = check(fleet)
+        assert {pod: exec_count(fleet, pod) for pod in fleet.pods} == before
     finally:
         fleet.host_vars("pod-1", None)
-    assert run.returncode != 0
-    assert "secrets.X.from_env: the value is not an environment variable name" in run.stderr
-    assert MARKER not in run.stderr + run.stdout
+    assert run.returncode != 0 and result.returncode == 1
+    output = run.stdout + run.stderr + result.stdout + result.stderr
+    assert "Traceback" not in output
+    lines = [line for line in output.splitlines() if "host_vars/pod-1.yaml" in line]
+    assert len(lines) == 2, lines  # one line from each
+    return output, lines
+
+
+@pytest.mark.parametrize(
+    "source,key,message",
+    [
+        ({"from_env": PASTED}, "X.from_env", "the environment variable it names is not set"),
+        ({"from_file": PASTED}, "X.from_file", "cannot read the file it names"),
+        ({"from_env": PASTED, "from_file": PASTED}, "X", "give only one of: from_env, from_file"),
+        ({PASTED: None}, "X", "unknown key (allowed: from_env, from_file)"),
+        ({"from_env": f"{PASTED} oops"}, "X.from_env", "the value is not an environment variable"),
+    ],
+    ids=["from_env", "from_file", "both", "as_a_key", "with_a_space"],
+)
+def test_a_token_put_where_a_name_goes_is_never_echoed(fleet, secrets, source, key, message):
+    output, lines = refused(fleet, {"secrets": {"X": source}})
+    assert PASTED not in output
+    assert lines and all(f"secrets.{key}: {message}" in line for line in lines), lines
+
+
+def test_a_token_in_a_deploy_keys_source_is_never_echoed(fleet, secrets):
+    url = "git@github.com:org/private.git"
+    item = {"url": url, "ref": "main", "ssh_key": {"from_env": PASTED}}
+    output, lines = refused(fleet, {"repos": {"/root/code/private": item}})
+    assert PASTED not in output
+    want = "repos./root/code/private.ssh_key.from_env: the environment variable it names"
+    assert lines and all(want in line for line in lines), lines
+
+
+@pytest.mark.parametrize(
+    "url", [f"https://{PASTED}@github.com/org/r.git", f"https://x:{PASTED}@github.com/org/r"]
+)
+def test_a_token_in_a_repository_url_is_refused_never_echoed(fleet, secrets, url):
+    output, lines = refused(fleet, {"repos": {"/root/code/r": {"url": url, "ref": "main"}}})
+    assert PASTED not in output
+    want = "repos./root/code/r.url: the URL holds a credential"
+    assert lines and all(want in line and "ssh_key" in line for line in lines), lines
 
 
 def test_podstate_inventory_does_not_show_values(fleet, secrets):

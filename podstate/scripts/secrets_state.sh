@@ -1,36 +1,46 @@
 #!/bin/sh
-# Defines secrets_state, which the probe calls for the secrets role:
-#   secrets_state FILE SALT NAME...
+# Defines what the probe calls for the secrets role, with the wanted file and values on
+# stdin (the probe's own, kept aside): one line for the whole file podstate would write, then
+# one for each value, in the order the probe asks for them; each base64 as b64 prints it.
+#   secrets_file FILE
 # prints "secrets.file absent", "secrets.file KIND" (not a regular file: directory, link…)
-# or "secrets.file UID MODE DIGEST", where DIGEST is the SHA-256 of SALT followed by the
-# file's bytes; then, for a file owned by root with mode 600, "secrets.value NAME DIGEST"
-# for each NAME the file sets (SHA-256 of SALT followed by the value). The file is sourced in
-# a subshell with every NAME unset first, so a value from elsewhere is never counted; no
-# value leaves the subshell, and printf is a shell builtin, so none is in a command line.
-secrets_state() {
-    f=$1 salt=$2
-    shift 2
-    if [ -L "$f" ]; then
+# or "secrets.file UID MODE same|differs" (the file's bytes against the wanted file's), and
+# succeeds only for a file of root with mode 600, the only one whose values are read.
+#   secrets_value NAME ENCODED
+# ENCODED is empty when the file leaves NAME unset, else "x" and the value's base64 (the
+# probe sources the file in a subshell of its own for each name, with the name unset first,
+# so a value from elsewhere is never counted); prints "secrets.value NAME same|differs", or
+# nothing for an unset NAME.
+# Nothing else leaves the pod: no value, and nothing computed from one (no digest), so no
+# output or log lets a guess at a secret be tested. Values are compared by the shell's own
+# test, and passed to these functions only, never to a program: none is in a command line.
+# Needs b64, which the probe defines.
+secrets_file() {
+    if [ -L "$1" ]; then
         echo "secrets.file symbolic_link"
-        return
-    elif [ ! -e "$f" ]; then
+        return 1
+    elif [ ! -e "$1" ]; then
         echo "secrets.file absent"
-        return
-    elif [ ! -f "$f" ]; then
-        echo "secrets.file $(stat -c %F -- "$f" | tr ' ' _)"
-        return
+        return 1
+    elif [ ! -f "$1" ]; then
+        echo "secrets.file $(stat -c %F -- "$1" | tr ' ' _)"
+        return 1
     fi
-    o=$(stat -c '%u %a' -- "$f")
-    echo "secrets.file $o $({ printf %s "$salt" && cat -- "$f"; } | sha256sum | cut -c1-64)"
-    [ "$o" = "0 600" ] || return 0
-    (
-        for n in "$@"; do unset "$n"; done
-        # shellcheck disable=SC1090 # the secrets file podstate wrote
-        . "$f" >/dev/null 2>&1
-        for n in "$@"; do
-            s='' v=''
-            eval "s=\${$n+1} v=\${$n-}"
-            [ -z "$s" ] || echo "secrets.value $n $({ printf %s "$salt" && printf %s "$v"; } | sha256sum | cut -c1-64)"
-        done
-    )
+    IFS= read -r w || w=
+    o=$(stat -c '%u %a' -- "$1")
+    if [ "$(b64 <"$1")" = "$w" ]; then
+        echo "secrets.file $o same"
+    else
+        echo "secrets.file $o differs"
+    fi
+    [ "$o" = "0 600" ]
+}
+
+secrets_value() {
+    IFS= read -r w || w=
+    if [ "$2" = "x$w" ]; then
+        echo "secrets.value $1 same"
+    elif [ -n "$2" ]; then
+        echo "secrets.value $1 differs"
+    fi
 }
