@@ -14,6 +14,18 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+# Jenkins' strict JUnit schema, which its xunit plugin validates reports with (the file says
+# where it comes from).
+JUNIT_XSD = ROOT / "tests" / "fixtures" / "junit-10.xsd"
+
+
+def junit_errors(report: Path | str) -> list[str]:
+    """Return why the JUnit report (a file, or its XML text) is invalid against JUNIT_XSD,
+    one line per error; [] when it is valid."""
+    import xmlschema
+
+    source = str(report) if isinstance(report, Path) else report
+    return [f"{e.path}: {e.reason}" for e in xmlschema.XMLSchema(JUNIT_XSD).iter_errors(source)]
 
 
 @dataclass
