@@ -110,13 +110,13 @@ def apply(
     bin_dir: Path = BIN,
 ) -> Run:
     """Run ``pyinfra -y --json inventories/pods.py deploy/*.py`` as a user would (the shell's
-    ``deploy/*.py`` of ``cwd``, unless ``deploys`` names the files)."""
+    ``deploy/*.py`` of ``cwd``, unless ``deploys`` names the files). ``dry`` runs ``--dry``
+    instead of ``-y``, which would skip pyinfra's change detection: a plan without a change."""
     deploys = deploys or sorted(str(p.relative_to(cwd)) for p in (cwd / "deploy").glob("*.py"))
     command = [
         str(bin_dir / "pyinfra"),
-        "-y",
+        "--dry" if dry else "-y",
         "--json",
-        *(["--dry"] if dry else []),
         *args,
         "inventories/pods.py",
         *deploys,
