@@ -8,26 +8,34 @@ from typing import Any
 NAMES = ("NCCL_P2P_DISABLE", "NCCL_IB_DISABLE")
 
 
-def variables(wanted: dict[str, str] | None, cloud: str, probe: dict[str, Any]) -> dict[str, str]:
+def variables(
+    wanted: dict[str, str] | None, cloud: str, probe: dict[str, Any], profile: str | None = None
+) -> dict[str, str]:
     """Return the NCCL variables the profile must export ({} when none apply).
 
-    ``auto`` p2p disables peer-to-peer on COMMUNITY pods with two or more GPUs unless every
-    pair is NVLink-connected; ``auto`` ib disables InfiniBand on COMMUNITY pods.
+    ``auto`` ib disables InfiniBand on COMMUNITY pods: the cloud alone decides. ``auto`` p2p
+    disables peer-to-peer on COMMUNITY pods with two or more GPUs unless every pair is
+    NVLink-connected; when the GPUs cannot be read, their topology is unknown and counts as
+    unsafe (disabled P2P costs bandwidth only). While they cannot be read, a P2P guard
+    already in ``profile`` (podstate's profile on the pod) stays, whatever is wanted: an
+    unknown never drops a guard.
     """
+    readable = probe["gpu"].readable
+    kept = {} if readable else {k: v for k, v in current(profile).items() if k == NAMES[0]}
     if not wanted:
-        return {}
+        return kept
     community = cloud != "SECURE"
-    risky_p2p = community and len(probe["gpus"]) >= 2 and not probe["nvlink"]
+    risky_p2p = community and (not readable or len(probe["gpus"]) >= 2 and not probe["nvlink"])
     decide = {
         "NCCL_P2P_DISABLE": {"auto": risky_p2p, "disable": True}.get(wanted["p2p"], False),
         "NCCL_IB_DISABLE": {"auto": community, "disable": True}.get(wanted["ib"], False),
     }
-    return {name: "1" for name, on in decide.items() if on}
+    return {**kept, **{name: "1" for name, on in decide.items() if on}}
 
 
 def current(profile: str | None) -> dict[str, str]:
-    """Return the NCCL variables a podstate profile exports now: what to keep while the
-    GPUs cannot be read, since a guard must never fall off on an unknown."""
+    """Return the NCCL variables a podstate profile exports now: the P2P guard among them is
+    kept while the GPUs cannot be read, since a guard must never fall off on an unknown."""
     found = {}
     for line in (profile or "").splitlines():
         name, _, value = line.removeprefix("export ").partition("=")

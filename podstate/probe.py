@@ -25,24 +25,28 @@ from podstate.venv_ops import SNAPSHOT_CURRENT, VENV_RECORD, read_snapshot
 
 CAP_SYS_ADMIN = 21
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-# What the probe asks nvidia-smi about each GPU, in one query (GpuDevice's fields, in order).
-GPU_FIELDS = (
-    "index",
-    "name",
-    "memory.total",
-    "driver_version",
-    "temperature.gpu",
-    "ecc.mode.current",
-    "ecc.errors.uncorrected.volatile.total",
-    "retired_pages.pending",
-    "remapped_rows.pending",
-    "clocks_throttle_reasons.hw_slowdown",
-    "clocks_throttle_reasons.hw_thermal_slowdown",
-    "clocks_throttle_reasons.sw_thermal_slowdown",
-    "clocks_throttle_reasons.hw_power_brake_slowdown",
-    "pcie.link.width.current",
-    "pcie.link.width.max",
-)
+# What the probe asks nvidia-smi about each GPU, in one query: each field, and the GpuDevice
+# attribute it fills. Releases rename fields (clocks_throttle_reasons.* are aliases of
+# clocks_event_reasons.* for now); a field the pod's release does not know is asked without,
+# and only its reading is unknown (GpuState.unknown).
+GPU_FIELDS = {
+    "index": "index",
+    "name": "name",
+    "memory.total": "memory_mib",
+    "driver_version": "driver",
+    "temperature.gpu": "temperature",
+    "ecc.mode.current": "ecc_mode",
+    "ecc.errors.uncorrected.volatile.total": "ecc_uncorrected",
+    "retired_pages.pending": "retired_pending",
+    "remapped_rows.pending": "remap_pending",
+    "clocks_throttle_reasons.hw_slowdown": "hw_slowdown",
+    "clocks_throttle_reasons.hw_thermal_slowdown": "hw_thermal",
+    "clocks_throttle_reasons.sw_thermal_slowdown": "sw_thermal",
+    "clocks_throttle_reasons.hw_power_brake_slowdown": "power_brake",
+    "pcie.link.width.current": "link_width",
+    "pcie.link.width.max": "link_width_max",
+}
+_NUMBERS = {"memory_mib", "temperature", "ecc_uncorrected", "link_width", "link_width_max"}
 # Managed files larger than this are not read: podstate rewrites a file's whole content
 # inside one SSH command, and Linux caps one command line at 128 KiB (MAX_ARG_STRLEN); the
 # content travels base64-encoded, a third larger.
@@ -128,23 +132,24 @@ class FileInfo:
 
 @dataclass(frozen=True)
 class GpuDevice:
-    """One GPU as ``nvidia-smi --query-gpu`` reads it; None where it says N/A."""
+    """One GPU as ``nvidia-smi --query-gpu`` reads it; None where it says N/A, or where the
+    pod's nvidia-smi does not know the field (GpuState.unknown says which)."""
 
     index: int
-    name: str
-    memory_mib: int | None
-    driver: str
-    temperature: int | None
-    ecc_mode: str | None  # "Enabled" | "Disabled"; None without ECC
-    ecc_uncorrected: int | None  # volatile uncorrected ECC errors
-    retired_pending: str | None  # "Yes" | "No"
-    remap_pending: str | None  # "Yes" | "No"
-    hw_slowdown: str | None  # "Active" | "Not Active"
-    hw_thermal: str | None
-    sw_thermal: str | None
-    power_brake: str | None
-    link_width: int | None
-    link_width_max: int | None
+    name: str = ""
+    memory_mib: int | None = None
+    driver: str = ""
+    temperature: int | None = None
+    ecc_mode: str | None = None  # "Enabled" | "Disabled"; None without ECC
+    ecc_uncorrected: int | None = None  # volatile uncorrected ECC errors
+    retired_pending: str | None = None  # "Yes" | "No"
+    remap_pending: str | None = None  # "Yes" | "No"
+    hw_slowdown: str | None = None  # "Active" | "Not Active"
+    hw_thermal: str | None = None
+    sw_thermal: str | None = None
+    power_brake: str | None = None
+    link_width: int | None = None
+    link_width_max: int | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +161,7 @@ class GpuState:
     present: bool = True  # nvidia-smi is on the pod (False: a CPU pod)
     devices: tuple[GpuDevice, ...] = ()
     cuda: str | None = None  # the highest CUDA version the driver supports
+    unknown: tuple[str, ...] = ()  # fields of GPU_FIELDS this nvidia-smi rejects: unknown
 
 
 def _na(value: str) -> str | None:
@@ -167,34 +173,27 @@ def _int(value: str) -> int | None:
     return int(float(value)) if value.replace(".", "", 1).isdigit() else None
 
 
-def parse_gpu_query(text: str) -> tuple[GpuDevice, ...]:
-    """Return the GPUs of ``nvidia-smi --query-gpu=<GPU_FIELDS> --format=csv,noheader,nounits``."""
+def parse_gpu_query(
+    text: str, fields: tuple[str, ...] = tuple(GPU_FIELDS)
+) -> tuple[GpuDevice, ...]:
+    """Return the GPUs of ``nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits``,
+    ``fields`` being those of GPU_FIELDS the query asked, in order; a GPU without ``index``
+    has its row's number."""
     devices = []
-    for row in csv.reader(text.splitlines(), skipinitialspace=True):
-        if not row:
-            continue
-        if len(row) != len(GPU_FIELDS):
-            raise ValueError(f"nvidia-smi answered {len(row)} fields, not {len(GPU_FIELDS)}")
-        v = [cell.strip() for cell in row]
-        devices.append(
-            GpuDevice(
-                index=int(v[0]),
-                name=v[1],
-                memory_mib=_int(v[2]),
-                driver=v[3],
-                temperature=_int(v[4]),
-                ecc_mode=_na(v[5]),
-                ecc_uncorrected=_int(v[6]),
-                retired_pending=_na(v[7]),
-                remap_pending=_na(v[8]),
-                hw_slowdown=_na(v[9]),
-                hw_thermal=_na(v[10]),
-                sw_thermal=_na(v[11]),
-                power_brake=_na(v[12]),
-                link_width=_int(v[13]),
-                link_width_max=_int(v[14]),
-            )
-        )
+    rows = [row for row in csv.reader(text.splitlines(), skipinitialspace=True) if row]
+    for number, row in enumerate(rows):
+        if len(row) != len(fields):
+            raise ValueError(f"nvidia-smi answered {len(row)} fields, not {len(fields)}")
+        values: dict[str, Any] = {"index": number}
+        for field, cell in zip(fields, row, strict=True):
+            attribute, cell = GPU_FIELDS[field], cell.strip()
+            if attribute == "index":
+                values[attribute] = int(cell)
+            elif attribute in ("name", "driver"):
+                values[attribute] = cell
+            else:
+                values[attribute] = _int(cell) if attribute in _NUMBERS else _na(cell)
+        devices.append(GpuDevice(**values))
     return tuple(devices)
 
 
@@ -208,6 +207,9 @@ def parse_gpu(fields: dict[str, str]) -> GpuState:
     """Return the GPU state from the probe's ``gpu.*`` lines (absent: a pod without GPUs)."""
     if "query" not in fields:
         return GpuState(readable=True, present=False)
+    unknown = tuple(fields["unknown"].split(",")) if fields.get("unknown") else ()
+    if not set(unknown) <= set(GPU_FIELDS):
+        raise ValueError(f"nvidia-smi fields not asked: {fields['unknown']}")
     status, _, data = fields["query"].partition(" ")
     text = _decode(data)
     if status != "0":
@@ -215,11 +217,12 @@ def parse_gpu(fields: dict[str, str]) -> GpuState:
         why = lines[0] if lines else f"no output (exit status {status})"
         if status == "124":
             why = "nvidia-smi did not answer within 20 s"
-        return GpuState(readable=False, error=why)
+        return GpuState(readable=False, error=why, unknown=unknown)
     return GpuState(
         readable=True,
-        devices=parse_gpu_query(text),
+        devices=parse_gpu_query(text, tuple(f for f in GPU_FIELDS if f not in unknown)),
         cuda=parse_cuda_version(_decode(fields.get("header", ""))),
+        unknown=unknown,
     )
 
 
@@ -486,11 +489,17 @@ class PodProbe(FactBase[dict[str, Any]]):
             's=$(getent passwd "$u" 2>/dev/null) || s=$(grep "^$u:" /etc/passwd); '
             'enc "${s##*:}"; echo "shell $enc_v"',
             # No nvidia-smi: a CPU pod. One that fails (a driver update, a hung GPU): unknown,
-            # and nothing more is asked of it.
+            # and nothing more is asked of it. A field it says "is not a valid field to query"
+            # (another release's name) is asked again without, and listed as unknown.
             "if command -v nvidia-smi >/dev/null 2>&1; then"
-            f" q=$(timeout 20 nvidia-smi --query-gpu={','.join(GPU_FIELDS)}"
-            " --format=csv,noheader,nounits 2>&1); r=$?;"
+            f" f={','.join(GPU_FIELDS)}; u=;"
+            ' while q=$(timeout 20 nvidia-smi --query-gpu="$f" --format=csv,noheader,nounits'
+            ' 2>&1); r=$?; x=${q#Field \\"}; x=${x%%\\"*}; [ $r = 2 ] &&'
+            ' case $q in "Field \\"$x\\" is not a valid field to query."*) ;; *) false ;; esac &&'
+            ' case ,$f, in *,"$x",*) ;; *) false ;; esac; do'
+            ' f=,$f,; f=${f%%,"$x",*},${f#*,"$x",}; f=${f#,}; f=${f%,}; u=$u,$x; done;'
             ' echo "gpu.query $r $(printf %s "$q" | b64)";'
+            ' if [ -n "$u" ]; then echo "gpu.unknown ${u#,}"; fi;'
             " if [ $r = 0 ]; then"
             ' echo "gpu.header $(timeout 20 nvidia-smi 2>/dev/null | head -n 5 | b64)";'
             ' echo "topo $(timeout 20 nvidia-smi topo -m 2>/dev/null | b64)"; fi; fi',

@@ -235,7 +235,8 @@ def status() -> list[PodStatus]:
 
 def gpu_fault(name: str, fault: str, index: int = 0) -> None:
     """Make running pod ``name`` a bad GPU host: ``fault`` is a name of GPU_FAULTS (thermal,
-    ecc, pcie, old-driver, nvml-mismatch) or ``no-gpus``; ``index`` the GPU it spoils."""
+    ecc, pcie, old-driver, nvml-mismatch, nvml-unknown, unknown-field) or ``no-gpus``;
+    ``index`` the GPU it spoils."""
     pod_exec(name, gpu_fault_command(fault, index))
 
 

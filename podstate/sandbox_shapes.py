@@ -104,6 +104,11 @@ GPU_FAULTS = {
     "old-driver": "driver|535.54.03",
     # after a host driver update: every nvidia-smi call fails
     "nvml-mismatch": "fail|18|Failed to initialize NVML: Driver/library version mismatch",
+    # NVML cannot start at all (the container lost its GPU devices): every call fails
+    "nvml-unknown": "fail|255|Failed to initialize NVML: Unknown Error",
+    # a release that no longer knows a field the probe asks (releases rename fields;
+    # clocks_throttle_reasons.* are aliases of clocks_event_reasons.* for now)
+    "unknown-field": "reject|clocks_throttle_reasons.hw_slowdown",
 }
 NO_GPUS = "no-gpus"  # a pod that came back from a restart with no GPUs listed
 GPU_LAYOUT = "/usr/local/share/nvidia-smi-standin/layout"  # in each pod

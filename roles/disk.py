@@ -2,7 +2,8 @@
 
 Two thresholds, both read from the one probe:
 
-* ``MIN_FREE`` (64 MiB): below it the disk is full, whatever the desired state asks;
+* ``MIN_FREE`` (64 MiB): below it the disk is full, whatever the desired state asks (free
+  space that cannot be read counts as too little: nothing says there is room);
 * ``disk_reserve`` (default 2G): below it, a pod whose desired state puts scratch paths,
   ``dirs`` variables or the venv on the container disk would fill it with what they hold
   (temp files, pip and uv caches, packages), and a full container disk breaks everything
@@ -64,12 +65,18 @@ def has_room(probe: dict[str, Any], wanted: dict[str, Any] | None = None) -> boo
     A full disk (under ``MIN_FREE``) makes every write fail half-way through a run; a disk
     with less free than ``disk_reserve`` that the desired state fills with temp files and
     caches is about to be full. Either way podstate leaves the pod exactly as it is and
-    says so (naming, for the second, what would fill it), instead of trying. Unknown free
-    space is no reason to stop: True, as when there is room.
+    says so (naming, for the second, what would fill it), instead of trying. Free space that
+    cannot be read is unknown, not enough: the same, with a violation that says so.
     """
     free, size = probe["disk_free"], probe["disk_size"]
     if free is None:
-        return True
+        findings.violation(
+            "the free space of the container disk (/) cannot be read (`stat -f /` failed on "
+            "the pod), so whether it has room for this run's changes is unknown; podstate "
+            "changed nothing on this pod: see why `stat -f /` fails there, or recreate the pod",
+            "disk.unreadable",
+        )
+        return False
     if free < MIN_FREE:
         findings.violation(
             f"the container disk (/) is full: {format_size(free)} free of "

@@ -118,10 +118,8 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     probe = probe or roles.probe(wanted)
     if probe is None:
         return
-    if probe["gpu"].readable:
-        extra = nccl.variables(wanted.get("nccl"), host.data.get("cloud", "COMMUNITY"), probe)
-    else:  # unknown GPUs: the guards stay as they are (the GPU role reports why)
-        extra = nccl.current(probe["files"][PROFILE].content)
+    cloud = host.data.get("cloud", "COMMUNITY")
+    extra = nccl.variables(wanted.get("nccl"), cloud, probe, probe["files"][PROFILE].content)
     dirs: dict[str, str] = wanted.get("dirs") or {}
     env: dict[str, str] = wanted.get("env") or {}
     prepend: list[str] = wanted.get("path") or []

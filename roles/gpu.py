@@ -3,7 +3,9 @@
 A rented host can be bad: throttling under load, a GPU lost after a restart, a driver too
 old for the image's CUDA. Each unmet requirement is a violation with its reading, its
 threshold and what to do. An ``nvidia-smi`` that is there but fails leaves the GPU state
-unknown: that is a violation too (``gpu.unreadable``), never "0 GPUs".
+unknown: that is a violation too (``gpu.unreadable``), never "0 GPUs". A field the pod's
+``nvidia-smi`` does not know leaves only its reading unknown: a requirement that needs it is
+a violation saying so, never met.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import fnmatch
 from typing import Any
 
 from podstate import findings, roles
-from podstate.probe import GpuDevice, GpuState
+from podstate.probe import GPU_FIELDS, GpuDevice, GpuState
 from podstate.role import role
 from podstate.sizes import format_size
 
@@ -20,6 +22,16 @@ RECREATE = "recreate the pod on another host"
 # nvidia-smi lists a little less memory than a GPU is sold with (an H100 80GB: 81559 MiB, not
 # 81920), so a GPU meets min_memory from 97% of it.
 MEMORY_SLACK = 0.97
+# The nvidia-smi fields (probe.GPU_FIELDS) each requirement reads.
+NEEDS = {
+    "model": ("name",),
+    "min_memory": ("memory.total",),
+    "min_driver": ("driver_version",),
+    "max_temperature": ("temperature.gpu",),
+    "healthy": tuple(
+        f for f in GPU_FIELDS if f.startswith(("ecc.", "retired", "remapped", "clocks", "pcie."))
+    ),
+}
 
 
 def version(text: str) -> tuple[int, ...]:
@@ -63,18 +75,38 @@ def health_problems(device: GpuDevice) -> list[str]:
     return problems
 
 
+def unknown_readings(requirement: str, gpu: GpuState) -> str | None:
+    """Return why ``requirement`` cannot be checked (the fields it reads that the pod's
+    nvidia-smi rejects), or None when every reading it needs is there."""
+    fields = [f for f in NEEDS.get(requirement, ()) if f in gpu.unknown]
+    if not fields:
+        return None
+    what = "the field" if len(fields) == 1 else "the fields"
+    return (
+        f"this pod's nvidia-smi does not know {what} {', '.join(fields)} (its release lacks or "
+        f"renamed it), so that reading is unknown and gpu.{requirement} cannot be checked; "
+        f"{RECREATE}, or waive gpu.{requirement} for this pod"
+    )
+
+
 def check(wanted: dict[str, Any], gpu: GpuState) -> list[tuple[str, str]]:
-    """Return the violations (finding id, message) of the GPUs against ``wanted``."""
+    """Return the violations (finding id, message) of the GPUs against ``wanted``; a
+    requirement whose readings are unknown is one too, saying which."""
     if not gpu.readable:
         return [
             (
                 "gpu.unreadable",
                 f"nvidia-smi fails on this pod ({gpu.error}): the GPU state is unknown, so "
-                "podstate keeps every GPU-dependent setting (the NCCL guards) as it is; "
-                f"restart the pod, or if it persists (a host driver update), {RECREATE}",
+                "podstate drops no NCCL guard and counts the GPU topology as unsafe (with "
+                "nccl.p2p auto, a COMMUNITY pod gets NCCL_P2P_DISABLE=1); restart the pod, or "
+                f"if it persists (a host driver update), {RECREATE}",
             )
         ]
     found: list[tuple[str, str]] = []
+    unknown = {key: unknown_readings(key, gpu) for key in NEEDS if wanted.get(key) is not None}
+    for key, why in unknown.items():
+        if why and key != "healthy":
+            found.append((f"gpu.{key}", why))
     devices = gpu.devices
     count = wanted.get("count")
     if count is not None and len(devices) != count:
@@ -82,19 +114,19 @@ def check(wanted: dict[str, Any], gpu: GpuState) -> list[tuple[str, str]]:
         found.append(
             ("gpu.count", f"the pod has {len(devices)} GPU(s){cpu}, not {count}: {RECREATE}")
         )
-    model = wanted.get("model")
+    model = None if unknown.get("model") else wanted.get("model")
     odd = [d for d in devices if model and not fnmatch.fnmatch(d.name, model)]
     if odd:
         names = ", ".join(f"GPU {d.index} is {d.name}" for d in odd)
         found.append(("gpu.model", f"{names}, not {model}: {RECREATE}"))
-    memory = wanted.get("min_memory")
+    memory = None if unknown.get("min_memory") else wanted.get("min_memory")
     small = [d for d in devices if memory and (d.memory_mib or 0) << 20 < memory * MEMORY_SLACK]
     if small:
         sizes = ", ".join(
             f"GPU {d.index} has {format_size((d.memory_mib or 0) << 20)}" for d in small
         )
         found.append(("gpu.min_memory", f"{sizes}, less than {format_size(memory)}: {RECREATE}"))
-    driver = wanted.get("min_driver")
+    driver = None if unknown.get("min_driver") else wanted.get("min_driver")
     if driver and devices and version(devices[0].driver) < version(driver):
         found.append(
             (
@@ -109,7 +141,7 @@ def check(wanted: dict[str, Any], gpu: GpuState) -> list[tuple[str, str]]:
             f"supports CUDA up to {gpu.cuda}" if gpu.cuda else "does not say which CUDA it supports"
         )
         found.append(("gpu.min_cuda", f"the driver {have}, below {cuda}: {RECREATE}"))
-    hot = wanted.get("max_temperature")
+    hot = None if unknown.get("max_temperature") else wanted.get("max_temperature")
     for d in devices:
         if hot is not None and d.temperature is not None and d.temperature > hot:
             found.append(
@@ -121,6 +153,7 @@ def check(wanted: dict[str, Any], gpu: GpuState) -> list[tuple[str, str]]:
             )
     if wanted.get("healthy"):
         problems = [problem for d in devices for problem in health_problems(d)]
+        problems += [unknown["healthy"]] if unknown.get("healthy") else []
         if problems:
             found.append(("gpu.healthy", "; ".join(problems)))
     return found

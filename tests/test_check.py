@@ -8,7 +8,7 @@ import pytest
 from junitparser import Error, Failure, JUnitXml
 
 from podstate import sandbox
-from tests.e2e import ROOT, apply, check, exec_count
+from tests.e2e import ROOT, apply, check, exec_count, junit_errors
 
 # What a check could change if it wrote anything: managed files and directories.
 SNAPSHOT = (
@@ -27,6 +27,7 @@ def report(tmp_path: Path, fleet, *args: str):
     assert "Traceback" not in result.stderr + result.stdout
     document = json.loads(out.read_text())
     jsonschema.validate(document, REPORT_SCHEMA)
+    assert junit_errors(xml) == []
     cases = [case for suite in JUnitXml.fromfile(str(xml)) for case in suite]
     return result, document, cases
 

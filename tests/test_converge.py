@@ -98,10 +98,27 @@ def test_second_apply_changes_nothing(fleet, converged):
     assert again.returncode == 1
 
 
-def test_dry_plan_of_converged_fleet_has_no_change_but_the_violation(fleet, converged):
+@pytest.fixture(scope="module")
+def dry_plan(fleet, converged) -> set[tuple[str, str]]:
+    """The changes (operation, pod) that ``pyinfra --dry`` plans for the converged fleet."""
     plan = apply(fleet, dry=True)
-    changed = {h for op in plan.json["plan"] for h in op["hosts_with_change"]}
-    assert changed <= {"pod-3"}
+    assert plan.returncode == 0, plan.stderr
+    return {(op["name"], h) for op in plan.json["plan"] for h in op["hosts_with_change"]}
+
+
+def test_dry_plan_of_converged_fleet_has_no_change(dry_plan):
+    """Drift would show here: a hand edit of the profile is its operation's change."""
+    assert dry_plan <= {("Report what apply cannot fix", "pod-3")}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the report operation is added (podstate.bookends.add) before the roles record "
+    "their violations, so its planned commands are empty and a dry plan shows no violation",
+)
+def test_dry_plan_of_converged_fleet_has_no_change_but_the_violation(dry_plan):
+    # The last operation, which fails pod-3 with its violation, is the plan's one change.
+    assert dry_plan == {("Report what apply cannot fix", "pod-3")}
 
 
 def test_removed_variable_disappears_and_workspace_dir_is_a_violation(fleet, converged):

@@ -80,3 +80,33 @@ def test_disk_below_reserve_names_what_fills_it_and_changes_nothing(converged):
     run = apply(fleet)
     assert run.returncode == 0, run.stderr
     assert fleet.out("pod-1", "echo $RESERVED").strip() == "yes"
+
+
+# A stat that cannot read any filesystem's free space (``stat -f``); the rest is stat's own.
+BLIND_STAT = '#!/bin/sh\n[ "$1" = -f ] && exit 1\nexec /usr/bin/stat "$@"\n'
+
+
+def test_free_space_that_cannot_be_read_is_unknown_and_changes_nothing(converged):
+    fleet = converged
+    fake = "/usr/local/bin/stat"
+    fleet.out("pod-1", f"cat > {fake} && chmod +x {fake}", BLIND_STAT.encode())
+    try:
+        assert fleet.ssh("pod-1", "stat -f /").returncode == 1
+        before = fleet.out("pod-1", FILES)
+        fleet.host_vars("pod-1", {"env": {"UNSEEN": "yes"}})
+        fleet.host_vars("pod-2", {"env": {"UNSEEN": "yes"}})
+        run = apply(fleet)
+        assert run.returncode == 1
+        assert (
+            "[pod-1] violation: disk.unreadable: the free space of the container disk (/) "
+            "cannot be read" in run.stderr
+        )
+        assert "podstate changed nothing on this pod" in run.stderr
+        assert run.hosts("error") == {"pod-1"}
+        assert fleet.out("pod-1", FILES) == before
+        assert "UNSEEN=yes" in fleet.out("pod-2", "cat /etc/profile.d/podstate.sh")
+    finally:
+        fleet.out("pod-1", f"rm -f {fake}")
+    run = apply(fleet)
+    assert run.returncode == 0, run.stderr
+    assert fleet.out("pod-1", "echo $UNSEEN").strip() == "yes"

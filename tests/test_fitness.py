@@ -17,7 +17,7 @@ import time
 import pytest
 
 from podstate import sandbox
-from tests.e2e import apply, check
+from tests.e2e import apply, check, junit_errors
 
 PROFILE = "/etc/profile.d/podstate.sh"
 MISMATCH = "Failed to initialize NVML: Driver/library version mismatch"
@@ -195,6 +195,7 @@ def test_a_waiver_holds_a_finding_back_until_its_day(converged, unfit, tmp_path)
     assert pods["pod-4"]["stale_waivers"] == [f"waiver for gpu.* expired on {past}"]
     assert f"waived (gpu.healthy) until {soon}, {reason}" in result.stdout
     assert 'name="waived gpu.healthy"' in xml.read_text() and "<skipped" in xml.read_text()
+    assert junit_errors(xml) == []
     run = apply(fleet, "--limit", "pod-2")
     assert run.returncode == 0, run.stderr
     assert f"note: waived gpu.healthy until {soon} ({reason})" in run.stderr

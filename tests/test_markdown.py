@@ -1,5 +1,6 @@
 """``podstate check --markdown``: the report's shape, grouping, escaping and size (no pods:
-the verdicts are built directly; tests/test_ci.py produces the report from sandbox pods)."""
+the verdicts are built directly; tests/test_ci.py produces the report from sandbox pods);
+and the JUnit report from the same verdicts, against Jenkins' strict schema."""
 
 import json
 
@@ -7,7 +8,7 @@ import jsonschema
 
 from podstate import report_markdown, reports
 from podstate.check import PodResult
-from tests.e2e import ROOT
+from tests.e2e import ROOT, junit_errors
 
 REPORT_SCHEMA = json.loads((ROOT / "schema/check-report.schema.json").read_text())
 PROFILE_DIFF = (
@@ -147,3 +148,23 @@ def test_json_report_with_host_keys_validates():
     table = reports.table(results, diff=False)
     assert "host key re-keyed after a restart: SHA256:old -> SHA256:new" in table
     assert table.endswith("host keys: 1 trusted on first use, 1 re-keyed after a restart\n")
+
+
+def test_junit_of_every_kind_of_case_is_valid_against_jenkins_strict_schema():
+    waived = PodResult(checked=["GPU"], stale_waivers=["waiver for shm.min_size expired"])
+    waived.waived = [
+        {
+            "role": "GPU",
+            "id": "gpu.healthy",
+            "message": "GPU 3 (NVIDIA H100 80GB HBM3): hardware thermal slowdown active",
+            "until": "2026-12-31",
+            "reason": "known thermal issue, ticket 1234",
+        }
+    ]
+    waived.host_key = {"trust": "first-use", "fingerprint": "SHA256:abc"}
+    hostile = drift(PROFILE_DIFF + "+\x1b]0;owned\x07 <b>x</b>\n")
+    results = {"a": hostile, "b": violation(), "c": unreachable(), "d": waived, "e": PodResult()}
+    xml = reports.junit(results)
+    assert junit_errors(xml) == []
+    assert '<skipped message="waived until 2026-12-31: known thermal issue' in xml
+    assert '<testsuite name="podstate check" tests="6" failures="2" errors="1" skipped="1">' in xml

@@ -20,6 +20,7 @@ from podstate.probe import (
 from podstate.sizes import SIZE_PATTERN, format_size, parse_size
 
 FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = FIXTURES.parent.parent
 
 
 @pytest.mark.parametrize(
@@ -174,6 +175,68 @@ def test_probe_reads_odd_paths_back_exactly(tmp_path, base64_w0):
     assert probe["paths"][paths[1]]["real"] == str(tmp_path / "d")
     assert probe["paths"][paths[2]]["real"] == str(odd)
     assert probe["files"][files[0]].content == "x\n" * 100  # over one base64 line of 76
+
+
+def run_probe_with_standin(tmp_path, layout: str) -> dict:
+    """Return the probe of this machine with the sandbox's nvidia-smi stand-in on PATH,
+    answering from ``layout``."""
+    from podstate.sandbox_shapes import SHAPES, gpu_layout
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    standin = bin_dir / "nvidia-smi"
+    standin.write_bytes((ROOT / "podstate/sandbox_files/nvidia-smi").read_bytes())
+    standin.chmod(0o755)
+    (tmp_path / "layout").write_text(gpu_layout("pod-1", SHAPES[0]) + layout)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "NVIDIA_SMI_STANDIN_LAYOUT": str(tmp_path / "layout"),
+    }
+    out = subprocess.run(
+        ["sh", "-c", PodProbe().command([], [])], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    return PodProbe().process(out.stdout.splitlines())
+
+
+def test_a_field_nvidia_smi_rejects_is_asked_without(tmp_path):
+    """Two fields rejected, as a release that lacks or renamed them; GPU 1 throttles."""
+    probe = run_probe_with_standin(
+        tmp_path,
+        "reject|clocks_throttle_reasons.hw_slowdown\nreject|pcie.link.width.max\n"
+        "health|1|91|Enabled|0|No|No|Not Active|Active|Not Active|Not Active|16|16\n",
+    )
+    state = probe["gpu"]
+    assert state.readable
+    assert state.unknown == ("clocks_throttle_reasons.hw_slowdown", "pcie.link.width.max")
+    assert [(d.index, d.name, d.temperature, d.hw_thermal) for d in state.devices] == [
+        (0, "NVIDIA GeForce RTX 4090", 31, "Not Active"),
+        (1, "NVIDIA GeForce RTX 4090", 91, "Active"),
+    ]
+    assert {(d.hw_slowdown, d.link_width, d.link_width_max) for d in state.devices} == {
+        (None, 16, None)
+    }
+    assert state.cuda == "12.4" and probe["nvlink"] is False  # header and topology read too
+
+
+def test_an_nvidia_smi_that_fails_leaves_every_reading_unknown(tmp_path):
+    probe = run_probe_with_standin(tmp_path, "fail|255|Failed to initialize NVML: Unknown Error\n")
+    state = probe["gpu"]
+    assert (state.readable, state.error, state.unknown) == (
+        False,
+        "Failed to initialize NVML: Unknown Error",
+        (),
+    )
+    assert probe["gpus"] == []
+
+
+def test_a_pod_answer_naming_a_field_not_asked_is_malformed():
+    from pyinfra.api.exceptions import FactProcessError
+
+    answer = ["begin", "gpu.query 0 =", "gpu.unknown clocks_event_reasons.hw_slowdown", "end"]
+    with pytest.raises(FactProcessError, match="nvidia-smi fields not asked"):
+        PodProbe().process(answer)
 
 
 # Real captures from a single-H200 host (tests/fixtures/nvidia/README.md).

@@ -5,13 +5,22 @@ import subprocess
 import pytest
 
 from podstate.nccl import variables
-from podstate.probe import Mount, mount_of
+from podstate.probe import GpuDevice, GpuState, Mount, mount_of
+from podstate.roles import gpu
 from podstate.roles.disk import has_room, on_container_disk
 from podstate.roles.env import HOOK, render_hooks, render_profile
 
+H100 = "NVIDIA H100 80GB HBM3"
+UNREADABLE = GpuState(readable=False, error="Failed to initialize NVML: Unknown Error")
+
 
 def probe(gpus: int, nvlink: bool) -> dict:
-    return {"gpus": ["NVIDIA H100 80GB HBM3"] * gpus, "nvlink": nvlink}
+    devices = tuple(GpuDevice(index, H100) for index in range(gpus))
+    return {
+        "gpu": GpuState(readable=True, devices=devices),
+        "gpus": [H100] * gpus,
+        "nvlink": nvlink,
+    }
 
 
 @pytest.mark.parametrize(
@@ -44,6 +53,69 @@ def test_nccl_guards(cloud, gpus, nvlink, wanted, expected):
 
 def test_no_nccl_section_sets_nothing():
     assert variables(None, "COMMUNITY", probe(2, False)) == {}
+
+
+AUTO = {"p2p": "auto", "ib": "auto"}
+BOTH = "export NCCL_P2P_DISABLE=1\nexport NCCL_IB_DISABLE=1\n"
+
+
+@pytest.mark.parametrize(
+    "cloud,wanted,profile,expected",
+    [
+        # a fresh COMMUNITY pod: the topology is unknown, so P2P takes its safe value
+        ("COMMUNITY", AUTO, None, {"NCCL_P2P_DISABLE": "1", "NCCL_IB_DISABLE": "1"}),
+        ("COMMUNITY", {"p2p": "auto", "ib": "leave"}, None, {"NCCL_P2P_DISABLE": "1"}),
+        # a guard already there stays, whatever is wanted; IB follows the cloud alone
+        ("SECURE", AUTO, BOTH, {"NCCL_P2P_DISABLE": "1"}),
+        ("COMMUNITY", {"p2p": "leave", "ib": "leave"}, BOTH, {"NCCL_P2P_DISABLE": "1"}),
+        ("SECURE", None, BOTH, {"NCCL_P2P_DISABLE": "1"}),
+        ("SECURE", AUTO, None, {}),
+    ],
+)
+def test_unreadable_gpus_never_lower_the_p2p_guard(cloud, wanted, profile, expected):
+    unknown = {"gpu": UNREADABLE, "gpus": [], "nvlink": False}
+    assert variables(wanted, cloud, unknown, profile) == expected
+
+
+def healthy_gpus(unknown: tuple[str, ...] = ()) -> GpuState:
+    """Two H100s read healthy, GPU 1 in hardware thermal slowdown; ``unknown`` fields not read."""
+    readings = {
+        "memory_mib": 81559,
+        "driver": "550.127.05",
+        "temperature": 45,
+        "ecc_mode": "Enabled",
+        "ecc_uncorrected": 0,
+        "hw_thermal": "Not Active",
+        "link_width": 16,
+        "link_width_max": 16,
+    }
+    devices = (
+        GpuDevice(0, H100, **readings),
+        GpuDevice(1, H100, **{**readings, "temperature": 91, "hw_thermal": "Active"}),
+    )
+    return GpuState(readable=True, devices=devices, cuda="12.4", unknown=unknown)
+
+
+def test_a_rejected_field_leaves_only_its_reading_unknown():
+    wanted = {"count": 2, "model": "*H100*", "min_driver": "550", "healthy": True}
+    assert [f for f, _ in gpu.check(wanted, healthy_gpus())] == ["gpu.healthy"]
+    found = dict(gpu.check(wanted, healthy_gpus(("clocks_throttle_reasons.hw_slowdown",))))
+    assert list(found) == ["gpu.healthy"]
+    message = found["gpu.healthy"]
+    assert message.startswith("GPU 1 (NVIDIA H100 80GB HBM3): hardware thermal slowdown")
+    assert message.count("GPU ") == 1  # GPU 0 is read healthy but for that one field
+    assert (
+        "; this pod's nvidia-smi does not know the field clocks_throttle_reasons.hw_slowdown "
+        "(its release lacks or renamed it), so that reading is unknown and gpu.healthy cannot "
+        "be checked" in message
+    )
+
+
+def test_a_requirement_whose_reading_is_unknown_is_not_met():
+    found = dict(gpu.check({"min_driver": "535", "count": 2}, healthy_gpus(("driver_version",))))
+    assert list(found) == ["gpu.min_driver"]
+    assert "does not know the field driver_version" in found["gpu.min_driver"]
+    assert gpu.check({"count": 2}, healthy_gpus(("driver_version",))) == []
 
 
 RUNPOD_BASHRC = "# ~/.bashrc\ncase $- in *i*) ;; *) return;; esac\nalias ll='ls -l'\n"
@@ -127,10 +199,10 @@ def test_no_mount_for_root_says_nothing_is_there():
     assert on_container_disk(WANTED, disk_probe(False, [VOLUME])) == []
 
 
-@pytest.mark.parametrize("free", [None, 2 << 30, 1 << 30])
-def test_room_when_free_is_unknown_above_the_reserve_or_nothing_is_there(free):
-    """None is unknown, not zero: no violation (and has_room records none here, outside a
-    deploy, where recording one would fail)."""
+@pytest.mark.parametrize("free", [2 << 30, 1 << 30])
+def test_room_when_free_is_above_the_reserve_or_nothing_is_there(free):
+    """No violation (has_room records none here, outside a deploy, where recording one would
+    fail). Free space that cannot be read is a violation: tests/test_disk.py."""
     probe = disk_probe(True, [ROOT_MOUNT, VOLUME, SCRATCH_TMPFS], free)
     only_volume = {"dirs": {"DATA": "/workspace/d"}, "disk_reserve": 2 << 30}
     assert has_room(probe, only_volume)

@@ -14,7 +14,7 @@ from junitparser import Failure, JUnitXml
 from podstate import shards
 from podstate.check import PodResult
 from podstate.reports import as_json
-from tests.e2e import BIN, ROOT, apply, check, exec_count, run
+from tests.e2e import BIN, ROOT, apply, check, exec_count, junit_errors, run
 
 SANDBOX = {"pods": 4}
 REPORT_SCHEMA = json.loads((ROOT / "schema/check-report.schema.json").read_text())
@@ -177,6 +177,7 @@ def test_merge_command_writes_reports_and_exits_with_the_fleets_status(tmp_path)
     document = json.loads((tmp_path / "all.json").read_text())
     jsonschema.validate(document, REPORT_SCHEMA)
     assert document["summary"]["pods"] == 3
+    assert junit_errors(tmp_path / "all.xml") == []
     cases = [c for suite in JUnitXml.fromfile(str(tmp_path / "all.xml")) for c in suite]
     failed = {(c.classname, c.name) for c in cases if any(isinstance(r, Failure) for r in c.result)}
     assert failed == {("pod-2", "Environment"), ("pod-3", "Shared memory")}
