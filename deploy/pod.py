@@ -24,7 +24,7 @@ from podstate.roles import (
 )
 
 wanted = host.data.podstate
-bookends.add(wanted.get("waivers"))
+bookends.start()
 probe = roles.probe(wanted)
 
 if probe is not None and disk.apply(wanted, probe):  # None: pyinfra failed the pod already
@@ -39,3 +39,4 @@ if probe is not None and disk.apply(wanted, probe):  # None: pyinfra failed the 
     authorized_keys.apply(wanted, probe)
     venv.apply(wanted, probe)
     repos.apply(wanted, probe)
+bookends.finish(wanted.get("waivers"))  # after the roles: the report plans their violations

@@ -111,11 +111,6 @@ def test_dry_plan_of_converged_fleet_has_no_change(dry_plan):
     assert dry_plan <= {("Report what apply cannot fix", "pod-3")}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the report operation is added (podstate.bookends.add) before the roles record "
-    "their violations, so its planned commands are empty and a dry plan shows no violation",
-)
 def test_dry_plan_of_converged_fleet_has_no_change_but_the_violation(dry_plan):
     # The last operation, which fails pod-3 with its violation, is the plan's one change.
     assert dry_plan == {("Report what apply cannot fix", "pod-3")}
