@@ -260,8 +260,11 @@ def resolve(layers: list[Layer], pod: str) -> dict[str, Any]:
         source = _source(layers, key_path, error)
         raise SpecError(f"{source}: {_key_text(key_path, error)}: {_message(error)} (pod {pod})")
     root = next((layer.root for layer in layers if layer.root is not None), None)
+    from podstate import fits
+
     try:
         normal = normalize(state, root)
+        fits.check(normal)  # every command it makes fits in one argument
     except SpecError as e:  # a key that is valid but names something unusable
         key_path = str(e).split(":", 1)[0].split(".")
         raise SpecError(f"{_setter(layers, key_path)}: {e} (pod {pod})") from None
