@@ -47,9 +47,9 @@ GPU_FIELDS = {
     "pcie.link.width.max": "link_width_max",
 }
 _NUMBERS = {"memory_mib", "temperature", "ecc_uncorrected", "link_width", "link_width_max"}
-# Managed files larger than this are not read: podstate rewrites a file's whole content
-# inside one SSH command, and Linux caps one command line at 128 KiB (MAX_ARG_STRLEN); the
-# content travels base64-encoded, a third larger.
+# Managed files larger than this are not read, nor written: podstate rewrites a file's whole
+# content inside one SSH command, which must fit in one argument (``podstate.fits.ARG_MAX``);
+# the content travels base64-encoded, a third larger.
 MAX_FILE = 64 << 10
 
 # Filesystems whose data lives on another machine. Every FUSE filesystem counts too
