@@ -33,6 +33,14 @@ def _sandbox(args: argparse.Namespace) -> int:
     return 0
 
 
+def _wait(args: argparse.Namespace) -> int:
+    """Wait until every selected pod is ready for the current desired state."""
+    from podstate import wait
+
+    deploys = args.deploy or check.deploy_files()
+    return wait.run(args.inventory, deploys, args.limit or [], args.timeout, args.interval)
+
+
 def _write(path: str, text: str) -> None:
     """Write a report; a path that cannot be written is CheckFailed, one line."""
     try:
@@ -156,6 +164,19 @@ def parser() -> argparse.ArgumentParser:
         help="check only shard K of N: the pods whose name hashes to it (a CI matrix job)",
     )
     drift.set_defaults(run=_check)
+    waiting = commands.add_parser(
+        "wait",
+        help="wait until every selected pod is ready for the current desired state "
+        "(exit 0 all ready, 1 not at the timeout)",
+    )
+    waiting.add_argument("--inventory", default="inventories/pods.py")
+    waiting.add_argument("--deploy", action="append", metavar="FILE", help="as for check")
+    waiting.add_argument("--limit", action="append", help="pod name, group or glob (repeatable)")
+    waiting.add_argument("--timeout", type=int, default=600, help="seconds (default 600)")
+    waiting.add_argument(
+        "--interval", type=int, default=5, help="seconds between checks (default 5)"
+    )
+    waiting.set_defaults(run=_wait)
     report = commands.add_parser("report", help="work on check reports")
     report_actions = report.add_subparsers(dest="action", required=True)
     merging = report_actions.add_parser(

@@ -35,6 +35,7 @@ def probe_arguments(wanted: dict[str, Any]) -> dict[str, Any]:
         env,
         files,
         packages,
+        ready,
         repos,
         scratch,
         secrets,
@@ -42,9 +43,17 @@ def probe_arguments(wanted: dict[str, Any]) -> dict[str, Any]:
     )
 
     return {
-        "paths": scratch.paths(wanted) + env.paths(wanted) + venv.paths(wanted),
+        "paths": scratch.paths(wanted)
+        + env.paths(wanted)
+        + venv.paths(wanted)
+        + ready.directories(wanted),
         "files": list(
-            dict.fromkeys(env.FILES + files.paths(wanted) + authorized_keys.paths(wanted))
+            dict.fromkeys(
+                env.FILES
+                + files.paths(wanted)
+                + authorized_keys.paths(wanted)
+                + ready.paths(wanted)
+            )
         ),
         "venv": venv.probe_args(wanted),
         "free": list((wanted.get("disk") or {}).get("min_free") or {}),
