@@ -33,10 +33,16 @@ VOLUME_COMMAND = f"{VOLUME}/.podstate/bin/podstate-ready"
 READY_SH = script_file("podstate-ready.sh")
 
 
+NOT_APPLIED = ("waivers", "watch")  # keys of the desired state that change no pod
+
+
 def digest(wanted: dict[str, Any]) -> str:
-    """Return the digest of a desired state: what a marker says was applied. Secrets count
-    by where they come from, never by their values (which the desired state does not hold)."""
-    text = json.dumps(wanted, sort_keys=True, default=str, separators=(",", ":"))
+    """Return the digest of what a desired state applies to a pod: what a marker says was
+    applied. Waivers and the watch loop's settings change no pod, so they do not count;
+    secrets count by where they come from, never by their values (which the desired state
+    does not hold)."""
+    applied = {k: v for k, v in wanted.items() if k not in NOT_APPLIED}
+    text = json.dumps(applied, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
