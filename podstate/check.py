@@ -28,7 +28,7 @@ from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.state import BaseStateCallback, StateStage
 from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
 
-from podstate import findings, hostkeys, pyinfra_api, settings
+from podstate import findings, hostkeys, lock, pyinfra_api, settings
 from podstate.pyinfra_api import exec_file, make_inventory
 
 if TYPE_CHECKING:
@@ -156,6 +156,7 @@ def run(
         if not os.path.isfile(path):
             raise CheckFailed(f"no {what} at {path} (run from the repository root)")
     pyinfra.is_cli = True
+    lock.probe_wait = 0  # a check reads each pod as it is, another run's lock or not
     findings.reset()
     state = State(check_for_changes=True)
     config = Config(CONNECT_TIMEOUT=timeout)

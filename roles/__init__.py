@@ -21,9 +21,18 @@ def probe(wanted: dict[str, Any]) -> dict[str, Any] | None:
 
     None when the probe failed; pyinfra has then already failed the pod.
     """
+    from podstate import lock, settings
     from podstate.roles import secrets
 
-    return host.get_fact(PodProbe, **probe_arguments(wanted), _stdin=secrets.probe_stdin(wanted))
+    found = host.get_fact(
+        PodProbe,
+        **probe_arguments(wanted),
+        lock_wait=min(lock.probe_wait, settings.COMMAND_TIMEOUT // 2),
+        _stdin=secrets.probe_stdin(wanted),
+    )
+    if found is not None:
+        lock.read(host, found["lock"])
+    return found
 
 
 def probe_arguments(wanted: dict[str, Any]) -> dict[str, Any]:
