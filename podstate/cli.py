@@ -5,21 +5,45 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
 from podstate import check, hostkeys, report_markdown, reports, sandbox, settings, shards, signals
 from podstate.check import CheckFailed
+from podstate.sandbox_api import API_KEY_FILE
 from podstate.spec import SpecError
 
 
 def _sandbox(args: argparse.Namespace) -> int:
+    if (args.pod is None) == (args.action == "restart"):
+        which = (
+            "name the pod to restart: podstate sandbox restart POD"
+            if args.pod is None
+            else f"only restart takes a pod name, not {args.pod!r}"
+        )
+        raise sandbox.SandboxError(f"podstate sandbox {args.action}: {which}")
     if args.action == "up":
         pods_file = sandbox.up(pods=args.pods)
         print(f"{args.pods} sandbox pods are up; pods file: {pods_file}")
         print(
             f"converge them: PODSTATE_PODS={pods_file} pyinfra -y inventories/pods.py deploy/*.py"
         )
+        print(
+            'or through their RunPod API: eval "$(podstate sandbox api)"; '
+            "pyinfra -y inventories/pods.py deploy/*.py"
+        )
+    elif args.action == "restart":
+        sandbox.restart(args.pod)
+        print(f"{args.pod} restarted: container disk wiped, /workspace kept, start script run")
+    elif args.action == "api":
+        env = sandbox.api_env()
+        key_file = sandbox.state_dir() / API_KEY_FILE
+        print("unset PODSTATE_PODS")
+        print(f"export RUNPOD_API_URL={shlex.quote(env['RUNPOD_API_URL'])}")
+        print(f'export RUNPOD_API_KEY="$(cat {shlex.quote(str(key_file))})"')
+        for name in ("PODSTATE_SSH_KEY", "PODSTATE_HOSTKEYS"):
+            print(f"export {name}={shlex.quote(env[name])}")
     elif args.action == "down":
         sandbox.down()
         print("sandbox pods are down")
@@ -127,7 +151,14 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="podstate", description=__doc__)
     commands = top.add_subparsers(dest="command", required=True)
     box = commands.add_parser("sandbox", help="local sandbox pods: real sshd, RunPod-shaped")
-    box.add_argument("action", choices=["up", "down", "status"])
+    box.add_argument(
+        "action",
+        choices=["up", "down", "status", "restart", "api"],
+        help="restart POD: restart a pod as RunPod does (container disk wiped, volume kept, "
+        "new host key); api: print the shell lines that point podstate at the sandbox's "
+        "RunPod API",
+    )
+    box.add_argument("pod", nargs="?", help="the pod to restart (restart)")
     box.add_argument("--pods", type=int, default=4, help="how many pods (up; default 4)")
     box.set_defaults(run=_sandbox)
     drift = commands.add_parser(
