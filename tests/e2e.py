@@ -152,10 +152,15 @@ def apply(
 
 
 def check(
-    fleet: Fleet, *args: str, pods_file: Path | None = None, cwd: Path = ROOT, bin_dir: Path = BIN
+    fleet: Fleet,
+    *args: str,
+    pods_file: Path | None = None,
+    cwd: Path = ROOT,
+    bin_dir: Path = BIN,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run ``podstate check``."""
-    return run(fleet, [str(bin_dir / "podstate"), "check", *args], pods_file, cwd)
+    """Run ``podstate check``; ``env``: as for ``run``."""
+    return run(fleet, [str(bin_dir / "podstate"), "check", *args], pods_file, cwd, env)
 
 
 def exec_count(fleet: Fleet, pod: str) -> int:

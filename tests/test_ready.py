@@ -156,3 +156,50 @@ def test_a_pod_with_a_violation_gets_no_marker(fresh):
         assert fresh.ssh("pod-2", f"test -s {MARKER}").returncode == 0
     finally:
         fresh.host_vars("pod-1", {"shm": {"min_size": "32M"}})
+
+
+def started_at(fleet, pod: str) -> str:
+    return json.loads((fleet.state / "pods.json").read_text())[pod]["started_at"]
+
+
+def test_a_real_restart_is_named_with_runpods_start_time_and_put_back(fresh, tmp_path):
+    """``sandbox restart`` wipes the container disk and makes a new host key: through the
+    sandbox's RunPod API, whose startedAt vouches for it, the check names the restart and
+    its time, and an apply puts the pod back; a marker from before is never taken."""
+    store = tmp_path / "hostkeys"
+    env = fresh.api_env(store)
+    first = apply(fresh, env=env)
+    assert first.returncode == 0, first.stderr
+    assert fresh.ssh("pod-1", f"test -s {MARKER}").returncode == 0
+    sandbox.restart("pod-1")
+    assert fresh.ssh("pod-1", f"test -e {MARKER}").returncode == 1  # wiped with the disk
+    out = tmp_path / "r.json"
+    result = check(fresh, "--json", str(out), env=env)
+    document = json.loads(out.read_text())
+    jsonschema.validate(document, REPORT_SCHEMA)
+    assert result.returncode == 2, result.stdout
+    entry = document["pods"]["pod-1"]
+    assert entry["status"] == "restarted" and entry["ready"] is False
+    assert entry["restarted"]["since"] == started_at(fresh, "pod-1")
+    assert entry["host_key"]["trust"] == "rekeyed"
+    assert document["pods"]["pod-2"]["status"] == "ok"
+    waiting = wait(fresh, "--timeout", "0")
+    waiting.communicate(timeout=120)
+    assert waiting.returncode == 1  # not ready before the apply puts it back
+    run = apply(fresh, env=env)
+    assert run.returncode == 0, run.stderr
+    assert fresh.ssh("pod-1", "bash -lc podstate-ready").returncode == 0
+    result = check(fresh, "--json", str(out), env=env)
+    assert result.returncode == 0, result.stdout
+
+
+def test_with_a_pods_file_a_restarted_pods_new_key_is_refused_and_explained(fresh, tmp_path):
+    assert apply(fresh, "--limit", "pod-2").returncode == 0  # pod-1 restarted above
+    sandbox.restart("pod-2")
+    out = tmp_path / "r.json"
+    result = check(fresh, "--json", str(out), "--limit", "pod-2")
+    assert result.returncode == 1
+    error = json.loads(out.read_text())["pods"]["pod-2"]["error"]
+    assert error.startswith("host key refused: it changed since it was recorded.")
+    assert "A restart explains that" in error and "ssh-keygen -f" in error
+    assert fresh.ssh("pod-2", "test -e /etc/podstate").returncode == 1  # nothing touched
