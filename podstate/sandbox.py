@@ -38,11 +38,11 @@ directory and its records).
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shutil
 import subprocess
+import threading
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -69,6 +69,8 @@ from podstate.sandbox_state import (
     state_dir,
 )
 from podstate.sandbox_storage import start_storage
+
+_RESTARTING = threading.Lock()
 
 __all__ = [
     "SHAPES",
@@ -339,9 +341,9 @@ def restart(name: str) -> None:
     if pod is None:
         raise SandboxError(f"no sandbox pod named {name!r}")
     pod_dir = pod_state_dir(root, name)
-    lock = os.open(pod_dir, os.O_RDONLY)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one restart of a pod at a time
+    # One restart at a time: a pod stopped while another starts could have its processes
+    # swept by namespace numbers the kernel has just given to the other.
+    with _RESTARTING:
         pod = load_pods()[name]
         stop([pod], [])
         record = {k: v for k, v in pod.items() if not k.startswith(("sshfs_", "mnt_", "uts_"))}
@@ -350,8 +352,6 @@ def restart(name: str) -> None:
         wait_for_banners({name: (record["port"], record, pod_dir / "bootstrap.log")})
         _finish_start(root, name, record)
         save_pod(root, name, record)
-    finally:
-        os.close(lock)
 
 
 def set_start_command(name: str, command: str | None) -> None:
