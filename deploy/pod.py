@@ -27,7 +27,8 @@ wanted = host.data.podstate
 bookends.start()
 probe = roles.probe(wanted)
 
-if probe is not None and disk.apply(wanted, probe):  # None: pyinfra failed the pod already
+converging = probe is not None and disk.apply(wanted, probe)  # None: the pod failed already
+if converging:
     packages.apply(wanted, probe)  # first: other roles may need what it installs
     gpu.apply(wanted, probe)
     download.apply(wanted, probe)
@@ -39,4 +40,5 @@ if probe is not None and disk.apply(wanted, probe):  # None: pyinfra failed the 
     authorized_keys.apply(wanted, probe)
     venv.apply(wanted, probe)
     repos.apply(wanted, probe)
-bookends.finish(wanted.get("waivers"))  # after the roles: the report plans their violations
+# After the roles and every other deploy file: the ready marker, the lock, the report.
+bookends.finish(wanted, probe if converging else None)

@@ -4,9 +4,10 @@
 names. Podstate's own deploy file calls ``start()`` before its roles and ``finish()`` after
 them. ``start`` puts two operations before the first operation of any file (one makes the
 other files' changes take the pod lock, as podstate's own do; one folds podstate's own
-changes into one command); ``finish`` puts two after the last (release the lock; fail the
-pod with the violations, once). The report is planned after the roles have recorded their
-violations, so a dry run shows it as the change it is.
+changes into one command); ``finish`` puts three after the last (mark the pod ready;
+release the lock; fail the pod with the violations, once). They are planned after the
+roles, so the marker knows whether a violation stands, and a dry run shows the report as
+the change it is.
 """
 
 from __future__ import annotations
@@ -41,11 +42,22 @@ def start() -> None:
     pyinfra_api.bookend(host, first=first, last=[])
 
 
-def finish(waivers: list[dict[str, Any]] | None = None) -> None:
-    """Add the release and report operations, after every deploy file's operations; the
-    report honours ``waivers``."""
-    last = _add(
+def finish(wanted: dict[str, Any], probe: dict[str, Any] | None) -> None:
+    """Add, after every deploy file's operations, the ready marker (from ``probe``; None:
+    the pod is not converged, so no marker), the release and the report (which honours the
+    desired state's waivers)."""
+    from podstate.roles import ready
+
+    before = set(state.ops.get(host, ()))
+    if probe is not None:
+        ready.apply(wanted, probe)
+    marked = [h for h in state.get_op_order() if h in set(state.ops.get(host, ())) - before]
+    last = marked + _add(
         (operations.release_lock, "Release the pod lock", {}),
-        (operations.violations, "Report what apply cannot fix", {"waivers": waivers}),
+        (
+            operations.violations,
+            "Report what apply cannot fix",
+            {"waivers": wanted.get("waivers")},
+        ),
     )
     pyinfra_api.bookend(host, first=_FIRST.pop(host.name, []), last=last)

@@ -28,13 +28,13 @@ from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.state import BaseStateCallback, StateStage
 from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
 
-from podstate import findings, hostkeys, pyinfra_api, settings
+from podstate import findings, hostkeys, lock, pyinfra_api, settings
 from podstate.pyinfra_api import exec_file, make_inventory
 
 if TYPE_CHECKING:
     from podstate.shards import Shard
 
-STATUSES = ("ok", "drift", "violation", "unreachable", "error")
+STATUSES = ("ok", "drift", "restarted", "violation", "unreachable", "error")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -50,6 +50,8 @@ class PodResult:
     waived: list[dict[str, Any]] = field(default_factory=list)  # violations a waiver holds
     stale_waivers: list[str] = field(default_factory=list)  # expired, or matching nothing
     host_key: dict[str, Any] | None = None  # hostkeys.outcome: None without podstate's store
+    restarted: dict[str, Any] | None = None  # applied_at, since: re-created since an apply
+    ready: bool = False  # the pod's ready marker is for this desired state
 
     def as_dict(self) -> dict[str, Any]:
         """Return the pod's entry of the JSON report (schema/check-report.schema.json)."""
@@ -61,6 +63,8 @@ class PodResult:
             "host_key": self.host_key,
             "waived": self.waived,
             "stale_waivers": self.stale_waivers,
+            "restarted": self.restarted,
+            "ready": self.ready,
         }
 
 
@@ -152,6 +156,7 @@ def run(
         if not os.path.isfile(path):
             raise CheckFailed(f"no {what} at {path} (run from the repository root)")
     pyinfra.is_cli = True
+    lock.probe_wait = 0  # a check reads each pod as it is, another run's lock or not
     findings.reset()
     state = State(check_for_changes=True)
     config = Config(CONNECT_TIMEOUT=timeout)
@@ -238,10 +243,11 @@ def _verdict(
             if not pyinfra_api.will_change(state, host, op_hash):
                 continue
             result.changes.append(_change(state, found, op_hash, deploys))
+    result.restarted, result.ready = found.restarted, found.ready
     if result.violations:
         result.status = "violation"
     elif result.changes:
-        result.status = "drift"
+        result.status = "restarted" if result.restarted else "drift"
     return result
 
 
@@ -271,6 +277,19 @@ def _host_key(result: PodResult, host) -> None:
     if result.host_key and result.host_key["trust"] == hostkeys.REFUSED:
         result.status = "unreachable"
         result.error = f"host key refused: {result.host_key['reason']}"
+    elif result.host_key is None and "does not match" in (result.error or ""):
+        # A pods file: nothing vouches for a restart, so a changed key stays refused.
+        where = host.data.get("ssh_hostname") or host.name
+        port = int(host.data.get("ssh_port") or 22)
+        name = where if port == 22 else f"[{where}]:{port}"
+        known = host.data.get("ssh_known_hosts_file") or "~/.ssh/known_hosts"
+        result.error = (
+            "host key refused: it changed since it was recorded. A restart explains that "
+            "(RunPod makes new host keys at every container start), and so would an "
+            "interception; if this pod restarted, remove its old key with "
+            f"ssh-keygen -f {known} -R '{name}' and run again (or use the RunPod "
+            "API inventory, whose startedAt vouches for a restart)"
+        )
 
 
 def exit_code(results: dict[str, PodResult]) -> int:
@@ -278,7 +297,7 @@ def exit_code(results: dict[str, PodResult]) -> int:
     statuses = {r.status for r in results.values()}
     if statuses & {"violation", "unreachable", "error"}:
         return 1
-    return 2 if "drift" in statuses else 0
+    return 2 if statuses & {"drift", "restarted"} else 0
 
 
 def summary(results: dict[str, PodResult]) -> dict[str, int]:

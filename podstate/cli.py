@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -20,16 +21,39 @@ from podstate import (
     watch,
 )
 from podstate.check import CheckFailed
+from podstate.sandbox_api import API_KEY_FILE
 from podstate.spec import SpecError
 
 
 def _sandbox(args: argparse.Namespace) -> int:
+    if (args.pod is None) == (args.action == "restart"):
+        which = (
+            "name the pod to restart: podstate sandbox restart POD"
+            if args.pod is None
+            else f"only restart takes a pod name, not {args.pod!r}"
+        )
+        raise sandbox.SandboxError(f"podstate sandbox {args.action}: {which}")
     if args.action == "up":
         pods_file = sandbox.up(pods=args.pods)
         print(f"{args.pods} sandbox pods are up; pods file: {pods_file}")
         print(
             f"converge them: PODSTATE_PODS={pods_file} pyinfra -y inventories/pods.py deploy/*.py"
         )
+        print(
+            'or through their RunPod API: eval "$(podstate sandbox api)"; '
+            "pyinfra -y inventories/pods.py deploy/*.py"
+        )
+    elif args.action == "restart":
+        sandbox.restart(args.pod)
+        print(f"{args.pod} restarted: container disk wiped, /workspace kept, start script run")
+    elif args.action == "api":
+        env = sandbox.api_env()
+        key_file = sandbox.state_dir() / API_KEY_FILE
+        print("unset PODSTATE_PODS")
+        print(f"export RUNPOD_API_URL={shlex.quote(env['RUNPOD_API_URL'])}")
+        print(f'export RUNPOD_API_KEY="$(cat {shlex.quote(str(key_file))})"')
+        for name in ("PODSTATE_SSH_KEY", "PODSTATE_HOSTKEYS"):
+            print(f"export {name}={shlex.quote(env[name])}")
     elif args.action == "down":
         sandbox.down()
         print("sandbox pods are down")
@@ -41,6 +65,14 @@ def _sandbox(args: argparse.Namespace) -> int:
             state = "running" if pod.running else "stopped"
             print(f"{pod.name:10} 127.0.0.1:{pod.port:<6} {state:8} {pod.shape}")
     return 0
+
+
+def _wait(args: argparse.Namespace) -> int:
+    """Wait until every selected pod is ready for the current desired state."""
+    from podstate import wait
+
+    deploys = args.deploy or check.deploy_files()
+    return wait.run(args.inventory, deploys, args.limit or [], args.timeout, args.interval)
 
 
 def _write(path: str, text: str) -> None:
@@ -145,7 +177,14 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="podstate", description=__doc__)
     commands = top.add_subparsers(dest="command", required=True)
     box = commands.add_parser("sandbox", help="local sandbox pods: real sshd, RunPod-shaped")
-    box.add_argument("action", choices=["up", "down", "status"])
+    box.add_argument(
+        "action",
+        choices=["up", "down", "status", "restart", "api"],
+        help="restart POD: restart a pod as RunPod does (container disk wiped, volume kept, "
+        "new host key); api: print the shell lines that point podstate at the sandbox's "
+        "RunPod API",
+    )
+    box.add_argument("pod", nargs="?", help="the pod to restart (restart)")
     box.add_argument("--pods", type=int, default=4, help="how many pods (up; default 4)")
     box.set_defaults(run=_sandbox)
     drift = commands.add_parser(
@@ -182,6 +221,19 @@ def parser() -> argparse.ArgumentParser:
         help="check only shard K of N: the pods whose name hashes to it (a CI matrix job)",
     )
     drift.set_defaults(run=_check)
+    waiting = commands.add_parser(
+        "wait",
+        help="wait until every selected pod is ready for the current desired state "
+        "(exit 0 all ready, 1 not at the timeout)",
+    )
+    waiting.add_argument("--inventory", default="inventories/pods.py")
+    waiting.add_argument("--deploy", action="append", metavar="FILE", help="as for check")
+    waiting.add_argument("--limit", action="append", help="pod name, group or glob (repeatable)")
+    waiting.add_argument("--timeout", type=int, default=600, help="seconds (default 600)")
+    waiting.add_argument(
+        "--interval", type=int, default=5, help="seconds between checks (default 5)"
+    )
+    waiting.set_defaults(run=_wait)
     report = commands.add_parser("report", help="work on check reports")
     report_actions = report.add_subparsers(dest="action", required=True)
     merging = report_actions.add_parser(

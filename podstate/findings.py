@@ -36,7 +36,9 @@ class Findings:
     pod lock; ``labels``: what a change of this pod is, in words, by operation hash (the
     check shows it instead of the operation's name, which is the same on every pod);
     ``secret``: the hashes of operations that upload a secret, whose changes no report
-    shows a diff of.
+    shows a diff of; ``restarted``: how the pod was re-created since podstate last applied
+    to it (``applied_at``, ``since``), None if it was not; ``ready``: the pod's ready
+    marker is for the desired state being planned.
     """
 
     violations: list[Violation] = field(default_factory=list)
@@ -47,6 +49,8 @@ class Findings:
     locked: bool = False
     labels: dict[str, str] = field(default_factory=dict)
     secret: set[str] = field(default_factory=set)
+    restarted: dict[str, Any] | None = None
+    ready: bool = False
 
 
 _BY_POD: dict[str, Findings] = {}

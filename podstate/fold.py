@@ -72,10 +72,11 @@ class Segment:
         """Return the segment's time limit: its steps' together, and the wait for the lock."""
         return sum(self.ttls) + self.ttls[0] + lock.MARGIN
 
-    def command(self, held: bool = False) -> str:
+    def command(self, held: bool = False, seen: str = "") -> str:
         """Return the segment's command: each step in turn, under the pod lock (taken, or
-        ``held`` by this run already), which each step renews for its own time limit (as it
-        would, run alone), and which a step finding it lost stops at. Each step's output
+        ``held`` by this run already; ``seen``: see ``lock.guarded``), which each step renews
+        for its own time limit (as it would, run alone), and which a step finding it lost
+        stops at. Each step's output
         follows its marker line, stderr and stdout in one stream, in order."""
         body = ["exec 2>&1", f"m={MARK}", 'step() { echo "$m $1"; renew "$2"; }']
         for i, (step, ttl) in enumerate(zip(self.steps, self.ttls, strict=True)):
@@ -85,7 +86,7 @@ class Segment:
                 'r=$?; [ "$r" -eq 0 ] || exit "$r"',
                 f'echo "$m ok {i}"',
             ]
-        return lock.guarded("\n".join(body), self.ttls[0], self.release, held)
+        return lock.guarded("\n".join(body), self.ttls[0], self.release, held, seen)
 
 
 def _step(command: PyinfraCommand) -> tuple[str, str | None, int] | None:
@@ -172,7 +173,7 @@ def _run(state: State, host: Host, segment: Segment) -> bool:
     current, limit = -1, segment.ttls[0]
     deadline = [time.monotonic() + limit]  # moved on at each step's marker
     try:
-        command = segment.command(lock.holds(host))
+        command = segment.command(lock.holds(host), lock.seen(host))
         channel = pyinfra_api.start_command(state, host, command, arguments)
         with channel:
             channel.sendall("".join(line + "\n" for line in segment.stdin).encode())

@@ -19,6 +19,7 @@ import shlex
 import socket
 import time
 import uuid
+from typing import Any
 
 from pyinfra import host
 from pyinfra.api import Host, StringCommand
@@ -32,6 +33,8 @@ OWNER = f"{socket.gethostname()} pid {os.getpid()} since {time.strftime('%Y-%m-%
 MARGIN = 30
 GRACE_MIN = 3  # seconds; the keeper renews every second
 _HELD: set[str] = set()  # the pods whose lock this run holds, as the run executes
+_SEEN: dict[str, str] = {}  # each pod's lock count as its probe read it, or "held"
+probe_wait = settings.LOCK_WAIT  # how long the probe waits for another run's lock (check: 0)
 
 
 def _lock(*args: str | int) -> str:
@@ -45,11 +48,19 @@ def release_command() -> str:
     return _lock("release", LOCK, TOKEN)
 
 
-def guarded(command: str, ttl: int | None = None, release: bool = False, held: bool = False) -> str:
+def guarded(
+    command: str,
+    ttl: int | None = None,
+    release: bool = False,
+    held: bool = False,
+    seen: str = "",
+) -> str:
     """Return ``command`` run under this run's lock.
 
     Unless ``held`` (this run holds it already, and the command fails if it no longer
-    does), the lock is taken first, waiting a bounded time for another run. While the
+    does), the lock is taken first, waiting a bounded time for another run; with ``seen``
+    (the lock's count as this run's probe read it), it is not taken, and the command fails,
+    when another run took it since: this run's plan was made from what that run changed. While the
     command runs the lock is valid for its time limit ``ttl``; once it is done, the keeper
     renews it until the run's connection closes. One that fails releases it at once; with
     ``release``, so does one that succeeds (the run's last command). ``command`` runs in a
@@ -66,8 +77,21 @@ def guarded(command: str, ttl: int | None = None, release: bool = False, held: b
         settings.LOCK_WAIT,
         max(settings.LOCK_GRACE, GRACE_MIN),
         "release" if release else "keep",
+        seen,
         command,
     )
+
+
+def read(pod: Host, reading: dict[str, Any] | None) -> None:
+    """Remember what ``pod``'s probe read of the lock (``podstate.probe``: its count, and
+    whether another run held it even after the probe waited), for this run's first take."""
+    if reading is not None:
+        _SEEN[pod.name] = "held" if reading["held"] else str(reading["gen"])
+
+
+def seen(pod: Host) -> str:
+    """Return the lock's count as ``pod``'s probe read it ("" if it was not read)."""
+    return _SEEN.get(pod.name, "")
 
 
 def holds(pod: Host) -> bool:
@@ -84,7 +108,7 @@ def ran(pod: Host, took: bool) -> None:
 def command_for(pod: Host, command: str, ttl: int | None = None, release: bool = False) -> str:
     """Return ``command`` under the lock for ``pod`` as this run executes: taking the lock,
     or holding it if this run took it before; the lock is recorded as held from now on."""
-    guarded_command = guarded(command, ttl, release, holds(pod))
+    guarded_command = guarded(command, ttl, release, holds(pod), seen(pod))
     ran(pod, not release)
     return guarded_command
 

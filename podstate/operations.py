@@ -148,6 +148,27 @@ def directories(
     yield changing(" && ".join(commands))
 
 
+@operation()
+def mark_ready(marker: tuple[str, str], record: tuple[str, str] | None):
+    """
+    Write the pod's ready marker on the container disk, and the record of this apply on the
+    volume, each atomically and verified.
+
+    + marker: (path, content) of the marker
+    + record: (path, content) of the record, None where the pod has no volume
+
+    **Example:**
+
+    .. code:: python
+
+        mark_ready(name="Ready marker", marker=(MARKER, text), record=(RECORD, text))
+    """
+    commands = [write_command(*marker, own=True, mode="644")]
+    if record:
+        commands.append(write_command(*record, own=True, mode="600"))
+    yield changing(" && ".join(commands))
+
+
 def tmpfs_options(size: int, mode: str | None = None) -> str:
     """Return tmpfs options for ``size`` bytes, rounded up to whole pages like the kernel."""
     pages = -(-size // PAGE)
@@ -208,22 +229,38 @@ def lock_other_files():
 def fold_changes():
     """
     Run podstate's own changes to this pod as one command, under the pod lock (see
-    ``podstate.fold``); it releases the lock when no other deploy file's operation comes
-    after them.
+    ``podstate.fold``): one for each run of podstate's operations that no other deploy
+    file's operation comes between (the ready marker comes after them all). The last
+    releases the lock when no other deploy file's operation comes after it.
     """
     if not state.is_executing:
         host.noop("decided when the run executes")
         return
     found = findings.of(host)
-    after = pyinfra_api.host_ops_after(state, host, host.current_op_hash)
-    own = [op_hash for op_hash in after if op_hash in found.ops]
-    later = after[after.index(own[-1]) + 1 :] if own else []
-    # Whether another file's operation will change the pod is known only once it runs.
-    release = all(op_hash in found.bookkeeping for op_hash in later)
-    segments = fold.plan(state, host, own, release)
+    groups: list[list[str]] = [[]]
+    for op_hash in pyinfra_api.host_ops_after(state, host, host.current_op_hash):
+        if op_hash in found.ops:
+            groups[-1].append(op_hash)
+        elif op_hash not in found.bookkeeping and groups[-1]:
+            groups.append([])  # whether that operation will change the pod is known only
+            # once it runs, so the lock is kept for it
+    groups = [group for group in groups if group]
+    segments = sum(
+        fold.plan(state, host, group, release=group is groups[-1] and not _others_after(group))
+        for group in groups
+    )
     host.noop(f"podstate's changes run as {segments} command(s)")
     return
     yield  # a generator, as every operation
+
+
+def _others_after(group: list[str]) -> bool:
+    """Return whether another deploy file's operation runs after the operations ``group``."""
+    found = findings.of(host)
+    return any(
+        op_hash not in found.ops and op_hash not in found.bookkeeping
+        for op_hash in pyinfra_api.host_ops_after(state, host, group[-1])
+    )
 
 
 def _lock_for_others() -> str:

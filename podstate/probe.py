@@ -18,6 +18,7 @@ from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 
 from podstate import repo_ops, secret_ops
+from podstate.lock import LOCK
 from podstate.procfs import unescape
 from podstate.shell import b64, quote_path, script
 from podstate.sizes import format_size, parse_mount_size
@@ -47,9 +48,9 @@ GPU_FIELDS = {
     "pcie.link.width.max": "link_width_max",
 }
 _NUMBERS = {"memory_mib", "temperature", "ecc_uncorrected", "link_width", "link_width_max"}
-# Managed files larger than this are not read: podstate rewrites a file's whole content
-# inside one SSH command, and Linux caps one command line at 128 KiB (MAX_ARG_STRLEN); the
-# content travels base64-encoded, a third larger.
+# Managed files larger than this are not read, nor written: podstate rewrites a file's whole
+# content inside one SSH command, which must fit in one argument (``podstate.fits.ARG_MAX``);
+# the content travels base64-encoded, a third larger.
 MAX_FILE = 64 << 10
 
 # Filesystems whose data lives on another machine. Every FUSE filesystem counts too
@@ -467,11 +468,22 @@ class PodProbe(FactBase[dict[str, Any]]):
         repos: list[dict[str, Any]] | None = None,
         secrets: list[str] | None = None,
         environ: list[str] | None = None,
+        lock_wait: int = 0,
     ) -> str:
-        """Return the POSIX sh program the probe runs: read-only, one output line per item."""
+        """Return the POSIX sh program the probe runs: read-only, one output line per item.
+
+        Another run's live pod lock is waited for up to ``lock_wait`` seconds first, so that
+        an apply plans from what that run left, not from a pod halfway through it.
+        """
         lines = [
             "export LC_ALL=C",
             "echo begin",
+            f"L={LOCK}",
+            'live() { [ -d "$L" ] && e= && { read -r e <"$L/expires"; } 2>/dev/null &&'
+            ' [ "$(date +%s)" -le "${e:-0}" ]; }',
+            f"n=0; while [ $n -lt {lock_wait * 5} ] && live; do sleep 0.2; n=$((n + 1)); done",
+            'g=; { read -r g <"$L.gen"; } 2>/dev/null;'
+            ' if live; then echo "lock ${g:-0} held"; else echo "lock ${g:-0} free"; fi',
             # base64 on one line; -w0 (GNU, busybox) saves a process for each value
             "if base64 -w0 </dev/null >/dev/null 2>&1; then b64() { base64 -w0; };"
             " else b64() { base64 | tr -d '\\n'; }; fi",
@@ -634,7 +646,17 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
         "apt": parse_apt(apt_fields) if apt_fields else None,
         "repos": repo_ops.parse(repo_lines) if repo_lines else None,
         "secrets": secret_ops.parse(secret_lines) if secret_lines else None,
+        "lock": parse_lock(fields.get("lock")),
     }
+
+
+def parse_lock(line: str | None) -> dict[str, Any] | None:
+    """Return the pod lock as the probe read it (``gen``: how many times it was taken;
+    ``held``: by a live run), None if it was not read."""
+    if not line:
+        return None
+    gen, held = line.split(" ")
+    return {"gen": int(gen), "held": held == "held"}
 
 
 def parse_download(line: str | None) -> dict[str, Any] | None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from podstate import hostkeys
 from podstate.check import STATUSES, PodResult, summary
-from podstate.reports import shown_diff
+from podstate.reports import restart_line, shown_diff
 from podstate.terminal import visible
 
 POD_LINES = 50  # up to this many pods, one line each; more, one line per status
@@ -106,6 +106,8 @@ def _host_keys(results: dict[str, PodResult]) -> list[str]:
 def _detail(result: PodResult) -> str:
     if result.status == "drift":
         detail = f"{len(result.changes)} change(s)"
+    elif result.status == "restarted":
+        detail = f"{text(restart_line(result), 160)}; {len(result.changes)} change(s) to put back"
     elif result.status == "violation":
         detail = f"{len(result.violations)} violation(s)"
         detail += f", {len(result.changes)} change(s)" if result.changes else ""

@@ -54,6 +54,14 @@ def host_key_line(host_key: dict[str, Any] | None) -> str | None:
     return None
 
 
+def restart_line(result: PodResult) -> str:
+    """Return when the pod restarted, in words, for a restarted pod's reports."""
+    restarted = result.restarted or {}
+    since = f"at {restarted['since']}" if restarted.get("since") else "at a time no API gave"
+    applied = restarted.get("applied_at") or "an earlier apply"
+    return f"container re-created {since}, after podstate applied at {applied}"
+
+
 def host_key_counts(results: dict[str, PodResult]) -> dict[str, int]:
     """Return how many pods had their key trusted on first use, re-keyed, or refused."""
     counts = dict.fromkeys(HOST_KEY_COUNTS.values(), 0)
@@ -64,7 +72,8 @@ def host_key_counts(results: dict[str, PodResult]) -> dict[str, int]:
     return counts
 
 
-FORMAT_VERSION = 2  # 2: violation ids, waived findings, stale waivers; fields are only added
+# 2: violation ids, waived findings, stale waivers; 3: restarted, ready; fields are only added
+FORMAT_VERSION = 3
 
 
 def as_json(results: dict[str, PodResult]) -> dict[str, Any]:
@@ -100,6 +109,7 @@ def table(results: dict[str, PodResult], diff: bool) -> str:
         detail = {
             "ok": "nothing would change",
             "drift": f"{len(r.changes)} change(s)",
+            "restarted": f"{restart_line(r)}: {len(r.changes)} change(s) to put back",
             "violation": f"{len(r.violations)} violation(s)",
         }.get(r.status, r.error or "")
         out.write(f"{name:<{width}}  {r.status:<11}  {detail}\n")
@@ -141,6 +151,12 @@ def junit(results: dict[str, PodResult]) -> str:
             counts["tests"] += 1
             counts["errors"] += 1
             continue
+        if r.restarted:
+            case = ET.SubElement(suite, "testcase", classname=name, name="Restart")
+            line = visible(restart_line(r))
+            ET.SubElement(case, "failure", message=line, type="restarted").text = line
+            counts["tests"] += 1
+            counts["failures"] += 1
         if r.host_key is not None:
             case = ET.SubElement(suite, "testcase", classname=name, name="Host key")
             counts["tests"] += 1

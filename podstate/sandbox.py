@@ -17,17 +17,28 @@ a Docker container whose start script runs sshd as root with no systemd:
   CAP_SYS_ADMIN and no mounts from inside.
 
 Pod shapes cycle through ``SHAPES``. ``up()`` writes a pods file (``pods_file()``) for the
-rest of podstate, and ``pods.json`` with each pod's shape and processes for tests.
+rest of podstate, and ``pods.json`` with each pod's shape, processes and start time for
+tests; it also starts the sandbox's RunPod API (``api_env()`` says where, with its key),
+which lists the same pods as RunPod's ``GET /v2/pods`` would.
+
+``restart()`` does to a pod what RunPod does to a container at a stop and start, a restart,
+a migration or a spot interruption: the container disk is wiped, the volume kept, the
+start script runs again (a new host key, /etc/rp_environment, its ~/.bashrc line, PUBLIC_KEY
+in authorized_keys), on the same address and port, with a new ``startedAt``. A pod may
+have a start command (``set_start_command``), run at every container start before sshd,
+as RunPod runs the template's container start command.
 
 This module is the sandbox's interface and starts and stops it; the parts live beside it:
 ``sandbox_shapes`` (what pods look like), ``sandbox_prepare`` (each pod's files before it
 starts), ``sandbox_processes`` (processes in namespaces: start, check, end),
 ``sandbox_ssh`` (keys, sshd options, ports, banners), ``sandbox_storage`` (the sshd behind
-the sshfs volumes) and ``sandbox_state`` (the state directory and its records).
+the sshfs volumes), ``sandbox_api`` (the RunPod API) and ``sandbox_state`` (the state
+directory and its records).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -40,6 +51,7 @@ from typing import Any
 
 from podstate.jsonfile import write_json
 from podstate.procfs import unescape
+from podstate.sandbox_api import API_KEY_FILE, start_api
 from podstate.sandbox_prepare import FILES, prepare_pod, software_mounts
 from podstate.sandbox_processes import POD_PATH, alive, namespaces_of, proc_start, spawn, stop
 from podstate.sandbox_shapes import SHAPES, Shape, gpu_fault_command, shape_for
@@ -52,6 +64,8 @@ from podstate.sandbox_state import (
     pods_json,
     pods_yaml,
     read_json,
+    save_pod,
+    start_time,
     state_dir,
 )
 from podstate.sandbox_storage import start_storage
@@ -63,11 +77,14 @@ __all__ = [
     "PodStatus",
     "SandboxError",
     "Shape",
+    "api_env",
     "commands_served",
     "down",
     "pod_exec",
     "pods_file",
     "pods_json",
+    "restart",
+    "set_start_command",
     "shape_for",
     "ssh",
     "ssh_command",
@@ -115,9 +132,10 @@ class PodStatus:
 def ssh_command(name: str, root: Path | None = None) -> list[str]:
     """Return the ``ssh`` argv (without the remote command) that reaches sandbox pod ``name``.
 
-    As a user would: the sandbox's key, strict checking against its known_hosts, no agent or
-    config file of the caller's, no password prompt. ``root`` is the sandbox's state
-    directory (default: ``state_dir()``).
+    As a user would: the sandbox's key, strict checking against the pod's current host key
+    (its own known_hosts, renewed at each start: a restarted pod is reached with its new
+    key), no agent or config file of the caller's, no password prompt. ``root`` is the
+    sandbox's state directory (default: ``state_dir()``).
     """
     root = root or state_dir()
     pod = read_json(root / "pods.json").get(name)
@@ -125,7 +143,7 @@ def ssh_command(name: str, root: Path | None = None) -> list[str]:
         raise SandboxError(f"no sandbox pod named {name!r}")
     return [
         "ssh", "-F", "/dev/null", "-i", str(root / "id_ed25519"),
-        "-o", f"UserKnownHostsFile={root / 'known_hosts'}",
+        "-o", f"UserKnownHostsFile={pod_state_dir(root, name) / 'known_hosts'}",
         "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
         "-o", "ConnectTimeout=10", "-p", str(pod["port"]), "root@127.0.0.1",
     ]  # fmt: skip
@@ -166,6 +184,11 @@ def up(
     failure, stops what it started and raises SandboxError. ``storage_route`` maps the
     storage sshd's port to the port the pods' sshfs connects to instead (a proxy that adds
     network latency, say; its caller runs it).
+
+    The pods file's known_hosts (``known_hosts`` in the state directory) holds the host keys
+    the pods have now, as a user's ``~/.ssh/known_hosts`` would after a first connection;
+    ``restart`` leaves it alone, so a restarted pod's new key is refused through the pods
+    file, as it is on RunPod.
     """
     if pods < 1:
         raise SandboxError("a sandbox needs at least one pod")
@@ -192,13 +215,14 @@ def down() -> None:
     """Stop every sandbox process, unmount what is left and remove the sandbox state.
 
     Kills sshfs first, then each pod's sshd and anything else left in its namespaces, then
-    the storage sshd. Safe to call when nothing is up, and from another process than up().
+    the storage sshd and the API server. Safe to call when nothing is up, and from another
+    process than up().
     """
     root = state_dir()
     if not root.is_dir():
         return
     meta = read_json(root / "sandbox.json")
-    stop(read_json(root / "pods.json").values(), [meta.get("storage") or {}])
+    stop(read_json(root / "pods.json").values(), [meta.get("storage") or {}, meta.get("api") or {}])
 
     for mount_point in _host_mounts_under(root):
         subprocess.run(["umount", "-l", mount_point], capture_output=True)
@@ -206,9 +230,12 @@ def down() -> None:
     if left:
         raise SandboxError(f"cannot unmount {left[0]}; unmount it and run down again")
 
-    for name in ("pods", "storage", "storaged"):
+    for name in ("pods", "storage", "storaged", "hostkeys"):
         shutil.rmtree(root / name, ignore_errors=True)
-    for name in ("pods.yaml", "pods.json", "known_hosts", "id_ed25519", "id_ed25519.pub"):
+    for name in (
+        "pods.yaml", "pods.json", "known_hosts", "id_ed25519", "id_ed25519.pub",
+        API_KEY_FILE, "api.log",
+    ):  # fmt: skip
         (root / name).unlink(missing_ok=True)
     (root / "sandbox.json").unlink(missing_ok=True)
     try:
@@ -279,13 +306,92 @@ def commands_served(root: Path | None = None) -> dict[str, int]:
     """Return, per pod, the exec requests (remote commands) its sshd has served so far.
 
     Counted from each pod's sshd log (LogLevel VERBOSE writes one "Starting session:
-    command for" line per exec request). ``root`` is the state directory (default:
-    ``state_dir()``).
+    command for" line per exec request). The log is in the state directory, not in the
+    pod, and every start of the pod appends to it, so the count goes on across restarts
+    (it never starts from zero again): take the difference of two readings. ``root`` is
+    the state directory (default: ``state_dir()``).
     """
     root = root or state_dir()
     return {
         log.parent.name: log.read_text(errors="replace").count(SESSION)
         for log in sorted((root / "pods").glob("*/sshd.log"))
+    }
+
+
+def restart(name: str) -> None:
+    """Restart sandbox pod ``name`` as RunPod re-creates a container at a stop and start, a
+    restart, a migration or a spot interruption; return once its new sshd answers.
+
+    Every process of the pod ends (its sshd, its sessions, its sshfs, whatever else runs in
+    it) and its namespaces go with them, so its container disk (everything outside the
+    volume: /root, /etc, /scratch, ...) is gone. Then it starts again from its image, on
+    the same address and port: its start command, if it has one (``set_start_command``),
+    then RunPod's start script (PUBLIC_KEY into authorized_keys, a new host key, unless the
+    start command put one back, /etc/rp_environment, its ~/.bashrc line), then sshd. The
+    volume (/workspace) is kept as it is. pods.json gets the new processes and
+    ``started_at`` (RunPod's ``startedAt``: the restart's time, which the sandbox API
+    reports); the pod's own known_hosts (``ssh_command``) gets the new key, the pods
+    file's does not. A stopped pod (``stop_pod``) is started again. Raises SandboxError
+    when the pod does not start (a failing start command, say), with the log's last line.
+    """
+    root = state_dir()
+    pod = load_pods().get(name)
+    if pod is None:
+        raise SandboxError(f"no sandbox pod named {name!r}")
+    pod_dir = pod_state_dir(root, name)
+    lock = os.open(pod_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one restart of a pod at a time
+        pod = load_pods()[name]
+        stop([pod], [])
+        record = {k: v for k, v in pod.items() if not k.startswith(("sshfs_", "mnt_", "uts_"))}
+        record.update(_start_pod(pod_dir, pod.get("started_at")))
+        save_pod(root, name, record)
+        wait_for_banners({name: (record["port"], record, pod_dir / "bootstrap.log")})
+        _finish_start(root, name, record)
+        save_pod(root, name, record)
+    finally:
+        os.close(lock)
+
+
+def set_start_command(name: str, command: str | None) -> None:
+    """Give sandbox pod ``name`` a start command (sh script text), or none (``None``).
+
+    The pod's bootstrap runs it at every container start from the next one on (``restart``),
+    before RunPod's start script and sshd, as ``/bin/sh`` in the pod with the container's
+    environment (``RUNPOD_*``, ``PUBLIC_KEY``, ...; HOME=/root) and the pod's capabilities,
+    once /workspace is mounted; its output goes to the pod's bootstrap.log. A failing
+    command fails the start. Kept in the pod's state directory as ``start_command``.
+    """
+    if name not in load_pods():
+        raise SandboxError(f"no sandbox pod named {name!r}")
+    path = pod_state_dir(state_dir(), name) / "start_command"
+    if command is None:
+        path.unlink(missing_ok=True)
+    else:
+        path.write_text(command if command.endswith("\n") else command + "\n")
+
+
+def api_env(root: Path | None = None) -> dict[str, str]:
+    """Return the environment that points podstate's live inventory at the sandbox's RunPod
+    API: ``RUNPOD_API_URL``, ``RUNPOD_API_KEY``, ``PODSTATE_SSH_KEY`` (the sandbox's client
+    key) and ``PODSTATE_HOSTKEYS`` (a host-key store in the state directory, gone at
+    ``down``). ``PODSTATE_PODS`` must not be set beside it: a pods file wins over the API.
+    ``root`` is the state directory (default: ``state_dir()``).
+    """
+    root = root or state_dir()
+    api = read_json(root / "sandbox.json").get("api")
+    try:
+        key = (root / API_KEY_FILE).read_text().strip()
+    except OSError:
+        key = ""
+    if not api or not key:
+        raise SandboxError("the sandbox is not up; run `podstate sandbox up` first")
+    return {
+        "RUNPOD_API_URL": api["url"],
+        "RUNPOD_API_KEY": key,
+        "PODSTATE_SSH_KEY": str(root / "id_ed25519"),
+        "PODSTATE_HOSTKEYS": str(root / "hostkeys"),
     }
 
 
@@ -329,7 +435,7 @@ def _up(
     for stale in ("pods", "storage", "storaged"):  # left by a down() that was cut short
         if not _host_mounts_under(root / stale):
             shutil.rmtree(root / stale, ignore_errors=True)
-    meta: dict[str, Any] = {"disk": disk, "storage": None}
+    meta: dict[str, Any] = {"disk": disk, "storage": None, "api": None}
     write_json(root / "sandbox.json", meta, sort_keys=True)
 
     ports = free_ports(count + 1, base_port)
@@ -337,10 +443,7 @@ def _up(
     storaged = root / "storaged"
     storaged.mkdir()
     (root / "storage").mkdir()
-    keygen(
-        [root / "id_ed25519", storaged / "host_key", storaged / "client_key"]
-        + [pod_state_dir(root, name) / "seed/etc/ssh/ssh_host_ed25519_key" for name in names]
-    )
+    keygen([root / "id_ed25519", storaged / "host_key", storaged / "client_key"])
 
     storage_port = ports[-1]
     storage_pub = public_key(storaged / "host_key.pub")
@@ -362,8 +465,11 @@ def _up(
         prepare_pod(root, pod_dir, name, port, shape, storage_port, client_pub, disk)
         (pod_dir / "submounts").write_text(submounts)
         records[name] = _pod_record(name, number, port, shape, pod_dir)
+    meta["api"] = start_api(root)
+    write_json(root / "sandbox.json", meta, sort_keys=True)
     for name, record in records.items():
         record.update(_start_pod(pod_state_dir(root, name)))
+        record["created_at"] = record["started_at"]
         write_json(root / "pods.json", records, sort_keys=True)
 
     wait_for_banners(
@@ -372,19 +478,8 @@ def _up(
             for name, rec in records.items()
         }
     )
-    for name, record in records.items():
-        pod_dir = pod_state_dir(root, name)
-        record["mnt_ns"], record["uts_ns"] = namespaces_of(record["pid"])
-        if record["workspace"] == "sshfs":
-            pid = int((pod_dir / "sshfs.pid").read_text())
-            record["sshfs_pid"], record["sshfs_pid_start"] = pid, proc_start(pid)
+    known_hosts = "".join(_finish_start(root, name, record) for name, record in records.items())
     write_json(root / "pods.json", records, sort_keys=True)
-
-    known_hosts = "".join(
-        f"[127.0.0.1]:{rec['port']} "
-        f"{public_key(pod_state_dir(root, name) / 'seed/etc/ssh/ssh_host_ed25519_key.pub')}\n"
-        for name, rec in records.items()
-    )
     (root / "known_hosts").write_text(known_hosts)
     pods_file().write_text(pods_yaml(root, records))
     return pods_file()
@@ -410,10 +505,26 @@ def _pod_record(name: str, number: int, port: int, shape: Shape, pod_dir: Path) 
     }
 
 
-def _start_pod(pod_dir: Path) -> dict[str, Any]:
-    """Start a pod's bootstrap (which becomes its sshd); return its pid record."""
+def _start_pod(pod_dir: Path, last_start: str | None = None) -> dict[str, Any]:
+    """Start a pod's bootstrap (which becomes its sshd); return its pid record and
+    ``started_at``, its start time (later than ``last_start``, the pod's previous one)."""
     command = ["/bin/sh", str(FILES / "pod-bootstrap.sh")]
-    return spawn(["--mount", "--uts"], command, pod_dir, pod_dir / "bootstrap.log")
+    started_at = start_time(last_start)
+    record = spawn(["--mount", "--uts"], command, pod_dir, pod_dir / "bootstrap.log")
+    return {**record, "started_at": started_at}
+
+
+def _finish_start(root: Path, name: str, record: dict[str, Any]) -> str:
+    """Complete the record of a pod whose sshd answers (its namespaces, its sshfs) and write
+    its own known_hosts with the host key its start made; return that known_hosts line."""
+    pod_dir = pod_state_dir(root, name)
+    record["mnt_ns"], record["uts_ns"] = namespaces_of(record["pid"])
+    if record["workspace"] == "sshfs":
+        pid = int((pod_dir / "sshfs.pid").read_text())
+        record["sshfs_pid"], record["sshfs_pid_start"] = pid, proc_start(pid)
+    line = f"[127.0.0.1]:{record['port']} {public_key(pod_dir / 'host_key.pub')}\n"
+    (pod_dir / "known_hosts").write_text(line)
+    return line
 
 
 def _host_mounts_under(path: Path) -> list[str]:

@@ -1,8 +1,11 @@
 """A sandbox pod's files, written before it starts: what its bootstrap copies into its root.
 
-Its /etc (sshd_config, host key, hostname, hosts, root's account, /etc/rp_environment),
-/root as RunPod's start script leaves it, /tmp, /workspace, the nvidia-smi stand-in, and
-``pod.env``, the settings ``sandbox_files/pod-bootstrap.sh`` reads.
+``seed/`` is the pod's image on top of the host's files: its /etc (sshd_config, hostname,
+hosts, root's account; no host key, as RunPod's base image has none), /root as the image
+has it, /tmp, /workspace and the nvidia-smi stand-in. Beside it: ``container.env``, the
+container's environment (RunPod's variables and ``PUBLIC_KEY``), from which the bootstrap
+does what RunPod's start script does at every container start, and ``pod.env``, the
+settings ``sandbox_files/pod-bootstrap.sh`` reads.
 """
 
 from __future__ import annotations
@@ -48,8 +51,10 @@ def prepare_pod(
     """Write everything a pod's bootstrap needs into its state directory.
 
     seed/ holds the files the pod's root gets on top of the host's (the bootstrap copies
-    them into the pod's root overlay): its /etc changes, /root, /tmp, /workspace and
-    nvidia-smi stand-in.
+    them into the pod's root overlay at every start): its /etc changes, /root, /tmp,
+    /workspace and nvidia-smi stand-in. What RunPod's start script writes (the host key,
+    /etc/rp_environment, the lines it appends to ~/.bashrc and authorized_keys) the
+    bootstrap writes at every start, from ``container.env``.
     """
     seed = pod_dir / "seed"
     etc = seed / "etc"
@@ -58,7 +63,8 @@ def prepare_pod(
     pod_id = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(14))
     (pod_dir / "pod_id").write_text(pod_id + "\n")
 
-    # /etc/ssh: the pod's own host key and sshd_config (the bootstrap hides the host's others).
+    # /etc/ssh: the pod's sshd_config (the bootstrap hides the host's host keys and makes the
+    # pod's own).
     sftp = "/usr/lib/openssh/sftp-server"
     (etc / "ssh/sshd_config").write_text(
         f"# podstate sandbox pod {name}: the sshd a RunPod container's start script runs\n"
@@ -81,7 +87,7 @@ def prepare_pod(
         "RUNPOD_POD_HOSTNAME": f"{pod_id}-{port}",
         "RUNPOD_GPU_COUNT": str(shape.gpus),
         "RUNPOD_CPU_COUNT": str(os.cpu_count() or 1),
-        "RUNPOD_DC_ID": "EU-RO-1" if shape.cloud == "SECURE" else "CA-MTL-1",
+        "RUNPOD_DC_ID": shape.data_center,
         "RUNPOD_TCP_PORT_22": str(port),
         "RUNPOD_PUBLIC_IP": "127.0.0.1",
         "PUBLIC_KEY": client_pub,
@@ -90,19 +96,18 @@ def prepare_pod(
         "HF_HOME": "/workspace/.cache/huggingface",
         "PATH": POD_PATH,
     }
-    (etc / "rp_environment").write_text("".join(f'export {k}="{v}"\n' for k, v in env.items()))
+    # As /etc/rp_environment has it: export lines, values in double quotes.
+    (pod_dir / "container.env").write_text("".join(f'export {k}="{v}"\n' for k, v in env.items()))
 
-    # /root as RunPod's start script leaves it.
+    # /root as the image has it (the bootstrap appends RunPod's lines).
     home = seed / "root"
     (home / ".ssh").mkdir(parents=True, mode=0o700)
     home.chmod(0o700)
     skel = Path("/etc/skel")
     bashrc = (skel / ".bashrc").read_text() if (skel / ".bashrc").exists() else _FALLBACK_BASHRC
-    (home / ".bashrc").write_text(bashrc.rstrip("\n") + "\nsource /etc/rp_environment\n")
+    (home / ".bashrc").write_text(bashrc.rstrip("\n") + "\n")
     profile = (skel / ".profile").read_text() if (skel / ".profile").exists() else ""
     (home / ".profile").write_text(profile)
-    (home / ".ssh/authorized_keys").write_text(client_pub + "\n")
-    (home / ".ssh/authorized_keys").chmod(0o600)
     (seed / "tmp").mkdir(mode=0o1777)
     (seed / "tmp").chmod(0o1777)
     (seed / "workspace").mkdir(mode=0o755)

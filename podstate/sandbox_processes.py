@@ -20,18 +20,28 @@ POD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _CHILDREN: dict[int, subprocess.Popen] = {}
 
 
-def spawn(namespaces: list[str], command: list[str], cwd: Path, log_path: Path) -> dict[str, Any]:
-    """Start ``command`` in new ``namespaces`` (unshare options) and a session of its own,
-    logging to ``log_path``; return its pid record."""
+def spawn(
+    namespaces: list[str],
+    command: list[str],
+    cwd: Path,
+    log_path: Path,
+    pass_fds: tuple[int, ...] = (),
+) -> dict[str, Any]:
+    """Start ``command`` in new ``namespaces`` (unshare options; none: the host's) and a session
+    of its own, logging to ``log_path``, with the file descriptors ``pass_fds`` left open;
+    return its pid record."""
+    if namespaces:
+        command = ["unshare", *namespaces, "--propagation", "private", "--", *command]
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            ["unshare", *namespaces, "--propagation", "private", "--", *command],
+            command,
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
             env={"PATH": POD_PATH},
             start_new_session=True,
+            pass_fds=pass_fds,
         )
     _CHILDREN[proc.pid] = proc
     return {"pid": proc.pid, "pid_start": proc_start(proc.pid)}
@@ -104,9 +114,9 @@ def _end(processes: list[tuple[int, int | None]], timeout: float = 3.0) -> None:
 
 
 def _reap() -> None:
-    for pid, proc in list(_CHILDREN.items()):
+    for pid, proc in list(_CHILDREN.items()):  # pods may be restarted from several threads
         if proc.poll() is not None:
-            del _CHILDREN[pid]
+            _CHILDREN.pop(pid, None)
 
 
 def stop(pods: Iterable[dict[str, Any]], others: list[dict[str, Any]]) -> None:

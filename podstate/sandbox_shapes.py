@@ -31,6 +31,11 @@ class Shape:
         return bool(self.link and self.link.startswith("NV"))
 
     @property
+    def data_center(self) -> str:
+        """Return the RunPod data centre id the pod reports (``RUNPOD_DC_ID``, ``dataCenterId``)."""
+        return "EU-RO-1" if self.cloud == "SECURE" else "CA-MTL-1"
+
+    @property
     def shm_bytes(self) -> int:
         """Return the /dev/shm size in bytes, as df and statfs report it."""
         return parse_mount_size(self.shm)
@@ -45,6 +50,8 @@ class Shape:
         return f"{self.cloud}, {gpus}, /dev/shm {self.shm}, /workspace {self.workspace}{extra}"
 
 
+# The CUDA version the stand-in nvidia-smi reports (and the sandbox API's ``cudaVersion``).
+CUDA_VERSION = "12.4"
 _RTX4090 = ("NVIDIA GeForce RTX 4090", 24564)
 _H100 = ("NVIDIA H100 80GB HBM3", 81559)
 
@@ -86,7 +93,7 @@ def gpu_layout(name: str, shape: Shape) -> str:
         )
     lines.append(f"link|{shape.link or 'PHB'}")
     lines.append("driver|550.127.05")
-    lines.append("cuda|12.4")
+    lines.append(f"cuda|{CUDA_VERSION}")
     return "\n".join(lines) + "\n"
 
 

@@ -120,15 +120,24 @@ def _ssh_banner(port: int) -> bool:
 
 
 def _why(log: Path) -> str:
-    """Return the last meaningful line of a start-up log (and of sshd.log next to it)."""
-    lines: list[str] = []
+    """Return the last meaningful line written to a start-up log or to sshd.log next to it.
+
+    Both logs outlive a pod's restarts, so the line is taken from the one written last:
+    the bootstrap's own complaint, or sshd's.
+    """
+    found: list[tuple[int, str]] = []
     for path in (log, log.with_name("sshd.log")):
         try:
-            lines += [line.strip() for line in path.read_text(errors="replace").splitlines()]
+            lines = [line.strip() for line in path.read_text(errors="replace").splitlines()]
+            written = path.stat().st_mtime_ns
         except OSError:
-            pass
-    lines = [line for line in lines if line]
-    return lines[-1] if lines else "no output (see the logs in the sandbox state directory)"
+            continue
+        lines = [line for line in lines if line]
+        if lines:
+            found.append((written, lines[-1]))
+    if not found:
+        return "no output (see the logs in the sandbox state directory)"
+    return max(found, key=lambda item: item[0])[1]
 
 
 def sshd_quote(path: Path) -> str:

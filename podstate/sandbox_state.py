@@ -1,17 +1,21 @@
 """A sandbox's state directory: where it is, and the records kept in it.
 
-``pods.json`` holds each pod's shape, port and processes (for tests and for ``down()`` in
-another process), ``sandbox.json`` the storage sshd, and ``pods.yaml`` is the pods file the
-rest of podstate reads.
+``pods.json`` holds each pod's shape, port, processes and start times (for tests, for the
+sandbox API and for ``down()`` in another process), ``sandbox.json`` the storage sshd and
+the API server, and ``pods.yaml`` is the pods file the rest of podstate reads.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from podstate.jsonfile import write_json
 
 
 class SandboxError(Exception):
@@ -43,6 +47,40 @@ def load_pods() -> dict[str, dict[str, Any]]:
     """Return the records of pods.json by pod name, in pod number order ({} when none)."""
     pods = read_json(pods_json())
     return dict(sorted(pods.items(), key=lambda item: item[1].get("number", 0)))
+
+
+def save_pod(root: Path, name: str, record: dict[str, Any]) -> None:
+    """Replace pod ``name``'s record in pods.json, under a lock on the state directory, so
+    that pods restarted at once (from threads or processes) keep each other's records."""
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        records = read_json(root / "pods.json")
+        records[name] = record
+        write_json(root / "pods.json", records, sort_keys=True)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def rfc3339(moment: datetime) -> str:
+    """Return ``moment`` as RunPod writes ``startedAt``: RFC 3339 in UTC with a ``Z``, here
+    to the millisecond, so that two starts within one second still differ."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_rfc3339(text: str) -> datetime:
+    """Return an RFC 3339 timestamp (``rfc3339``'s) as an aware datetime."""
+    return datetime.fromisoformat(text)
+
+
+def start_time(previous: str | None = None) -> str:
+    """Return the start time to record for a container starting now (``rfc3339``): now, or
+    a millisecond after ``previous`` (the pod's last start) where the clock has not passed it,
+    so that a restart always moves ``startedAt`` forward."""
+    now = datetime.now(UTC)
+    if previous:
+        now = max(now, parse_rfc3339(previous) + timedelta(milliseconds=1))
+    return rfc3339(now)
 
 
 def read_json(path: Path) -> dict[str, Any]:

@@ -88,7 +88,7 @@ def result_from_json(entry: dict[str, Any]) -> PodResult:
     violations = list(entry.get("violations") or [])
     roles = [c["role"] for c in changes] + [v["role"] for v in violations]
     checked = list(dict.fromkeys(roles))
-    if entry.get("status") in ("ok", "drift", "violation") and not checked:
+    if entry.get("status") in ("ok", "drift", "restarted", "violation") and not checked:
         checked = ["podstate check"]
     return PodResult(
         status=entry["status"],
@@ -99,6 +99,8 @@ def result_from_json(entry: dict[str, Any]) -> PodResult:
         waived=list(entry.get("waived") or []),
         stale_waivers=list(entry.get("stale_waivers") or []),
         host_key=entry.get("host_key"),
+        restarted=entry.get("restarted"),
+        ready=bool(entry.get("ready")),
     )
 
 

@@ -31,3 +31,8 @@ def script(name: str) -> str:
     """
     text = (Path(__file__).parent / "scripts" / name).read_text()
     return "".join(line for line in text.splitlines(keepends=True) if line.strip()[:1] not in "#")
+
+
+def script_file(name: str) -> str:
+    """Return podstate's script ``scripts/<name>`` whole: one installed on pods as a command."""
+    return (Path(__file__).parent / "scripts" / name).read_text()

@@ -11,6 +11,7 @@ here: the record file in each venv (``VENV_RECORD``), the snapshot directory's
 
 from __future__ import annotations
 
+import io
 import posixpath
 import re
 import shlex
@@ -29,6 +30,10 @@ from podstate.shell import b64, quote_path, script
 
 # The file in every podstate venv that records what it was built from (its fingerprint).
 VENV_RECORD = ".podstate-venv"
+
+# The directory beside the venvs where podstate keeps its uv, the build logs, and the
+# requirements a build installs, uploaded just before it (``Venv.requirements_file``).
+MANAGED = ".podstate"
 
 # The file in a snapshot directory that names its complete snapshot: one line of
 # SNAPSHOT_FIELDS separated by single spaces (the archive is a file name in that directory,
@@ -137,6 +142,13 @@ class Venv:
         """The versioned directory's path."""
         return posixpath.join(posixpath.dirname(self.path), self.version)
 
+    @property
+    def requirements_file(self) -> str:
+        """Where a build finds ``requirements`` on the pod: uploaded there just before it
+        (``requirements_upload``), and moved into the build's work directory by it."""
+        name = f"{posixpath.basename(self.path)}.requirements"
+        return posixpath.join(posixpath.dirname(self.path), MANAGED, name)
+
 
 @dataclass(frozen=True)
 class Fallback:
@@ -173,13 +185,14 @@ def _installer_args(want: Venv) -> list[str]:
 def venv_command(want: Venv, uv: str | None, restore: dict[str, Any] | None = None) -> str:
     """Return sh that builds ``want`` (or restores it from ``restore``) and switches to it.
 
-    See ``venv`` for the arguments, and scripts/venv.sh.
+    See ``venv`` for the arguments, and scripts/venv.sh. A build installs what
+    ``requirements_upload`` put on the pod: the requirements never travel in a command.
     """
     if restore:
         how, source, sha = restore["compressor"], restore["archive"], restore["sha256"]
         current = posixpath.join(posixpath.dirname(source), SNAPSHOT_CURRENT)
     else:
-        how, source, current, sha = want.installer, b64(want.requirements), "", ""
+        how, source, current, sha = want.installer, want.requirements_file, "", ""
     return _run(
         want.python,
         ("venv_lib.sh", "venv_missing.sh", "venv.sh"),
@@ -199,6 +212,16 @@ def venv_command(want: Venv, uv: str | None, restore: dict[str, Any] | None = No
         "1" if want.compile else "0",
         *_installer_args(want),
     )
+
+
+def requirements_upload(want: Venv) -> list[Any]:
+    """Return the commands that put the installer's requirements file (``want.requirements``)
+    at ``want.requirements_file`` for a build: made its directory, then uploaded as file
+    content (on the command's stdin, or over SFTP when large; podstate.fold), so a lock file
+    of any size never meets the limit on a command's length. A list, to yield in turn."""
+    data = io.BytesIO(want.requirements.encode("utf-8", "surrogateescape"))
+    directory = quote_path(posixpath.dirname(want.requirements_file))
+    return [changing(f"mkdir -p -- {directory}"), FileUploadCommand(data, want.requirements_file)]
 
 
 def snapshot_command(want: Venv, directory: str, zstd: bool) -> str:
@@ -291,6 +314,7 @@ def venv(
         host.noop(f"{want.path} is a working venv of fingerprint {want.fingerprint[:12]}")
         return
     if not restore:
+        yield from requirements_upload(want)
         yield changing(venv_command(want, uv), ttl=settings.VENV_TIMEOUT)
         return
     # The generator runs again when the operation executes, and goes on after each command
@@ -312,6 +336,7 @@ def venv(
             yield from _upload_commands(fallback.upload[0], fallback.uv, "755", fallback.upload[1])
         elif fallback.pip_uv:
             yield changing(uv_install_command(want, fallback.uv), ttl=settings.VENV_TIMEOUT)
+    yield from requirements_upload(want)
     yield changing(venv_command(want, installer), ttl=settings.VENV_TIMEOUT)
     if fallback.snapshot:
         yield changing(

@@ -21,27 +21,54 @@ def probe(wanted: dict[str, Any]) -> dict[str, Any] | None:
 
     None when the probe failed; pyinfra has then already failed the pod.
     """
+    from podstate import lock, settings
+    from podstate.roles import secrets
+
+    found = host.get_fact(
+        PodProbe,
+        **probe_arguments(wanted),
+        lock_wait=min(lock.probe_wait, settings.COMMAND_TIMEOUT // 2),
+        _stdin=secrets.probe_stdin(wanted),
+    )
+    if found is not None:
+        lock.read(host, found["lock"])
+    return found
+
+
+def probe_arguments(wanted: dict[str, Any]) -> dict[str, Any]:
+    """Return the probe's arguments for ``wanted``: what each role needs read. They depend
+    on the desired state alone, so the probe's command can be built (and its length
+    checked, ``podstate.fits``) before any pod is contacted."""
     from podstate.roles import (
         authorized_keys,
         env,
         files,
         packages,
+        ready,
         repos,
         scratch,
         secrets,
         venv,
     )
 
-    return host.get_fact(
-        PodProbe,
-        paths=scratch.paths(wanted) + env.paths(wanted) + venv.paths(wanted),
-        files=list(dict.fromkeys(env.FILES + files.paths(wanted) + authorized_keys.paths(wanted))),
-        venv=venv.probe_args(wanted),
-        free=list((wanted.get("disk") or {}).get("min_free") or {}),
-        download=wanted.get("download"),
-        environ=env.environ_names(wanted),
-        apt=packages.probe_args(wanted),
-        repos=repos.probe_args(wanted),
-        secrets=secrets.probe_args(wanted),
-        _stdin=secrets.probe_stdin(wanted),
-    )
+    return {
+        "paths": scratch.paths(wanted)
+        + env.paths(wanted)
+        + venv.paths(wanted)
+        + ready.directories(wanted),
+        "files": list(
+            dict.fromkeys(
+                env.FILES
+                + files.paths(wanted)
+                + authorized_keys.paths(wanted)
+                + ready.paths(wanted)
+            )
+        ),
+        "venv": venv.probe_args(wanted),
+        "free": list((wanted.get("disk") or {}).get("min_free") or {}),
+        "download": wanted.get("download"),
+        "environ": env.environ_names(wanted),
+        "apt": packages.probe_args(wanted),
+        "repos": repos.probe_args(wanted),
+        "secrets": secrets.probe_args(wanted),
+    }

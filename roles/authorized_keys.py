@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from podstate import operations, roles
+from podstate import findings, operations, roles
+from podstate.probe import MAX_FILE
 from podstate.role import role
+from podstate.sizes import format_size
 
 FILE = "~/.ssh/authorized_keys"
 MARK_BEGIN = "# >>> podstate authorized_keys >>>"
@@ -65,6 +67,15 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     found = probe["files"][FILE]
     content = render(found.content, keys)
     if found.state == "absent" and not keys:
+        return
+    size = len(content.encode("utf-8", "surrogateescape"))
+    if size > MAX_FILE:  # the block fits alone (podstate.fits): the file's own lines add up
+        findings.violation(
+            f"{FILE} would be {format_size(size)} with podstate's block, more than the "
+            f"{format_size(MAX_FILE)} podstate writes in one command: remove the keys nobody "
+            "uses from it",
+            "authorized_keys",
+        )
         return
     operations.managed_file(
         name=f"Keys in {FILE}", path=FILE, content=content, found=found, own=False, mode="600"

@@ -30,7 +30,6 @@ from podstate.role import role
 from podstate.roles import disk
 from podstate.sizes import format_size
 
-MANAGED = ".podstate"  # beside the venvs: podstate's uv, build logs
 ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 # A requirement's distribution name, as the installer will record it (PEP 508).
 _NAME = re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:\[[^\]]*\])?\s*(.*)")
@@ -44,7 +43,7 @@ def paths(wanted: dict[str, Any]) -> list[str]:
 
 def managed_uv(path: str) -> str:
     """Return where podstate keeps its own uv for the venv at ``path``: beside the venvs."""
-    return posixpath.join(posixpath.dirname(path), MANAGED, "uv")
+    return posixpath.join(posixpath.dirname(path), venv_ops.MANAGED, "uv")
 
 
 def probe_args(wanted: dict[str, Any]) -> dict[str, str] | None:
@@ -141,7 +140,12 @@ def fingerprint(venv: dict[str, Any], python: dict[str, Any]) -> tuple[str, str]
     }
     canonical = json.dumps(asked, sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(canonical.encode()).hexdigest()
-    record = json.dumps({"fingerprint": digest, "asked": asked}, indent=1, sort_keys=True)
+    # The record travels in the build's command: it names the packages and requirements by
+    # the sha256 of the file the installer gets, whose text travels as an upload of its own.
+    text = requirements_text(venv).encode("utf-8", "surrogateescape")
+    shown = {k: v for k, v in asked.items() if k not in ("packages", "requirements")}
+    shown["requirements_sha256"] = hashlib.sha256(text).hexdigest()
+    record = json.dumps({"fingerprint": digest, "asked": shown}, indent=1, sort_keys=True)
     return digest, record + "\n"
 
 
@@ -152,6 +156,27 @@ def recorded(record: str | None) -> str | None:
     except (ValueError, KeyError, TypeError):
         return None
     return value if isinstance(value, str) else None
+
+
+def describe(
+    venv: dict[str, Any], python: dict[str, Any], environment: dict[str, str]
+) -> venv_ops.Venv:
+    """Return the venv operations' description of ``venv`` (the desired state's) on a pod
+    whose interpreter is ``python`` (the probe's), built with ``environment``."""
+    digest, record = fingerprint(venv, python)
+    return venv_ops.Venv(
+        path=venv["path"],
+        fingerprint=digest,
+        record=record,
+        python=python["executable"],
+        installer=venv["installer"],
+        requirements=requirements_text(venv),
+        distributions=required(venv),
+        index_args=index_args(venv),
+        environment=environment,
+        seed=seed_mode(venv),
+        compile=bool(venv.get("compile", True)),
+    )
 
 
 def _local(mount: Mount | None) -> bool:
@@ -242,20 +267,8 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
         )
         return
 
-    digest, record = fingerprint(spec, python)
-    want = venv_ops.Venv(
-        path=path,
-        fingerprint=digest,
-        record=record,
-        python=python["executable"],
-        installer=spec["installer"],
-        requirements=requirements_text(spec),
-        distributions=required(spec),
-        index_args=index_args(spec),
-        environment=work_environment(wanted, probe, posixpath.dirname(info["real"])),
-        seed=seed_mode(spec),
-        compile=bool(spec.get("compile", True)),
-    )
+    want = describe(spec, python, work_environment(wanted, probe, posixpath.dirname(info["real"])))
+    digest = want.fingerprint
     second = dataclasses.replace(want, alternate=True)
     missing = seen["missing"] or []
     live = seen["target"] in (want.version, second.version)

@@ -48,6 +48,19 @@ class Fleet:
             "PODSTATE_SANDBOX": str(self.state),
         }
 
+    def api_env(self, hostkeys: Path | None = None) -> dict[str, str]:
+        """Return the environment of a user whose pods come from the sandbox's RunPod API
+        (``sandbox.api_env``): no pods file, this fleet's vars, the host-key store
+        ``hostkeys`` (default: the sandbox's own, in its state directory)."""
+        from podstate import sandbox
+
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PODSTATE_", "RUNPOD_"))}
+        env.update(sandbox.api_env(self.state))
+        env.update(PODSTATE_VARS=str(self.vars_dir), PODSTATE_SANDBOX=str(self.state))
+        if hostkeys is not None:
+            env["PODSTATE_HOSTKEYS"] = str(hostkeys)
+        return env
+
     def ssh(self, pod: str, command: str, data: bytes = b"") -> subprocess.CompletedProcess:
         """Run ``command`` on ``pod`` the way a user does: ``ssh pod CMD``, ``data`` on stdin."""
         from podstate import sandbox
@@ -87,12 +100,19 @@ class Run:
         return {h for op in self.json["results"]["operations"] for h in op[key]}
 
 
-def run(fleet: Fleet, command: list[str], pods_file: Path | None = None, cwd: Path = ROOT):
-    """Run a command from the repository root (or ``cwd``) as CI does: no TTY, stdin closed."""
+def run(
+    fleet: Fleet,
+    command: list[str],
+    pods_file: Path | None = None,
+    cwd: Path = ROOT,
+    env: dict[str, str] | None = None,
+):
+    """Run a command from the repository root (or ``cwd``) as CI does: no TTY, stdin closed;
+    in ``env`` (``Fleet.api_env()``, say) or else the fleet's pods file environment."""
     return subprocess.run(
         command,
         cwd=cwd,
-        env=fleet.env(pods_file),
+        env=env or fleet.env(pods_file),
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
@@ -108,10 +128,12 @@ def apply(
     deploys: list[str] | None = None,
     cwd: Path = ROOT,
     bin_dir: Path = BIN,
+    env: dict[str, str] | None = None,
 ) -> Run:
     """Run ``pyinfra -y --json inventories/pods.py deploy/*.py`` as a user would (the shell's
     ``deploy/*.py`` of ``cwd``, unless ``deploys`` names the files). ``dry`` runs ``--dry``
-    instead of ``-y``, which would skip pyinfra's change detection: a plan without a change."""
+    instead of ``-y``, which would skip pyinfra's change detection: a plan without a change.
+    ``env``: as for ``run``."""
     deploys = deploys or sorted(str(p.relative_to(cwd)) for p in (cwd / "deploy").glob("*.py"))
     command = [
         str(bin_dir / "pyinfra"),
@@ -121,7 +143,7 @@ def apply(
         "inventories/pods.py",
         *deploys,
     ]
-    result = run(fleet, command, pods_file, cwd)
+    result = run(fleet, command, pods_file, cwd, env)
     try:
         parsed = json.loads(result.stdout) if result.stdout.strip() else None
     except json.JSONDecodeError:
@@ -130,10 +152,15 @@ def apply(
 
 
 def check(
-    fleet: Fleet, *args: str, pods_file: Path | None = None, cwd: Path = ROOT, bin_dir: Path = BIN
+    fleet: Fleet,
+    *args: str,
+    pods_file: Path | None = None,
+    cwd: Path = ROOT,
+    bin_dir: Path = BIN,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run ``podstate check``."""
-    return run(fleet, [str(bin_dir / "podstate"), "check", *args], pods_file, cwd)
+    """Run ``podstate check``; ``env``: as for ``run``."""
+    return run(fleet, [str(bin_dir / "podstate"), "check", *args], pods_file, cwd, env)
 
 
 def exec_count(fleet: Fleet, pod: str) -> int:

@@ -51,9 +51,12 @@ def lock_run(
     wait: int = 60,
     end: str = "release",
     grace: int = 3,
+    seen: str = "",
     env: dict[str, str] | None = None,
 ):
-    return lock("run", path, token, f"owner {token}", mode, 60, wait, grace, end, command, env=env)
+    return lock(
+        "run", path, token, f"owner {token}", mode, 60, wait, grace, end, seen, command, env=env
+    )
 
 
 def set_lock(path: Path, token: str, expires: int | None, age: int = 0) -> None:
@@ -91,7 +94,7 @@ def test_many_takers_of_one_lock_never_hold_it_at_once(tmp_path):
         takers = [
             subprocess.Popen(
                 ["sh", "-c", 'read -r _ <"$D/gate" && exec sh -c "$0" lock "$@"', LOCK_SH]
-                + [str(a) for a in ("run", path, name, name, "take", 60, 60, 3, "release")]
+                + [str(a) for a in ("run", path, name, name, "take", 60, 60, 3, "release", "")]
                 + [INSIDE],
                 env={**os.environ, "D": str(directory), "T": name},
                 stdin=subprocess.DEVNULL,
@@ -118,7 +121,7 @@ def test_a_live_run_keeps_its_lock_past_the_grace_and_loses_it_when_it_ends(tmp_
         [
             "sh",
             "-c",
-            'sh -c "$0" lock run "$1" run-a "owner run-a" take 60 5 3 keep : && cat',
+            'sh -c "$0" lock run "$1" run-a "owner run-a" take 60 5 3 keep "" : && cat',
             LOCK_SH,
             str(path),
         ],
@@ -172,7 +175,17 @@ def test_a_step_that_finds_its_lock_taken_over_stops(tmp_path):
         "renew 10 || exit; echo two"
     )
     run = lock(
-        "run", path, "mine", "owner mine", "take", 60, 5, 3, "keep", steps.replace("$0", str(path))
+        "run",
+        path,
+        "mine",
+        "owner mine",
+        "take",
+        60,
+        5,
+        3,
+        "keep",
+        "",
+        steps.replace("$0", str(path)),
     )
     out, err = run.communicate(timeout=30)
     assert run.returncode == 75
@@ -219,6 +232,7 @@ def _as_nobody(shared: Path) -> None:
         600,
         3,
         "release",
+        "",
         ":",
         preexec_fn=lambda: (os.setgid(65534), os.setuid(65534)),
     )
@@ -227,6 +241,65 @@ def _as_nobody(shared: Path) -> None:
     assert err.strip().endswith(
         f"{shared} is not writable by nobody: podstate runs as root (ssh_user: root)"
     ), err
+
+
+def test_a_take_after_another_run_took_the_lock_since_the_probe_changes_nothing(tmp_path):
+    path = tmp_path / "podstate.lock"
+    Path(f"{path}.gen").write_text("6\n")  # the probe read 5; another run took it since
+    stale = lock_run(path, "late", "echo ran", seen="5")
+    out, err = stale.communicate(timeout=30)
+    assert stale.returncode == 75 and "ran" not in out
+    assert "another podstate run changed this pod while this run was reading it" in err
+    held = lock_run(path, "late", "echo ran", seen="held")  # the probe found it held
+    assert held.communicate(timeout=30)[0] == "" and held.returncode == 75
+    current = lock_run(path, "late", "echo ran", seen="6")
+    assert current.communicate(timeout=30)[0] == "ran\n" and current.returncode == 0
+    assert Path(f"{path}.gen").read_text() == "7\n"  # each take counts
+
+
+def probe_lock_lines(path: Path, wait: int) -> subprocess.Popen:
+    """Start the probe's lock lines (podstate.probe) against the lock at ``path``."""
+    from podstate.probe import PodProbe
+
+    lines = PodProbe().command(paths=[], files=[], lock_wait=wait).splitlines()
+    program = "\n".join(lines[2:7]).replace(f"L={lock_path()}", f"L={path}")
+    return subprocess.Popen(["sh", "-c", program], stdout=subprocess.PIPE, text=True)
+
+
+def sleeping(pid: int) -> bool:
+    """Return whether process ``pid`` has a ``sleep`` child: the probe is in its wait."""
+    for entry in os.listdir("/proc"):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except (OSError, ValueError):
+            continue
+        comm, _, rest = stat.partition("(")[2].rpartition(")")
+        if comm == "sleep" and int(rest.split()[1]) == pid:
+            return True
+    return False
+
+
+def lock_path() -> str:
+    from podstate.lock import LOCK
+
+    return LOCK
+
+
+def test_the_probe_waits_for_another_runs_live_lock_then_reads_the_pod(tmp_path):
+    path = tmp_path / "podstate.lock"
+    set_lock(path, "other", expires=int(time.time()) + 600)
+    Path(f"{path}.gen").write_text("3\n")
+    check = probe_lock_lines(path, wait=0)  # a check does not wait
+    assert check.communicate(timeout=30)[0] == "lock 3 held\n"
+    apply = probe_lock_lines(path, wait=60)
+    deadline = time.monotonic() + 30
+    while not sleeping(apply.pid):  # it waits while the lock is held ...
+        assert time.monotonic() < deadline and apply.poll() is None, apply.communicate()
+        time.sleep(0.01)
+    subprocess.run(["rm", "-rf", str(path)], check=True)
+    assert apply.communicate(timeout=30)[0] == "lock 3 free\n"  # ... and reads once it is free
+    set_lock(path, "killed", expires=int(time.time()) - 1)  # an expired lock is no one's
+    assert probe_lock_lines(path, wait=60).communicate(timeout=30)[0] == "lock 3 free\n"
 
 
 # End to end: a team's deploy file whose operation outlasts the grace, on sandbox pods.

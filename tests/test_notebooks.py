@@ -114,6 +114,11 @@ def test_restarted_with_a_clean_environment_the_pod_is_ok(stale, tmp_path):
         "pod-1", SERVER.format(env="env -u PIP_CACHE_DIR -u UV_CACHE_DIR TMPDIR=/scratch/tmp")
     )
     result = check(fleet, "--json", str(tmp_path / "r.json"))
+    # no violation now; what is left is the ready marker the failed apply did not leave
+    pending = json.loads((tmp_path / "r.json").read_text())["pods"]["pod-1"]["changes"]
+    assert {c["role"] for c in pending} <= {"Ready"}, result.stdout
+    assert apply(fleet, "--limit", "pod-1").returncode == 0
+    result = check(fleet, "--json", str(tmp_path / "r.json"))
     assert result.returncode == 0, result.stdout
     fleet.out("pod-1", "kill $(pidof jupyter-lab)")
 

@@ -388,6 +388,32 @@ def test_an_invalid_key_line_stops_the_run_before_contact(drifted):
     assert {pod: exec_count(fleet, pod) for pod in fleet.pods} == before
 
 
+def test_keys_that_would_make_the_file_too_large_are_a_violation_and_untouched(drifted):
+    """Lines of the user's own fill ~/.ssh/authorized_keys to just under 64K, the most
+    podstate writes in one command: adding the missing key would take it past, so nothing
+    is written, and the pod fails with one line, not with an exec error."""
+    fleet, *_ = drifted
+    from podstate.probe import MAX_FILE
+
+    fleet.out("pod-2", f"cp {KEYS} /root/keys.bak && sed -i '/alice@example.com/d' {KEYS}")
+    size = int(fleet.out("pod-2", f"wc -c < {KEYS}"))
+    lines, rest = divmod(MAX_FILE - 20 - size, 64)
+    padding = "# " + "x" * 61 + "\n"
+    fleet.out("pod-2", f"cat >> {KEYS}", (padding * lines + "#" * (rest - 1) + "\n").encode())
+    before = fleet.out("pod-2", f"sha256sum {KEYS}")
+    try:
+        run = apply(fleet, "--limit", "pod-2")
+        after = fleet.out("pod-2", f"sha256sum {KEYS}")
+    finally:
+        fleet.out("pod-2", f"mv -f /root/keys.bak {KEYS}")
+    assert run.returncode != 0 and "Traceback" not in run.stderr
+    assert (
+        f"violation: authorized_keys: {KEYS} would be 64.1K with podstate's block, more than "
+        "the 64K podstate writes in one command"
+    ) in run.stderr
+    assert after == before
+
+
 # --- the desired state, without pods -------------------------------------------------------
 
 ED25519 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGmYcG6NWlP6zxDiXGHDwC4whjAQALSZ3F6gIKZEhofW a@b"

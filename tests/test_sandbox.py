@@ -390,10 +390,11 @@ def test_down_leaves_no_process_and_no_mount(
     assert [p.running for p in sandbox.status()] == [True, False, True]
     with pytest.raises(sandbox.SandboxError, match="not running"):
         sandbox.pod_exec("pod-2", "true")
-    pids = [int(sleeper), json.loads((root / "sandbox.json").read_text())["storage"]["pid"]]
+    meta = json.loads((root / "sandbox.json").read_text())
+    pids = [int(sleeper), meta["storage"]["pid"], meta["api"]["pid"]]
     for pod in other.pods.values():
         pids += [pod["pid"]] + ([pod["sshfs_pid"]] if pod.get("sshfs_pid") else [])
-    assert len(pids) == 7
+    assert len(pids) == 8
 
     sandbox.down()
 

@@ -113,6 +113,7 @@ def test_merging_shards_gives_the_whole_fleets_report():
         "pods": 3,
         "ok": 2,
         "drift": 1,
+        "restarted": 0,
         "violation": 0,
         "unreachable": 0,
         "error": 0,

@@ -179,3 +179,166 @@ def test_missing_pods_file_says_what_to_do(tmp_path, monkeypatch):
     monkeypatch.setenv("PODSTATE_PODS", str(tmp_path / "nope.yaml"))
     with pytest.raises(SpecError, match="copy inventories/pods.example.yaml"):
         load_pods()
+
+
+# --- bounded input: aliases, duplicate keys, sizes -------------------------------------------
+
+
+def _bomb(levels: int) -> str:
+    """Return a few hundred bytes of YAML whose aliases expand to 10 ** levels values."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, levels):
+        lines.append(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_is_refused_from_what_the_file_holds(tmp_path, monkeypatch):
+    """Nine levels (10 ** 9 values) are refused in one line naming the line where the
+    expansion passed the bound, after composing only the nodes the file itself holds up to
+    there: each alias is counted by the size of what it names, never expanded."""
+    from podstate import spec
+
+    composed = []
+    compose = spec._Loader.compose_node
+    monkeypatch.setattr(
+        spec._Loader, "compose_node", lambda self, *a: composed.append(1) or compose(self, *a)
+    )
+    text = _bomb(9)
+    assert len(text) < 600
+    with pytest.raises(SpecError) as error:
+        spec.load_yaml(write(tmp_path / "all.yaml", text), "group_vars/all.yaml")
+    assert str(error.value) == (
+        "group_vars/all.yaml: line 4: aliases expand to more than 10000 values; "
+        "write the values out, or use fewer aliases"
+    )
+    assert len(composed) <= 13 + 3 * 12  # at most lines 1 to 4: root, keys, lists, items, aliases
+
+
+def test_anchors_for_shared_settings_and_merge_keys_load(fleet):
+    """Aliases within the bound work as YAML says, merge keys too (overriding a merged key
+    is what a merge is for, not a key given twice)."""
+    write(
+        fleet / "vars/host_vars/a.yaml",
+        """\
+        scratch:
+          /scratch: &fast {size: 1G, mode: '700'}
+          /scratch2: {<<: *fast, mode: '755'}
+          /scratch3: *fast
+        """,
+    )
+    scratch = {pod.name: pod for pod in load_pods()}["a"].data["podstate"]["scratch"]
+    assert scratch == {
+        "/scratch": {"size": 1 << 30, "mode": "700"},
+        "/scratch2": {"size": 1 << 30, "mode": "755"},
+        "/scratch3": {"size": 1 << 30, "mode": "700"},
+    }
+
+
+@pytest.mark.parametrize(
+    "content,expected",
+    [
+        (
+            "env:\n  A: x\nshm: {min_size: 1G}\nenv:\n  B: y\n",
+            "key env appears twice (lines 1 and 4): keep one",
+        ),
+        ("env: {A: x, 'A': y}\n", "key A appears twice (both on line 1): keep one"),
+        (
+            "scratch: &s {/s: {size: 1G, x: *s}}\n",
+            "line 1: alias *s is inside the value it names, which would hold itself for ever: "
+            "write the value out",
+        ),
+    ],
+)
+def test_a_key_twice_or_an_alias_in_itself_is_one_line_with_its_lines(fleet, content, expected):
+    write(fleet / "vars/host_vars/a.yaml", content)
+    with pytest.raises(SpecError) as error:
+        load_pods()
+    assert str(error.value) == f"{fleet}/vars/host_vars/a.yaml: {expected}"
+
+
+def test_a_pod_listed_twice_is_refused_naming_both_lines(tmp_path):
+    """pyinfra would only ever contact the second: the first one is never managed."""
+    path = write(
+        tmp_path / "pods.yaml",
+        """\
+        pods:
+          trainer-1: {ssh_hostname: 203.0.113.7, ssh_port: 40122}
+          trainer-2: {ssh_hostname: 203.0.113.8, ssh_port: 40122}
+          trainer-1: {ssh_hostname: 203.0.113.9, ssh_port: 40122}
+        """,
+    )
+    with pytest.raises(SpecError) as error:
+        read_pods_file(path, "pods.yaml")
+    assert str(error.value) == "pods.yaml: key trainer-1 appears twice (lines 2 and 4): keep one"
+
+
+def test_an_oversized_vars_file_is_refused_by_its_size_unread(fleet):
+    """A sparse file of 64 GiB: reading it whole would take minutes and all memory."""
+    path = fleet / "vars/host_vars/a.yaml"
+    write(path, "env: {A: x}\n")
+    os.truncate(path, 64 << 30)
+    with pytest.raises(SpecError) as error:
+        load_pods()
+    assert str(error.value).startswith(
+        f"{path}: {64 << 30} bytes, more than the {1 << 20} podstate reads of a YAML file: "
+    )
+
+
+@pytest.mark.parametrize("kind", ["sparse", "fifo"])
+def test_files_src_and_requirements_are_looked_at_before_they_are_read(tmp_path, kind):
+    """A src or requirements file far too large is refused by its size; a FIFO, which would
+    block the run waiting for a writer, is no regular file."""
+    source = tmp_path / "big"
+    if kind == "sparse":
+        source.write_bytes(b"")
+        os.truncate(source, 64 << 30)
+    else:
+        os.mkfifo(source)
+    expected = {
+        "sparse": (
+            f"files: /x: {64 << 30} bytes, more than the 65536 podstate writes",
+            f"venv.requirements: big: {64 << 30} bytes, more than the {1 << 20} podstate reads",
+        ),
+        "fifo": ("files: /x: cannot read src big (", "venv.requirements: cannot read big ("),
+    }[kind]
+    for data, message in zip(
+        ({"files": {"/x": {"src": "big"}}}, {"venv": {"path": "/opt/venv", "requirements": "big"}}),
+        expected,
+        strict=True,
+    ):
+        with pytest.raises(SpecError) as error:
+            resolve([Layer("f.yaml", data, tmp_path)], "p")
+        assert str(error.value).startswith(f"f.yaml: {message}"), str(error.value)
+        if kind == "fifo":
+            assert "not a regular file" in str(error.value)
+
+
+@pytest.mark.parametrize("tool", ["pyinfra", "podstate check"])
+@pytest.mark.parametrize("problem", ["pod twice", "alias bomb"])
+def test_bounded_input_errors_are_one_line_from_either_command(fleet, tool, problem):
+    """The real commands: the error is podstate's one line on stderr, and no traceback."""
+    if problem == "pod twice":
+        path = write(
+            fleet / "pods.yaml",
+            "pods:\n  a: {ssh_hostname: 127.0.0.1, ssh_port: 1}\n  a: {ssh_port: 2}\n",
+        )
+        line = f"podstate: {path}: key a appears twice (lines 2 and 3): keep one"
+    else:
+        path = write(fleet / "vars/host_vars/a.yaml", _bomb(9))
+        line = f"podstate: {path}: line 4: aliases expand to more than 10000 values; "
+    command = {
+        "pyinfra": [str(PYINFRA), "-y", "inventories/pods.py", "deploy/pod.py"],
+        "podstate check": [str(PYINFRA.parent / "podstate"), "check"],
+    }[tool]
+    result = subprocess.run(
+        command,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=dict(os.environ),
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert line in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout

@@ -152,7 +152,11 @@ def test_fingerprint_ignores_package_order_but_not_the_interpreter():
     assert fingerprint({**venv, "no_index": True}, python)[0] != digest
     assert fingerprint({**venv, "seed": False}, python)[0] != digest
     assert fingerprint({**venv, "compile": False}, python)[0] != digest
-    assert "pip" not in json.loads(record)["asked"]["packages"]
+    # The record names what the installer gets by its hash (the text is uploaded, and the
+    # record travels in a command), and the seeded pip is not part of it.
+    asked = json.loads(record)["asked"]
+    assert asked["requirements_sha256"] == hashlib.sha256(b"a\nb\n").hexdigest()
+    assert "packages" not in asked and "requirements" not in asked
     assert recorded("not json") is None and recorded(None) is None
 
 
@@ -321,6 +325,15 @@ def _sh(command: str) -> subprocess.CompletedProcess:
     return subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=120)
 
 
+def _build(want: venv_ops.Venv, uv: str) -> subprocess.CompletedProcess:
+    """Build ``want`` here as the venv operation does: its requirements put where the build
+    reads them (the operation uploads them), then the build's command."""
+    requirements = Path(want.requirements_file)
+    requirements.parent.mkdir(parents=True, exist_ok=True)
+    requirements.write_text(want.requirements)
+    return _sh(venv_ops.venv_command(want, uv))
+
+
 @pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="needs /usr/bin/python3")
 def test_uv_install_fails_with_pips_cause_and_leaves_no_link(tmp_path):
     """uv installed with pip, run here with no index to install from: the installer's
@@ -347,7 +360,7 @@ def test_scripts_build_pack_and_restore_a_venv_locally(tmp_path):
 
     want = _local_venv(tmp_path, distributions=["pip"])
     opt, snap = tmp_path / "opt", tmp_path / "snap"
-    built = _sh(venv_ops.venv_command(want, find_uv_bin()))
+    built = _build(want, find_uv_bin())
     assert built.returncode == 0, built.stderr
     assert os.readlink(want.path) == want.version
     assert recorded((opt / want.version / venv_ops.VENV_RECORD).read_text()) == want.fingerprint
@@ -402,7 +415,7 @@ def test_scripts_build_pack_and_restore_a_venv_locally(tmp_path):
     assert re.match(f"podstate: venv snapshot {archive} is bad: it does not unpack", unpack.stderr)
 
     missing = _local_venv(tmp_path, distributions=["nosuchpkg"])
-    failed = _sh(venv_ops.venv_command(missing, find_uv_bin()))
+    failed = _build(missing, find_uv_bin())
     assert failed.returncode == 1
     assert "podstate: venv build failed: requested but not installed: nosuchpkg" in failed.stderr
     assert os.listdir(opt) == [".podstate"]
@@ -413,7 +426,7 @@ def test_scripts_build_without_pip_or_bytecode_when_asked(tmp_path):
     from uv import find_uv_bin
 
     want = _local_venv(tmp_path, seed="no", compile=False)
-    built = _sh(venv_ops.venv_command(want, find_uv_bin()))
+    built = _build(want, find_uv_bin())
     assert built.returncode == 0, built.stderr
     assert _sh(f"{want.path}/bin/python -m pip --version").returncode != 0
     assert not list(Path(want.version_dir).glob("lib/python*/site-packages/*/__pycache__"))
@@ -528,7 +541,7 @@ def test_scripts_shebangs_name_the_versioned_path(pods, built):
 
 def test_install_caches_stay_off_the_network_volume(pods, built):
     assert pods.out("pod-5", "echo $UV_CACHE_DIR").strip() == "/workspace/.cache/uv"
-    assert pods.out("pod-5", "ls -A /workspace").strip() == ""
+    assert pods.out("pod-5", "ls -A /workspace").split() == [".podstate"]  # podstate's record
     assert "archive-v0" in pods.out("pod-5", "ls /scratch/.podstate-cache/uv")
 
 
@@ -596,6 +609,28 @@ def test_changed_packages_rebuild_and_switch_keeping_one_previous(pods, built):
     assert sorted(versions(pods, "pod-5")) == sorted([second, third])
     version = "/opt/venv/bin/python -c 'import tinylib; print(tinylib.VERSION)'"
     assert pods.out("pod-5", version).strip() == "1.0"
+
+
+def test_a_40k_lock_file_is_uploaded_installed_and_left_nowhere(pods, built):
+    """A lock file of 40 KiB once made a 129 KiB build command, which Linux refused in the
+    middle of the apply. Its text now reaches the pod as an upload (past the 32 KiB sent on
+    a command's stdin, over SFTP), is installed, and is left nowhere; the record names it
+    by its hash; the next run changes nothing."""
+    lines = [f"#    via team-app-{i:04d} (pinned upstream)\n" for i in range(1080)]
+    lock = "tinyapp\n" + "".join(lines)
+    assert 40 << 10 < len(lock) < 48 << 10
+    (pods.vars_dir / "files").mkdir(exist_ok=True)
+    (pods.vars_dir / "files" / "lock.txt").write_text(lock)
+    want(pods, "pod-5", requirements="files/lock.txt")
+    run = apply(pods, "--limit", "pod-5")
+    assert run.returncode == 0, run.stderr
+    assert "Venv | Venv /opt/venv: build with uv" in op_names(run)
+    assert imports(pods, "pod-5", "tinyapp") == "tinyapp"
+    assert "venv.requirements" not in pods.out("pod-5", "ls -A /opt/.podstate").split()
+    record = json.loads(pods.out("pod-5", "cat /opt/venv/.podstate-venv"))
+    assert record["asked"]["requirements_sha256"] == hashlib.sha256(lock.encode()).hexdigest()
+    again = apply(pods, "--limit", "pod-5")
+    assert again.returncode == 0 and again.hosts("success") == set()
 
 
 def _start(fleet: Fleet) -> subprocess.Popen:

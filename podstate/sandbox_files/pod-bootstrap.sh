@@ -2,9 +2,11 @@
 # Bootstrap of one podstate sandbox pod.
 #
 # Started as `unshare --mount --uts --propagation private -- /bin/sh pod-bootstrap.sh` with the
-# pod's state directory as working directory and pod.env, submounts and seed/ (written by
-# podstate.sandbox) in it. It builds the pod's root filesystem, pivots into it, then execs
-# sshd in the foreground, so this shell's pid is the pod's sshd pid.
+# pod's state directory as working directory and pod.env, container.env, submounts, seed/
+# and perhaps start_command (written by podstate.sandbox) in it. It builds the pod's root
+# filesystem, pivots into it, runs the pod's start command if it has one, does what RunPod's
+# start script does, then execs sshd in the foreground, so this shell's pid is the pod's
+# sshd pid. It runs at every container start: `podstate sandbox restart` starts it again.
 #
 # The pod's root is an overlayfs whose lower layer is the host's / and whose upper layer
 # lives on a tmpfs of $POD_DISK private to this mount namespace: the pod's container disk.
@@ -52,13 +54,8 @@ done <submounts
 # The pod's own files: /etc changes, /root, /tmp, /workspace, nvidia-smi. Directories in
 # seed/ carry the modes and owners of the host's, so copying them over changes nothing.
 cp -R --preserve=mode,ownership seed/. "$R/" || fail "cannot write the pod's files"
-# The pod has its own ed25519 host key; hide the host's other host keys.
-for key in "$R"/etc/ssh/ssh_host_*; do
-    case $key in
-        */ssh_host_ed25519_key | */ssh_host_ed25519_key.pub) ;;
-        *) rm -f "$key" ;;
-    esac
-done
+# No host keys, as RunPod's base image has none: hide the host's.
+rm -f "$R"/etc/ssh/ssh_host_*
 
 mount -t proc proc "$R/proc" 2>/dev/null || mount --rbind /proc "$R/proc" ||
     fail "cannot mount /proc"
@@ -74,6 +71,10 @@ mount -t tmpfs -o mode=0755,nosuid,nodev pod-run "$R/run" || fail "cannot mount 
 mkdir -p "$R/run/sshd" "$R/run/podstate-sandbox"
 chmod 0755 "$R/run/sshd"
 chmod 0700 "$R/run/podstate-sandbox"
+cp container.env "$R/run/podstate-sandbox/"
+if [ -f start_command ]; then
+    cp start_command "$R/run/podstate-sandbox/"
+fi
 if [ "$POD_WORKSPACE" = sshfs ]; then
     cp storage_key storage_known_hosts "$R/run/podstate-sandbox/"
     chmod 0600 "$R/run/podstate-sandbox/storage_key"
@@ -83,7 +84,7 @@ fi
 
 # Files of the state directory still needed once it is out of reach.
 echo $$ >sshd.pid
-exec 4>>sshd.log 5>sshfs.pid
+exec 4>>sshd.log 5>sshfs.pid 6>host_key.pub
 
 cd "$R"
 pivot_root . . || fail "pivot_root into the pod's root failed"
@@ -98,7 +99,7 @@ if [ "$POD_WORKSPACE" = sshfs ]; then
         -o StrictHostKeyChecking=yes -o BatchMode=yes \
         -o reconnect,ServerAliveInterval=15,ServerAliveCountMax=3 \
         -o idmap=none,allow_other,default_permissions \
-        "root@127.0.0.1:$STORAGE_DIR" /workspace </dev/null 4>&- 5>&- &
+        "root@127.0.0.1:$STORAGE_DIR" /workspace </dev/null 4>&- 5>&- 6>&- &
     SSHFS_PID=$!
     echo "$SSHFS_PID" >&5
     tries=0
@@ -110,9 +111,44 @@ if [ "$POD_WORKSPACE" = sshfs ]; then
     done
 fi
 
-exec 2>&4 4>&- 5>&- </dev/null >/dev/null
-if [ "$POD_PRIVILEGED" = 1 ]; then
-    exec /usr/sbin/sshd -D -e -f /etc/ssh/sshd_config
+# Exec a command as the container's processes run: with Docker's default capability set (no
+# CAP_SYS_ADMIN, so no mounts from inside the pod) unless the pod is privileged.
+exec_in_container() {
+    if [ "$POD_PRIVILEGED" = 1 ]; then
+        exec "$@"
+    fi
+    exec setpriv --bounding-set "-all,$DOCKER_CAPS" -- "$@"
+}
+
+ENV=/run/podstate-sandbox/container.env
+# The pod's start command (the template's container start command), before the start
+# script, with the container's environment; its output goes to the bootstrap log.
+if [ -f /run/podstate-sandbox/start_command ]; then
+    (
+        HOME=/root
+        export HOME
+        # shellcheck source=/dev/null
+        . "$ENV"
+        exec_in_container /bin/sh /run/podstate-sandbox/start_command
+    ) </dev/null 4>&- 5>&- 6>&- || fail "the start command failed (exit status $?)"
 fi
-# Docker's default capability set: no CAP_SYS_ADMIN, so no mounts from inside the pod.
-exec setpriv --bounding-set "-all,$DOCKER_CAPS" -- /usr/sbin/sshd -D -e -f /etc/ssh/sshd_config
+
+# RunPod's start script (runpod/containers container-template/start.sh): PUBLIC_KEY appended
+# to authorized_keys, the host keys that are missing made (all of them, unless the start
+# command put some back), the container environment appended to /etc/rp_environment and
+# its source line to ~/.bashrc.
+# shellcheck source=/dev/null
+PUBLIC_KEY=$(. "$ENV" && printf '%s' "$PUBLIC_KEY") || fail "no PUBLIC_KEY in $ENV"
+{ mkdir -p /root/.ssh && chmod 700 /root/.ssh &&
+    printf '%s\n' "$PUBLIC_KEY" >>/root/.ssh/authorized_keys &&
+    chmod 600 /root/.ssh/authorized_keys; } || fail "cannot add PUBLIC_KEY to authorized_keys"
+if [ ! -f /etc/ssh/ssh_host_ed25519_key ]; then
+    ssh-keygen -q -t ed25519 -N '' -C "root@$POD_NAME" -f /etc/ssh/ssh_host_ed25519_key \
+        </dev/null >/dev/null || fail "cannot make the host key"
+fi
+cat /etc/ssh/ssh_host_ed25519_key.pub >&6 || fail "cannot read the host key"
+cat "$ENV" >>/etc/rp_environment || fail "cannot write /etc/rp_environment"
+echo 'source /etc/rp_environment' >>/root/.bashrc || fail "cannot append to ~/.bashrc"
+
+exec 2>&4 4>&- 5>&- 6>&- </dev/null >/dev/null
+exec_in_container /usr/sbin/sshd -D -e -f /etc/ssh/sshd_config

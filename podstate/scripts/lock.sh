@@ -4,10 +4,12 @@
 # under flock(1) on LOCK.mutex, held for that moment only, so taking it, taking over an
 # expired one, renewing and releasing are each atomic, whatever the number of contenders.
 #
-# Usage: sh -c "$(cat lock.sh)" lock run LOCK TOKEN OWNER MODE TTL WAIT GRACE END COMMAND
+# Usage: sh -c "$(cat lock.sh)" lock run LOCK TOKEN OWNER MODE TTL WAIT GRACE END SEEN COMMAND
 #   MODE take: take LOCK for TOKEN, or find that TOKEN holds it. Another run's lock is waited
 #   for up to WAIT seconds (then exit 75 with one line naming its owner), unless it has
-#   expired: then it is taken over. MODE hold: TOKEN must hold LOCK already, else exit 75
+#   expired: then it is taken over. Each take counts in LOCK.gen; with SEEN (the count the
+#   run's probe read, or "held"), a count that moved since means another run changed the
+#   pod after this run read it: exit 75, changing nothing, since its plan is out of date. MODE hold: TOKEN must hold LOCK already, else exit 75
 #   (the run lost it). LOCK is valid for TTL seconds while COMMAND runs (sh, in a subshell
 #   of its own, where `set -e` works; it may call `renew SECONDS`). If COMMAND fails, LOCK
 #   is released and this exits with its status. Else, with END "release", LOCK is released;
@@ -47,7 +49,7 @@ readlock() { # set t (LOCK's token) and e (when it expires)
     esac
 }
 
-try_take() { # 0: taken now; 3: TOKEN held it already; 2: another run holds it
+try_take() { # 0: taken now; 3: TOKEN held it already; 2: another run holds it; 4: SEEN moved
     readlock
     if [ "$t" = "$token" ]; then
         extend "$ttl"
@@ -56,8 +58,12 @@ try_take() { # 0: taken now; 3: TOKEN held it already; 2: another run holds it
     if [ -d "$L" ] && [ "$(now)" -le "$e" ]; then
         return 2
     fi
+    g=''
+    { read -r g <"$L.gen"; } 2>/dev/null
+    [ -z "$seen" ] || [ "$seen" = "${g:-0}" ] || return 4
     rm -rf "$L" && mkdir "$L" && echo "$owner" >"$L/owner" &&
-        echo $(($(now) + ttl)) >"$L/expires" && echo "$token" >"$L/token"
+        echo $(($(now) + ttl)) >"$L/expires" && echo "$token" >"$L/token" &&
+        echo $((${g:-0} + 1)) >"$L.gen"
 }
 
 extend() { # LOCK valid for at least $1 more seconds
@@ -142,7 +148,7 @@ if [ "$job" = release ]; then
     mutex 10 release_ours
     exit
 fi
-owner=$4 mode=$5 ttl=$6 wait=$7 grace=$8 end=$9 command=${10}
+owner=$4 mode=$5 ttl=$6 wait=$7 grace=$8 end=$9 seen=${10} command=${11}
 usable || exit 73
 if [ "$mode" = hold ]; then
     renew "$ttl" || exit
@@ -162,6 +168,10 @@ else
                 ) &
             fi
             break
+        fi
+        if [ "$r" -eq 4 ]; then
+            echo "podstate: skipped: another podstate run changed this pod while this run was reading it, so this run's plan is out of date; nothing was changed here: run again" >&2
+            exit 75
         fi
         [ "$r" -eq 2 ] || [ "$r" -eq 76 ] || exit "$r"
         if [ "$(now)" -ge "$deadline" ]; then

@@ -8,7 +8,8 @@
 # PATH is made a link to VERSION, a directory beside it, which gets the file RECORD holding
 # RECORD_BASE64 (decoded), the record of FINGERPRINT. PYTHON is the pod's interpreter; UV the
 # uv binary (empty for none).
-#   HOW=uv|pip    build with that installer; SOURCE is the requirements file, base64;
+#   HOW=uv|pip    build with that installer; SOURCE is the requirements file, uploaded
+#                 just before (it is moved into the work directory, so none is left);
 #                 COMPILE=1 byte-compiles what is installed
 #   HOW=zstd|gzip restore; SOURCE is the archive, so compressed, SHA256 its sha256 and
 #                 CURRENT the snapshot's file naming it. The archive is hashed as it is
@@ -41,6 +42,10 @@ if ! { mkdir -p -- "$P/.podstate" && : >"$LOG"; }; then
 fi
 start "$@"
 shift "$NAMES"
+if [ "$WHAT" = build ]; then
+    mv -f -- "$source" "$W/requirements.txt" 2>>"$LOG" ||
+        fail "cannot take the requirements file $source: $(why)"
+fi
 ok() {
     [ -f "$V/$record" ] && grep -qF "$fingerprint" "$V/$record" &&
         [ -z "$(venv_missing "$V" "$distributions")" ] && "$V/bin/python" -c '' 2>/dev/null
@@ -63,7 +68,6 @@ else
     cleanup
     case $how in
     uv | pip)
-        printf %s "$source" | base64 -d >"$W/requirements.txt"
         set -- "$@" -r "$W/requirements.txt"
         if [ "$how" = uv ]; then
             if [ "$compile" = 1 ]; then set -- --compile-bytecode "$@"; fi

@@ -1,0 +1,117 @@
+"""Ready: the pod says, on its container disk, that an apply of this desired state succeeded.
+
+An apply that succeeds on a pod (every step done, no unwaived violation) ends by writing
+``MARKER`` on the container disk: the applied state's digest and the time. A restart wipes
+the container disk and the marker with it, so a marker is never left over from before one.
+The apply also writes ``RECORD`` on the volume, which a restart keeps: which pod podstate
+applied to, and when. A pod whose volume has its own record but whose container disk has
+no marker has been re-created since podstate applied to it: the check names it
+*restarted*. ``podstate-ready`` (on PATH, and on the volume for a job that starts before
+podstate is back) lets a job wait for the marker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from datetime import date
+from typing import Any
+
+from pyinfra import host
+
+from podstate import findings, operations, roles
+from podstate.probe import FileInfo
+from podstate.role import role
+from podstate.shell import script_file
+
+MARKER = "/etc/podstate/ready"
+VOLUME = "/workspace"
+RECORD = f"{VOLUME}/.podstate/applied"
+COMMAND = "/usr/local/bin/podstate-ready"
+VOLUME_COMMAND = f"{VOLUME}/.podstate/bin/podstate-ready"
+READY_SH = script_file("podstate-ready.sh")
+
+
+NOT_APPLIED = ("waivers", "watch")  # keys of the desired state that change no pod
+
+
+def digest(wanted: dict[str, Any]) -> str:
+    """Return the digest of what a desired state applies to a pod: what a marker says was
+    applied. Waivers and the watch loop's settings change no pod, so they do not count;
+    secrets count by where they come from, never by their values (which the desired state
+    does not hold)."""
+    applied = {k: v for k, v in wanted.items() if k not in NOT_APPLIED}
+    text = json.dumps(applied, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def paths(wanted: dict[str, Any]) -> list[str]:  # noqa: ARG001 - the roles' contract
+    """Return the files the probe reads for this role."""
+    return [MARKER, RECORD, COMMAND, VOLUME_COMMAND]
+
+
+def directories(wanted: dict[str, Any]) -> list[str]:  # noqa: ARG001 - the roles' contract
+    """Return the directories the probe looks at for this role: the volume."""
+    return [VOLUME]
+
+
+def read(found: FileInfo | None) -> dict[str, Any] | None:
+    """Return a marker's or a record's fields, None when there is none (or it is unreadable
+    or not podstate's)."""
+    if found is None or found.state != "file" or not found.content:
+        return None
+    try:
+        fields = json.loads(found.content)
+    except ValueError:
+        return None
+    return fields if isinstance(fields, dict) and isinstance(fields.get("digest"), str) else None
+
+
+def restart(probe: dict[str, Any], pod: str, started_at: str | None) -> dict[str, Any] | None:
+    """Return how this pod restarted since podstate last applied to it (``applied_at``; and
+    ``since``, RunPod's ``startedAt`` when it is known), or None: no restart, or never
+    applied to (a volume whose record names another pod says nothing about this one)."""
+    record = read(probe["files"].get(RECORD))
+    if record is None or record.get("pod") != pod or read(probe["files"].get(MARKER)):
+        return None
+    return {"applied_at": record.get("applied_at"), "since": started_at}
+
+
+@role("Ready")
+def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+    """Name a restart; after every other change, mark the pod ready (unless a violation
+    stands) and record the apply on the volume."""
+    probe = probe or roles.probe(wanted)
+    if probe is None:
+        return
+    found = findings.of(host)
+    found.restarted = restart(probe, host.name, host.data.get("started_at"))
+    wanted_digest = digest(wanted)
+    found.ready = (read(probe["files"].get(MARKER)) or {}).get("digest") == wanted_digest
+    waived = findings.waive(found.violations, wanted.get("waivers") or [], date.today())
+    if waived.failing:
+        return
+    for path in [COMMAND] + ([VOLUME_COMMAND] if _has_volume(probe) else []):
+        operations.managed_file(
+            name=f"Command {path}",
+            path=path,
+            content=READY_SH,
+            found=probe["files"][path],
+            own=True,
+            mode="755",
+        )
+    if found.ready and not found.restarted:
+        return
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    marker = json.dumps({"digest": wanted_digest, "applied_at": now}) + "\n"
+    record = json.dumps({"pod": host.name, "digest": wanted_digest, "applied_at": now}) + "\n"
+    operations.mark_ready(
+        name="Ready marker",
+        marker=(MARKER, marker),
+        record=(RECORD, record) if _has_volume(probe) else None,
+    )
+
+
+def _has_volume(probe: dict[str, Any]) -> bool:
+    return probe["paths"].get(VOLUME, {}).get("kind") == "directory"
