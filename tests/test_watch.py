@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from podstate import sandbox
 from tests.e2e import BIN, ROOT, Fleet, apply, exec_count
 from tests.test_fold import BLOCKED
-from tests.test_runpod import KEY, FakeApi, _sandbox_pod, rotate_host_key, served_key
 
 SANDBOX = {"pods": 3}
 UNIT = ROOT / "examples" / "systemd" / "podstate-watch.service"
@@ -272,35 +272,16 @@ def test_vars_made_invalid_while_it_runs_say_so_each_pass_and_apply_nothing(pods
 
 
 def test_a_restart_runpod_reports_is_put_back_host_key_included(pods: Fleet, tmp_path):
-    """The live inventory: RunPod reports a new startedAt for pod-2, whose container lost
-    podstate's profile and has a new host key; the next pass applies to pod-2 alone and its
-    new key is accepted. (What a restart wipes is removed by hand here.)"""
-    records = json.loads((pods.state / "pods.json").read_text())
-    port = records["pod-2"]["port"]
-    started = dict.fromkeys(records, "2026-06-01T12:00:00Z")
-    api = FakeApi()
-
-    def publish() -> None:
-        api.serve({"pods": [_sandbox_pod(rec, n, started[n]) for n, rec in records.items()]})
-
-    publish()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PODSTATE_", "RUNPOD_"))}
-    env.update(
-        RUNPOD_API_KEY=KEY,
-        RUNPOD_API_URL=api.url,
-        PODSTATE_VARS=str(pods.vars_dir),
-        PODSTATE_SANDBOX=str(pods.state),
-        PODSTATE_HOSTKEYS=str(tmp_path / "hostkeys"),
-        PODSTATE_SSH_KEY=str(pods.state / "id_ed25519"),
-    )
-    watching = Watching(pods, env=env)
+    """The sandbox's RunPod API reports a new startedAt for pod-2 after ``sandbox restart``
+    (its container disk wiped, a new host key): the next pass applies to pod-2 alone, its
+    new key is accepted, and it is ready again."""
+    store = tmp_path / "hostkeys"
+    assert apply(pods, env=pods.api_env(store)).returncode == 0  # keys trusted, pods ready
+    watching = Watching(pods, env=pods.api_env(store))
     try:
-        watching.end_of_pass(1)  # checked: converged, every key trusted on first use
-        started["pod-2"] = "2026-06-01T14:00:00Z"
-        publish()
-        pods.out("pod-2", f"rm {PROFILE}")
-        new_key = rotate_host_key("pod-2", port)
-        trust(pods, port, new_key)  # for the sandbox's own ssh, which tests read pods with
+        watching.end_of_pass(1)  # checked: converged
+        sandbox.restart("pod-2")
+        assert not has(pods, "pod-2", PROFILE)
         watching.signal(signal.SIGHUP)
         second = watching.end_of_pass(2)
         assert second["detail"].startswith("3 pods from the RunPod API")
@@ -308,24 +289,17 @@ def test_a_restart_runpod_reports_is_put_back_host_key_included(pods: Fleet, tmp
         assert watching.finish() == 0
     finally:
         watching.stop()
-        api.close()
     assert applied(watching.events) == {"pod-2": [(2, "ok")]}
     (started_event,) = [e for e in watching.events if e["result"] == "started"]
     assert started_event["seen"] == "restarted"
     assert has(pods, "pod-2", PROFILE)
-    stored = (tmp_path / "hostkeys" / f"{records['pod-2']['pod_id']}.known_hosts").read_text()
-    assert new_key in stored and served_key(port) == new_key
-
-
-def trust(fleet: Fleet, port: int, key: str) -> None:
-    """Make the sandbox's known_hosts hold ``key`` for the pod on ``port``."""
-    path = fleet.state / "known_hosts"
-    kept = [
-        line
-        for line in path.read_text().splitlines()
-        if not line.startswith(f"[127.0.0.1]:{port} ")
-    ]
-    path.write_text("".join(f"{line}\n" for line in [*kept, f"[127.0.0.1]:{port} {key}"]))
+    assert pods.ssh("pod-2", "podstate-ready").returncode == 0
+    pod_id = json.loads((pods.state / "pods.json").read_text())["pod-2"]["pod_id"]
+    meta = json.loads((store / f"{pod_id}.json").read_text())
+    assert (
+        meta["recorded_at"]
+        == json.loads((pods.state / "pods.json").read_text())["pod-2"]["started_at"]
+    )  # re-keyed after the restart RunPod reported
 
 
 def gated(pods: Fleet, tmp_path: Path) -> Watching:
