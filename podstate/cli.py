@@ -9,7 +9,17 @@ import shlex
 import sys
 from pathlib import Path
 
-from podstate import check, hostkeys, report_markdown, reports, sandbox, settings, shards, signals
+from podstate import (
+    check,
+    hostkeys,
+    report_markdown,
+    reports,
+    sandbox,
+    settings,
+    shards,
+    signals,
+    watch,
+)
 from podstate.check import CheckFailed
 from podstate.sandbox_api import API_KEY_FILE
 from podstate.spec import SpecError
@@ -146,6 +156,22 @@ def _inventory(args: argparse.Namespace) -> int:
     return 0
 
 
+def _watch(args: argparse.Namespace) -> int:
+    """Watch the fleet (``podstate.watch``); return 0 when stopped by a signal, or with
+    ``--once`` the fleet's status after the pass."""
+    options = watch.Options(
+        deploys=args.deploy or check.deploy_files(),
+        interval=args.interval,
+        check_every=args.check_every,
+        max_backoff=args.max_backoff,
+        exclude=tuple(args.exclude or ()),
+        json=args.json,
+        once=args.once,
+        passes=args.passes,
+    )
+    return watch.run(options)
+
+
 def parser() -> argparse.ArgumentParser:
     """Return the argument parser for every subcommand."""
     top = argparse.ArgumentParser(prog="podstate", description=__doc__)
@@ -231,6 +257,47 @@ def parser() -> argparse.ArgumentParser:
         help="print only the names, one a line (for pyinfra --limit NAME ...)",
     )
     listing.set_defaults(run=_inventory)
+    looping = commands.add_parser(
+        "watch",
+        help="put new, restarted, moved and drifted pods back, in a loop (or --once)",
+    )
+    looping.add_argument(
+        "--deploy",
+        action="append",
+        metavar="FILE",
+        help="a deploy file to apply (repeatable; default: every deploy/*.py, in name order)",
+    )
+    looping.add_argument(
+        "--interval", type=float, default=30.0, help="seconds from one pass to the next (30)"
+    )
+    looping.add_argument(
+        "--check-every",
+        type=int,
+        default=10,
+        metavar="N",
+        help="a drift check of the whole fleet every N passes, the first included (10)",
+    )
+    looping.add_argument(
+        "--max-backoff",
+        type=float,
+        default=900.0,
+        metavar="SECONDS",
+        help="the longest wait before a failing pod is tried again (900)",
+    )
+    looping.add_argument(
+        "--exclude",
+        action="append",
+        metavar="POD",
+        help="hold this pod (name or glob; repeatable): checked and logged, never changed",
+    )
+    looping.add_argument("--json", action="store_true", help="one JSON object per event line")
+    looping.add_argument(
+        "--once",
+        action="store_true",
+        help="one pass with a check, then exit with the fleet's status (0 ok, 2 drift, 1 worse)",
+    )
+    looping.add_argument("--passes", type=int, help=argparse.SUPPRESS)  # tests: stop after N
+    looping.set_defaults(run=_watch)
     return top
 
 
@@ -240,6 +307,12 @@ def main(argv: list[str] | None = None) -> int:
     signals.install()
     try:
         return args.run(args)
-    except (sandbox.SandboxError, check.CheckFailed, SpecError, shards.ShardError) as e:
+    except (
+        sandbox.SandboxError,
+        check.CheckFailed,
+        SpecError,
+        shards.ShardError,
+        watch.WatchError,
+    ) as e:
         print(f"podstate: {e}", file=sys.stderr)
         return 1

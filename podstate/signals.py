@@ -43,6 +43,13 @@ def _exit(signum: int, frame: object) -> None:  # noqa: ARG001 - signal handler 
     os._exit(128 + signum)
 
 
+def exit_now(signum: int) -> None:
+    """Stop the process at once, as a signal does once ``install`` ran: one line on stderr,
+    status 128 + ``signum`` (for a command that let a first signal finish its work, on the
+    second one)."""
+    _exit(signum, None)
+
+
 def _finished() -> None:
     """At interpreter shutdown: the run is over, so later signals leave its status alone.
 

@@ -445,6 +445,8 @@ def normalize(state: dict[str, Any], root: Path | None = None) -> dict[str, Any]
         out["secrets"] = _secrets(state["secrets"], root, state)
     if "waivers" in state:
         out["waivers"] = [_waiver(i, item) for i, item in enumerate(state["waivers"])]
+    if "watch" in state:  # read by podstate watch only, no role
+        out["watch"] = {"hold": bool(state["watch"].get("hold", False))}
     return out
 
 

@@ -31,6 +31,7 @@ HOURLY = EXAMPLES / "podstate-check.yml"
 PULL_REQUEST = EXAMPLES / "podstate-pr.yml"
 GITLAB = EXAMPLES / "gitlab-ci.yml"
 SHARDED = EXAMPLES / "podstate-check-sharded.yml"
+WATCH = EXAMPLES / "podstate-watch.yml"
 REPORT_SCHEMA = json.loads((ROOT / "schema/check-report.schema.json").read_text())
 PODS = {"pod-1", "pod-2", "pod-3"}
 
@@ -45,6 +46,7 @@ PODS = {"pod-1", "pod-2", "pod-3"}
         (PULL_REQUEST, "vendor.github-workflows"),
         (GITLAB, "vendor.gitlab-ci"),
         (SHARDED, "vendor.github-workflows"),
+        (WATCH, "vendor.github-workflows"),
     ],
 )
 def test_example_validates_against_its_ci_systems_schema(example, schema):
@@ -58,10 +60,10 @@ def test_example_validates_against_its_ci_systems_schema(example, schema):
 
 
 def test_every_example_is_listed_here():
-    assert sorted(EXAMPLES.iterdir()) == sorted([HOURLY, PULL_REQUEST, GITLAB, SHARDED])
+    assert sorted(EXAMPLES.iterdir()) == sorted([HOURLY, PULL_REQUEST, GITLAB, SHARDED, WATCH])
 
 
-@pytest.mark.parametrize("example", [HOURLY, PULL_REQUEST, GITLAB, SHARDED])
+@pytest.mark.parametrize("example", [HOURLY, PULL_REQUEST, GITLAB, SHARDED, WATCH])
 def test_examples_pin_actions_and_install_regularly(example):
     text = example.read_text()
     assert "pip install ." in text and "pip install -e" not in text
@@ -349,3 +351,30 @@ def test_fingerprints_match_ssh_keygen(tmp_path):
         ["ssh-keygen", "-l", "-f", str(tmp_path / "id.pub")], capture_output=True, text=True
     ).stdout.split()[1]
     assert hostkeys.fingerprint(known_hosts) == expected
+
+
+def test_scheduled_watch_puts_the_drifted_pod_back_and_keeps_the_store(ci, fleet, tmp_path):
+    """The watch workflow's step, on the live inventory: one pass that checks every pod,
+    applies to the drifted one only, and exits as the fleet is after it."""
+    workflow = yaml.safe_load(WATCH.read_text())
+    (job,) = workflow["jobs"].values()
+    (step,) = [s for s in job["steps"] if "podstate watch" in s.get("run", "")]
+    (restore,) = [s for s in job["steps"] if s.get("uses", "").startswith("actions/cache/restore")]
+    env = {**workflow.get("env", {}), **job.get("env", {}), **step.get("env", {})}
+    env = {k: _expand(v, {"RUNPOD_API_KEY": KEY}) for k, v in env.items()}
+    assert env["PODSTATE_HOSTKEYS"] == restore["with"]["path"]  # the cache carries the store
+    where = workspace(tmp_path / "watch")
+    shutil.copy2(ROOT / "config.py", where / "config.py")  # a checkout has it
+    try:
+        run = bash(step["run"], where, {**ci["env"], **env})
+        assert run.returncode == 0, run.stdout + run.stderr
+        log = (where / "podstate-watch.log").read_text()
+        assert run.stdout == log  # the event lines are in the job's output too
+        applies = [line.split(" ", 2)[2] for line in log.splitlines() if " -> apply: " in line]
+        assert [line.split(" (")[0] for line in applies] == [
+            "pod-1 drift -> apply: started",
+            "pod-1 drift -> apply: ok",
+        ]
+        assert len(list((where / env["PODSTATE_HOSTKEYS"]).glob("*.known_hosts"))) == 3
+    finally:  # the drift this module's fixture made, for any test after this one
+        fleet.out("pod-1", "sed -i 's|/scratch/pip|/workspace/pip|' /etc/profile.d/podstate.sh")
