@@ -77,7 +77,7 @@ bench-read: deps venv
 
 # Restarts: 24 sandbox pods at 150 ms, `podstate watch` at its default interval, a quarter
 # of them restarted in each of 4 cycles; the time from each one's SSH being up again to its
-# being ready, against interval + one apply (root; about 5 minutes). Writes
+# being ready, against interval + one apply (root; about 3 minutes). Writes
 # bench/results/restart.md and restart.json; RESTART_ARGS="--cycles 8" and so on.
 bench-restart: deps venv
 	$(BIN)/python -m bench.restart $(RESTART_ARGS)

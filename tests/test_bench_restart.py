@@ -52,7 +52,7 @@ def _raw(times: list[float | None], applies: list[float]) -> dict:
                     "pyinfra": "3", "paramiko": "4"},
         "started": "2026-06-01 12:00 UTC",
         "load_before": 0.5,
-        "references": [{"apply": {"seconds": s}} for s in applies],
+        "references": [{"apply": {"seconds": s, "commands": {"max": 2}}} for s in applies],
         "cycles": [{"lead_s": 29.0, "pods": pods}],
     }  # fmt: skip
 
