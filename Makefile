@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PODS ?= 4
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: demo test lint deps venv down clean bench bench-scale bench-venv bench-read
+.PHONY: demo test lint deps venv down clean bench bench-scale bench-venv bench-read bench-restart
 
 $(BIN)/podstate: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -74,3 +74,10 @@ bench-venv: deps venv
 # read.json; READ_BENCH_ARGS="--files 8 --size 1G" and so on.
 bench-read: deps venv
 	$(BIN)/python -m bench.read $(READ_BENCH_ARGS)
+
+# Restarts: 24 sandbox pods at 150 ms, `podstate watch` at its default interval, a quarter
+# of them restarted in each of 4 cycles; the time from each one's SSH being up again to its
+# being ready, against interval + one apply (root; about 3 minutes). Writes
+# bench/results/restart.md and restart.json; RESTART_ARGS="--cycles 8" and so on.
+bench-restart: deps venv
+	$(BIN)/python -m bench.restart $(RESTART_ARGS)
