@@ -33,14 +33,15 @@ VOLUME_COMMAND = f"{VOLUME}/.podstate/bin/podstate-ready"
 READY_SH = script_file("podstate-ready.sh")
 
 
-NOT_APPLIED = ("waivers", "watch")  # keys of the desired state that change no pod
+# Keys of the desired state that change no pod: what a pod must be fit for (a pod that is
+# not has a violation, and no marker), how findings are waived, how the watch loop treats it.
+NOT_APPLIED = ("gpu", "disk", "download", "waivers", "watch")
 
 
 def digest(wanted: dict[str, Any]) -> str:
     """Return the digest of what a desired state applies to a pod: what a marker says was
-    applied. Waivers and the watch loop's settings change no pod, so they do not count;
-    secrets count by where they come from, never by their values (which the desired state
-    does not hold)."""
+    applied. Keys that change no pod (``NOT_APPLIED``) do not count; secrets count by where
+    they come from, never by their values (which the desired state does not hold)."""
     applied = {k: v for k, v in wanted.items() if k not in NOT_APPLIED}
     text = json.dumps(applied, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()

@@ -289,6 +289,7 @@ def test_a_restart_runpod_reports_is_put_back_host_key_included(pods: Fleet, tmp
         assert watching.finish() == 0
     finally:
         watching.stop()
+        accept_new_key(pods, "pod-2")  # for the pods file the module's other tests use
     assert applied(watching.events) == {"pod-2": [(2, "ok")]}
     (started_event,) = [e for e in watching.events if e["result"] == "started"]
     assert started_event["seen"] == "restarted"
@@ -300,6 +301,16 @@ def test_a_restart_runpod_reports_is_put_back_host_key_included(pods: Fleet, tmp
         meta["recorded_at"]
         == json.loads((pods.state / "pods.json").read_text())["pod-2"]["started_at"]
     )  # re-keyed after the restart RunPod reported
+
+
+def accept_new_key(fleet: Fleet, pod: str) -> None:
+    """Make the pods file's known_hosts hold ``pod``'s key of now (a restart changed it), as
+    a user does after checking it."""
+    port = json.loads((fleet.state / "pods.json").read_text())[pod]["port"]
+    path = fleet.state / "known_hosts"
+    kept = [ln for ln in path.read_text().splitlines() if not ln.startswith(f"[127.0.0.1]:{port} ")]
+    new = (fleet.state / "pods" / pod / "known_hosts").read_text().splitlines()
+    path.write_text("".join(f"{line}\n" for line in kept + new))
 
 
 def gated(pods: Fleet, tmp_path: Path) -> Watching:
