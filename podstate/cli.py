@@ -172,6 +172,18 @@ def _watch(args: argparse.Namespace) -> int:
     return watch.run(options)
 
 
+def _fleet_arguments(command: argparse.ArgumentParser, verb: str) -> None:
+    """Add the options that choose the pods and deploy files: --inventory, --deploy, --limit."""
+    command.add_argument("--inventory", default="inventories/pods.py")
+    command.add_argument(
+        "--deploy",
+        action="append",
+        metavar="FILE",
+        help=f"a deploy file to {verb} (repeatable; default: every deploy/*.py, in name order)",
+    )
+    command.add_argument("--limit", action="append", help="pod name, group or glob (repeatable)")
+
+
 def parser() -> argparse.ArgumentParser:
     """Return the argument parser for every subcommand."""
     top = argparse.ArgumentParser(prog="podstate", description=__doc__)
@@ -191,14 +203,7 @@ def parser() -> argparse.ArgumentParser:
         "check",
         help="report drift without changing any pod (exit 0 ok, 2 drift, 1 worse)",
     )
-    drift.add_argument("--inventory", default="inventories/pods.py")
-    drift.add_argument(
-        "--deploy",
-        action="append",
-        metavar="FILE",
-        help="a deploy file to plan (repeatable; default: every deploy/*.py, in name order)",
-    )
-    drift.add_argument("--limit", action="append", help="pod name, group or glob (repeatable)")
+    _fleet_arguments(drift, "plan")
     drift.add_argument("--json", metavar="PATH", help="write the JSON report here")
     drift.add_argument("--junit", metavar="PATH", help="write a JUnit XML report here")
     drift.add_argument("--diff", action="store_true", help="show unified diffs of managed files")
@@ -226,9 +231,7 @@ def parser() -> argparse.ArgumentParser:
         help="wait until every selected pod is ready for the current desired state "
         "(exit 0 all ready, 1 not at the timeout)",
     )
-    waiting.add_argument("--inventory", default="inventories/pods.py")
-    waiting.add_argument("--deploy", action="append", metavar="FILE", help="as for check")
-    waiting.add_argument("--limit", action="append", help="pod name, group or glob (repeatable)")
+    _fleet_arguments(waiting, "plan")
     waiting.add_argument("--timeout", type=int, default=600, help="seconds (default 600)")
     waiting.add_argument(
         "--interval", type=int, default=5, help="seconds between checks (default 5)"
