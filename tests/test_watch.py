@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,7 +23,7 @@ import pytest
 import yaml
 
 from podstate import sandbox
-from tests.e2e import BIN, ROOT, Fleet, apply, exec_count
+from tests.e2e import BIN, ROOT, Fleet, apply, exec_count, start_apply
 from tests.test_fold import BLOCKED
 
 SANDBOX = {"pods": 3}
@@ -394,3 +395,60 @@ def test_the_systemd_unit_verifies(tmp_path):
         ["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60
     )
     assert (result.returncode, result.stderr) == (0, "")
+
+
+LOGGED = '''"""Holds the apply at the gate, logging who is inside (a second run inside says so)."""
+from pyinfra.operations import server
+
+server.shell(
+    name="Logged team step",
+    commands=[
+        "mkdir /root/inside 2>/dev/null || echo overlap >> /root/race.log; "
+        "echo start $(cat /run/podstate.lock/token) >> /root/race.log; "
+        "while [ ! -e /tmp/watch-go ]; do sleep 0.1; done; "
+        "echo end >> /root/race.log; rmdir /root/inside"
+    ],
+)
+'''
+
+
+def test_watch_and_a_hand_run_apply_on_one_pod_never_interleave(pods: Fleet, tmp_path):
+    """The watch's apply is inside a team operation, holding the pod lock, when a person's
+    apply starts: the person's run waits for the lock, and runs that operation after."""
+    logged = tmp_path / "zz-logged.py"
+    logged.write_text(LOGGED)
+    for pod in PODS:
+        pods.out(pod, "rm -f /tmp/watch-go /root/race.log")
+    watching = Watching(pods, "--deploy", "deploy/pod.py", "--deploy", str(logged))
+    by_hand = None
+    try:
+        started = set()
+        while started != set(PODS):
+            started.add(watching.until(lambda e: e["result"] == "started")["pod"])
+        for pod in PODS:  # each pod's watch apply is inside the operation
+            while "start" not in pods.out(pod, "cat /root/race.log 2>/dev/null || true"):
+                time.sleep(0.05)
+        before = {pod: exec_count(pods, pod) for pod in PODS}
+        by_hand = start_apply(
+            pods,
+            env={"PODSTATE_LOCK_WAIT": "120"},
+            deploys=("deploy/pod.py", str(logged)),
+        )
+        while any(exec_count(pods, pod) == before[pod] for pod in PODS):
+            time.sleep(0.05)  # the person's run has reached every pod, and waits
+        open_gate(pods)
+        _, err = by_hand.communicate(timeout=300)
+        assert by_hand.returncode == 0, err
+        watching.signal(signal.SIGTERM)
+        assert watching.finish() == 0
+    finally:
+        watching.stop()
+        open_gate(pods)
+        if by_hand and by_hand.poll() is None:
+            by_hand.kill()
+    assert applied(watching.events) == {pod: [(1, "ok")] for pod in PODS}
+    for pod in PODS:
+        log = [line for line in pods.out(pod, "cat /root/race.log").split("\n") if line]
+        assert "overlap" not in log, (pod, log)
+        assert [line.split()[0] for line in log] == ["start", "end", "start", "end"], log
+        assert log[0] != log[2]  # two runs' lock tokens
