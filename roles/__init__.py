@@ -53,15 +53,11 @@ def probe_arguments(wanted: dict[str, Any]) -> dict[str, Any]:
     )
 
     return {
-        "paths": list(
-            dict.fromkeys(
-                scratch.paths(wanted)
-                + env.paths(wanted)
-                + venv.paths(wanted)
-                + ready.directories(wanted)
-                + boot.directories(wanted)
-            )
-        ),
+        "paths": scratch.paths(wanted)
+        + env.paths(wanted)
+        + venv.paths(wanted)
+        + ready.directories(wanted)
+        + boot.directories(wanted),
         "files": list(
             dict.fromkeys(
                 env.FILES

@@ -28,6 +28,7 @@ from pyinfra import host
 
 from podstate import boot_ops, findings, lock, operations, roles, settings, venv_ops
 from podstate.boot_ops import FLAG, Layout
+from podstate.probe import MAX_FILE
 from podstate.role import role
 from podstate.shell import b64, quote_path
 
@@ -46,10 +47,14 @@ def paths(wanted: dict[str, Any]) -> list[str]:
 
 
 def directories(wanted: dict[str, Any]) -> list[str]:
-    """Return the directories the probe looks at for this role: the volume and the data
-    directory."""
+    """Return the directories the probe looks at for this role: the volume (unless the
+    ready role's) and the data directory."""
+    from podstate.roles import ready
+
     where = layout(wanted)
-    return [where.volume, where.data] if where else []
+    if where is None:
+        return []
+    return [where.volume] * (where.volume != ready.VOLUME) + [where.data]
 
 
 def probe_args(wanted: dict[str, Any]) -> dict[str, Any] | None:
@@ -218,6 +223,14 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     failing = findings.waive(found.violations, wanted.get("waivers") or [], date.today()).failing
     pod_id = host.data.get("pod_id") or (probe["boot"] or {}).get("pod_id")
     state = boot_ops.render_state(host.name, pod_id, entries(wanted, probe, not failing))
+    if len(state.encode("utf-8", "surrogateescape")) > MAX_FILE:
+        findings.violation(
+            f"boot.hook: the hook's data would hold {len(state)} bytes, more than the "
+            f"{MAX_FILE} podstate writes in one command; keep large values and files on the "
+            "volume",
+            "boot.hook",
+        )
+        return
     operations.directories(
         name="Boot hook's data directory", paths={where.data: "700"}, found=probe["paths"]
     )

@@ -150,6 +150,11 @@ def test_spec_boot_keys_need_the_hook():
         desired({"boot": {"host_keys": "keep"}})
     with pytest.raises(SpecError, match=r"boot.host_keys: 'yes' is not one of: keep, new"):
         desired({"boot": {"hook": True, "host_keys": "yes"}})
+    # what the hook puts back is written in one command, like every managed file
+    large = {"boot": {"hook": True}, "env": {f"V{i}": "x" * 16000 for i in range(3)}}
+    with pytest.raises(SpecError, match=r"boot.hook: the hook's data would hold about \d+ bytes"):
+        desired(large)
+    assert desired({**large, "boot": {"hook": False}})["env"]  # fine without the hook
 
 
 # --- end to end ---------------------------------------------------------------------------
