@@ -26,7 +26,7 @@ from podstate import boot_ops, lock, sandbox
 from podstate.roles import env
 from podstate.shell import script_file
 from podstate.spec import SpecError, desired
-from tests.e2e import ROOT, apply, check, junit_errors
+from tests.e2e import ROOT, apply, check, exec_count, junit_errors
 from tests.fixtures.venv.wheels import tar_bytes, wheelhouse
 from tests.test_runpod import served_key
 
@@ -222,6 +222,7 @@ def test_a_restart_with_the_hook_is_in_state_before_the_first_connection(fleet, 
     # what the start script started has them too
     child = fleet.out("pod-1", "cat /tmp/child.env").splitlines()
     assert {"PIP_CACHE_DIR=/scratch/pip", "TMPDIR=/scratch/tmp", "NCCL_P2P_DISABLE=1"} <= set(child)
+    assert not [line for line in child if line.lower().startswith(("_podstate", "podstate_boot"))]
     # secrets are never on the volume: pending, and so no marker
     assert fleet.out("pod-1", "echo ${BOOT_TOKEN:-unset}") == "unset\n"
     assert fleet.ssh("pod-1", "podstate-ready").returncode == 1
@@ -251,7 +252,9 @@ def test_a_restart_with_the_hook_is_in_state_before_the_first_connection(fleet, 
 def test_kept_host_keys_survive_a_restart_and_need_no_new_trust(fleet, store, tmp_path):
     fleet.host_vars("pod-2", {**BASE, "boot": {"hook": True, "host_keys": "keep"}})
     api = fleet.api_env(store)
+    before = exec_count(fleet, "pod-2")
     assert apply(fleet, "--limit", "pod-2", env=api).returncode == 0
+    assert exec_count(fleet, "pod-2") - before == 2  # the probe, then every change in one
     port = json.loads((fleet.state / "pods.json").read_text())["pod-2"]["port"]
     key = served_key(port)
     assert fleet.out("pod-2", "stat -c %a /workspace/.podstate/boot/hostkeys.tar") == "600\n"
@@ -265,10 +268,12 @@ def test_kept_host_keys_survive_a_restart_and_need_no_new_trust(fleet, store, tm
     assert entry["status"] == "ok", result.stdout
     assert entry["host_key"]["trust"] == "known" and entry["ready"] is True
     assert entry["boot"]["outcome"] == "restored"
-    # through the pods file too: the key it knows, and nothing to do
+    # through the pods file too: the key it knows, and nothing to do, for the probe alone
+    before = exec_count(fleet, "pod-2")
     run = apply(fleet, "--limit", "pod-2")
     assert run.returncode == 0, run.stderr
     assert run.hosts("success") == set()
+    assert exec_count(fleet, "pod-2") - before == 1
     sync = [int(t) for t in fleet.out("pod-2", "cat /workspace/boot-times").split()]
     ready = int(fleet.out("pod-2", "date -r /etc/podstate/ready +%s%N"))
     print(f"\nboot hook, pod-2: sync {(sync[1] - sync[0]) / 1e6:.0f} ms, ready after "
