@@ -250,7 +250,13 @@ def test_a_restart_with_the_hook_is_in_state_before_the_first_connection(fleet, 
 
 
 def test_kept_host_keys_survive_a_restart_and_need_no_new_trust(fleet, store, tmp_path):
-    fleet.host_vars("pod-2", {**BASE, "boot": {"hook": True, "host_keys": "keep"}})
+    fleet.host_vars(
+        "pod-2",
+        {**BASE, "boot": {"hook": True, "host_keys": "keep"},
+         "packages": {"apt": ["bash"]},  # in the image: nothing pending
+         "files": {"/root/.gitconfig": {"content": "[user]\n\tname = Pod\n"},
+                   "/workspace/notes": {"content": "kept by the volume\n"}}},
+    )  # fmt: skip
     api = fleet.api_env(store)
     before = exec_count(fleet, "pod-2")
     assert apply(fleet, "--limit", "pod-2", env=api).returncode == 0
@@ -258,11 +264,17 @@ def test_kept_host_keys_survive_a_restart_and_need_no_new_trust(fleet, store, tm
     port = json.loads((fleet.state / "pods.json").read_text())["pod-2"]["port"]
     key = served_key(port)
     assert fleet.out("pod-2", "stat -c %a /workspace/.podstate/boot/hostkeys.tar") == "600\n"
+    state = fleet.out("pod-2", f"cat {STATE}")
+    assert "file 644 /root/.gitconfig\n" in state and "/workspace/notes" not in state
 
     restart("pod-2", TIMED)
 
     assert served_key(port) == key
     assert fleet.ssh("pod-2", "podstate-ready").returncode == 0  # nothing was pending
+    assert (
+        fleet.out("pod-2", "stat -c %a ~/.gitconfig && cat ~/.gitconfig")
+        == "644\n[user]\n\tname = Pod\n"
+    )
     result, document, _, _ = report(fleet, tmp_path, api, "pod-2")
     entry = document["pods"]["pod-2"]
     assert entry["status"] == "ok", result.stdout
