@@ -307,7 +307,7 @@ def test_a_corrupt_data_file_boots_the_pod_and_the_check_says_why(fleet, store, 
     assert apply(fleet, "--limit", "pod-3", env=api).returncode == 0
     fleet.out("pod-3", f"sed -i '3s/^scratch dir /scratch tmpfs /' {STATE}")
 
-    restart("pod-3")
+    restart("pod-3", "exec " + TEMPLATE.replace("bash -c", "bash -ec"))  # even under set -e
 
     _booted_without_state(fleet, "pod-3")
     result, document, xml, md = report(fleet, tmp_path, api, "pod-3")

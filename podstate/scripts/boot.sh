@@ -309,13 +309,17 @@ EOF
     exit "$r"
 else
     # Sourced by the start command: the restore, with a time limit, then the declared
-    # environment (the profile it put back) in this shell, for the start script.
+    # environment (the profile it put back) in this shell, for the start script. Every
+    # status is taken with ||, so that a start command's `set -e` never stops here.
+    _podstate_boot_status=0
     if command -v timeout >/dev/null 2>&1; then
-        PODSTATE_BOOT_PART=restore timeout -k 1 10 /bin/sh "$_podstate_boot" </dev/null >/dev/null
+        PODSTATE_BOOT_PART=restore timeout -k 1 10 /bin/sh "$_podstate_boot" </dev/null \
+            >/dev/null || _podstate_boot_status=$?
     else
-        PODSTATE_BOOT_PART=restore /bin/sh "$_podstate_boot" </dev/null >/dev/null
+        PODSTATE_BOOT_PART=restore /bin/sh "$_podstate_boot" </dev/null >/dev/null ||
+            _podstate_boot_status=$?
     fi
-    case $? in
+    case $_podstate_boot_status in
     0)
         if [ -r /etc/profile.d/podstate.sh ]; then
             # shellcheck source=/dev/null
@@ -326,9 +330,9 @@ else
         {
             echo "error the restore did not finish within 10 s: it was stopped"
             echo "done $(date -u +%Y-%m-%dT%H:%M:%SZ) pending"
-        } >>/etc/podstate/boot 2>/dev/null
+        } >>/etc/podstate/boot 2>/dev/null || true
         ;;
     esac
-    unset _podstate_boot
+    unset _podstate_boot _podstate_boot_status
     true
 fi
