@@ -52,6 +52,7 @@ class PodResult:
     host_key: dict[str, Any] | None = None  # hostkeys.outcome: None without podstate's store
     restarted: dict[str, Any] | None = None  # applied_at, since: re-created since an apply
     ready: bool = False  # the pod's ready marker is for this desired state
+    boot: dict[str, Any] | None = None  # the boot hook at this container's start (roles/boot)
 
     def as_dict(self) -> dict[str, Any]:
         """Return the pod's entry of the JSON report (schema/check-report.schema.json)."""
@@ -65,6 +66,7 @@ class PodResult:
             "stale_waivers": self.stale_waivers,
             "restarted": self.restarted,
             "ready": self.ready,
+            "boot": self.boot,
         }
 
 
@@ -243,7 +245,7 @@ def _verdict(
             if not pyinfra_api.will_change(state, host, op_hash):
                 continue
             result.changes.append(_change(state, found, op_hash, deploys))
-    result.restarted, result.ready = found.restarted, found.ready
+    result.restarted, result.ready, result.boot = found.restarted, found.ready, found.boot
     if result.violations:
         result.status = "violation"
     elif result.changes:

@@ -38,7 +38,11 @@ class Findings:
     ``secret``: the hashes of operations that upload a secret, whose changes no report
     shows a diff of; ``restarted``: how the pod was re-created since podstate last applied
     to it (``applied_at``, ``since``), None if it was not; ``ready``: the pod's ready
-    marker is for the desired state being planned.
+    marker is for the desired state being planned; ``restorable``: the files podstate's
+    roles write on this pod (path -> (content, mode)) and ``hooked``: the user's files
+    they put podstate's block in, which the boot hook puts back at a container start;
+    ``boot``: what the boot hook did at this container's start (roles/boot.py), None when
+    no hook is asked for.
     """
 
     violations: list[Violation] = field(default_factory=list)
@@ -51,6 +55,9 @@ class Findings:
     secret: set[str] = field(default_factory=set)
     restarted: dict[str, Any] | None = None
     ready: bool = False
+    restorable: dict[str, tuple[str, str]] = field(default_factory=dict)
+    hooked: list[str] = field(default_factory=list)
+    boot: dict[str, Any] | None = None
 
 
 _BY_POD: dict[str, Findings] = {}
@@ -88,6 +95,12 @@ def record_diff(path: str, old: str | None, new: str) -> None:
         tofile=f"{path} (desired)",
     )
     of(current_host).diffs[current_host.current_op_hash] = "".join(lines)
+
+
+def restorable(path: str, content: str, mode: str) -> None:
+    """Record a file a role writes on the current pod (``path`` with ``content`` and
+    ``mode``), which the boot hook can put back after a restart (roles/boot.py)."""
+    of(current_host).restorable[path] = (content, mode)
 
 
 def describe(text: str) -> None:

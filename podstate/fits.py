@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import posixpath
 import shlex
+from importlib.resources import files
 from typing import Any
 
 from podstate.spec import SpecError
@@ -66,6 +67,14 @@ def check(state: dict[str, Any]) -> None:
     if state.get("venv"):
         for name, command in _venv_commands(state):
             _fit("venv", name, change_length(command), "list fewer distributions or options")
+    if (state.get("boot") or {}).get("hook"):
+        size = _boot_data_size(state)
+        if size > MAX_FILE:
+            raise SpecError(
+                f"boot.hook: the hook's data would hold about {size} bytes, more than the "
+                f"{MAX_FILE} podstate writes in one command; keep large values and files on "
+                "the volume"
+            )
 
 
 def _fit(key: str, what: str, length: int, fix: str) -> None:
@@ -99,6 +108,31 @@ def _generated(state: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         block = authorized_keys.render(None, state["authorized_keys"])
         files.append(("authorized_keys", authorized_keys.FILE, block, "list fewer keys"))
     return files
+
+
+def _boot_data_size(state: dict[str, Any]) -> int:
+    """Return about how many bytes the boot hook's data file (roles/boot.py) holds: each
+    file it puts back on the container disk, base64-encoded, a line before each, and the
+    venv's restore under the pod lock, for an interpreter at a usual path (one at a longer
+    path is refused by the role when it plans)."""
+    from podstate.roles import boot, env, ready
+    from podstate.roles import venv as role
+
+    volume = state["boot"]["volume"].rstrip("/") + "/"
+    startup = files("podstate.scripts").joinpath("ipython-startup.py").read_text()
+    parts = [content for _, _, content, _ in _generated(state)[:2]] + [startup, ready.READY_SH]
+    parts += [env.HOOK] * 2  # ~/.bashrc, and the login shell's own file
+    parts += [
+        f["content"] for p, f in (state.get("files") or {}).items() if not p.startswith(volume)
+    ]
+    spec = state.get("venv")
+    if spec and spec["snapshot"]:
+        python = {"executable": "/usr/local/bin/python3." + "9" * 8, "version": "3.x" * 40}
+        place = {name: "/" + "x" * 64 for name in ("TMPDIR", "PIP_CACHE_DIR", "UV_CACHE_DIR")}
+        want = role.describe(spec, python, {**place, "UV_LINK_MODE": "copy"})
+        parts.append(boot.restore_command(want, spec["snapshot"]))
+    data = sum(len(p.encode("utf-8", "surrogateescape")) for p in parts)
+    return data * 4 // 3 + 300 * len(parts) + 4096
 
 
 def _venv_commands(state: dict[str, Any]) -> list[tuple[str, str]]:

@@ -251,9 +251,10 @@ def outcome(data: Any, connected: bool, error: str | None) -> dict[str, str | No
     ``data`` is the pod's pyinfra host data (``host_data`` of its trust, read with ``.get``);
     ``connected`` and ``error`` say how the connection went. The result, for the reports:
     ``{"trust", "fingerprint", "old_fingerprint"?, "reason"?}`` with ``trust`` one of
-    FIRST_USE, REKEYED (``old_fingerprint`` is the key set aside), KNOWN, REFUSED (``reason``
-    says why), NOT_SEEN; ``fingerprint`` is the key stored now. None when podstate keeps no
-    key for the pod (a pods file inventory: ~/.ssh/known_hosts applies).
+    FIRST_USE, REKEYED (``old_fingerprint`` is the key set aside), KNOWN (also a restarted
+    pod that showed its stored key again), REFUSED (``reason`` says why), NOT_SEEN;
+    ``fingerprint`` is the key stored now. None when podstate keeps no key for the pod (a
+    pods file inventory: ~/.ssh/known_hosts applies).
 
     Read from the store's files, because paramiko records a key without telling podstate.
     """
@@ -280,8 +281,11 @@ def outcome(data: Any, connected: bool, error: str | None) -> dict[str, str | No
     elif state == NEW:
         result["trust"] = FIRST_USE if stored else NOT_SEEN
     elif state == RESTARTED:
+        old = fingerprint(path.with_name(path.name + ".old"))
+        if stored and old == stored:  # the pod kept its key (boot.host_keys: keep)
+            return result
         result["trust"] = REKEYED if stored else NOT_SEEN
-        result["old_fingerprint"] = fingerprint(path.with_name(path.name + ".old"))
+        result["old_fingerprint"] = old
     return result
 
 

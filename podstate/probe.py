@@ -17,7 +17,7 @@ from typing import Any
 from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 
-from podstate import repo_ops, secret_ops
+from podstate import boot_ops, repo_ops, secret_ops
 from podstate.lock import LOCK
 from podstate.procfs import unescape
 from podstate.shell import b64, quote_path, script
@@ -454,6 +454,7 @@ class PodProbe(FactBase[dict[str, Any]]):
             #  "installed": ["tmux"]}    # the packages asked for that dpkg has installed
             "repos": None,               # None unless asked for; see repo_ops.parse
             "secrets": None,             # None unless asked for; see secret_ops.parse
+            "boot": None,                # None unless asked for; see boot_ops.parse
         }
     """
 
@@ -469,6 +470,7 @@ class PodProbe(FactBase[dict[str, Any]]):
         secrets: list[str] | None = None,
         environ: list[str] | None = None,
         lock_wait: int = 0,
+        boot: dict[str, Any] | None = None,
     ) -> str:
         """Return the POSIX sh program the probe runs: read-only, one output line per item.
 
@@ -541,6 +543,7 @@ class PodProbe(FactBase[dict[str, Any]]):
         if apt:
             lines += _apt_script(apt)
         lines += repo_ops.probe_lines(repos or [])
+        lines += boot_ops.probe_lines(boot)
         if secrets is not None:
             lines.insert(0, secret_ops.KEEP_STDIN)
             lines += secret_ops.probe_lines(secrets)
@@ -573,6 +576,7 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
     apt_fields: dict[str, str] = {}
     repo_lines: list[str] = []
     secret_lines: list[str] = []
+    boot_fields: dict[str, str] = {}
     for line in output:
         key, _, rest = line.partition(" ")
         if key == "path":  # path NAME REAL MODE:KIND ("-" when absent); KIND may have spaces
@@ -615,6 +619,8 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
             repo_lines.append(line)
         elif key.startswith("secrets."):
             secret_lines.append(line)
+        elif key.startswith("boot."):
+            boot_fields[key[5:]] = rest
         else:
             fields[key] = rest
     mounts = parse_mounts(_decode(fields.get("mounts", "")))
@@ -647,6 +653,7 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
         "repos": repo_ops.parse(repo_lines) if repo_lines else None,
         "secrets": secret_ops.parse(secret_lines) if secret_lines else None,
         "lock": parse_lock(fields.get("lock")),
+        "boot": boot_ops.parse(boot_fields, _decode) if boot_fields else None,
     }
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from podstate import hostkeys
 from podstate.check import STATUSES, PodResult, summary
-from podstate.reports import restart_line, shown_diff
+from podstate.reports import boot_lines, restart_line, shown_diff
 from podstate.terminal import visible
 
 POD_LINES = 50  # up to this many pods, one line each; more, one line per status
@@ -184,6 +184,8 @@ def _findings(results: dict[str, PodResult]) -> list[str]:
         lines.append(
             f"- **waived** {text(finding)}{when}: {text(reason)}: {_pods(len(pods))}: {names(pods)}"
         )
+    for line, pods in _grouped(results, lambda r: boot_lines(r.boot, quiet=True)).items():
+        lines.append(f"- **boot** {text(line)}: {_pods(len(pods))}: {names(pods)}")
     errors = _grouped(
         results,
         lambda r: [(r.status, r.error or "")] if r.status in ("unreachable", "error") else [],

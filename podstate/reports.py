@@ -62,6 +62,31 @@ def restart_line(result: PodResult) -> str:
     return f"container re-created {since}, after podstate applied at {applied}"
 
 
+def boot_lines(boot: dict[str, Any] | None, quiet: bool = False) -> list[str]:
+    """Return what the boot hook did at a pod's container start, one line per finding; none
+    when no hook is asked for or podstate set it up in this container (and, ``quiet``,
+    when it restored everything)."""
+    if not boot or boot["outcome"] == "armed":
+        return []
+    said = {
+        "not-run": f"boot hook did not run at this container's start: {boot['reason']}",
+        "skipped": f"boot hook did nothing at this container's start: {boot['reason']}",
+        "running": "boot hook is still restoring the venv",
+        "restored": f"boot hook restored the pod at {boot['started_at']}",
+    }
+    lines = [said[boot["outcome"]]] if boot["outcome"] in said else []
+    if quiet and boot["outcome"] == "restored":
+        lines = []
+    lines += [f"boot hook left for the next apply: {item}" for item in boot["pending"]]
+    return lines + [f"boot hook error: {error}" for error in boot["errors"]]
+
+
+def boot_failed(boot: dict[str, Any] | None) -> bool:
+    """Return whether the boot hook failed at the pod's container start: it did not run,
+    did nothing, or something in it failed."""
+    return bool(boot) and (boot["outcome"] in ("not-run", "skipped") or bool(boot["errors"]))
+
+
 def host_key_counts(results: dict[str, PodResult]) -> dict[str, int]:
     """Return how many pods had their key trusted on first use, re-keyed, or refused."""
     counts = dict.fromkeys(HOST_KEY_COUNTS.values(), 0)
@@ -116,6 +141,8 @@ def table(results: dict[str, PodResult], diff: bool) -> str:
         line = host_key_line(r.host_key)
         if line:
             out.write(f"    {line}\n")
+        for line in boot_lines(r.boot):
+            out.write(f"    {line}\n")
         for change in r.changes:
             out.write(f"    would change: {change['role']} | {change['operation']}\n")
             text = shown_diff(change)
@@ -157,6 +184,17 @@ def junit(results: dict[str, PodResult]) -> str:
             ET.SubElement(case, "failure", message=line, type="restarted").text = line
             counts["tests"] += 1
             counts["failures"] += 1
+        if r.boot is not None:
+            case = ET.SubElement(suite, "testcase", classname=name, name="Boot hook")
+            counts["tests"] += 1
+            lines = visible("\n".join(boot_lines(r.boot)))
+            if boot_failed(r.boot):
+                counts["failures"] += 1
+                ET.SubElement(
+                    case, "failure", message=lines.splitlines()[0], type="boot"
+                ).text = lines
+            elif lines:
+                ET.SubElement(case, "system-out").text = lines
         if r.host_key is not None:
             case = ET.SubElement(suite, "testcase", classname=name, name="Host key")
             counts["tests"] += 1

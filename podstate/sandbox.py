@@ -25,8 +25,8 @@ which lists the same pods as RunPod's ``GET /v2/pods`` would.
 a migration or a spot interruption: the container disk is wiped, the volume kept, the
 start script runs again (a new host key, /etc/rp_environment, its ~/.bashrc line, PUBLIC_KEY
 in authorized_keys), on the same address and port, with a new ``startedAt``. A pod may
-have a start command (``set_start_command``), run at every container start before sshd,
-as RunPod runs the template's container start command.
+have a start command (``set_start_command``), run at every container start before the
+image's start script, as RunPod runs the template's container start command.
 
 This module is the sandbox's interface and starts and stops it; the parts live beside it:
 ``sandbox_shapes`` (what pods look like), ``sandbox_prepare`` (each pod's files before it
@@ -358,10 +358,16 @@ def set_start_command(name: str, command: str | None) -> None:
     """Give sandbox pod ``name`` a start command (sh script text), or none (``None``).
 
     The pod's bootstrap runs it at every container start from the next one on (``restart``),
-    before RunPod's start script and sshd, as ``/bin/sh`` in the pod with the container's
-    environment (``RUNPOD_*``, ``PUBLIC_KEY``, ...; HOME=/root) and the pod's capabilities,
-    once /workspace is mounted; its output goes to the pod's bootstrap.log. A failing
-    command fails the start. Kept in the pod's state directory as ``start_command``.
+    as the container's command, with the container's environment (``RUNPOD_*``,
+    ``PUBLIC_KEY``, ...; HOME=/root) and the pod's capabilities, once /workspace is mounted:
+    ``/bin/sh`` sources it, then execs the image's ``/start.sh`` (RunPod's start script,
+    which ends by exec'ing sshd), unless the command execs it itself. So what the command
+    exports reaches the start script, what it starts and /etc/rp_environment. A RunPod
+    template's start command is the container's command itself: prefix it with ``exec``
+    (``exec bash -c '. /workspace/.podstate/boot.sh; exec /start.sh'``), so that no shell
+    is left waiting with the container's first environment. Its output goes to the pod's
+    bootstrap.log. A command that fails or exits fails the start. Kept in the pod's state
+    directory as ``start_command``.
     """
     if name not in load_pods():
         raise SandboxError(f"no sandbox pod named {name!r}")

@@ -2,10 +2,10 @@
 
 ``seed/`` is the pod's image on top of the host's files: its /etc (sshd_config, hostname,
 hosts, root's account; no host key, as RunPod's base image has none), /root as the image
-has it, /tmp, /workspace and the nvidia-smi stand-in. Beside it: ``container.env``, the
-container's environment (RunPod's variables and ``PUBLIC_KEY``), from which the bootstrap
-does what RunPod's start script does at every container start, and ``pod.env``, the
-settings ``sandbox_files/pod-bootstrap.sh`` reads.
+has it, /tmp, /workspace, RunPod's start script (/start.sh) and the nvidia-smi stand-in.
+Beside it: ``container.env``, the container's environment (RunPod's variables and
+``PUBLIC_KEY``), which the container's command gets at every container start, and
+``pod.env``, the settings ``sandbox_files/pod-bootstrap.sh`` reads.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from podstate.sandbox_processes import POD_PATH
 from podstate.sandbox_shapes import Shape, gpu_layout
 from podstate.sandbox_ssh import common_sshd_options
 
-# The pod bootstrap and the nvidia-smi stand-in, shipped as package data.
+# The pod bootstrap, RunPod's start script and the nvidia-smi stand-in, shipped as package
+# data.
 FILES = Path(__file__).with_name("sandbox_files")
 # Docker's default capability set: what an unprivileged RunPod container's root gets.
 DOCKER_CAPS = (
@@ -53,8 +54,9 @@ def prepare_pod(
     seed/ holds the files the pod's root gets on top of the host's (the bootstrap copies
     them into the pod's root overlay at every start): its /etc changes, /root, /tmp,
     /workspace and nvidia-smi stand-in. What RunPod's start script writes (the host key,
-    /etc/rp_environment, the lines it appends to ~/.bashrc and authorized_keys) the
-    bootstrap writes at every start, from ``container.env``.
+    /etc/rp_environment, the lines it appends to ~/.bashrc and authorized_keys) its
+    /start.sh (sandbox_files/start.sh) writes at every start, from the environment
+    ``container.env`` gives it.
     """
     seed = pod_dir / "seed"
     etc = seed / "etc"
@@ -111,6 +113,8 @@ def prepare_pod(
     (seed / "tmp").mkdir(mode=0o1777)
     (seed / "tmp").chmod(0o1777)
     (seed / "workspace").mkdir(mode=0o755)
+    shutil.copyfile(FILES / "start.sh", seed / "start.sh")  # RunPod's start script
+    (seed / "start.sh").chmod(0o755)
 
     if shape.gpus:
         local = seed / "usr/local"

@@ -101,6 +101,7 @@ def result_from_json(entry: dict[str, Any]) -> PodResult:
         host_key=entry.get("host_key"),
         restarted=entry.get("restarted"),
         ready=bool(entry.get("ready")),
+        boot=entry.get("boot"),
     )
 
 

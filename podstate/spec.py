@@ -443,11 +443,31 @@ def normalize(state: dict[str, Any], root: Path | None = None) -> dict[str, Any]
         out["repos"] = _repos(state["repos"], root)
     if "secrets" in state:
         out["secrets"] = _secrets(state["secrets"], root, state)
+    if "boot" in state:
+        out["boot"] = _boot(state["boot"])
     if "waivers" in state:
         out["waivers"] = [_waiver(i, item) for i, item in enumerate(state["waivers"])]
     if "watch" in state:  # read by podstate watch only, no role
         out["watch"] = {"hold": bool(state["watch"].get("hold", False))}
     return out
+
+
+def _boot(item: dict[str, Any]) -> dict[str, Any]:
+    """Return the ``boot`` section with its defaults: no hook, new host keys, the volume at
+    /workspace. Kept host keys need the hook, which is what puts them back."""
+    boot = {
+        "hook": bool(item.get("hook", False)),
+        "host_keys": item.get("host_keys", "new"),
+        "volume": normpath(item.get("volume", "/workspace")),
+    }
+    if boot["host_keys"] == "keep" and not boot["hook"]:
+        raise SpecError(
+            "boot.host_keys: keep needs boot.hook: true, since the hook is what puts the keys "
+            "back at a container start"
+        )
+    if boot["volume"] == "/":
+        raise SpecError("boot.volume: must name the volume's mount point, such as /workspace")
+    return boot
 
 
 def _secret(key: str, source: dict[str, str], root: Path | None) -> Secret:

@@ -167,13 +167,17 @@ class Fallback:
     zstd: bool = False
 
 
-def _run(python: str, names: tuple[str, ...], *args: str) -> str:
-    """Return sh that runs podstate's scripts ``names``, sent as one, with ``args``, under
-    ``python`` so that the script dies with the connection (see ``_SUPERVISOR``)."""
+def _words(python: str, names: tuple[str, ...], *args: str) -> list[str]:
+    """Return the words of the command that runs podstate's scripts ``names``, sent as
+    one, with ``args``, under ``python`` so that the script dies with the connection (see
+    ``_SUPERVISOR``)."""
     text = "".join(script(name) for name in names)
-    name = posixpath.splitext(names[-1])[0]
-    words = [python, "-c", _SUPERVISOR, text, name, *args]
-    return " ".join(shlex.quote(word) for word in words)
+    return [python, "-c", _SUPERVISOR, text, posixpath.splitext(names[-1])[0], *args]
+
+
+def _run(python: str, names: tuple[str, ...], *args: str) -> str:
+    """Return ``_words`` as sh."""
+    return " ".join(shlex.quote(word) for word in _words(python, names, *args))
 
 
 def _installer_args(want: Venv) -> list[str]:
@@ -188,12 +192,18 @@ def venv_command(want: Venv, uv: str | None, restore: dict[str, Any] | None = No
     See ``venv`` for the arguments, and scripts/venv.sh. A build installs what
     ``requirements_upload`` put on the pod: the requirements never travel in a command.
     """
+    return " ".join(shlex.quote(word) for word in venv_words(want, uv, restore))
+
+
+def venv_words(want: Venv, uv: str | None, restore: dict[str, Any] | None = None) -> list[str]:
+    """Return the words of ``venv_command``, unquoted (the boot hook puts some of its own
+    in)."""
     if restore:
         how, source, sha = restore["compressor"], restore["archive"], restore["sha256"]
         current = posixpath.join(posixpath.dirname(source), SNAPSHOT_CURRENT)
     else:
         how, source, current, sha = want.installer, want.requirements_file, "", ""
-    return _run(
+    return _words(
         want.python,
         ("venv_lib.sh", "venv_missing.sh", "venv.sh"),
         want.path,

@@ -41,6 +41,7 @@ def probe_arguments(wanted: dict[str, Any]) -> dict[str, Any]:
     checked, ``podstate.fits``) before any pod is contacted."""
     from podstate.roles import (
         authorized_keys,
+        boot,
         env,
         files,
         packages,
@@ -55,13 +56,15 @@ def probe_arguments(wanted: dict[str, Any]) -> dict[str, Any]:
         "paths": scratch.paths(wanted)
         + env.paths(wanted)
         + venv.paths(wanted)
-        + ready.directories(wanted),
+        + ready.directories(wanted)
+        + boot.directories(wanted),
         "files": list(
             dict.fromkeys(
                 env.FILES
                 + files.paths(wanted)
                 + authorized_keys.paths(wanted)
                 + ready.paths(wanted)
+                + boot.paths(wanted)
             )
         ),
         "venv": venv.probe_args(wanted),
@@ -71,4 +74,5 @@ def probe_arguments(wanted: dict[str, Any]) -> dict[str, Any]:
         "apt": packages.probe_args(wanted),
         "repos": repos.probe_args(wanted),
         "secrets": secrets.probe_args(wanted),
+        "boot": boot.probe_args(wanted),
     }

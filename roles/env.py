@@ -40,6 +40,8 @@ HOOK = (
     f"{MARK_END}\n"
 )
 STICKY = {"TMPDIR": "1777"}
+# What RunPod's start script appends to ~/.bashrc at every container start.
+RUNPOD_LINE = "source /etc/rp_environment\n"
 
 
 def environ_names(wanted: dict[str, Any]) -> list[str]:
@@ -94,8 +96,21 @@ def render_profile(
     return "\n".join(lines) + "\n"
 
 
-def render_hooks(current: str | None) -> str:
-    """Return ``current`` with podstate's hook as its first and last block, once each."""
+def render_hooks(current: str | None, keep_runpod_tail: bool = False) -> str:
+    """Return ``current`` with podstate's hook as its first and last block, once each.
+
+    With ``keep_runpod_tail``, a file that has them already, followed only by RunPod's
+    ``source /etc/rp_environment`` line, is returned as it is: the boot hook put the blocks
+    back at a container start, then RunPod's start script appended its line, and wrote
+    /etc/rp_environment from the declared values the hook gave it. The caller asks for it
+    only while the profile those values came from is unchanged.
+    """
+    if keep_runpod_tail and current:
+        head = current
+        while head.endswith("\n" + RUNPOD_LINE):
+            head = head[: -len(RUNPOD_LINE)]
+        if head != current and render_hooks(head) == head:
+            return current
     kept, inside = [], False
     for line in (current or "").splitlines(keepends=True):
         if line.startswith(MARK_BEGIN):
@@ -144,42 +159,46 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
             found=probe["paths"],
             hidden=scratch.fresh_mounts(wanted, probe),
         )
+    profile = render_profile({**dirs, **env, **extra}, prepend, sources)
+    declared = {"variables": {**dirs, **env, **extra}, "path": prepend, "sources": sources}
+    startup = files("podstate.scripts").joinpath("ipython-startup.py").read_text()
+    declared_text = json.dumps(declared, indent=1) + "\n"
     operations.managed_file(
         name=f"Profile {PROFILE}",
         path=PROFILE,
-        content=render_profile({**dirs, **env, **extra}, prepend, sources),
+        content=profile,
         found=probe["files"][PROFILE],
         own=True,
     )
     operations.managed_file(
         name=f"Declared values {DECLARED}",
         path=DECLARED,
-        content=json.dumps(
-            {"variables": {**dirs, **env, **extra}, "path": prepend, "sources": sources},
-            indent=1,
-        )
-        + "\n",
+        content=declared_text,
         found=probe["files"][DECLARED],
         own=True,
     )
     operations.managed_file(
         name="Notebook kernels' startup file",
         path=KERNEL_STARTUP,
-        content=files("podstate.scripts").joinpath("ipython-startup.py").read_text(),
+        content=startup,
         found=probe["files"][KERNEL_STARTUP],
         own=True,
     )
+    for path, content in ((PROFILE, profile), (DECLARED, declared_text), (KERNEL_STARTUP, startup)):
+        findings.restorable(path, content, "644")
     for process in stale_processes({**dirs, **env, **extra}, probe["processes"]):
         findings.violation(process, "env.stale_process")
+    unchanged = probe["files"][PROFILE].content == profile
     for path in hooked_files(probe["user"], probe["shell"]):
         found = probe["files"][path]
         operations.managed_file(
             name=f"Hooks in {path}",
             path=path,
-            content=render_hooks(found.content),
+            content=render_hooks(found.content, keep_runpod_tail=unchanged),
             found=found,
             own=False,
         )
+        findings.of(host).hooked.append(path)
 
 
 def hooked_files(user: str, shell: str) -> list[str]:

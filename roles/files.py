@@ -6,7 +6,7 @@ from typing import Any
 
 from pyinfra import host
 
-from podstate import operations, pyinfra_api, roles
+from podstate import findings, operations, pyinfra_api, roles
 from podstate.role import role
 
 
@@ -36,3 +36,4 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
                 own=True,
                 mode=item["mode"],
             )
+        findings.restorable(path, item["content"], item["mode"])

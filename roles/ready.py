@@ -79,19 +79,32 @@ def restart(probe: dict[str, Any], pod: str, started_at: str | None) -> dict[str
     return {"applied_at": record.get("applied_at"), "since": started_at}
 
 
-@role("Ready")
 def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     """Name a restart; after every other change, mark the pod ready (unless a violation
-    stands) and record the apply on the volume."""
+    stands) and record the apply on the volume; before the marker, the boot hook's data
+    (roles/boot.py), which is written only once everything else has succeeded."""
+    from podstate.roles import boot
+
     probe = probe or roles.probe(wanted)
     if probe is None:
         return
+    _command(wanted, probe)
+    boot.apply(wanted, probe)
+    _marker(wanted, probe)
+
+
+def _failing(wanted: dict[str, Any]) -> bool:
+    found = findings.of(host)
+    return bool(findings.waive(found.violations, wanted.get("waivers") or [], date.today()).failing)
+
+
+@role("Ready")
+def _command(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
+    """Name a restart; install podstate-ready, unless a violation stands."""
     found = findings.of(host)
     found.restarted = restart(probe, host.name, host.data.get("started_at"))
-    wanted_digest = digest(wanted)
-    found.ready = (read(probe["files"].get(MARKER)) or {}).get("digest") == wanted_digest
-    waived = findings.waive(found.violations, wanted.get("waivers") or [], date.today())
-    if waived.failing:
+    found.ready = (read(probe["files"].get(MARKER)) or {}).get("digest") == digest(wanted)
+    if _failing(wanted):
         return
     for path in [COMMAND] + ([VOLUME_COMMAND] if _has_volume(probe) else []):
         operations.managed_file(
@@ -102,8 +115,17 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
             own=True,
             mode="755",
         )
-    if found.ready and not found.restarted:
+    findings.restorable(COMMAND, READY_SH, "755")
+
+
+@role("Ready")
+def _marker(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
+    """Mark the pod ready and record the apply on the volume, unless a violation stands or
+    the marker is there already."""
+    found = findings.of(host)
+    if _failing(wanted) or (found.ready and not found.restarted):
         return
+    wanted_digest = digest(wanted)
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     marker = json.dumps({"digest": wanted_digest, "applied_at": now}) + "\n"
     record = json.dumps({"pod": host.name, "digest": wanted_digest, "applied_at": now}) + "\n"

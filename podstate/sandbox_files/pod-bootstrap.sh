@@ -4,9 +4,10 @@
 # Started as `unshare --mount --uts --propagation private -- /bin/sh pod-bootstrap.sh` with the
 # pod's state directory as working directory and pod.env, container.env, submounts, seed/
 # and perhaps start_command (written by podstate.sandbox) in it. It builds the pod's root
-# filesystem, pivots into it, runs the pod's start command if it has one, does what RunPod's
-# start script does, then execs sshd in the foreground, so this shell's pid is the pod's
-# sshd pid. It runs at every container start: `podstate sandbox restart` starts it again.
+# filesystem, pivots into it, then execs the container's command: the pod's start command if
+# it has one, then (or else) the image's /start.sh, RunPod's start script, which execs sshd
+# in the foreground, so this shell's pid is the pod's sshd pid. It runs at every container
+# start: `podstate sandbox restart` starts it again.
 #
 # The pod's root is an overlayfs whose lower layer is the host's / and whose upper layer
 # lives on a tmpfs of $POD_DISK private to this mount namespace: the pod's container disk.
@@ -121,34 +122,23 @@ exec_in_container() {
 }
 
 ENV=/run/podstate-sandbox/container.env
-# The pod's start command (the template's container start command), before the start
-# script, with the container's environment; its output goes to the bootstrap log.
-if [ -f /run/podstate-sandbox/start_command ]; then
-    (
-        HOME=/root
-        export HOME
-        # shellcheck source=/dev/null
-        . "$ENV"
-        exec_in_container /bin/sh /run/podstate-sandbox/start_command
-    ) </dev/null 4>&- 5>&- 6>&- || fail "the start command failed (exit status $?)"
-fi
-
-# RunPod's start script (runpod/containers container-template/start.sh): PUBLIC_KEY appended
-# to authorized_keys, the host keys that are missing made (all of them, unless the start
-# command put some back), the container environment appended to /etc/rp_environment and
-# its source line to ~/.bashrc.
+# The container's command, with the container's environment (HOME=/root): the pod's start
+# command (the template's container start command) if it has one, else the image's
+# /start.sh (RunPod's start script: sandbox_files/start.sh, which execs sshd). The start
+# command is sourced by /bin/sh, which then goes on with /start.sh unless the command
+# execs it itself (`bash -c '. /workspace/.podstate/boot.sh; exec /start.sh'`, as on
+# RunPod), so what a sourced command exports reaches the start script and sshd. A start
+# command that fails, or exits, fails the start. Everything runs as the container's
+# processes do (exec_in_container); this shell's pid stays the pod's sshd pid.
+HOME=/root
+export HOME
 # shellcheck source=/dev/null
-PUBLIC_KEY=$(. "$ENV" && printf '%s' "$PUBLIC_KEY") || fail "no PUBLIC_KEY in $ENV"
-{ mkdir -p /root/.ssh && chmod 700 /root/.ssh &&
-    printf '%s\n' "$PUBLIC_KEY" >>/root/.ssh/authorized_keys &&
-    chmod 600 /root/.ssh/authorized_keys; } || fail "cannot add PUBLIC_KEY to authorized_keys"
-if [ ! -f /etc/ssh/ssh_host_ed25519_key ]; then
-    ssh-keygen -q -t ed25519 -N '' -C "root@$POD_NAME" -f /etc/ssh/ssh_host_ed25519_key \
-        </dev/null >/dev/null || fail "cannot make the host key"
+. "$ENV"
+exec 5>&-
+if [ ! -f /run/podstate-sandbox/start_command ]; then
+    exec_in_container /bin/sh /start.sh
 fi
-cat /etc/ssh/ssh_host_ed25519_key.pub >&6 || fail "cannot read the host key"
-cat "$ENV" >>/etc/rp_environment || fail "cannot write /etc/rp_environment"
-echo 'source /etc/rp_environment' >>/root/.bashrc || fail "cannot append to ~/.bashrc"
-
-exec 2>&4 4>&- 5>&- 6>&- </dev/null >/dev/null
-exec_in_container /usr/sbin/sshd -D -e -f /etc/ssh/sshd_config
+exec_in_container /bin/sh -c "trap 'echo \"$POD_NAME: the start command failed (exit status \$?)\" >&2' EXIT
+. /run/podstate-sandbox/start_command || exit
+trap - EXIT
+exec /bin/sh /start.sh"

@@ -1,0 +1,183 @@
+"""The boot hook's parts that are not the role's decisions: where it lives on the volume,
+the probe's lines for it, its data file, its status, and saving the host keys.
+
+roles/boot.py decides what the hook puts back; scripts/boot.sh is the hook, which reads the
+data file (``render_state``) at every container start and writes its status
+(``parse_status`` reads it back for the check).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from pyinfra import host
+from pyinfra.api import operation
+
+from podstate.lock import changing
+from podstate.shell import b64, quote_path, script_file
+
+# This container's status of the hook, on the container disk: "armed" (podstate set the
+# hook up in this container, which started without it), "not-run" (the container started
+# after the hook was set up, and the hook did not run), or the hook's own status.
+FLAG = "/etc/podstate/boot"
+FORMAT = "podstate-boot 1"
+_DEFAULT_LINE = "_podstate_boot=/workspace/.podstate/boot.sh\n"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the hook and its data are, on the volume mounted at ``volume``."""
+
+    volume: str
+
+    @property
+    def hook(self) -> str:
+        """The hook the template's start command sources."""
+        return posixpath.join(self.volume, ".podstate", "boot.sh")
+
+    @property
+    def data(self) -> str:
+        """The root-only directory of its data."""
+        return posixpath.join(self.volume, ".podstate", "boot")
+
+    @property
+    def state(self) -> str:
+        """The data file: what to put back, with its checksum."""
+        return posixpath.join(self.data, "state")
+
+    @property
+    def status(self) -> str:
+        """What the hook did at the last container start (the log on the volume)."""
+        return posixpath.join(self.data, "status")
+
+    def start_command(self) -> str:
+        """Return the template's container start command for RunPod's images."""
+        return f"bash -c '. {shlex.quote(self.hook)}; exec /start.sh'"
+
+
+def render_hook(layout: Layout) -> str:
+    """Return the hook (scripts/boot.sh) for ``layout``: the same script, naming itself."""
+    text = script_file("boot.sh")
+    if _DEFAULT_LINE not in text:
+        raise RuntimeError("scripts/boot.sh does not name itself where podstate expects")
+    return text.replace(_DEFAULT_LINE, f"_podstate_boot={quote_path(layout.hook)}\n")
+
+
+def render_state(pod: str, pod_id: str | None, entries: list[str]) -> str:
+    """Return the hook's data file: its format, the pod it is for (name and RunPod id, "-"
+    when unknown), ``entries`` (each whole lines, see scripts/boot.sh), then the sha256 of
+    everything before, which the hook checks before it uses any of it."""
+    body = f"{FORMAT}\npod {pod} {pod_id or '-'}\n" + "".join(entries)
+    return body + f"sum {hashlib.sha256(body.encode('utf-8', 'surrogateescape')).hexdigest()}\n"
+
+
+def file_entry(kind: str, fields: str, content: str) -> str:
+    """Return a data file entry whose content (base64) is on its second line."""
+    return f"{kind} {fields}\n{b64(content)}\n"
+
+
+def state_pod(text: str | None) -> str | None:
+    """Return the pod name a data file is for, None when it is no data file."""
+    lines = (text or "").split("\n")
+    if len(lines) < 2 or lines[0] != FORMAT or not lines[1].startswith("pod "):
+        return None
+    return lines[1].split(" ")[1]
+
+
+def parse_status(text: str) -> dict[str, Any]:
+    """Return what the hook's status says about one container start: ``outcome``
+    (skipped: it did nothing, ``reason`` says why; running: a venv restore goes on;
+    restored: everything, marker included; pending: ``pending`` waits for the next apply,
+    or something in ``errors`` failed), and ``started_at``."""
+    found: dict[str, Any] = {"reason": None, "pending": [], "errors": [], "started_at": None}
+    done = None
+    for line in text.splitlines():
+        kind, _, rest = line.partition(" ")
+        if kind == "start":
+            found["started_at"] = rest
+        elif kind == "skipped":
+            found["reason"] = rest
+        elif kind == "pending":
+            found["pending"].append(rest)
+        elif kind == "error":
+            found["errors"].append(rest)
+        elif kind == "done":
+            done = rest.rpartition(" ")[2]
+    if found["reason"]:
+        outcome = "skipped"
+    elif done is None:
+        outcome = "running"
+    else:
+        outcome = "restored" if done == "ready" else "pending"
+    return {"outcome": outcome, **found}
+
+
+def probe_lines(args: dict[str, Any] | None) -> list[str]:
+    """Return the probe's lines for the hook (read-only): ``boot.pod_id``, the RunPod pod
+    id the container's start script wrote to /etc/rp_environment, and with ``keys`` (the
+    data directory) ``boot.keys``: ``same`` when the host keys saved there are the pod's
+    own, compared on the pod (no key ever leaves it), else ``differs``."""
+    if not args:
+        return []
+    lines = [
+        "if [ -r /etc/rp_environment ]; then"
+        " i=$(sed -n 's/^export RUNPOD_POD_ID=//p' /etc/rp_environment); enc \"$i\";"
+        ' echo "boot.pod_id $enc_v"; fi'
+    ]
+    if args.get("keys"):
+        d = quote_path(args["keys"])
+        lines.append(
+            f"k=differs; if [ -f {d}/hostkeys.tar ] && {{ read -r s _ <{d}/hostkeys.sum; }}"
+            ' 2>/dev/null && [ "$(cat /etc/ssh/ssh_host_* 2>/dev/null | sha256sum)" = "$s  -" ];'
+            ' then k=same; fi; echo "boot.keys $k"'
+        )
+    return lines
+
+
+def parse(fields: dict[str, str], decode: Any) -> dict[str, Any]:
+    """Return the probe's ``boot`` dict from its ``boot.*`` lines (keys without the prefix),
+    ``decode`` being the probe's decoder: ``pod_id`` (None when not found) and ``keys``."""
+    ids = [line.strip().strip("\"'") for line in decode(fields.get("pod_id", "=")).splitlines()]
+    ids = [i for i in ids if i]
+    return {"pod_id": ids[-1] if ids else None, "keys": fields.get("keys")}
+
+
+def save_keys_command(directory: str) -> str:
+    """Return sh that saves the pod's host keys in ``directory`` (made root-only): a tar of
+    them, then the sha256 of the keys themselves, each replaced in one rename, the sum last
+    (what the hook checks the tar with)."""
+    d = quote_path(directory)
+    return (
+        'export LC_ALL=C; cd /etc/ssh && set -- ssh_host_* && if [ ! -f "$1" ]; then'
+        " echo 'podstate: boot.host_keys: keep: there are no host keys in /etc/ssh to keep'"
+        f" >&2; exit 1; fi; mkdir -p -- {d} && chmod 700 -- {d} && umask 077 &&"
+        f' tar -cf {d}/hostkeys.tar.part -- "$@" && mv -f -- {d}/hostkeys.tar.part'
+        f' {d}/hostkeys.tar && cat -- "$@" | sha256sum >{d}/hostkeys.sum.part &&'
+        f" mv -f -- {d}/hostkeys.sum.part {d}/hostkeys.sum"
+    )
+
+
+@operation()
+def keep_host_keys(directory: str, same: bool):
+    """
+    Save the pod's SSH host keys in ``directory`` on the volume, for the boot hook to put
+    back at the next container start.
+
+    + directory: the hook's root-only data directory
+    + same: the probe found the keys saved there the pod's own
+
+    **Example:**
+
+    .. code:: python
+
+        keep_host_keys(name="Boot: keep the host keys", directory="/workspace/.podstate/boot",
+                       same=False)
+    """
+    if same:
+        host.noop(f"the host keys saved in {directory} are the pod's own")
+        return
+    yield changing(save_keys_command(directory))

@@ -1,0 +1,265 @@
+"""The boot hook: a pod that comes back in state by itself after a restart.
+
+With ``boot: {hook: true}``, every apply writes to the pod's volume a POSIX sh hook
+(``<volume>/.podstate/boot.sh``, scripts/boot.sh) and, in a root-only directory beside it,
+its data: the files podstate's roles write on the container disk, exactly as they render
+them (the profile and what it declares, the notebook startup file, ``files`` entries,
+``podstate-ready``), podstate's block for the shell files it hooks, the scratch mounts and
+directories, the venv's restore from its snapshot, the ready marker's digest, what the
+hook must leave pending for the next apply (secrets, apt packages, repositories,
+``authorized_keys``), the pod it is for, and a checksum of it all. With ``host_keys:
+keep``, the pod's host keys are saved there too. The template's container start command
+sources the hook at every container start, before the image's start script, so the start
+script and everything it starts have the declared environment.
+
+The role runs last (from the ready role), so that the data is written only after every
+other change succeeded, and holds the ready marker only when no violation stands. It also
+says, for the check, what the hook did at this container's start (``findings.boot``).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+from datetime import date
+from typing import Any
+
+from pyinfra import host
+
+from podstate import boot_ops, findings, lock, operations, roles, settings, venv_ops
+from podstate.boot_ops import FLAG, Layout
+from podstate.probe import MAX_FILE
+from podstate.role import role
+from podstate.shell import b64, quote_path
+
+
+def layout(wanted: dict[str, Any]) -> Layout | None:
+    """Return where the hook lives, None when no hook is asked for."""
+    boot = wanted.get("boot") or {}
+    return Layout(boot["volume"]) if boot.get("hook") else None
+
+
+def paths(wanted: dict[str, Any]) -> list[str]:
+    """Return the files the probe reads for this role: the hook, its data, this
+    container's status of it."""
+    where = layout(wanted)
+    return [where.hook, where.state, FLAG] if where else []
+
+
+def directories(wanted: dict[str, Any]) -> list[str]:
+    """Return the directories the probe looks at for this role: the volume (unless the
+    ready role's) and the data directory."""
+    from podstate.roles import ready
+
+    where = layout(wanted)
+    if where is None:
+        return []
+    return [where.volume] * (where.volume != ready.VOLUME) + [where.data]
+
+
+def probe_args(wanted: dict[str, Any]) -> dict[str, Any] | None:
+    """Return the probe's ``boot`` argument (None without a hook): the data directory when
+    the host keys are kept, to compare them with the pod's."""
+    where = layout(wanted)
+    if where is None:
+        return None
+    keep = wanted["boot"]["host_keys"] == "keep"
+    return {"keys": where.data if keep else None}
+
+
+def _on(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def _kib(size: int) -> int:
+    """Return ``size`` bytes in KiB, rounded up to whole pages as tmpfs sizes are."""
+    return -(-size // operations.PAGE) * operations.PAGE // 1024
+
+
+# Words the venv's restore command gets from the snapshot's current file at boot.
+_HOW, _ARCHIVE, _SHA = "@podstate-how@", "@podstate-archive@", "@podstate-sha256@"
+
+
+def restore_command(want: venv_ops.Venv, snapshot: str) -> str:
+    """Return sh that restores ``want`` from its snapshot in ``snapshot`` under the pod
+    lock, as the venv role's restore does (scripts/venv.sh), with the archive, compressor
+    and sha256 read at boot from the snapshot's current file, which must name this
+    fingerprint. It takes the lock with the token in ``$podstate_token``, the hook's own."""
+    archive = posixpath.join(snapshot, _ARCHIVE)
+    words = venv_ops.venv_words(want, "", {"compressor": _HOW, "archive": archive, "sha256": _SHA})
+    own = {_HOW: '"$z"', archive: quote_path(snapshot.rstrip("/") + "/") + '"$a"', _SHA: '"$h"'}
+    run = " ".join(own.get(word, shlex.quote(word)) for word in words)
+    current = quote_path(posixpath.join(snapshot, venv_ops.SNAPSHOT_CURRENT))
+    inner = (
+        f"if ! read -r f a z h <{current}; then echo 'podstate: venv snapshot: no current"
+        " file to restore from' >&2; exit 1; fi; "
+        f'if [ "$f" != {want.fingerprint} ]; then echo "podstate: venv snapshot: it is of'
+        f' another venv ($f), not {want.fingerprint[:12]}" >&2; exit 1; fi; {run}'
+    )
+    command = lock.guarded(inner, settings.VENV_TIMEOUT, release=True)
+    for mine, theirs in ((lock.TOKEN, '"$podstate_token"'), (lock.OWNER, "'podstate boot hook'")):
+        if command.count(shlex.quote(mine)) != 1:
+            raise RuntimeError("the pod lock's command changed: the boot hook cannot take it")
+        command = command.replace(shlex.quote(mine), theirs)
+    return command
+
+
+def entries(wanted: dict[str, Any], probe: dict[str, Any], marker: bool) -> list[str]:
+    """Return the hook's data entries (scripts/boot.sh) for ``wanted`` on this pod, from
+    what the roles decided and rendered while they were planned; the ready marker's only
+    with ``marker`` (no violation stands)."""
+    from podstate.roles import env, ready, scratch, venv
+
+    boot, found = wanted["boot"], findings.of(host)
+    volume = boot["volume"]
+    out = ["keys\n"] if boot["host_keys"] == "keep" else []
+    for path, item in (wanted.get("scratch") or {}).items():
+        info = probe["paths"][path]
+        mount = info["mount"]
+        at_path = mount is not None and mount.target == info["real"]
+        if (at_path and mount.fstype != "tmpfs") or (
+            not probe["can_mount"] and not at_path and mount is not None and mount.is_network
+        ):
+            continue  # a violation: nothing to put back
+        kind = "tmpfs" if probe["can_mount"] else "dir"
+        out.append(f"scratch {kind} {_kib(item['size'])} {item['mode']} {path}\n")
+    for name, path in (wanted.get("dirs") or {}).items():
+        mount = probe["paths"][path]["mount"]
+        if not (_on(path, volume) or path in scratch.paths(wanted) or mount and mount.is_network):
+            out.append(f"dir {env.STICKY.get(name, '-')} {path}\n")
+    if wanted.get("shm") and probe["can_mount"]:
+        out.append(f"shm {_kib(wanted['shm']['min_size'])}\n")
+    for path, (content, mode) in found.restorable.items():
+        if not _on(path, volume):
+            out.append(boot_ops.file_entry("file", f"{mode} {path}", content))
+    marks = f"{b64(env.MARK_BEGIN)} {b64(env.MARK_END)}"
+    for path in found.hooked:
+        out.append(boot_ops.file_entry("hook", f"{marks} {path}", env.HOOK))
+    apt = (wanted.get("packages") or {}).get("apt")
+    if apt:
+        out.append(f"apt {' '.join(apt)}\n")
+    if "secrets" in wanted:
+        out.append("pending secrets: never kept on the volume; the next apply writes them\n")
+    if wanted.get("authorized_keys"):
+        out.append("pending authorized_keys: the next apply puts podstate's block back\n")
+    for path in wanted.get("repos") or {}:
+        if not _on(path, volume):
+            out.append(f"pending repos.{path}: the next apply clones it\n")
+    spec = wanted.get("venv")
+    if spec:
+        python = (probe["venv"] or {}).get("python")
+        if not spec["snapshot"]:
+            out.append("pending venv: without venv.snapshot, the next apply builds it\n")
+        elif python is None:
+            out.append("pending venv: its interpreter is not on the pod\n")
+        else:
+            parent = posixpath.dirname(probe["paths"][spec["path"]]["real"])
+            environment = venv.work_environment(wanted, probe, parent)
+            # a restore links nothing from uv's cache: the same command whatever is mounted
+            environment["UV_LINK_MODE"] = "copy"
+            want = venv.describe(spec, python, environment)
+            fields = f"{want.fingerprint} {spec['snapshot']}"
+            out.append(boot_ops.file_entry("venv", fields, restore_command(want, spec["snapshot"])))
+    if marker:
+        out.append(f"marker {ready.digest(wanted)}\n")
+    return out
+
+
+def report(wanted: dict[str, Any], probe: dict[str, Any], where: Layout) -> dict[str, Any]:
+    """Return what the hook did at this container's start, for the check: ``outcome``
+    (armed: podstate set it up in this container, which started without it; not-run: the
+    container started after it was set up, and it did not run; skipped, running, restored
+    or pending, as its status says: ``boot_ops.parse_status``), with ``reason``,
+    ``pending`` (what still waits for an apply: nothing once the pod is ready for this
+    desired state), ``errors`` and ``started_at``."""
+    from podstate.roles import ready
+
+    flag = probe["files"][FLAG]
+    text = flag.content if flag.state == "file" and flag.content else ""
+    first = text.split("\n", 1)[0]
+    none: dict[str, Any] = {"reason": None, "pending": [], "errors": [], "started_at": None}
+    if first == "armed":
+        result = {"outcome": "armed", **none}
+    elif first == "not-run" or (
+        not text and boot_ops.state_pod(probe["files"][where.state].content) == host.name
+    ):
+        result = {
+            "outcome": "not-run",
+            **none,
+            "reason": "the container started after podstate set the hook up, and the hook did "
+            "not run: the template's container start command must source it: "
+            + where.start_command(),
+        }
+    elif not text:
+        result = {"outcome": "armed", **none}
+    else:
+        result = boot_ops.parse_status(text)
+    marker = ready.read(probe["files"].get(ready.MARKER))
+    if (marker or {}).get("digest") == ready.digest(wanted):
+        result["pending"] = []
+    return result
+
+
+@role("Boot")
+def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+    """Write the hook and its data to the volume (and save the host keys, with ``keep``);
+    say what the hook did at this container's start."""
+    where = layout(wanted)
+    if where is None:
+        return
+    probe = probe or roles.probe(wanted)
+    if probe is None:
+        return
+    found = findings.of(host)
+    found.boot = report(wanted, probe, where)
+    if probe["paths"][where.volume]["kind"] != "directory":
+        findings.violation(
+            f"boot.hook: there is no volume at {where.volume}, where the hook must be to "
+            "outlive the container: give the pod a volume, or set boot.volume to its mount "
+            "point",
+            "boot.hook",
+        )
+        return
+    failing = findings.waive(found.violations, wanted.get("waivers") or [], date.today()).failing
+    pod_id = host.data.get("pod_id") or (probe["boot"] or {}).get("pod_id")
+    state = boot_ops.render_state(host.name, pod_id, entries(wanted, probe, not failing))
+    if len(state.encode("utf-8", "surrogateescape")) > MAX_FILE:
+        findings.violation(
+            f"boot.hook: the hook's data would hold {len(state)} bytes, more than the "
+            f"{MAX_FILE} podstate writes in one command; keep large values and files on the "
+            "volume",
+            "boot.hook",
+        )
+        return
+    operations.directories(
+        name="Boot hook's data directory", paths={where.data: "700"}, found=probe["paths"]
+    )
+    if wanted["boot"]["host_keys"] == "keep":
+        boot_ops.keep_host_keys(
+            name="Boot: keep the host keys",
+            directory=where.data,
+            same=(probe["boot"] or {}).get("keys") == "same",
+        )
+    operations.managed_file(
+        name=f"Boot hook {where.hook}",
+        path=where.hook,
+        content=boot_ops.render_hook(where),
+        found=probe["files"][where.hook],
+        own=True,
+    )
+    operations.managed_file(
+        name=f"Boot hook's data {where.state}",
+        path=where.state,
+        content=state,
+        found=probe["files"][where.state],
+        own=True,
+        mode="600",
+    )
+    if probe["files"][FLAG].state == "absent":
+        operations.managed_file(
+            name="Boot hook: this container's status",
+            path=FLAG,
+            content="not-run\n" if found.boot["outcome"] == "not-run" else "armed\n",
+            found=probe["files"][FLAG],
+            own=True,
+        )
