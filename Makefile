@@ -18,7 +18,8 @@ $(BIN)/podstate: pyproject.toml
 venv: $(BIN)/podstate
 
 # Debian packages the tests need (root): sshd and sshfs for sandbox pods, zsh and fish as
-# login shells, shellcheck for podstate's shell scripts.
+# login shells, shellcheck for podstate's shell scripts, strace to count the programs a
+# command starts on a pod.
 deps:
 	@missing=""; \
 	command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
@@ -27,6 +28,7 @@ deps:
 	command -v zsh >/dev/null 2>&1 || missing="$$missing zsh"; \
 	command -v fish >/dev/null 2>&1 || missing="$$missing fish"; \
 	command -v shellcheck >/dev/null 2>&1 || missing="$$missing shellcheck"; \
+	command -v strace >/dev/null 2>&1 || missing="$$missing strace"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
