@@ -42,8 +42,9 @@ test: deps venv
 	shellcheck podstate/scripts/*.sh
 	$(BIN)/pytest
 
-# Fleet speed against raw SSH and Ansible at real latency (root; about 12 minutes on 2 cores).
-# Writes bench/results/fleet.md, fleet.png and fleet.json; BENCH_ARGS="--runs 5" and so on.
+# Fleet speed at real latency against raw SSH, the same work with OpenSSH, plain pyinfra and
+# Ansible, and the pods' own work (root, strace; about 25 minutes on 2 cores). Writes
+# bench/results/fleet.md, fleet.png and fleet.json; BENCH_ARGS="--runs 1 --pods 8,24" and so on.
 bench: deps venv
 	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[test,bench]'
 	$(BIN)/python -m bench $(BENCH_ARGS)
