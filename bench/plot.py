@@ -19,7 +19,7 @@ def plot(raw: dict[str, Any], path: Path) -> None:
     table = cells(raw)
     rtts = [r for r in raw["settings"]["rtts_ms"]]
     counts = raw["settings"]["pod_counts"]
-    fig, axes = plt.subplots(1, len(rtts), figsize=(5.2 * len(rtts), 4.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(rtts), figsize=(5.2 * len(rtts) + 2.6, 4.6), squeeze=False)
     styles = {
         "floor": ("k", "o", "floor: ssh true", "-"),
         "check": ("tab:blue", "s", "podstate check", "-"),
@@ -52,7 +52,7 @@ def plot(raw: dict[str, Any], path: Path) -> None:
         ax.set_ylabel("seconds (median; bars: min–max)")
         ax.set_title(f"{rtt:g} ms RTT" if rtt else "0 ms RTT (local work only)")
         ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].legend(fontsize="small")
+    axes[0][-1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1))
     m = raw["machine"]
     fig.suptitle(f"podstate fleet benchmark — {m['cores']} cores, {m['cpu']}", fontsize="medium")
     fig.tight_layout()

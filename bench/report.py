@@ -100,7 +100,8 @@ def report(raw: dict[str, Any]) -> str:
         return table.get((step, rtt, pods))
 
     lines = [
-        "# Fleet speed: podstate against raw SSH and Ansible",
+        "# Fleet speed: podstate against raw SSH, the same work with OpenSSH, plain pyinfra "
+        "and Ansible",
         "",
         f"`make bench` (bench/run.py), {raw['started']}; sandbox pods reached through a "
         "latency proxy (bench/latency_proxy.py). Times are medians of "
@@ -235,6 +236,20 @@ def _targets(
         ("first apply", "first"),
     ):
         shown, ok = verdict(ratios(top, f"same_{top}"), lambda r: r <= TARGET_SAME_WORK)
+        if ok is False:
+            cpus = [
+                (n, at(top, TARGET_RTT_MS, n), at(f"same_{top}", TARGET_RTT_MS, n))
+                for n in TARGET_PODS
+            ]
+            shown += (
+                " (CPU of podstate's process and of the replay's OpenSSH clients: "
+                + ", ".join(
+                    f"{a.cpu:.2f} and {b.cpu:.2f} s at {n} pods"
+                    for n, a, b in cpus
+                    if a and b and a.cpu is not None and b.cpu is not None
+                )
+                + ")"
+            )
         rows.append(
             f"| {name} / same work ≤ {TARGET_SAME_WORK:g}, {where} | {shown} | {_verdict(ok)} |"
         )
@@ -408,6 +423,26 @@ def _reading(table: dict, counts: list[int], rtts: list[float], raw: dict[str, A
             f"Python it starts on the pods), so even with pods of their own it needs at least "
             f"{bound:.1f} s on {cores} cores: {bound / check_cell.median:.1f} × podstate's "
             f"check ({check_cell.median:.2f} s)."
+        )
+    same, check = table.get(("same_check", top, many)), table.get(("check", top, many))
+    if same and check and same.cpu is not None and check.cpu is not None:
+        lines.append(
+            f"- **The same work, without podstate.** At {many} pods and {top:g} ms, the check's "
+            f"own commands sent with OpenSSH took {same.median:.2f} s, podstate's check "
+            f"{check.median:.2f} s: the OpenSSH clients used {same.cpu:.2f} s of CPU (a process "
+            f"per command, a master per pod), podstate's one process {check.cpu:.2f} s. What "
+            "either takes above the floor is the pods' work, on these cores."
+        )
+    plain_noop, noop_cell = table.get(("plain_noop", top, few)), table.get(("noop", top, few))
+    if top > 0 and plain_noop and noop_cell:
+        lines.append(
+            f"- **Plain pyinfra waits for round trips.** It sends up to "
+            f"{plain_noop.commands_max} commands per pod for a noop (a fact or an operation's "
+            f"check at a time), podstate {noop_cell.commands_max}: at {top:g} ms and {few} pods "
+            f"its noop took {plain_noop.median / (top / 1000):.0f} RTT, podstate's "
+            f"{noop_cell.median / (top / 1000):.0f}. Its time grows slowly with the pods; "
+            "podstate's, bound here by this machine's CPU, grows faster, so the ratio falls with "
+            "the fleet."
         )
     first, noop = table.get(("first", top, few)), table.get(("noop", top, few))
     if top > 0 and first and noop and first.commands_max > noop.commands_max:
