@@ -18,7 +18,8 @@ $(BIN)/podstate: pyproject.toml
 venv: $(BIN)/podstate
 
 # Debian packages the tests need (root): sshd and sshfs for sandbox pods, zsh and fish as
-# login shells, shellcheck for podstate's shell scripts.
+# login shells, shellcheck for podstate's shell scripts, strace to count the programs a
+# command starts on a pod.
 deps:
 	@missing=""; \
 	command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
@@ -27,6 +28,7 @@ deps:
 	command -v zsh >/dev/null 2>&1 || missing="$$missing zsh"; \
 	command -v fish >/dev/null 2>&1 || missing="$$missing fish"; \
 	command -v shellcheck >/dev/null 2>&1 || missing="$$missing shellcheck"; \
+	command -v strace >/dev/null 2>&1 || missing="$$missing strace"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
@@ -40,8 +42,9 @@ test: deps venv
 	shellcheck podstate/scripts/*.sh
 	$(BIN)/pytest
 
-# Fleet speed against raw SSH and Ansible at real latency (root; about 12 minutes on 2 cores).
-# Writes bench/results/fleet.md, fleet.png and fleet.json; BENCH_ARGS="--runs 5" and so on.
+# Fleet speed at real latency against raw SSH, the same work with OpenSSH, plain pyinfra and
+# Ansible, and the pods' own work (root, strace; about 25 minutes on 2 cores). Writes
+# bench/results/fleet.md, fleet.png and fleet.json; BENCH_ARGS="--runs 1 --pods 8,24" and so on.
 bench: deps venv
 	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[test,bench]'
 	$(BIN)/python -m bench $(BENCH_ARGS)

@@ -1,6 +1,10 @@
 """One cycle of the fleet benchmark: fresh sandbox pods behind the latency proxy.
 
-``cycle`` times every step once on them, then takes them down.
+``cycle`` times every step once on them, then takes them down. Each podstate step's remote
+commands are recorded and replayed with OpenSSH (bench/replay.py) from the state the step
+found: at once for a check and a noop apply; after an apply back to the state before it for
+a reconfigure; on pods restarted (fresh container disks) for the first apply, last. After
+each replay a check must be clean.
 """
 
 from __future__ import annotations
@@ -12,13 +16,18 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from bench.ansible_check import add_ansible_blocks, ansible
+from bench.plain import plain, plain_hosts
+from bench.replay import Recorded, recorded, recording, replay
 from bench.steps import APPLY, BIN, ROOT, BenchError, environ, floor, timed, tool_env
+
+CHECK = [str(BIN / "podstate"), "check"]
 
 # Above the shipped disk_reserve (2G), as a real pod's container disk is; a sandbox pod's disk
 # is a tmpfs, which takes memory only for what is written.
@@ -65,15 +74,17 @@ def _raise_priority() -> None:
 def proxied_pods_file(state: Path, ports: dict[int, int], work: Path) -> Path:
     """Return a copy of the sandbox's pods file whose pods are reached through the proxy.
 
-    Host keys in the sandbox's known_hosts are keyed by ``[127.0.0.1]:port``; the copy's
-    known_hosts holds the same keys under the proxy's ports.
+    Each pod's own known_hosts (renewed at each start: a restart makes a new host key) is
+    keyed by ``[127.0.0.1]:port``; the copy's known_hosts holds the same keys under the
+    proxy's ports. Written again after a restart, the copy has the new keys.
     """
     known_hosts = work / "known_hosts"
     lines = []
-    for line in (state / "known_hosts").read_text().splitlines():
-        host, _, key = line.partition(" ")
-        port = int(host.rsplit(":", 1)[1])
-        lines.append(f"[127.0.0.1]:{ports[port]} {key}")
+    for own in sorted((state / "pods").glob("*/known_hosts")):
+        for line in own.read_text().splitlines():
+            host, _, key = line.partition(" ")
+            port = int(host.rsplit(":", 1)[1])
+            lines.append(f"[127.0.0.1]:{ports[port]} {key}")
     known_hosts.write_text("\n".join(lines) + "\n")
     doc = yaml.safe_load((state / "pods.yaml").read_text())
     doc["defaults"]["ssh_known_hosts_file"] = str(known_hosts)
@@ -102,16 +113,69 @@ def vars_dir(work: Path, pods: int) -> Path:
     return target
 
 
-def reconfigure(vars_path: Path, value: str) -> None:
-    """Change one ``env`` value for every pod (``BENCH_RECONFIGURED``, in group_vars)."""
+def reconfigure(vars_path: Path, value: str | None) -> None:
+    """Change one ``env`` value for every pod (``BENCH_RECONFIGURED``, in group_vars); None
+    removes it, as the shipped state has it."""
     all_yaml = vars_path / "group_vars" / "all.yaml"
     data = yaml.safe_load(all_yaml.read_text()) or {}
-    data.setdefault("env", {})["BENCH_RECONFIGURED"] = value
+    if value is None:
+        data.get("env", {}).pop("BENCH_RECONFIGURED", None)
+    else:
+        data.setdefault("env", {})["BENCH_RECONFIGURED"] = value
     all_yaml.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
-def cycle(pods: int, rtt_ms: float, run: int, with_ansible: bool) -> dict[str, Any]:
-    """Measure every step once on ``pods`` fresh sandbox pods at ``rtt_ms``; return a sample."""
+def nvidia_smi_delay(seconds: float) -> None:
+    """Make every call of every sandbox pod's nvidia-smi take ``seconds`` (0: none)."""
+    from podstate import sandbox
+    from podstate.sandbox_shapes import GPU_LAYOUT
+
+    for pod in sandbox.status():
+        if pod.shape.gpus:
+            add = f"; echo 'delay|{seconds:g}' >> {GPU_LAYOUT}" if seconds else ""
+            sandbox.pod_exec(pod.name, f"sed -i '/^delay|/d' {GPU_LAYOUT}{add}")
+
+
+@dataclass
+class Cycle:
+    """One cycle's fleet: its sandbox, the proxy in front of it and what the tools get."""
+
+    work: Path
+    state: Path
+    proxy: Proxy
+    pods_file: Path
+    vars_path: Path
+    env: dict[str, str]
+    steps: dict[str, Any] = field(default_factory=dict)
+
+    def podstate(self, step: str, name: str, command: list[str]) -> dict[int, list[Recorded]]:
+        """Time a podstate command as ``step``; return the remote commands it sent."""
+        record = self.work / "record"
+        self.steps[step], _ = timed(name, command, recording(self.env, record), self.state)
+        return recorded(record)
+
+    def same_work(self, step: str, commands: dict[int, list[Recorded]]) -> None:
+        """Time ``commands`` replayed with OpenSSH as ``step``; then a check must be clean."""
+        self.steps[step] = replay(commands, self.pods_file, self.state, self.work)
+        timed(f"check after {step}", CHECK, self.env, self.state)
+
+    def restart_all(self) -> None:
+        """Restart every pod (container disks wiped) and take their new host keys."""
+        from podstate import sandbox
+
+        for pod in sandbox.status():
+            sandbox.restart(pod.name)
+        proxied_pods_file(self.state, self.proxy.ports, self.work)
+
+
+def cycle(
+    pods: int, rtt_ms: float, run: int, with_ansible: bool, delay: float = 0
+) -> dict[str, Any]:
+    """Measure every step once on ``pods`` fresh sandbox pods at ``rtt_ms``; return a sample.
+
+    With ``delay``, check and noop are timed again with every nvidia-smi call taking that
+    many seconds.
+    """
     from podstate import sandbox
 
     work = Path(tempfile.mkdtemp(prefix="podstate-bench-"))
@@ -132,16 +196,36 @@ def cycle(pods: int, rtt_ms: float, run: int, with_ansible: bool) -> dict[str, A
             pods_file = proxied_pods_file(state, proxy.ports, work)
             vars_path = vars_dir(work, pods)
             env = tool_env(pods_file, vars_path)
-            steps = sample["steps"]
-            steps["first"], _ = timed("first apply", APPLY, env, state)
-            steps["floor"] = floor(pods_file, state)
-            steps["check"], _ = timed("check", [str(BIN / "podstate"), "check"], env, state)
-            steps["noop"], _ = timed("noop apply", APPLY, env, state)
+            c = Cycle(work, state, proxy, pods_file, vars_path, env, sample["steps"])
+            first = c.podstate("first", "first apply", APPLY)
+            c.steps["floor"] = floor(pods_file, state)
+            c.same_work("same_check", c.podstate("check", "check", CHECK))
+            c.same_work("same_noop", c.podstate("noop", "noop apply", APPLY))
             reconfigure(vars_path, f"run-{run}")
-            steps["reconfigure"], _ = timed("reconfigure", APPLY, env, state)
+            changed = c.podstate("reconfigure", "reconfigure", APPLY)
+            reconfigure(vars_path, None)  # back to the state the reconfigure started from
+            timed("apply before the reconfigure's replay", APPLY, env, state)
+            reconfigure(vars_path, f"run-{run}")
+            c.same_work("same_reconfigure", changed)
+            if delay:
+                nvidia_smi_delay(delay)
+                c.steps["check_slow"], _ = timed("check, slow nvidia-smi", CHECK, env, state)
+                c.steps["noop_slow"], _ = timed("noop, slow nvidia-smi", APPLY, env, state)
+                nvidia_smi_delay(0)
             if with_ansible:
                 add_ansible_blocks([p.name for p in sandbox.status()])
-                steps["ansible"] = ansible(pods, pods_file, vars_path, work, env, state)
+                c.steps["ansible"] = ansible(pods, pods_file, vars_path, work, env, state)
+            hosts = plain_hosts(pods_file, vars_path, work)
+            plain("plain pyinfra, its hooks", hosts, env, state, changes=True)
+            c.steps["plain_noop"] = plain("plain pyinfra noop", hosts, env, state, changes=False)
+            reconfigure(vars_path, f"run-{run}-plain")
+            hosts = plain_hosts(pods_file, vars_path, work)
+            c.steps["plain_reconfigure"] = plain(
+                "plain pyinfra reconfigure", hosts, env, state, changes=True
+            )
+            c.restart_all()  # fresh container disks, as the first apply found them
+            reconfigure(vars_path, None)
+            c.same_work("same_first", first)
         finally:
             if proxy is not None:
                 proxy.stop()

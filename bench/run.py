@@ -1,7 +1,8 @@
-"""Fleet benchmark: podstate against raw SSH and Ansible, over links with real round-trip time.
+"""Fleet benchmark: podstate against raw SSH, the same work with OpenSSH, plain pyinfra and
+Ansible, over links with real round-trip time.
 
 For every pod count and round-trip time (RTT), on fresh sandbox pods reached through the
-latency proxy (bench/latency_proxy.py), one cycle times, in this order:
+latency proxy (bench/latency_proxy.py), one cycle (bench/cycle.py) times, in this order:
 
 * ``first``: ``pyinfra -y inventories/pods.py deploy/pod.py`` on the fresh pods;
 * ``floor``: ``ssh -o BatchMode=yes pod true`` to every pod at once (OpenSSH, one process
@@ -9,18 +10,27 @@ latency proxy (bench/latency_proxy.py), one cycle times, in this order:
 * ``check``: ``podstate check`` on the converged fleet;
 * ``noop``: the same apply again, on the converged fleet;
 * ``reconfigure``: the same apply once one ``env`` value has changed for every pod;
+* ``same_*``: each of those four's remote commands, recorded as podstate sent them, sent
+  again with plain OpenSSH from the state the step found (bench/replay.py): the same work,
+  without podstate's process; a check afterwards must be clean;
+* ``check_slow``, ``noop_slow``: check and noop with every ``nvidia-smi`` call taking
+  ``--nvidia-smi-delay`` seconds, as on a multi-GPU host without persistence mode;
 * ``ansible``: ``ansible-playbook --check bench/ansible/fleet.yml``, the same work written for
   Ansible, on the same fleet, once the two ~/.bashrc blocks that Ansible's ``blockinfile``
-  adds beside podstate's hooks are in place (its check must then find nothing to change).
+  adds beside podstate's hooks are in place (its check must then find nothing to change);
+* ``plain_noop``, ``plain_reconfigure``: the same desired state as plain pyinfra
+  (bench/plain_pyinfra), converged on its own terms, then with one ``env`` value changed.
 
-Each step's remote commands per pod are counted from the pods' sshd logs. Cycles repeat
-``--runs`` times, interleaved (run 1 of every setting, then run 2, ...), and the report
-gives medians. ``--report`` rebuilds the Markdown and the plot from the raw JSON alone.
+Before the cycles, bench/podwork.py measures the CPU time and the programs that a check and
+a reconfigure cost one pod. Each step's remote commands per pod are counted from the pods'
+sshd logs. Cycles repeat ``--runs`` times, interleaved (run 1 of every setting, then run
+2, ...), and the report gives medians. ``--report`` rebuilds the Markdown and the plot from
+the raw JSON alone.
 
-Needs root (sandbox pods) and the ``bench`` extra (ansible-core, matplotlib).
+Needs root (sandbox pods), strace and the ``bench`` extra (ansible-core, matplotlib).
 
-This module runs the cycles and the command line. One cycle is ``bench/cycle.py``, a timed
-step ``bench/steps.py``, Ansible's step ``bench/ansible_check.py``; the report is
+This module runs the cycles and the command line. A timed step is ``bench/steps.py``,
+Ansible's step ``bench/ansible_check.py``, plain pyinfra's ``bench/plain.py``; the report is
 ``bench/report.py`` (numbers from ``bench/stats.py``, plot ``bench/plot.py``).
 """
 
@@ -31,6 +41,7 @@ import compileall
 import datetime as dt
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -43,6 +54,7 @@ from typing import Any
 
 from bench.cycle import cycle, vars_dir
 from bench.machine import machine
+from bench.podwork import pod_work
 from bench.report import STEPS, write_report
 from bench.steps import APPLY, BIN, ROOT, STEP_TIMEOUT_S, BenchError, tool_env
 from podstate.jsonfile import write_json
@@ -57,6 +69,8 @@ class Settings:
     rtts_ms: list[float] = field(default_factory=lambda: [150.0, 50.0, 0.0])
     pod_counts: list[int] = field(default_factory=lambda: [8, 24, 48])
     runs: int = 3
+    nvidia_smi_delay: float = 1.0  # seconds each nvidia-smi call takes in the slow steps
+    pod_work_runs: int = 5  # repetitions of each measure of the pods' own work (0: none)
 
 
 # --- the whole run --------------------------------------------------------------------------
@@ -81,6 +95,10 @@ def measure(settings: Settings, ansible_runs: int, out: Path) -> dict[str, Any]:
     }
     raw["startup"] = startup_times()
     raw["first_connection"] = first_connection_times()
+    if settings.pod_work_runs:
+        print("the pods' own work: CPU and programs on one pod", flush=True)
+        raw["pod_work"] = pod_work(settings.pod_work_runs)
+        write_json(out / "fleet.json", raw, indent=1)
     total = settings.runs * len(settings.rtts_ms) * len(settings.pod_counts)
     began = time.monotonic()
     for run in range(settings.runs):
@@ -93,7 +111,7 @@ def measure(settings: Settings, ansible_runs: int, out: Path) -> dict[str, Any]:
                     + (", with Ansible" if with_ansible else ""),
                     flush=True,
                 )
-                sample = cycle(pods, rtt, run, with_ansible)
+                sample = cycle(pods, rtt, run, with_ansible, settings.nvidia_smi_delay)
                 raw["samples"].append(sample)
                 print(
                     "    "
@@ -201,6 +219,16 @@ def main(argv: list[str] | None = None) -> int:
         "--ansible-runs", type=int, default=1,
         help="runs that include Ansible (default 1: it takes minutes at 48 pods)",
     )  # fmt: skip
+    parser.add_argument(
+        "--nvidia-smi-delay", type=float, default=Settings().nvidia_smi_delay, metavar="SECONDS",
+        help="check and noop again with each nvidia-smi call taking this long, as on a "
+        "multi-GPU host without persistence mode (default 1; 0: not)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--pod-work-runs", type=int, default=Settings().pod_work_runs,
+        help="repetitions of each measure of the CPU and programs on one pod (default 5; 0: "
+        "not measured)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=RESULTS, help="results directory")
     parser.add_argument(
         "--report", action="store_true", help="only rebuild fleet.md and fleet.png from fleet.json"
@@ -212,11 +240,23 @@ def main(argv: list[str] | None = None) -> int:
         else:
             if os.geteuid() != 0:
                 raise BenchError("the benchmark needs root (sandbox pods); run it as root")
+            if args.pod_work_runs and not shutil.which("strace"):
+                raise BenchError(
+                    "strace missing (it counts programs on a pod): apt-get install strace"
+                )
             if args.ansible_runs and not (BIN / "ansible-playbook").exists():
                 raise BenchError("ansible-playbook missing: pip install -e '.[bench]'")
             if args.runs < 1 or any(n < 1 for n in args.pods) or any(r < 0 for r in args.rtt):
                 raise BenchError("runs and pod counts must be positive, RTTs not negative")
-            settings = Settings(rtts_ms=args.rtt, pod_counts=sorted(args.pods), runs=args.runs)
+            if not 0 <= args.nvidia_smi_delay <= 60 or args.pod_work_runs < 0:
+                raise BenchError("the nvidia-smi delay is 0 to 60 s, pod work runs at least 0")
+            settings = Settings(
+                rtts_ms=args.rtt,
+                pod_counts=sorted(args.pods),
+                runs=args.runs,
+                nvidia_smi_delay=args.nvidia_smi_delay,
+                pod_work_runs=args.pod_work_runs,
+            )
             raw = measure(settings, min(args.ansible_runs, args.runs), args.out)
         write_report(raw, args.out)
     except (BenchError, OSError, subprocess.SubprocessError) as error:

@@ -82,7 +82,8 @@ def _tail(text: str, lines: int = 8) -> str:
 def timed(
     name: str, command: list[str], env: dict[str, str], state: Path, expect: int = 0
 ) -> tuple[dict[str, Any], str]:
-    """Run ``command`` from the repository root; return its time, commands per pod, output.
+    """Run ``command`` from the repository root; return its time, commands per pod, and its
+    output (stdout, then stderr).
 
     Raises BenchError when it exits with another status than ``expect``.
     """
@@ -110,7 +111,7 @@ def timed(
         "machine_cpu_s": _machine_cpu() - machine_cpu,
         "commands": _per_pod(before, sandbox.commands_served(state)),
     }
-    return step, result.stdout
+    return step, result.stdout + result.stderr
 
 
 def floor(pods_file: Path, state: Path) -> dict[str, Any]:

@@ -34,7 +34,7 @@ def _sandbox(args: argparse.Namespace) -> int:
         )
         raise sandbox.SandboxError(f"podstate sandbox {args.action}: {which}")
     if args.action == "up":
-        pods_file = sandbox.up(pods=args.pods)
+        pods_file = sandbox.up(pods=args.pods, nvidia_smi_delay=args.nvidia_smi_delay)
         print(f"{args.pods} sandbox pods are up; pods file: {pods_file}")
         print(
             f"converge them: PODSTATE_PODS={pods_file} pyinfra -y inventories/pods.py deploy/*.py"
@@ -198,6 +198,11 @@ def parser() -> argparse.ArgumentParser:
     )
     box.add_argument("pod", nargs="?", help="the pod to restart (restart)")
     box.add_argument("--pods", type=int, default=4, help="how many pods (up; default 4)")
+    box.add_argument(
+        "--nvidia-smi-delay", type=float, default=0, metavar="SECONDS",
+        help="how long each call of the pods' nvidia-smi takes (up; default 0; real multi-GPU "
+        "hosts without persistence mode take seconds)",
+    )  # fmt: skip
     box.set_defaults(run=_sandbox)
     drift = commands.add_parser(
         "check",

@@ -34,21 +34,18 @@ def write_command(path: str, content: str, own: bool, mode: str) -> str:
 
     Its exit status is 0 only if every step succeeded and the path then reads back with the
     content (and, for a file podstate owns, the mode); see scripts/write_file.sh. The
-    content travels base64-encoded, so no byte of it is ever seen by a shell.
+    content travels base64-encoded, so no byte of it is ever seen by a shell. It runs in a
+    subshell of the shell that runs it, which starts no shell of its own.
     """
     data = content.encode("utf-8", "surrogateescape")
-    return " ".join(
-        [
-            "sh -c",
-            shlex.quote(WRITE_FILE),
-            "write_file",
-            quote_path(path),
-            "own" if own else "edit",
-            mode,
-            hashlib.sha256(data).hexdigest(),
-            b64(content),
-        ]
-    )
+    arguments = [
+        quote_path(path),
+        "own" if own else "edit",
+        mode,
+        hashlib.sha256(data).hexdigest(),
+        b64(content),
+    ]
+    return f"(set -- {' '.join(arguments)}\n{WRITE_FILE})"
 
 
 def file_problem(path: str, found: FileInfo, own: bool) -> str | None:

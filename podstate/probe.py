@@ -47,6 +47,10 @@ GPU_FIELDS = {
     "pcie.link.width.current": "link_width",
     "pcie.link.width.max": "link_width_max",
 }
+# Where the probe keeps what nvidia-smi says that cannot change while the container runs (the
+# topology, the CUDA version), keyed by the GPU count and driver version: on the container
+# disk, beside the pod lock, so a restart wipes it (scripts/gpu_state.sh).
+GPU_CACHE = "/run/podstate.gpu"
 _NUMBERS = {"memory_mib", "temperature", "ecc_uncorrected", "link_width", "link_width_max"}
 # Managed files larger than this are not read, nor written: podstate rewrites a file's whole
 # content inside one SSH command, which must fit in one argument (``podstate.fits.ARG_MAX``);
@@ -472,62 +476,66 @@ class PodProbe(FactBase[dict[str, Any]]):
         lock_wait: int = 0,
         boot: dict[str, Any] | None = None,
     ) -> str:
-        """Return the POSIX sh program the probe runs: read-only, one output line per item.
+        """Return the POSIX sh program the probe runs: one output line per item, read-only
+        but for podstate's own GPU cache (GPU_CACHE, on the container disk).
 
-        Another run's live pod lock is waited for up to ``lock_wait`` seconds first, so that
-        an apply plans from what that run left, not from a pod halfway through it.
+        The GPUs are read beside the rest (scripts/gpu_state.sh): one nvidia-smi query,
+        started first and collected last; the topology and CUDA version come from the cache
+        once a probe of this container has read them. Another run's live pod lock is waited
+        for up to ``lock_wait`` seconds, so that an apply plans from what that run left, not
+        from a pod halfway through it.
         """
         lines = [
             "export LC_ALL=C",
             "echo begin",
+            # base64 on one line; -w0 (GNU, busybox) saves a process for each value. The
+            # mounts are the first value, and tell whether it works.
+            "if m=$(base64 -w0 </proc/self/mounts 2>/dev/null); then b64() { base64 -w0; };"
+            " else b64() { base64 | tr -d '\\n'; }; m=$(b64 </proc/self/mounts); fi",
+            # The GPUs are read beside everything else (nvidia-smi can take seconds): started
+            # first, their lines copied out at the end. The rest keeps the probe's stdin.
+            script("gpu_state.sh"),
+            "exec 4<&0",
+            f"gpu_state {','.join(GPU_FIELDS)} {GPU_CACHE} </dev/null | {{ exec 5<&0 <&4 4<&-",
             f"L={LOCK}",
             'live() { [ -d "$L" ] && e= && { read -r e <"$L/expires"; } 2>/dev/null &&'
             ' [ "$(date +%s)" -le "${e:-0}" ]; }',
             f"n=0; while [ $n -lt {lock_wait * 5} ] && live; do sleep 0.2; n=$((n + 1)); done",
             'g=; { read -r g <"$L.gen"; } 2>/dev/null;'
             ' if live; then echo "lock ${g:-0} held"; else echo "lock ${g:-0} free"; fi',
-            # base64 on one line; -w0 (GNU, busybox) saves a process for each value
-            "if base64 -w0 </dev/null >/dev/null 2>&1; then b64() { base64 -w0; };"
-            " else b64() { base64 | tr -d '\\n'; }; fi",
             # enc VALUE sets enc_v to what the parser reads back as VALUE: "=VALUE" when VALUE
             # is plain (no process at all), else its base64 (which never starts with "=")
             'enc() { case $1 in *[!A-Za-z0-9/._+,:@%=-]*) enc_v=$(printf %s "$1" | b64) ;;'
             ' *) enc_v="=$1" ;; esac; }',
-            # The shell's own capabilities, which the commands it starts as root keep
-            'while read -r k v; do [ "$k" = CapEff: ] && echo "caps $v"; done </proc/self/status',
+            # The shell's own capabilities, which the commands it starts as root keep, and
+            # its user id
+            'while read -r k v; do case $k in CapEff:) echo "caps $v" ;;'
+            " Uid:) i=${v#*[!0-9]}; i=${i%%[!0-9]*} ;; esac; done </proc/self/status",
             # One line per filesystem stat answers for (none for a missing /dev/shm)
             'stat -f -c "fs %n %S %a %b" / /dev/shm 2>/dev/null',
-            'echo "mounts $(b64 < /proc/self/mounts)"',
-            'u=$(id -un); enc "$u"; echo "user $enc_v"',
-            # The login shell sshd runs every command with: what must read podstate's profile.
-            's=$(getent passwd "$u" 2>/dev/null) || s=$(grep "^$u:" /etc/passwd); '
-            'enc "${s##*:}"; echo "shell $enc_v"',
-            # No nvidia-smi: a CPU pod. One that fails (a driver update, a hung GPU): unknown,
-            # and nothing more is asked of it. A field it says "is not a valid field to query"
-            # (another release's name) is asked again without, and listed as unknown.
-            "if command -v nvidia-smi >/dev/null 2>&1; then"
-            f" f={','.join(GPU_FIELDS)}; u=;"
-            ' while q=$(timeout 20 nvidia-smi --query-gpu="$f" --format=csv,noheader,nounits'
-            ' 2>&1); r=$?; x=${q#Field \\"}; x=${x%%\\"*}; [ $r = 2 ] &&'
-            ' case $q in "Field \\"$x\\" is not a valid field to query."*) ;; *) false ;; esac &&'
-            ' case ,$f, in *,"$x",*) ;; *) false ;; esac; do'
-            ' f=,$f,; f=${f%%,"$x",*},${f#*,"$x",}; f=${f#,}; f=${f%,}; u=$u,$x; done;'
-            ' echo "gpu.query $r $(printf %s "$q" | b64)";'
-            ' if [ -n "$u" ]; then echo "gpu.unknown ${u#,}"; fi;'
-            " if [ $r = 0 ]; then"
-            ' echo "gpu.header $(timeout 20 nvidia-smi 2>/dev/null | head -n 5 | b64)";'
-            ' echo "topo $(timeout 20 nvidia-smi topo -m 2>/dev/null | b64)"; fi; fi',
+            'echo "mounts $m"',
+            # The user and the login shell sshd runs every command with (what must read
+            # podstate's profile): from /etc/passwd, else as the system's name service says.
+            "u= s=; { while IFS=: read -r n _ x _ _ _ h; do"
+            ' [ "$x" = "$i" ] && u=$n s=$h && break; done </etc/passwd; } 2>/dev/null;'
+            ' if [ -z "$u" ]; then u=$(id -un); s=$(getent passwd "$u" 2>/dev/null);'
+            ' s=${s##*:}; fi; enc "$u"; echo "user $enc_v"; enc "$s"; echo "shell $enc_v"',
         ]
-        for path in paths:
-            q = quote_path(path)
-            lines.append(
-                f"k=$(stat -c %a:%F -- {q} 2>/dev/null) || k=-; "
-                f"r=$(realpath -m -- {q} && echo .); "  # the dot keeps a final line break
-                f'enc "${{r%??}}"; echo "path {b64(path)} $enc_v $k"'
-            )
+        if paths or files:
+            lines.append(script("stats.sh"))
+        if paths:
+            lines.append("stats -P %a:%F " + " ".join(quote_path(path) for path in paths))
+            lines += [
+                f'real {quote_path(path)}; enc "$r"; echo "path {b64(path)} $enc_v $st_{i}"'
+                for i, path in enumerate(paths, 1)
+            ]
         if files:
             lines.append(script("file_state.sh"))
-            lines += [f"file_state {b64(path)} {quote_path(path)} {MAX_FILE}" for path in files]
+            lines.append("stats -L '%a %s %F' " + " ".join(quote_path(path) for path in files))
+            lines += [
+                f'file_state {b64(path)} {quote_path(path)} {MAX_FILE} "$st_{i}"'
+                for i, path in enumerate(files, 1)
+            ]
         if venv:
             lines += _venv_script(venv)
         if environ:
@@ -547,7 +555,7 @@ class PodProbe(FactBase[dict[str, Any]]):
         if secrets is not None:
             lines.insert(0, secret_ops.KEEP_STDIN)
             lines += secret_ops.probe_lines(secrets)
-        lines.append("echo end")
+        lines += ["while IFS= read -r g <&5; do printf '%s\\n' \"$g\"; done; }", "echo end"]
         return "\n".join(lines)
 
     def process(self, output: list[str]) -> dict[str, Any]:

@@ -38,13 +38,16 @@ directory and its records).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
+import tempfile
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +57,13 @@ from podstate.procfs import unescape
 from podstate.sandbox_api import API_KEY_FILE, start_api
 from podstate.sandbox_prepare import FILES, prepare_pod, software_mounts
 from podstate.sandbox_processes import POD_PATH, alive, namespaces_of, proc_start, spawn, stop
-from podstate.sandbox_shapes import SHAPES, Shape, gpu_fault_command, shape_for
+from podstate.sandbox_shapes import (
+    NVIDIA_SMI_CALLS,
+    SHAPES,
+    Shape,
+    gpu_fault_command,
+    shape_for,
+)
 from podstate.sandbox_ssh import SSHD, free_ports, keygen, public_key, wait_for_banners
 from podstate.sandbox_state import (
     SandboxError,
@@ -82,9 +91,11 @@ __all__ = [
     "api_env",
     "commands_served",
     "down",
+    "nvidia_smi_calls",
     "pod_exec",
     "pods_file",
     "pods_json",
+    "programs_started",
     "restart",
     "set_start_command",
     "shape_for",
@@ -175,6 +186,7 @@ def up(
     base_port: int | None = None,
     disk: str = DISK,
     storage_route: Callable[[int], int] | None = None,
+    nvidia_smi_delay: float = 0,
 ) -> Path:
     """Start ``pods`` sandbox pods and return the pods file written for them.
 
@@ -185,7 +197,9 @@ def up(
     sizes ("4G", "512M"). Returns once every pod's sshd answers with its SSH banner; on any
     failure, stops what it started and raises SandboxError. ``storage_route`` maps the
     storage sshd's port to the port the pods' sshfs connects to instead (a proxy that adds
-    network latency, say; its caller runs it).
+    network latency, say; its caller runs it). ``nvidia_smi_delay`` is how many seconds each
+    call of the pods' nvidia-smi takes (as on a multi-GPU host without persistence mode,
+    where NVML's start takes seconds); 0, the default, answers at once.
 
     The pods file's known_hosts (``known_hosts`` in the state directory) holds the host keys
     the pods have now, as a user's ``~/.ssh/known_hosts`` would after a first connection;
@@ -196,13 +210,15 @@ def up(
         raise SandboxError("a sandbox needs at least one pod")
     if not re.fullmatch(r"[1-9]\d*[kKmMgG]?", disk):
         raise SandboxError(f"disk size {disk!r} is not a size like 4G or 512M")
+    if not 0 <= nvidia_smi_delay <= 60:
+        raise SandboxError(f"nvidia-smi delay {nvidia_smi_delay!r} is not 0 to 60 seconds")
     _preflight()
     root = state_dir()
     if (root / "sandbox.json").exists():
         raise SandboxError(ALREADY_UP_MESSAGE)
     try:
         base = base_port or DEFAULT_BASE_PORT + zlib.crc32(str(root).encode()) % 40 * 300
-        return _up(root, pods, base, disk, storage_route)
+        return _up(root, pods, base, disk, storage_route, nvidia_smi_delay)
     except BaseException as error:
         try:
             down()
@@ -291,6 +307,50 @@ def pod_exec(
         cwd="/",
         timeout=timeout,
     )
+
+
+def nvidia_smi_calls(name: str) -> list[str]:
+    """Return the arguments of every call of pod ``name``'s nvidia-smi since its container
+    started, one string each, in order (a restart starts the list again)."""
+    result = pod_exec(name, f"cat {NVIDIA_SMI_CALLS} 2>/dev/null || true")
+    return result.stdout.splitlines()
+
+
+@contextlib.contextmanager
+def programs_started(name: str) -> Iterator[list[str]]:
+    """Yield a list that, once the block has run, holds every program the processes of pod
+    ``name``'s sshd started during it (the path each successful execve ran), in start order.
+
+    For counting what a command run over SSH costs the pod: the connection's own sshd
+    (OpenSSH re-executes itself for each connection), the login shell for each remote
+    command, and all they start. Needs strace (apt-get install strace), which is attached to
+    the sshd before the block runs and detached after.
+    """
+    pod = load_pods().get(name)
+    if pod is None:
+        raise SandboxError(f"no sandbox pod named {name!r}")
+    if not shutil.which("strace"):
+        raise SandboxError("strace is missing; install it (apt-get install strace)")
+    with tempfile.TemporaryDirectory(prefix="podstate-trace-") as tmp:
+        tracer = subprocess.Popen(
+            ["strace", "-f", "-ff", "-ttt", "-e", "trace=execve", "-e", "signal=none",
+             "-o", f"{tmp}/t", "-p", str(pod["pid"])],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        started: list[str] = []
+        try:
+            line = tracer.stderr.readline() if tracer.stderr else ""
+            if "attached" not in line:
+                raise SandboxError(f"strace could not attach to {name}'s sshd: {line.strip()}")
+            yield started
+        finally:
+            tracer.send_signal(signal.SIGINT)
+            tracer.communicate(timeout=30)
+        execs = []
+        for trace in Path(tmp).glob("t.*"):
+            execs += re.findall(r'^(\d+\.\d+) execve\("([^"]*)".*= 0$', trace.read_text(), re.M)
+        started += [path for _, path in sorted(execs, key=lambda e: float(e[0]))]
 
 
 def stop_pod(name: str) -> None:
@@ -436,6 +496,7 @@ def _up(
     base_port: int,
     disk: str,
     storage_route: Callable[[int], int] | None = None,
+    nvidia_smi_delay: float = 0,
 ) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     for stale in ("pods", "storage", "storaged"):  # left by a down() that was cut short
@@ -468,7 +529,9 @@ def _up(
     for number, (name, port) in enumerate(zip(names, ports, strict=False), start=1):
         shape = shape_for(number)
         pod_dir = pod_state_dir(root, name)
-        prepare_pod(root, pod_dir, name, port, shape, storage_port, client_pub, disk)
+        prepare_pod(
+            root, pod_dir, name, port, shape, storage_port, client_pub, disk, nvidia_smi_delay
+        )
         (pod_dir / "submounts").write_text(submounts)
         records[name] = _pod_record(name, number, port, shape, pod_dir)
     meta["api"] = start_api(root)

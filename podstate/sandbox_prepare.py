@@ -48,15 +48,16 @@ def prepare_pod(
     storage_port: int,
     client_pub: str,
     disk: str,
+    nvidia_smi_delay: float = 0,
 ) -> None:
     """Write everything a pod's bootstrap needs into its state directory.
 
     seed/ holds the files the pod's root gets on top of the host's (the bootstrap copies
     them into the pod's root overlay at every start): its /etc changes, /root, /tmp,
-    /workspace and nvidia-smi stand-in. What RunPod's start script writes (the host key,
-    /etc/rp_environment, the lines it appends to ~/.bashrc and authorized_keys) its
-    /start.sh (sandbox_files/start.sh) writes at every start, from the environment
-    ``container.env`` gives it.
+    /workspace and nvidia-smi stand-in (each call taking ``nvidia_smi_delay`` seconds). What
+    RunPod's start script writes (the host key, /etc/rp_environment, the lines it appends to
+    ~/.bashrc and authorized_keys) its /start.sh (sandbox_files/start.sh) writes at every
+    start, from the environment ``container.env`` gives it.
     """
     seed = pod_dir / "seed"
     etc = seed / "etc"
@@ -122,7 +123,8 @@ def prepare_pod(
         shutil.copyfile(FILES / "nvidia-smi", local / "bin/nvidia-smi")
         (local / "bin/nvidia-smi").chmod(0o755)
         (local / "share/nvidia-smi-standin").mkdir(parents=True)
-        (local / "share/nvidia-smi-standin/layout").write_text(gpu_layout(name, shape))
+        layout = gpu_layout(name, shape, nvidia_smi_delay)
+        (local / "share/nvidia-smi-standin/layout").write_text(layout)
 
     if shape.workspace == "sshfs":
         (root / "storage" / name).mkdir(mode=0o755)

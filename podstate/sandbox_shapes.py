@@ -75,8 +75,9 @@ def shape_for(number: int) -> Shape:
     return SHAPES[_CYCLE[(number - len(SHAPES) - 1) % len(_CYCLE)]]
 
 
-def gpu_layout(name: str, shape: Shape) -> str:
-    """Return the nvidia-smi stand-in's layout file for a pod."""
+def gpu_layout(name: str, shape: Shape, delay: float = 0) -> str:
+    """Return the nvidia-smi stand-in's layout file for a pod whose every nvidia-smi call takes
+    ``delay`` seconds."""
     if shape.nvlink:
         buses = ["18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"]
     else:
@@ -94,6 +95,8 @@ def gpu_layout(name: str, shape: Shape) -> str:
     lines.append(f"link|{shape.link or 'PHB'}")
     lines.append("driver|550.127.05")
     lines.append(f"cuda|{CUDA_VERSION}")
+    if delay:
+        lines.append(f"delay|{delay:g}")
     return "\n".join(lines) + "\n"
 
 
@@ -119,6 +122,7 @@ GPU_FAULTS = {
 }
 NO_GPUS = "no-gpus"  # a pod that came back from a restart with no GPUs listed
 GPU_LAYOUT = "/usr/local/share/nvidia-smi-standin/layout"  # in each pod
+NVIDIA_SMI_CALLS = "/run/podstate-sandbox/nvidia-smi.calls"  # each call's arguments, in each pod
 
 
 def gpu_fault_command(fault: str, index: int = 0) -> str:

@@ -106,9 +106,33 @@ def test_write_makes_missing_directories(tree):
     assert leftovers(tree) == []
 
 
-def test_own_file_gets_its_mode(tree):
-    assert write(tree / "private", own=True, mode="644").returncode == 0
-    assert stat.S_IMODE((tree / "private").stat().st_mode) == 0o644
+@pytest.mark.parametrize("mode", ["644", "600", "640", "755", "700", "1644"])
+def test_own_file_gets_its_mode(tree, mode):
+    """Read and write bits come from the umask the temporary file is made with; any other
+    bit from a chmod of it."""
+    assert write(tree / "private", own=True, mode=mode).returncode == 0
+    assert stat.S_IMODE((tree / "private").stat().st_mode) == int(mode, 8)
+    assert (tree / "private").read_text() == TEXT
+    assert leftovers(tree) == []
+
+
+def test_a_failing_write_fails_inside_an_and_list(tree):
+    """A caller's && switches set -e off; each step of the write is checked on its own."""
+    command = write_command(str(tree / "dir"), TEXT, True, "644")
+    result = subprocess.run(["sh", "-c", f"{command} && echo went on"], capture_output=True,
+                            text=True)  # fmt: skip
+    assert result.returncode == 1 and "went on" not in result.stdout
+    assert "not a regular file" in result.stderr
+    (tree / "ro").mkdir()
+    (tree / "ro").chmod(0o555)
+    command = write_command(str(tree / "ro" / "f"), TEXT, True, "644")
+    result = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+         "sh", "-c", f"{command} && echo went on"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 1 and "went on" not in result.stdout, result.stderr
+    assert "Permission denied" in result.stderr
 
 
 @pytest.mark.parametrize(

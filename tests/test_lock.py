@@ -262,7 +262,9 @@ def probe_lock_lines(path: Path, wait: int) -> subprocess.Popen:
     from podstate.probe import PodProbe
 
     lines = PodProbe().command(paths=[], files=[], lock_wait=wait).splitlines()
-    program = "\n".join(lines[2:7]).replace(f"L={lock_path()}", f"L={path}")
+    start = lines.index(f"L={lock_path()}")
+    end = next(i for i, line in enumerate(lines) if 'echo "lock ' in line)
+    program = "\n".join([f"L={path}", *lines[start + 1 : end + 1]])
     return subprocess.Popen(["sh", "-c", program], stdout=subprocess.PIPE, text=True)
 
 

@@ -1,13 +1,14 @@
 #!/bin/sh
 # Replace a file's whole content atomically, then prove on the pod that it holds it.
-# Usage: sh -c "$(cat write_file.sh)" write_file PATH HOW MODE SHA256 CONTENT_BASE64
+# Usage: (set -- PATH HOW MODE SHA256 CONTENT_BASE64; <this script>): a subshell of the
+# caller's shell, not a shell of its own (podstate.operations.write_command).
 #   HOW=own   podstate owns PATH: a regular file of MODE; anything else there is refused.
 #   HOW=edit  the user owns PATH: a symbolic link is followed and its target replaced in its
 #             own directory (the link stays); an existing file keeps its mode and owner;
 #             MODE is for a file that does not exist yet.
 # Exit status 0 only when every step succeeded and PATH reads back with SHA256 (and, for
-# HOW=own, MODE); otherwise one line on stderr saying what is wrong.
-set -eu
+# HOW=own, MODE); otherwise one line on stderr saying what is wrong. Each step is checked on
+# its own: no `set -e`, which a caller's `&&` would switch off.
 path=$1 how=$2 mode=$3 sum=$4
 fail() {
     echo "podstate: $path: $*" >&2
@@ -23,17 +24,33 @@ if [ -e "$target" ] && [ ! -f "$target" ]; then
     fail "is a $(stat -c %F -- "$target"), not a regular file; move it away"
 fi
 dir=${target%/*} # PATH is absolute, and so is a link's target
-[ -d "${dir:=/}" ] || mkdir -p -- "$dir"
-tmp=$(mktemp "$dir/.${target##*/}.podstate.XXXXXX")
-trap 'rm -f -- "$tmp"' EXIT
-printf %s "$5" | base64 -d >"$tmp"
+[ -d "${dir:=/}" ] || mkdir -p -- "$dir" || exit 1
+owner=''
 if [ "$how" = edit ] && [ -f "$target" ]; then
-    chmod "$(stat -c %a -- "$target")" -- "$tmp"
-    chown "$(stat -c %u:%g -- "$target")" -- "$tmp"
-else
-    chmod "$mode" -- "$tmp"
+    m=$(stat -c '%a %u:%g' -- "$target") || exit 1
+    mode=${m% *} owner=${m#* }
 fi
-mv -f -- "$tmp" "$target"
+# The temporary file, beside the target, is made with its final mode where a umask can give
+# it one (read and write bits only), else 0600 and changed before the rename.
+m=${mode#0} u=077 k=chmod
+case $m in [0246][0246][0246])
+    a=${m%??} b=${m#?} c=${m#??}
+    u=$((7 - a))$((7 - ${b%?}))$((7 - c)) k=''
+    ;;
+esac
+i=0
+until tmp=$dir/.${target##*/}.podstate.$$.$i && (umask "$u" && set -C && : >"$tmp") 2>/dev/null; do
+    if [ ! -e "$tmp" ] || [ "$i" = 9 ]; then
+        (umask "$u" && set -C && : >"$tmp") || exit 1 # says why it cannot
+        break
+    fi
+    i=$((i + 1))
+done
+trap 'rm -f -- "$tmp"' EXIT
+printf %s "$5" | base64 -d >"$tmp" || exit 1
+[ -z "$k" ] || chmod "$mode" -- "$tmp" || exit 1
+[ -z "$owner" ] || chown "$owner" -- "$tmp" || exit 1
+mv -f -- "$tmp" "$target" || exit 1
 trap - EXIT
 [ -f "$path" ] || fail "is not a regular file after the write"
 [ "$(sha256sum <"$path")" = "$sum  -" ] || fail "does not hold the content podstate wrote"

@@ -1,0 +1,70 @@
+"""Records every remote command a podstate or pyinfra process sends, with its stdin.
+
+Loaded by Python at start-up (``sitecustomize``) when this directory is on PYTHONPATH and
+``PODSTATE_BENCH_RECORD`` names a directory: then paramiko's ``Channel`` is patched so that
+each exec request is written, at the process's exit, to ``<dir>/<pid>.jsonl`` as one JSON
+line: the SSH server's port, the order it was sent in, the command, its stdin (base64) and
+its exit status (None if the pod never sent one). A subsystem (SFTP) is recorded with its name
+instead of a command, so a replay can refuse what it cannot repeat. bench/replay.py reads
+them. Nothing else changes: the patched methods call paramiko's own.
+"""
+
+from __future__ import annotations
+
+import os
+
+if os.environ.get("PODSTATE_BENCH_RECORD"):
+    import atexit
+    import base64
+    import itertools
+    import json
+    from pathlib import Path
+
+    import paramiko
+
+    _OUT = Path(os.environ["PODSTATE_BENCH_RECORD"])
+    _ORDER = itertools.count()
+    _RECORDS: dict[int, dict] = {}  # id(channel) -> its record
+
+    def _record(channel: paramiko.Channel, **fields: object) -> None:
+        try:
+            port = channel.get_transport().getpeername()[1]
+        except (OSError, AttributeError, IndexError):
+            port = None
+        _RECORDS[id(channel)] = {
+            "port": port,
+            "order": next(_ORDER),
+            "stdin": b"",
+            "channel": channel,
+            **fields,
+        }
+
+    _exec, _subsystem = paramiko.Channel.exec_command, paramiko.Channel.invoke_subsystem
+    _sendall = paramiko.Channel.sendall
+
+    def exec_command(self, command):  # noqa: ANN001, ANN201
+        _record(self, command=command if isinstance(command, str) else command.decode())
+        return _exec(self, command)
+
+    def invoke_subsystem(self, subsystem):  # noqa: ANN001, ANN201
+        _record(self, subsystem=subsystem)
+        return _subsystem(self, subsystem)
+
+    def sendall(self, s):  # noqa: ANN001, ANN201
+        record = _RECORDS.get(id(self))
+        if record is not None and "command" in record:
+            record["stdin"] += s if isinstance(s, bytes) else s.encode()
+        return _sendall(self, s)
+
+    paramiko.Channel.exec_command = exec_command
+    paramiko.Channel.invoke_subsystem = invoke_subsystem
+    paramiko.Channel.sendall = sendall
+
+    @atexit.register
+    def _write() -> None:
+        with open(_OUT / f"{os.getpid()}.jsonl", "w") as out:
+            for record in sorted(_RECORDS.values(), key=lambda r: r["order"]):
+                channel = record.pop("channel")
+                status = channel.exit_status if channel.exit_status_ready() else None
+                record["stdin"] = base64.b64encode(record["stdin"]).decode()
+                out.write(json.dumps({**record, "status": status}) + "\n")

@@ -1,0 +1,161 @@
+"""The same-work floor: podstate's own remote commands, replayed with plain OpenSSH.
+
+podstate runs with ``bench/record`` on its PYTHONPATH (``recording``): every remote command
+it sends is written down with its stdin and exit status (``bench/record/sitecustomize.py``).
+``replay`` then sends exactly those commands, each pod's in its order, with plain OpenSSH:
+one multiplexed connection per pod (ControlMaster), every pod at once. What is left between
+podstate and this floor is podstate's own process, not the work its commands do on the pods.
+
+The replay must do the same work, so each command must end as it did for podstate (its exit
+status), and the cycle checks the pods afterwards (a check is clean). One thing is changed:
+the pod lock's count that podstate's probe read (``seen``), which a take refuses once another
+run has taken the lock since; podstate's own run has, so the replay's take does not compare
+it (it reads the same files).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.steps import ROOT, STEP_TIMEOUT_S, BenchError, _children_cpu, _machine_cpu, _per_pod
+from podstate import sandbox
+
+RECORDER = ROOT / "bench" / "record"
+# The lock's arguments before ``seen`` (scripts/lock.sh: MODE TTL WAIT GRACE END SEEN).
+_SEEN = re.compile(r"( take \d+ \d+ \d+ (?:release|keep) )(\S+) ")
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One remote command as podstate sent it."""
+
+    command: str
+    stdin: bytes
+    status: int | None  # None: podstate never read it
+
+
+def recording(env: dict[str, str], directory: Path) -> dict[str, str]:
+    """Return ``env`` for a podstate command whose remote commands are written to
+    ``directory`` (made empty first)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for old in directory.glob("*.jsonl"):
+        old.unlink()
+    path = env.get("PYTHONPATH")
+    return {
+        **env,
+        "PYTHONPATH": f"{RECORDER}:{path}" if path else str(RECORDER),
+        "PODSTATE_BENCH_RECORD": str(directory),
+    }
+
+
+def recorded(directory: Path) -> dict[int, list[Recorded]]:
+    """Return the commands written to ``directory``, by the port of the pod they went to, in
+    the order they were sent. Raises BenchError for what a replay cannot repeat (SFTP)."""
+    by_port: dict[int, list[tuple[int, Recorded]]] = {}
+    for path in sorted(directory.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            item = json.loads(line)
+            if "command" not in item:
+                raise BenchError(f"replay: podstate used the {item['subsystem']} subsystem")
+            one = Recorded(item["command"], base64.b64decode(item["stdin"]), item["status"])
+            by_port.setdefault(item["port"], []).append((item["order"], one))
+    if not by_port:
+        raise BenchError(f"replay: nothing was recorded in {directory}")
+    return {
+        port: [r for _, r in sorted(items, key=lambda x: x[0])] for port, items in by_port.items()
+    }
+
+
+def unseen(command: str) -> str:
+    """Return ``command`` with the pod lock's ``seen`` made empty (see the module docstring):
+    ``""`` is an empty word inside podstate's single-quoted ``sh -c`` too."""
+    return _SEEN.sub(r'\1"" ', command, count=1)
+
+
+def replay(
+    commands: dict[int, list[Recorded]], pods_file: Path, state: Path, work: Path
+) -> dict[str, Any]:
+    """Return the time to send every pod its recorded commands with OpenSSH, every pod at
+    once, each pod's one after the other over one connection. Raises BenchError when one ends
+    otherwise than it did for podstate."""
+    doc = yaml.safe_load(pods_file.read_text())
+    base = [
+        "ssh", "-F", "/dev/null", "-i", doc["defaults"]["ssh_key"],
+        "-o", "BatchMode=yes",
+        "-o", f"UserKnownHostsFile={doc['defaults']['ssh_known_hosts_file']}",
+        "-o", "StrictHostKeyChecking=yes",
+    ]  # fmt: skip
+    hosts = {int(p["ssh_port"]): p["ssh_hostname"] for p in doc["pods"].values()}
+    control = work / "replay-cm"
+    control.mkdir(exist_ok=True)
+
+    def target(port: int) -> list[str]:
+        return [
+            *base, "-o", "ControlMaster=auto", "-o", f"ControlPath={control}/{port}",
+            "-o", "ControlPersist=yes", "-p", str(port), f"root@{hosts[port]}",
+        ]  # fmt: skip
+
+    def one(port: int) -> str | None:
+        for i, item in enumerate(commands[port]):
+            result = subprocess.run(
+                [*target(port), unseen(item.command)], input=item.stdin, capture_output=True,
+                timeout=STEP_TIMEOUT_S,
+            )  # fmt: skip
+            if item.status is not None and result.returncode != item.status:
+                return (
+                    f"port {port}, command {i + 1}: exit {result.returncode}, podstate's "
+                    f"{item.status}: {result.stderr.decode(errors='replace').strip()[-500:]}"
+                )
+        return None
+
+    missing = set(commands) - set(hosts)
+    if missing:
+        raise BenchError(f"replay: no pod on port {sorted(missing)[0]}")
+    before = sandbox.commands_served(state)
+    cpu, machine_cpu = _children_cpu(), _machine_cpu()
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=len(commands)) as pool:
+        failures = [f for f in pool.map(one, sorted(commands)) if f]
+    seconds = time.perf_counter() - start
+    client_cpu = _children_cpu() - cpu
+    machine = _machine_cpu() - machine_cpu
+    served = sandbox.commands_served(state)
+    client_cpu += _close_masters([target(port) for port in commands])
+    if failures:
+        raise BenchError(f"replay: {len(failures)} pod(s) did other work: {failures[0]}")
+    return {
+        "seconds": seconds,
+        "client_cpu_s": client_cpu,
+        "machine_cpu_s": machine,
+        "commands": _per_pod(before, served),
+    }
+
+
+def _close_masters(targets: list[list[str]]) -> float:
+    """Exit each pod's ControlMaster; return the CPU seconds they used (they are no children
+    of this process once they detach)."""
+    used = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for command in targets:
+        check = subprocess.run([*command[:-1], "-O", "check", command[-1]], capture_output=True,
+                               text=True)  # fmt: skip
+        pid = re.search(r"pid=(\d+)", check.stderr)
+        if pid:
+            try:
+                fields = Path(f"/proc/{pid[1]}/stat").read_text().rsplit(")", 1)[1].split()
+                used += (int(fields[11]) + int(fields[12])) / tick
+            except (OSError, IndexError, ValueError):
+                pass
+        subprocess.run([*command[:-1], "-O", "exit", command[-1]], capture_output=True)
+    return used

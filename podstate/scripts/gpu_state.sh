@@ -1,0 +1,81 @@
+#!/bin/sh
+# Defines gpu_state, which the probe runs once, beside the rest of it: gpu_state FIELDS CACHE
+# prints nothing without nvidia-smi (a CPU pod), else:
+#   gpu.query STATUS OUTPUT   nvidia-smi --query-gpu=FIELDS (csv, no header, no units);
+#                             OUTPUT by b64. A field it says "is not a valid field to query"
+#                             (another release's name) is asked again without.
+#   gpu.unknown F1,F2         the fields asked again without, if any
+#   gpu.header HEADER         plain nvidia-smi's first 5 lines (the CUDA version), by b64
+#   topo MATRIX               nvidia-smi topo -m, by b64
+# The last two only when the query succeeded: an nvidia-smi that fails (a driver update, a
+# hung GPU) is asked nothing more. They cannot change while the container runs, so they are
+# kept in CACHE (on the container disk, which a restart wipes) under a key of the GPU count
+# and the driver version, and read from there while the query still answers with that key:
+# one nvidia-smi call per probe. Only two readings that both succeeded are kept; writing
+# CACHE is the probe's only change to the pod, and one that cannot be made (a non-root
+# user) only costs the two calls again next time. Every call is limited to 20 s.
+# Needs b64, which the probe defines.
+gpu_state() {
+    command -v nvidia-smi >/dev/null 2>&1 || return 0
+    f=$1 u=''
+    q=$(timeout 20 nvidia-smi --query-gpu="$f" --format=csv,noheader,nounits 2>&1)
+    r=$?
+    while [ "$r" = 2 ]; do
+        x=${q#Field \"}
+        x=${x%%\"*}
+        case $q in "Field \"$x\" is not a valid field to query."*) ;; *) break ;; esac
+        case ,$f, in *,"$x",*) ;; *) break ;; esac
+        f=,$f,
+        f=${f%%,"$x",*},${f#*,"$x",}
+        f=${f#,}
+        f=${f%,}
+        u=$u,$x
+        q=$(timeout 20 nvidia-smi --query-gpu="$f" --format=csv,noheader,nounits 2>&1)
+        r=$?
+    done
+    echo "gpu.query $r $(printf %s "$q" | b64)"
+    [ -z "$u" ] || echo "gpu.unknown ${u#,}"
+    [ "$r" = 0 ] || return 0
+    # The key: how many GPUs (lines) and the first one's driver_version (its place in $f).
+    k=''
+    case ,$f, in *,driver_version,*)
+        n=0 x=$q
+        while :; do
+            n=$((n + 1))
+            case $x in *"
+"*) x=${x#*"
+"} ;; *) break ;; esac
+        done
+        x=,$f,
+        x=${x%%,driver_version,*}
+        l=${q%%"
+"*}
+        while [ -n "$x" ]; do
+            x=${x#,}
+            case $x in *,*) x=,${x#*,} ;; *) x='' ;; esac
+            l=${l#*, }
+        done
+        k="key $n ${l%%,*}"
+        ;;
+    esac
+    if [ -n "$k" ] && { read -r x && [ "$x" = "$k" ] && read -r h && read -r t; } 2>/dev/null <"$2"; then
+        case $h$t in "gpu.header "*"topo "*)
+            echo "$h"
+            echo "$t"
+            return 0
+            ;;
+        esac
+    fi
+    h=$(timeout 20 nvidia-smi 2>/dev/null)
+    a=$?
+    t=$(timeout 20 nvidia-smi topo -m 2>/dev/null)
+    b=$?
+    h="gpu.header $(printf '%s\n' "$h" | head -n 5 | b64)"
+    t="topo $(printf '%s\n' "$t" | b64)"
+    echo "$h"
+    echo "$t"
+    if [ -n "$k" ] && [ "$a" = 0 ] && [ "$b" = 0 ]; then
+        { printf '%s\n' "$k" "$h" "$t" >"$2"; } 2>/dev/null
+    fi
+    return 0
+}

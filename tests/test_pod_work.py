@@ -1,0 +1,94 @@
+"""End to end: the work a check costs the pod. Counts, never times: bench/ measures time.
+
+On a real multi-GPU host each nvidia-smi call can take seconds. The probe asks it one
+query per check: the topology and the CUDA version cannot change while the container runs,
+so the first probe of a container keeps them on its container disk, keyed by the GPU count
+and driver version, and later probes read them from there; a restarted container (its disk
+wiped) or another driver reads them again. The probe starts at most ``CHECK_PROGRAMS``
+programs on a converged GPU pod, counted with strace on the pod's sshd.
+
+pod-4 is a COMMUNITY pod with two GPUs on NVLink: its profile has no P2P guard only while its
+topology is read right, so a check that finds it converged has read the topology.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from podstate import sandbox
+from tests.e2e import apply, check
+
+SANDBOX = {"pods": 4}
+POD = "pod-4"
+LIMIT = ("--limit", POD)
+QUERY = "--query-gpu="
+# Every program a check starts on pod-4, converged and probed before: sshd's re-exec for the
+# connection, the login shell, sh, one base64 per value read (the mounts, the GPU query, 8
+# files), one stat each for the disks, the paths and the files, timeout and nvidia-smi for
+# the GPU query (it started 46 before the GPU cache and one stat for all paths).
+CHECK_PROGRAMS = 18
+
+
+def _calls(run) -> list[str]:
+    """Return the nvidia-smi calls on POD during ``run()`` (each one's arguments), after
+    asserting that ``run()`` exited with 0."""
+    before = len(sandbox.nvidia_smi_calls(POD))
+    result = run()
+    assert result.returncode == 0, result.stdout + result.stderr
+    return [_kind(call) for call in sandbox.nvidia_smi_calls(POD)[before:]]
+
+
+def _kind(call: str) -> str:
+    return "query" if call.startswith(QUERY) else call
+
+
+@pytest.fixture(scope="module")
+def first_apply(fleet) -> list[str]:
+    """The nvidia-smi calls of POD's first apply: the first probe of its container."""
+    return _calls(lambda: apply(fleet, *LIMIT))
+
+
+def test_the_first_probe_of_a_container_reads_topology_and_cuda(first_apply):
+    assert first_apply == ["query", "", "topo -m"]
+
+
+def test_a_second_check_runs_nvidia_smi_once(fleet, first_apply, tmp_path):
+    report = tmp_path / "r.json"
+    assert _calls(lambda: check(fleet, *LIMIT, "--json", str(report))) == ["query"]
+    assert json.loads(report.read_text())["pods"][POD]["status"] == "ok"  # NVLink: no guard
+    assert "NCCL_P2P_DISABLE" not in fleet.out(POD, "cat /etc/profile.d/podstate.sh")
+
+
+def test_another_driver_reads_them_again(fleet, first_apply):
+    sandbox.gpu_fault(POD, "old-driver")
+    assert _calls(lambda: check(fleet, *LIMIT)) == ["query", "", "topo -m"]
+    assert _calls(lambda: check(fleet, *LIMIT)) == ["query"]
+
+
+def test_a_check_starts_few_programs(fleet, first_apply):
+    check(fleet, *LIMIT)  # the container has been probed before
+    with sandbox.programs_started(POD) as started:
+        result = check(fleet, *LIMIT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert started.count("/usr/local/bin/nvidia-smi") == 1
+    assert len(started) <= CHECK_PROGRAMS, started
+
+
+def test_a_restarted_container_reads_them_again(fleet, first_apply, tmp_path):
+    sandbox.restart(POD)
+    env = fleet.api_env(tmp_path / "hostkeys")  # the API vouches for the new host key
+    run = lambda: check(fleet, *LIMIT, env=env)  # noqa: E731
+    calls = [_kind(c) for c in _after_restart(run)]
+    assert calls == ["query", "", "topo -m"]
+    assert _calls(lambda: apply(fleet, *LIMIT, env=env)) == ["query"]
+
+
+def _after_restart(run) -> list[str]:
+    """Return the nvidia-smi calls of ``run()`` on a just-restarted POD (whose list of calls
+    starts again); ``run()`` reports the pod restarted (exit status 2)."""
+    assert sandbox.nvidia_smi_calls(POD) == []
+    result = run()
+    assert result.returncode == 2, result.stdout + result.stderr
+    return sandbox.nvidia_smi_calls(POD)
