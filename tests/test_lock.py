@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -258,11 +259,21 @@ def test_a_take_after_another_run_took_the_lock_since_the_probe_changes_nothing(
 
 
 def probe_lock_lines(path: Path, wait: int) -> subprocess.Popen:
-    """Start the probe's lock lines (podstate.probe) against the lock at ``path``."""
-    from podstate.probe import PodProbe
-
-    lines = PodProbe().command(paths=[], files=[], lock_wait=wait).splitlines()
-    start = lines.index(f"L={lock_path()}")
+    """Start the probe's lock lines (podstate.probe) against the lock at ``path``. The
+    probe's program is built in a process of its own: importing pyinfra's API patches the
+    standard library with gevent, which other test modules' threads must not meet."""
+    lines = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from podstate.probe import PodProbe; "
+            f"print(PodProbe().command(paths=[], files=[], lock_wait={wait}))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    start = lines.index("L=/run/podstate.lock")
     end = next(i for i, line in enumerate(lines) if 'echo "lock ' in line)
     program = "\n".join([f"L={path}", *lines[start + 1 : end + 1]])
     return subprocess.Popen(["sh", "-c", program], stdout=subprocess.PIPE, text=True)
@@ -279,12 +290,6 @@ def sleeping(pid: int) -> bool:
         if comm == "sleep" and int(rest.split()[1]) == pid:
             return True
     return False
-
-
-def lock_path() -> str:
-    from podstate.lock import LOCK
-
-    return LOCK
 
 
 def test_the_probe_waits_for_another_runs_live_lock_then_reads_the_pod(tmp_path):
