@@ -28,7 +28,15 @@ from typing import Any
 
 import yaml
 
-from bench.steps import ROOT, STEP_TIMEOUT_S, BenchError, _children_cpu, _machine_cpu, _per_pod
+from bench.steps import (
+    ROOT,
+    STEP_TIMEOUT_S,
+    BenchError,
+    _children_cpu,
+    _machine_cpu,
+    _per_pod,
+    ssh_base,
+)
 from podstate import sandbox
 
 RECORDER = ROOT / "bench" / "record"
@@ -90,12 +98,7 @@ def replay(
     once, each pod's one after the other over one connection. Raises BenchError when one ends
     otherwise than it did for podstate."""
     doc = yaml.safe_load(pods_file.read_text())
-    base = [
-        "ssh", "-F", "/dev/null", "-i", doc["defaults"]["ssh_key"],
-        "-o", "BatchMode=yes",
-        "-o", f"UserKnownHostsFile={doc['defaults']['ssh_known_hosts_file']}",
-        "-o", "StrictHostKeyChecking=yes",
-    ]  # fmt: skip
+    base = ssh_base(doc)
     hosts = {int(p["ssh_port"]): p["ssh_hostname"] for p in doc["pods"].values()}
     control = work / "replay-cm"
     control.mkdir(exist_ok=True)

@@ -114,16 +114,21 @@ def timed(
     return step, result.stdout + result.stderr
 
 
-def floor(pods_file: Path, state: Path) -> dict[str, Any]:
-    """Return the time for ``ssh pod true`` to every pod at once, one OpenSSH client each."""
-    doc = yaml.safe_load(pods_file.read_text())
-    base = [
+def ssh_base(doc: dict[str, Any]) -> list[str]:
+    """Return the OpenSSH command line, up to its options for one pod, that reaches the pods
+    of the pods file ``doc`` as podstate does (its key, its known_hosts, no prompt)."""
+    return [
         "ssh", "-F", "/dev/null", "-i", doc["defaults"]["ssh_key"],
         "-o", "BatchMode=yes",
         "-o", f"UserKnownHostsFile={doc['defaults']['ssh_known_hosts_file']}",
         "-o", "StrictHostKeyChecking=yes",
-        "-o", "ControlMaster=no", "-o", "ControlPath=none",
     ]  # fmt: skip
+
+
+def floor(pods_file: Path, state: Path) -> dict[str, Any]:
+    """Return the time for ``ssh pod true`` to every pod at once, one OpenSSH client each."""
+    doc = yaml.safe_load(pods_file.read_text())
+    base = ssh_base(doc) + ["-o", "ControlMaster=no", "-o", "ControlPath=none"]
     commands = [
         base + ["-p", str(pod["ssh_port"]), f"root@{pod['ssh_hostname']}", "true"]
         for pod in doc["pods"].values()
