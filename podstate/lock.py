@@ -37,10 +37,15 @@ _SEEN: dict[str, str] = {}  # each pod's lock count as its probe read it, or "he
 probe_wait = settings.LOCK_WAIT  # how long the probe waits for another run's lock (check: 0)
 
 
+class Raw(str):
+    """A word of the lock's command passed to sh as it is: an expansion, such as the boot
+    hook's ``"$podstate_token"``."""
+
+
 def _lock(*args: str | int) -> str:
-    """Return the sh command that runs scripts/lock.sh with ``args``."""
-    words = [str(a) for a in args]
-    return " ".join(["sh -c", shlex.quote(script("lock.sh")), "lock", *map(shlex.quote, words)])
+    """Return the sh command that runs scripts/lock.sh with ``args``, each quoted unless Raw."""
+    words = [a if isinstance(a, Raw) else shlex.quote(str(a)) for a in args]
+    return " ".join(["sh -c", shlex.quote(script("lock.sh")), "lock", *words])
 
 
 def release_command() -> str:
@@ -54,8 +59,11 @@ def guarded(
     release: bool = False,
     held: bool = False,
     seen: str = "",
+    token: str = TOKEN,
+    owner: str = OWNER,
 ) -> str:
-    """Return ``command`` run under this run's lock.
+    """Return ``command`` run under this run's lock (or under ``token``'s, named ``owner``,
+    for a taker that is not this run: the boot hook).
 
     Unless ``held`` (this run holds it already, and the command fails if it no longer
     does), the lock is taken first, waiting a bounded time for another run; with ``seen``
@@ -70,8 +78,8 @@ def guarded(
     return _lock(
         "run",
         LOCK,
-        TOKEN,
-        OWNER,
+        token,
+        owner,
         "hold" if held else "take",
         ttl,
         settings.LOCK_WAIT,

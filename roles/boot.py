@@ -96,12 +96,13 @@ def restore_command(want: venv_ops.Venv, snapshot: str) -> str:
         f'if [ "$f" != {want.fingerprint} ]; then echo "podstate: venv snapshot: it is of'
         f' another venv ($f), not {want.fingerprint[:12]}" >&2; exit 1; fi; {run}'
     )
-    command = lock.guarded(inner, settings.VENV_TIMEOUT, release=True)
-    for mine, theirs in ((lock.TOKEN, '"$podstate_token"'), (lock.OWNER, "'podstate boot hook'")):
-        if command.count(shlex.quote(mine)) != 1:
-            raise RuntimeError("the pod lock's command changed: the boot hook cannot take it")
-        command = command.replace(shlex.quote(mine), theirs)
-    return command
+    return lock.guarded(
+        inner,
+        settings.VENV_TIMEOUT,
+        release=True,
+        token=lock.Raw('"$podstate_token"'),
+        owner="podstate boot hook",
+    )
 
 
 def entries(wanted: dict[str, Any], probe: dict[str, Any], marker: bool) -> list[str]:
