@@ -24,7 +24,7 @@ def ansible_inventory(pods_file: Path, vars_path: Path, work: Path) -> Path:
     The desired state comes from podstate's own loader (sizes in bytes, modes filled in),
     so both tools work from the same vars directory.
     """
-    from podstate.inventory import load_pods
+    from podstate.inventory.fleet import load_pods
 
     with environ(PODSTATE_PODS=str(pods_file), PODSTATE_VARS=str(vars_path)):
         pods = load_pods()

@@ -128,7 +128,7 @@ def reconfigure(vars_path: Path, value: str | None) -> None:
 def nvidia_smi_delay(seconds: float) -> None:
     """Make every call of every sandbox pod's nvidia-smi take ``seconds`` (0: none)."""
     from podstate import sandbox
-    from podstate.sandbox_shapes import GPU_LAYOUT
+    from podstate.sandbox.shapes import GPU_LAYOUT
 
     for pod in sandbox.status():
         if pod.shape.gpus:

@@ -19,7 +19,7 @@ DEPLOY = ["bench/plain_pyinfra/inventory.py", "bench/plain_pyinfra/deploy.py"]
 def plain_hosts(pods_file: Path, vars_path: Path, work: Path) -> Path:
     """Return the JSON file of bench/plain_pyinfra/inventory.py: each pod's SSH settings, its
     ``want`` (podstate's resolved desired state) and ``cloud``."""
-    from podstate.inventory import load_pods
+    from podstate.inventory.fleet import load_pods
 
     with environ(PODSTATE_PODS=str(pods_file), PODSTATE_VARS=str(vars_path)):
         pods = load_pods()

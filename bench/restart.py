@@ -49,7 +49,7 @@ from bench.machine import machine
 from bench.steps import APPLY, BIN, ROOT, BenchError, environ, timed
 from podstate import sandbox
 from podstate.jsonfile import write_json
-from podstate.sandbox_api import list_pods
+from podstate.sandbox.api import list_pods
 
 RESULTS = ROOT / "bench" / "results"
 SPEC = ROOT / "tests" / "fixtures" / "runpod" / "runpod-openapi-v2.json"

@@ -2,12 +2,13 @@
 
 Run from the repository root with the other deploy files: ``pyinfra -y inventories/pods.py
 deploy/*.py``. The pod lock and the violations report span every file (see
-``podstate.bookends``).
+``podstate.pod.bookends``).
 """
 
 from pyinfra import host
 
-from podstate import bookends, roles
+from podstate import roles
+from podstate.pod import bookends
 from podstate.roles import (
     authorized_keys,
     disk,

@@ -6,8 +6,8 @@ here, so an invalid file stops the run before any pod is contacted.
 """
 
 from podstate import pyinfra_api, signals
-from podstate.inventory import inventory_groups, load_pods
-from podstate.spec import SpecError
+from podstate.desired.spec import SpecError
+from podstate.inventory.fleet import inventory_groups, load_pods
 
 signals.install()
 pyinfra_api.plan_faster()  # pyinfra plans each operation without reading source files

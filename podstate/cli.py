@@ -9,20 +9,15 @@ import shlex
 import sys
 from pathlib import Path
 
-from podstate import (
-    check,
-    hostkeys,
-    report_markdown,
-    reports,
-    sandbox,
-    settings,
-    shards,
-    signals,
-    watch,
-)
-from podstate.check import CheckFailed
-from podstate.sandbox_api import API_KEY_FILE
-from podstate.spec import SpecError
+from podstate import sandbox, settings, signals
+from podstate.check import markdown as report_markdown
+from podstate.check import reports, shards
+from podstate.check import runner as check
+from podstate.check.runner import CheckFailed
+from podstate.desired.spec import SpecError
+from podstate.inventory import hostkeys
+from podstate.sandbox.api import API_KEY_FILE
+from podstate.watch import loop as watch
 
 
 def _sandbox(args: argparse.Namespace) -> int:
@@ -69,7 +64,7 @@ def _sandbox(args: argparse.Namespace) -> int:
 
 def _wait(args: argparse.Namespace) -> int:
     """Wait until every selected pod is ready for the current desired state."""
-    from podstate import wait
+    from podstate.check import wait
 
     deploys = args.deploy or check.deploy_files()
     return wait.run(args.inventory, deploys, args.limit or [], args.timeout, args.interval)
@@ -109,7 +104,7 @@ def _write_reports(results: dict[str, check.PodResult], args: argparse.Namespace
 
 
 def _merge(args: argparse.Namespace) -> int:
-    """Merge shard reports into one (``podstate.shards``): write OUT.json and the JUnit and
+    """Merge shard reports into one (``podstate.check.shards``): write OUT.json and the JUnit and
     Markdown reports asked for, print the table; return the whole fleet's exit status, 1
     when a shard report is missing or unreadable (named on stderr)."""
     results = shards.merge_files(args.reports)
@@ -122,7 +117,7 @@ def _merge(args: argparse.Namespace) -> int:
 def _inventory(args: argparse.Namespace) -> int:
     """Print the pods the inventory would manage (of ``--shard``'s share, if given), and the
     skipped ones; with ``--names``, only the names, one a line, for pyinfra's --limit."""
-    from podstate.inventory import load_inventory
+    from podstate.inventory.fleet import load_inventory
 
     shard = shards.parse(args.shard) if args.shard else None
     found = load_inventory(record_host_keys=False)
@@ -157,7 +152,7 @@ def _inventory(args: argparse.Namespace) -> int:
 
 
 def _watch(args: argparse.Namespace) -> int:
-    """Watch the fleet (``podstate.watch``); return 0 when stopped by a signal, or with
+    """Watch the fleet (``podstate.watch.loop``); return 0 when stopped by a signal, or with
     ``--once`` the fleet's status after the pass."""
     options = watch.Options(
         deploys=args.deploy or check.deploy_files(),

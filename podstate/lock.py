@@ -24,7 +24,8 @@ from typing import Any
 from pyinfra import host
 from pyinfra.api import Host, StringCommand
 
-from podstate import findings, settings
+from podstate import settings
+from podstate.run import findings
 from podstate.shell import script
 
 LOCK = "/run/podstate.lock"
@@ -91,7 +92,7 @@ def guarded(
 
 
 def read(pod: Host, reading: dict[str, Any] | None) -> None:
-    """Remember what ``pod``'s probe read of the lock (``podstate.probe``: its count, and
+    """Remember what ``pod``'s probe read of the lock (``podstate.facts.probe``: its count, and
     whether another run held it even after the probe waited), for this run's first take."""
     if reading is not None:
         _SEEN[pod.name] = "held" if reading["held"] else str(reading["gen"])
@@ -125,7 +126,7 @@ class Change(StringCommand):
     """A command that changes the pod, under the run's pod lock.
 
     It keeps the command itself (``inner``) and its time limit (``ttl``, None: the default),
-    so that ``podstate.fold`` can run it with the pod's other changes in one command, and a
+    so that ``podstate.run.fold`` can run it with the pod's other changes in one command, and a
     callback can run it with ``command_for``.
     """
 

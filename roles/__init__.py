@@ -1,7 +1,7 @@
 """podstate's roles, one per module, installed as ``podstate.roles``.
 
 Each role is a pyinfra deploy (``@role``) with one contract, ``apply(wanted, probe=None)``:
-``wanted`` is a desired state as in ``host.data.podstate`` (``podstate.spec.desired`` makes
+``wanted`` is a desired state as in ``host.data.podstate`` (``podstate.desired.spec.desired`` makes
 one from a dict), ``probe`` the pod probe. podstate's own deploy file reads the probe once
 for every role (``probe(wanted)``); a role called alone, from a team's own deploy file,
 reads it itself.
@@ -13,7 +13,7 @@ from typing import Any
 
 from pyinfra import host
 
-from podstate.probe import PodProbe
+from podstate.facts.probe import PodProbe
 
 
 def probe(wanted: dict[str, Any]) -> dict[str, Any] | None:
@@ -38,7 +38,7 @@ def probe(wanted: dict[str, Any]) -> dict[str, Any] | None:
 def probe_arguments(wanted: dict[str, Any]) -> dict[str, Any]:
     """Return the probe's arguments for ``wanted``: what each role needs read. They depend
     on the desired state alone, so the probe's command can be built (and its length
-    checked, ``podstate.fits``) before any pod is contacted."""
+    checked, ``podstate.pod.fits``) before any pod is contacted."""
     from podstate.roles import (
         authorized_keys,
         boot,

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from podstate import findings, operations, roles
-from podstate.probe import MAX_FILE
-from podstate.role import role
+from podstate import roles
+from podstate.facts.probe import MAX_FILE
+from podstate.run import bookkeeping, findings
+from podstate.run.role import role
 from podstate.sizes import format_size
 
 FILE = "~/.ssh/authorized_keys"
@@ -69,7 +70,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     if found.state == "absent" and not keys:
         return
     size = len(content.encode("utf-8", "surrogateescape"))
-    if size > MAX_FILE:  # the block fits alone (podstate.fits): the file's own lines add up
+    if size > MAX_FILE:  # the block fits alone (podstate.pod.fits): the file's own lines add up
         findings.violation(
             f"{FILE} would be {format_size(size)} with podstate's block, more than the "
             f"{format_size(MAX_FILE)} podstate writes in one command: remove the keys nobody "
@@ -77,6 +78,6 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
             "authorized_keys",
         )
         return
-    operations.managed_file(
+    bookkeeping.managed_file(
         name=f"Keys in {FILE}", path=FILE, content=content, found=found, own=False, mode="600"
     )

@@ -26,10 +26,13 @@ from typing import Any
 
 from pyinfra import host
 
-from podstate import boot_ops, findings, lock, operations, roles, settings, venv_ops
-from podstate.boot_ops import FLAG, Layout
-from podstate.probe import MAX_FILE
-from podstate.role import role
+from podstate import lock, roles, settings
+from podstate.facts.probe import MAX_FILE
+from podstate.operations import boot as boot_ops
+from podstate.operations import venv as venv_ops
+from podstate.operations.boot import FLAG, Layout
+from podstate.run import bookkeeping, findings
+from podstate.run.role import role
 from podstate.shell import b64, quote_path
 
 
@@ -73,7 +76,7 @@ def _on(path: str, directory: str) -> bool:
 
 def _kib(size: int) -> int:
     """Return ``size`` bytes in KiB, rounded up to whole pages as tmpfs sizes are."""
-    return -(-size // operations.PAGE) * operations.PAGE // 1024
+    return -(-size // bookkeeping.PAGE) * bookkeeping.PAGE // 1024
 
 
 # Words the venv's restore command gets from the snapshot's current file at boot.
@@ -232,7 +235,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
             "boot.hook",
         )
         return
-    operations.directories(
+    bookkeeping.directories(
         name="Boot hook's data directory", paths={where.data: "700"}, found=probe["paths"]
     )
     if wanted["boot"]["host_keys"] == "keep":
@@ -241,14 +244,14 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
             directory=where.data,
             same=(probe["boot"] or {}).get("keys") == "same",
         )
-    operations.managed_file(
+    bookkeeping.managed_file(
         name=f"Boot hook {where.hook}",
         path=where.hook,
         content=boot_ops.render_hook(where),
         found=probe["files"][where.hook],
         own=True,
     )
-    operations.managed_file(
+    bookkeeping.managed_file(
         name=f"Boot hook's data {where.state}",
         path=where.state,
         content=state,
@@ -257,7 +260,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
         mode="600",
     )
     if probe["files"][FLAG].state == "absent":
-        operations.managed_file(
+        bookkeeping.managed_file(
             name="Boot hook: this container's status",
             path=FLAG,
             content="not-run\n" if found.boot["outcome"] == "not-run" else "armed\n",

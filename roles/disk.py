@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from podstate import findings, roles
-from podstate.probe import Mount, mount_of
-from podstate.role import role
+from podstate import roles
+from podstate.desired.spec import DISK_RESERVE
+from podstate.facts.probe import Mount, mount_of
 from podstate.roles import scratch
+from podstate.run import findings
+from podstate.run.role import role
 from podstate.sizes import format_size
-from podstate.spec import DISK_RESERVE
 
 MIN_FREE = 64 << 20  # managed files need little, but a pod with less is about to fail anyway
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from podstate import findings, roles
-from podstate.role import role
+from podstate import roles
+from podstate.run import findings
+from podstate.run.role import role
 
 
 def check(wanted: dict[str, Any] | None, result: dict[str, Any] | None) -> str | None:

@@ -19,10 +19,11 @@ from typing import Any
 
 from pyinfra import host
 
-from podstate import findings, nccl, operations, roles
-from podstate.role import role
+from podstate import nccl, roles
+from podstate.desired.secret import SECRETS_FILE
 from podstate.roles import scratch
-from podstate.secret import SECRETS_FILE
+from podstate.run import bookkeeping, findings
+from podstate.run.role import role
 
 PROFILE = "/etc/profile.d/podstate.sh"
 # The file each login shell podstate can hook reads in every kind of shell.
@@ -153,7 +154,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
             )
         modes[path] = modes.get(path) or STICKY.get(name)
     if dirs:
-        operations.directories(
+        bookkeeping.directories(
             name="Directories named in dirs",
             paths=modes,
             found=probe["paths"],
@@ -163,21 +164,21 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     declared = {"variables": {**dirs, **env, **extra}, "path": prepend, "sources": sources}
     startup = files("podstate.scripts").joinpath("ipython-startup.py").read_text()
     declared_text = json.dumps(declared, indent=1) + "\n"
-    operations.managed_file(
+    bookkeeping.managed_file(
         name=f"Profile {PROFILE}",
         path=PROFILE,
         content=profile,
         found=probe["files"][PROFILE],
         own=True,
     )
-    operations.managed_file(
+    bookkeeping.managed_file(
         name=f"Declared values {DECLARED}",
         path=DECLARED,
         content=declared_text,
         found=probe["files"][DECLARED],
         own=True,
     )
-    operations.managed_file(
+    bookkeeping.managed_file(
         name="Notebook kernels' startup file",
         path=KERNEL_STARTUP,
         content=startup,
@@ -191,7 +192,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     unchanged = probe["files"][PROFILE].content == profile
     for path in hooked_files(probe["user"], probe["shell"]):
         found = probe["files"][path]
-        operations.managed_file(
+        bookkeeping.managed_file(
             name=f"Hooks in {path}",
             path=path,
             content=render_hooks(found.content, keep_runpod_tail=unchanged),

@@ -6,8 +6,9 @@ from typing import Any
 
 from pyinfra import host
 
-from podstate import findings, operations, pyinfra_api, roles
-from podstate.role import role
+from podstate import pyinfra_api, roles
+from podstate.run import bookkeeping, findings
+from podstate.run.role import role
 
 
 def paths(wanted: dict[str, Any]) -> list[str]:
@@ -28,7 +29,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     for path, item in items.items():
         name = f"File {path}"
         with pyinfra_api.keyed(host, name):
-            operations.managed_file(
+            bookkeeping.managed_file(
                 name=name,
                 path=path,
                 content=item["content"],

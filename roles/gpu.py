@@ -13,9 +13,10 @@ from __future__ import annotations
 import fnmatch
 from typing import Any
 
-from podstate import findings, roles
-from podstate.probe import GPU_FIELDS, GpuDevice, GpuState
-from podstate.role import role
+from podstate import roles
+from podstate.facts.probe import GPU_FIELDS, GpuDevice, GpuState
+from podstate.run import findings
+from podstate.run.role import role
 from podstate.sizes import format_size
 
 RECREATE = "recreate the pod on another host"

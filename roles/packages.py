@@ -6,8 +6,9 @@ from typing import Any
 
 from pyinfra import host
 
-from podstate import apt_ops, pyinfra_api, roles, settings
-from podstate.role import role
+from podstate import pyinfra_api, roles, settings
+from podstate.operations import apt as apt_ops
+from podstate.run.role import role
 
 
 def probe_args(wanted: dict[str, Any]) -> list[str] | None:

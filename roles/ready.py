@@ -20,9 +20,10 @@ from typing import Any
 
 from pyinfra import host
 
-from podstate import findings, operations, roles
-from podstate.probe import FileInfo
-from podstate.role import role
+from podstate import roles
+from podstate.facts.probe import FileInfo
+from podstate.run import bookkeeping, findings
+from podstate.run.role import role
 from podstate.shell import script_file
 
 MARKER = "/etc/podstate/ready"
@@ -107,7 +108,7 @@ def _command(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     if _failing(wanted):
         return
     for path in [COMMAND] + ([VOLUME_COMMAND] if _has_volume(probe) else []):
-        operations.managed_file(
+        bookkeeping.managed_file(
             name=f"Command {path}",
             path=path,
             content=READY_SH,
@@ -129,7 +130,7 @@ def _marker(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     marker = json.dumps({"digest": wanted_digest, "applied_at": now}) + "\n"
     record = json.dumps({"pod": host.name, "digest": wanted_digest, "applied_at": now}) + "\n"
-    operations.mark_ready(
+    bookkeeping.mark_ready(
         name="Ready marker",
         marker=(MARKER, marker),
         record=(RECORD, record) if _has_volume(probe) else None,

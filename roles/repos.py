@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from podstate import findings, repo_ops, roles
-from podstate.role import role
+from podstate import roles
+from podstate.operations import repos as repo_ops
+from podstate.run import findings
+from podstate.run.role import role
 
 
 def probe_args(wanted: dict[str, Any]) -> list[dict[str, Any]] | None:

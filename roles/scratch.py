@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from podstate import findings, operations, roles
-from podstate.role import role
+from podstate import roles
+from podstate.run import bookkeeping, findings
+from podstate.run.role import role
 from podstate.sizes import format_size
 
 
@@ -54,7 +55,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
                 f"scratch.{path}",
             )
         elif probe["can_mount"]:
-            operations.tmpfs(
+            bookkeeping.tmpfs(
                 name=f"Scratch {path} as tmpfs",
                 path=path,
                 size=item["size"],
@@ -62,7 +63,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
                 mounted_size=mount.size if at_path else None,
             )
         elif at_path:
-            operations.directories(
+            bookkeeping.directories(
                 name=f"Scratch {path} as tmpfs (preexisting, cannot resize)",
                 paths={path: item["mode"]},
                 found=probe["paths"],
@@ -75,7 +76,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
                 f"scratch.{path}",
             )
         else:
-            operations.directories(
+            bookkeeping.directories(
                 name=f"Scratch {path} as local-disk directory (pod cannot mount tmpfs)",
                 paths={path: item["mode"]},
                 found=probe["paths"],

@@ -1,6 +1,6 @@
 """Secrets: variables exported in every shell from a root-only file the profile sources.
 
-The values are read on the control machine when the run starts (``podstate.secret``) and
+The values are read on the control machine when the run starts (``podstate.desired.secret``) and
 reach the pod only as the content of ``SECRETS_FILE``. The probe gets the wanted values on
 its stdin and says, per variable, whether the file sets it to that value, so drift is named
 per variable without its value or anything computed from it (``HF_TOKEN differs``). The
@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from podstate import roles, secret_ops
-from podstate.role import role
-from podstate.secret import SECRETS_FILE, Secret, render
+from podstate import roles
+from podstate.desired.secret import SECRETS_FILE, Secret, render
+from podstate.operations import secrets as secret_ops
+from podstate.run.role import role
 
 
 def probe_args(wanted: dict[str, Any]) -> list[str] | None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from podstate import findings, operations, roles
-from podstate.role import role
+from podstate import roles
+from podstate.run import bookkeeping, findings
+from podstate.run.role import role
 from podstate.sizes import format_size
 
 
@@ -22,7 +23,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     if size is not None and size >= minimum:
         return
     if probe["can_mount"] and size is not None:
-        operations.tmpfs(
+        bookkeeping.tmpfs(
             name="Grow /dev/shm", path="/dev/shm", size=minimum, mode="1777", mounted_size=size
         )
         return

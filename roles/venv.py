@@ -24,10 +24,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from podstate import findings, gzcache, roles, settings, venv_ops
-from podstate.probe import Mount, mount_of
-from podstate.role import role
+from podstate import gzcache, roles, settings
+from podstate.facts.probe import Mount, mount_of
+from podstate.operations import venv as venv_ops
 from podstate.roles import disk
+from podstate.run import findings
+from podstate.run.role import role
 from podstate.sizes import format_size
 
 ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}

@@ -6,8 +6,8 @@ import os
 from datetime import UTC, datetime
 
 from bench.restart import proxied_document, report, spec_errors, summary
-from podstate.sandbox_api import pod_document
-from podstate.sandbox_processes import proc_start
+from podstate.sandbox.api import pod_document
+from podstate.sandbox.processes import proc_start
 
 
 def _listing(port: int) -> dict:

@@ -22,10 +22,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from podstate import boot_ops, lock, sandbox
+from podstate import lock, sandbox
+from podstate.desired.spec import SpecError, desired
+from podstate.operations import boot as boot_ops
 from podstate.roles import env
 from podstate.shell import script_file
-from podstate.spec import SpecError, desired
 from tests.e2e import ROOT, apply, check, exec_count, junit_errors
 from tests.fixtures.venv.wheels import tar_bytes, wheelhouse
 from tests.test_runpod import served_key
@@ -130,8 +131,8 @@ def test_the_hook_names_itself_and_the_files_podstate_writes():
 
 
 def test_the_venv_restore_takes_the_pod_lock_with_the_hooks_own_token():
+    from podstate.operations.venv import Venv
     from podstate.roles.boot import restore_command
-    from podstate.venv_ops import Venv
 
     want = Venv(path="/opt/venv", fingerprint="f" * 64, record="{}", python="/usr/bin/python3",
                 installer="uv", requirements="x\n")  # fmt: skip

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from junitparser import Failure, JUnitXml
 
-from podstate import hostkeys
+from podstate.inventory import hostkeys
 from tests.e2e import ROOT, apply
 from tests.test_runpod import BIN, KEY, FakeApi, _sandbox_pod, rotate_host_key, served_key
 

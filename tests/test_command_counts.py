@@ -18,7 +18,7 @@ from tests.e2e import Fleet, apply, check, exec_count
 
 CHECK_COMMANDS = 1  # exactly: the probe
 NOOP_COMMANDS = 1  # exactly: the probe (the budget is 3)
-# exactly: the probe, then one command for every change (podstate.fold), which releases the
+# exactly: the probe, then one command for every change (podstate.run.fold), which releases the
 # pod lock; however much changes
 FIRST_APPLY_COMMANDS = 2
 # every role that changes something in use: apt packages, files, keys, a repository cloned

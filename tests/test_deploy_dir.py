@@ -212,7 +212,7 @@ def test_a_regular_install_runs_the_deploy_and_the_check_from_a_clone(fleet, pro
         [
             str(venv / "bin" / "python"),
             "-c",
-            "import podstate.roles, podstate.spec as s; print(s.__file__)",
+            "import podstate.roles, podstate.desired.spec as s; print(s.__file__)",
         ],
         capture_output=True,
         text=True,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from podstate.operations import file_problem, write_command
-from podstate.probe import MAX_FILE, PodProbe
+from podstate.facts.probe import MAX_FILE, PodProbe
+from podstate.run.bookkeeping import file_problem, write_command
 
 TEXT = "export A=1\n"
 

@@ -1,7 +1,7 @@
 """End to end: GPU fitness findings, each on the right pod only, from the one probe.
 
 ``sandbox.gpu_fault`` turns a running sandbox pod into a bad GPU host (its stand-in
-nvidia-smi answers from the pod's layout file; podstate.sandbox_shapes.GPU_FAULTS):
+nvidia-smi answers from the pod's layout file; podstate.sandbox.shapes.GPU_FAULTS):
 pod-1 (COMMUNITY, 2 GPUs over PCIe) after a host driver update (NVML version mismatch),
 pod-2 (8x H100) with a thermally throttled GPU, pod-3 with an old driver, pod-4 with an ECC
 error and a narrowed PCIe link, pod-5 a CPU pod asked for a GPU.

@@ -9,11 +9,13 @@ import subprocess
 
 import pytest
 
-from podstate import fits, operations, venv_ops
-from podstate.probe import MAX_FILE
+from podstate.desired.spec import Layer, SpecError, resolve
+from podstate.facts.probe import MAX_FILE
+from podstate.operations import venv as venv_ops
+from podstate.pod import fits
 from podstate.roles import env
 from podstate.roles import venv as venv_role
-from podstate.spec import Layer, SpecError, resolve
+from podstate.run import bookkeeping
 
 
 def resolved(data: dict, root=None) -> dict:
@@ -32,10 +34,10 @@ def test_arg_max_is_what_linux_refuses():
 def test_the_largest_managed_file_fits_as_podstate_sends_it():
     """A user's file at the size the probe still reads, with podstate's hooks added, and a
     file of ``files`` at the size validation allows at a path of the longest length: each
-    written in one step, as podstate.fold sends it, is under the limit with room left."""
-    hooked = operations.write_command("~/.zshenv", "x" * MAX_FILE + 2 * env.HOOK, False, "644")
+    written in one step, as podstate.run.fold sends it, is under the limit with room left."""
+    hooked = bookkeeping.write_command("~/.zshenv", "x" * MAX_FILE + 2 * env.HOOK, False, "644")
     assert fits.change_length(hooked) < fits.ARG_MAX - 16_000
-    longest = operations.write_command("/" + "a" * 4095, "\udcff" * MAX_FILE, True, "600")
+    longest = bookkeeping.write_command("/" + "a" * 4095, "\udcff" * MAX_FILE, True, "600")
     assert fits.change_length(longest) < fits.ARG_MAX - 16_000
 
 

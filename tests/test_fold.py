@@ -1,4 +1,4 @@
-"""End to end: podstate's changes to a pod run as one remote command (``podstate.fold``), and
+"""End to end: podstate's changes to a pod run as one remote command (``podstate.run.fold``), and
 each operation still reports its own result.
 
 A step that fails names its own operation with its own output; the steps before it stay

@@ -1,4 +1,4 @@
-"""Unit tests of folding (``podstate.fold``): how commands become steps, where a segment
+"""Unit tests of folding (``podstate.run.fold``): how commands become steps, where a segment
 ends, each step's time limit, how a segment's output is read back, and the segment's own
 shell, run by a real sh against a lock in a temporary directory."""
 
@@ -11,7 +11,8 @@ import pytest
 from pyinfra.api import FunctionCommand, StringCommand
 from pyinfra.api.command import FileUploadCommand
 
-from podstate import fold, lock, settings
+from podstate import lock, settings
+from podstate.run import fold
 
 
 def test_a_change_is_a_step_with_its_own_time_limit():

@@ -8,8 +8,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from podstate.podsfile import read_pods_file
-from podstate.spec import SpecError, VarsDir, resolve
+from podstate.desired.spec import SpecError, VarsDir, resolve
+from podstate.inventory.podsfile import read_pods_file
 
 KEYS = [
     "scratch",
@@ -127,7 +127,7 @@ def _real_probe_output() -> list[str]:
     import subprocess
     import tempfile
 
-    from podstate.probe import PodProbe
+    from podstate.facts.probe import PodProbe
 
     root = Path(tempfile.mkdtemp())
     (root / "f").write_text("export A=1\n")
@@ -146,7 +146,7 @@ def assert_parsed_or_one_line(output: list[str]) -> None:
     """The probe's parser returns its dict, or fails this pod with one line; nothing else."""
     from pyinfra.api.exceptions import FactProcessError
 
-    from podstate.probe import PodProbe
+    from podstate.facts.probe import PodProbe
 
     try:
         probe = PodProbe().process(output)

@@ -259,14 +259,14 @@ def test_a_take_after_another_run_took_the_lock_since_the_probe_changes_nothing(
 
 
 def probe_lock_lines(path: Path, wait: int) -> subprocess.Popen:
-    """Start the probe's lock lines (podstate.probe) against the lock at ``path``. The
+    """Start the probe's lock lines (podstate.facts.probe) against the lock at ``path``. The
     probe's program is built in a process of its own: importing pyinfra's API patches the
     standard library with gevent, which other test modules' threads must not meet."""
     lines = subprocess.run(
         [
             sys.executable,
             "-c",
-            "from podstate.probe import PodProbe; "
+            "from podstate.facts.probe import PodProbe; "
             f"print(PodProbe().command(paths=[], files=[], lock_wait={wait}))",
         ],
         capture_output=True,

@@ -6,8 +6,9 @@ import json
 
 import jsonschema
 
-from podstate import report_markdown, reports
-from podstate.check import PodResult
+from podstate.check import markdown as report_markdown
+from podstate.check import reports
+from podstate.check.runner import PodResult
 from tests.e2e import ROOT, junit_errors
 
 REPORT_SCHEMA = json.loads((ROOT / "schema/check-report.schema.json").read_text())

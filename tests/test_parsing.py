@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from podstate.probe import (
+from podstate.facts.probe import (
     PodProbe,
     all_nvlink,
     mount_of,
@@ -180,12 +180,12 @@ def test_probe_reads_odd_paths_back_exactly(tmp_path, base64_w0):
 def run_probe_with_standin(tmp_path, layout: str) -> dict:
     """Return the probe of this machine with the sandbox's nvidia-smi stand-in on PATH,
     answering from ``layout``."""
-    from podstate.sandbox_shapes import SHAPES, gpu_layout
+    from podstate.sandbox.shapes import SHAPES, gpu_layout
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     standin = bin_dir / "nvidia-smi"
-    standin.write_bytes((ROOT / "podstate/sandbox_files/nvidia-smi").read_bytes())
+    standin.write_bytes((ROOT / "podstate/sandbox/files/nvidia-smi").read_bytes())
     standin.chmod(0o755)
     (tmp_path / "layout").write_text(gpu_layout("pod-1", SHAPES[0]) + layout)
     env = {
@@ -285,7 +285,7 @@ def test_real_h200_probe_answer_parses():
 
 
 def test_real_h200_query_has_every_field_the_probe_asks():
-    from podstate.probe import parse_cuda_version, parse_gpu_query
+    from podstate.facts.probe import parse_cuda_version, parse_gpu_query
 
     (gpu,) = parse_gpu_query((NVIDIA / "h200-probe-query.csv").read_text())
     assert gpu.index == 0 and gpu.remap_pending == "No" and gpu.power_brake == "Not Active"

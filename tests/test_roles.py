@@ -4,8 +4,8 @@ import subprocess
 
 import pytest
 
+from podstate.facts.probe import GpuDevice, GpuState, Mount, mount_of
 from podstate.nccl import variables
-from podstate.probe import GpuDevice, GpuState, Mount, mount_of
 from podstate.roles import gpu
 from podstate.roles.disk import has_room, on_container_disk
 from podstate.roles.env import HOOK, render_hooks, render_profile
@@ -213,7 +213,7 @@ def test_room_when_free_is_above_the_reserve_or_nothing_is_there(free):
 def test_waivers_hold_back_matching_findings_until_their_day():
     from datetime import date
 
-    from podstate.findings import Violation, waive
+    from podstate.run.findings import Violation, waive
 
     hot = Violation("GPU", "gpu.healthy", "GPU 3 throttles")
     shm = Violation("Shared memory", "shm.min_size", "/dev/shm is 64M")

@@ -28,9 +28,9 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from podstate import hostkeys, runpod, runpod_client, runpod_pods
-from podstate.inventory import load_pods
-from podstate.spec import SpecError
+from podstate.desired.spec import SpecError
+from podstate.inventory import hostkeys, runpod, runpod_client, runpod_pods
+from podstate.inventory.fleet import load_pods
 from tests.e2e import new_vars_dir
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from podstate import sandbox
-from podstate.sandbox_state import parse_rfc3339
+from podstate.sandbox.state import parse_rfc3339
 from tests.e2e import BIN, ROOT, apply
 from tests.test_runpod import PROBLEM, assert_valid, served_key
 

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from podstate import repo_ops, secret_ops
-from podstate.secret import SECRETS_FILE, Secret, render
+from podstate.desired.secret import SECRETS_FILE, Secret, render
+from podstate.desired.spec import Layer, SpecError, resolve
+from podstate.operations import repos as repo_ops
+from podstate.operations import secrets as secret_ops
 from podstate.shell import script
-from podstate.spec import Layer, SpecError, resolve
 from roles import secrets as secrets_role
 
 TOKEN = "hf_AbCdEf123456ghIJ"  # shaped like a pasted token: a valid variable name, no spaces

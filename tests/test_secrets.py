@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from podstate.secret import SECRETS_FILE
+from podstate.desired.secret import SECRETS_FILE
 from tests.e2e import BIN, ROOT, apply, check, exec_count
 
 SANDBOX = {"pods": 3}
@@ -154,7 +154,7 @@ def guessable(text: str, values: list[str]) -> list[str]:
 def secret_values(fleet) -> list[str]:
     """Return the secrets of this module's state as the control machine reads them, and the
     secrets file they make (what a digest could be of)."""
-    from podstate.secret import Secret, render
+    from podstate.desired.secret import Secret, render
 
     env = os.environ[TOKEN_VAR]
     file = (fleet.vars_dir / "wandb_key").read_text().removesuffix("\n")

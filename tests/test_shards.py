@@ -11,9 +11,9 @@ import jsonschema
 import pytest
 from junitparser import Failure, JUnitXml
 
-from podstate import shards
-from podstate.check import PodResult
-from podstate.reports import as_json
+from podstate.check import shards
+from podstate.check.reports import as_json
+from podstate.check.runner import PodResult
 from tests.e2e import BIN, ROOT, apply, check, exec_count, junit_errors, run
 
 SANDBOX = {"pods": 4}

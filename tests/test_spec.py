@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from podstate.inventory import load_pods
-from podstate.podsfile import read_pods_file
-from podstate.spec import Layer, SpecError, merge, resolve
+from podstate.desired.spec import Layer, SpecError, merge, resolve
+from podstate.inventory.fleet import load_pods
+from podstate.inventory.podsfile import read_pods_file
 
 ROOT = Path(__file__).resolve().parent.parent
 PYINFRA = Path(sys.executable).parent / "pyinfra"
@@ -196,7 +196,7 @@ def test_an_alias_bomb_is_refused_from_what_the_file_holds(tmp_path, monkeypatch
     """Nine levels (10 ** 9 values) are refused in one line naming the line where the
     expansion passed the bound, after composing only the nodes the file itself holds up to
     there: each alias is counted by the size of what it names, never expanded."""
-    from podstate import spec
+    from podstate.desired import spec
 
     composed = []
     compose = spec._Loader.compose_node

@@ -2,7 +2,7 @@
 whose nvidia-smi fails, or rejects a field the probe asks, get both NCCL guards from their
 first apply; a rejected field leaves only its own reading unknown.
 
-``sandbox.gpu_fault`` sets the faults before any apply (podstate.sandbox_shapes.GPU_FAULTS):
+``sandbox.gpu_fault`` sets the faults before any apply (podstate.sandbox.shapes.GPU_FAULTS):
 pod-1 (2 GPUs over PCIe) has an nvidia-smi that does not know one field, and GPU 1 in
 thermal slowdown; pod-4 (2 GPUs on NVLink, which alone would need no P2P guard) has an
 nvidia-smi that fails to initialize NVML.

@@ -26,11 +26,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from podstate import gzcache, venv_ops
-from podstate.probe import PodProbe, parse_probe
+from podstate import gzcache
+from podstate.desired.spec import Layer, SpecError, VarsDir, resolve
+from podstate.facts.probe import PodProbe, parse_probe
+from podstate.operations import venv as venv_ops
 from podstate.roles.venv import distributions, fingerprint, recorded, required, seed_mode
 from podstate.shell import script
-from podstate.spec import Layer, SpecError, VarsDir, resolve
 from tests.e2e import BIN, ROOT, Fleet, apply, check, exec_count
 from tests.fixtures.venv.wheels import (
     binary_wheel,
@@ -877,7 +878,7 @@ def test_a_pod_of_another_architecture_gets_uv_from_pip(pods, tmp_path):
 
 
 SECOND_VENV = """from podstate.roles import venv
-from podstate.spec import desired
+from podstate.desired.spec import desired
 
 venv.apply(desired({"venv": {
     "path": "/opt/venv-eval", "packages": ["tinyapp"],

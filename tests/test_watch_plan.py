@@ -1,4 +1,4 @@
-"""What ``podstate watch`` decides at each pass (``podstate.watch_plan``): pure functions of
+"""What ``podstate watch`` decides at each pass (``podstate.watch.decisions``): pure functions of
 what the passes saw, no pods needed."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from podstate.podsfile import Pod
-from podstate.spec import Layer, SpecError, resolve
-from podstate.watch_plan import (
+from podstate.desired.spec import Layer, SpecError, resolve
+from podstate.inventory.podsfile import Pod
+from podstate.watch.decisions import (
     MOVED,
     NEW,
     RESTARTED,

@@ -17,7 +17,7 @@
 #                 only when the sum matches. A snapshot that does not match or does not
 #                 unpack is set aside (CURRENT renamed CURRENT.bad) and the script exits 1
 #                 with the line "podstate: venv snapshot ARCHIVE is bad: WHY" on stderr
-#                 (podstate/venv_ops.py builds instead).
+#                 (podstate/operations/venv.py builds instead).
 # SEED: add (install pip too: the interpreter's own wheel, else pip from the index), check
 # (pip is requested: check that it starts) or no (a venv without pip). DISTRIBUTIONS
 # (normalized names separated by spaces) must be installed afterwards. The installer sees

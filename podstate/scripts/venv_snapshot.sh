@@ -4,7 +4,7 @@
 #   sh -c "$(cat venv_snapshot.sh)" venv_snapshot VENV RECORD DIR ARCHIVE FORMAT CURRENT LINE
 # VENV (a versioned venv directory, holding its RECORD file) is packed into DIR/ARCHIVE
 # (FORMAT zstd or gzip) under a temporary name and renamed; then DIR/CURRENT is replaced
-# the same way with LINE and the archive's sha256 after it (podstate/venv_ops.py writes
+# the same way with LINE and the archive's sha256 after it (podstate/operations/venv.py writes
 # LINE and reads the whole line); the sum is taken as the archive is written, in one pass.
 # Other archives and a set-aside CURRENT.bad are removed.
 set -eu

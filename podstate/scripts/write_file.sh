@@ -1,7 +1,7 @@
 #!/bin/sh
 # Replace a file's whole content atomically, then prove on the pod that it holds it.
 # Usage: (set -- PATH HOW MODE SHA256 CONTENT_BASE64; <this script>): a subshell of the
-# caller's shell, not a shell of its own (podstate.operations.write_command).
+# caller's shell, not a shell of its own (podstate.run.bookkeeping.write_command).
 #   HOW=own   podstate owns PATH: a regular file of MODE; anything else there is refused.
 #   HOW=edit  the user owns PATH: a symbolic link is followed and its target replaced in its
 #             own directory (the link stays); an existing file keeps its mode and owner;

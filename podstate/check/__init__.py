@@ -1,0 +1,1 @@
+"""``podstate check`` and ``podstate wait``: planning to verdicts, shards and reports."""

@@ -1,0 +1,312 @@
+"""``podstate check``: plan the deploy on every pod without changing anything, and report.
+
+pyinfra's ``--dry`` exits 0 with changes pending and its JSON plan leaves out pods that
+failed, so the check drives pyinfra's API itself: connect, plan (which runs only the
+read-only probe on each pod), then classify every pod as ok, drift, violation,
+unreachable or error, and say what the run did with each pod's host key. The reports
+written from the verdicts are in ``podstate.check.reports`` and ``podstate.check.markdown``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import os
+import re
+import traceback
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import gevent
+import pyinfra
+from pyinfra import logger as pyinfra_logger
+from pyinfra.api import Config, State
+from pyinfra.api.connect import connect_all, disconnect_all
+from pyinfra.api.exceptions import PyinfraError
+from pyinfra.api.state import BaseStateCallback, StateStage
+from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
+
+from podstate import lock, pyinfra_api, settings
+from podstate.inventory import hostkeys
+from podstate.pyinfra_api import exec_file, make_inventory
+from podstate.run import findings
+
+if TYPE_CHECKING:
+    from podstate.check.shards import Shard
+
+STATUSES = ("ok", "drift", "restarted", "violation", "unreachable", "error")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@dataclass
+class PodResult:
+    """The check's verdict on one pod."""
+
+    status: str = "ok"
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    violations: list[dict[str, str]] = field(default_factory=list)
+    error: str | None = None
+    checked: list[str] = field(default_factory=list)  # podstate's roles, then other files
+    waived: list[dict[str, Any]] = field(default_factory=list)  # violations a waiver holds
+    stale_waivers: list[str] = field(default_factory=list)  # expired, or matching nothing
+    host_key: dict[str, Any] | None = None  # hostkeys.outcome: None without podstate's store
+    restarted: dict[str, Any] | None = None  # applied_at, since: re-created since an apply
+    ready: bool = False  # the pod's ready marker is for this desired state
+    boot: dict[str, Any] | None = None  # the boot hook at this container's start (roles/boot)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the pod's entry of the JSON report (schema/check-report.schema.json)."""
+        return {
+            "status": self.status,
+            "changes": self.changes,
+            "violations": self.violations,
+            "error": self.error,
+            "host_key": self.host_key,
+            "waived": self.waived,
+            "stale_waivers": self.stale_waivers,
+            "restarted": self.restarted,
+            "ready": self.ready,
+            "boot": self.boot,
+        }
+
+
+class CheckFailed(Exception):
+    """The check could not run at all (bad inventory or deploy file): one line."""
+
+
+class _Errors(BaseStateCallback, logging.Handler):
+    """Collects connection errors and pyinfra's per-pod error lines, by pod name."""
+
+    def __init__(self) -> None:
+        logging.Handler.__init__(self, logging.WARNING)
+        self.unreachable: dict[str, str] = {}
+        self.errors: dict[str, list[str]] = {}
+
+    def host_connect_error(self, state, host, error) -> None:  # noqa: ARG002 - pyinfra's API
+        self.unreachable[host.name] = _ANSI.sub("", str(error.args[0] if error.args else error))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = _ANSI.sub("", record.getMessage()).strip()
+        match = re.match(r"^\[([^\]]+)\]\s*(.*)$", text, re.S)
+        if match:
+            self.errors.setdefault(match.group(1), []).append(match.group(2).strip())
+
+
+def deploy_files(directory: str = "deploy") -> list[str]:
+    """Return the deploy files ``pyinfra ... deploy/*.py`` runs: every .py file, in name order."""
+    return sorted(str(path) for path in Path(directory).glob("*.py"))
+
+
+def _where(error: BaseException, deploy: str) -> str:
+    """Return ``error`` as one line naming the deploy file and the line it came from."""
+    line = None
+    for frame, lineno in traceback.walk_tb(error.__traceback__):
+        if frame.f_code.co_filename == deploy:
+            line = lineno
+    at = f"{deploy}, line {line}" if line else deploy
+    text = _ANSI.sub("", str(error)).strip().replace("\n", " ") or repr(error)
+    return f"{at}: {type(error).__name__}: {text}"
+
+
+def _load_deploys(state: State, deploys: list[str], failures: dict[str, str]) -> None:
+    """Plan every deploy file on every active pod, in order, each pod in parallel; an
+    exception fails only the pod it happened on, with one line naming the file and line."""
+
+    def plan(host, deploy: str) -> None:
+        try:
+            with ctx_config.use(state.config.copy()), ctx_host.use(host):
+                exec_file(deploy)
+        except Exception as e:  # noqa: BLE001 - a broken pod must not stop the others
+            failures[host.name] = _where(getattr(e, "exception", e), deploy)
+
+    for number, deploy in enumerate(deploys):
+        state.current_deploy_filename = deploy
+        pyinfra_api.set_file_number(state, number)
+        hosts = [h for h in state.inventory.get_active_hosts() if h.name not in failures]
+        gevent.joinall([state.pool.spawn(plan, host, deploy) for host in hosts])
+
+
+def _limit(inventory, patterns: list[str]) -> list | None:
+    """Return the pods ``--limit`` names (names, groups or globs; repeated or
+    comma-separated), or None for every pod."""
+    patterns = [p for pattern in patterns for p in pattern.split(",") if p]
+    if not patterns:
+        return None
+    chosen = []
+    for host in inventory:
+        names = [host.name, *host.groups]
+        if any(fnmatch.fnmatch(n, p) for n in names for p in patterns):
+            chosen.append(host)
+    if not chosen:
+        raise CheckFailed(f"--limit {','.join(patterns)} matches no pod")
+    return chosen
+
+
+def run(
+    inventory_file: str,
+    deploys: list[str],
+    limit: list[str],
+    timeout: int = 10,
+    shard: Shard | None = None,
+) -> dict[str, PodResult]:
+    """Return the verdict for every pod of the inventory (after ``--limit``, then of those
+    the ones in ``shard``), planning the deploy files in the
+    order given, as ``pyinfra`` runs them. An empty shard is no pod and no connection."""
+    if not deploys:
+        raise CheckFailed("no deploy files to plan (run from the repository root)")
+    for path, what in [(inventory_file, "inventory"), *((d, "deploy file") for d in deploys)]:
+        if not os.path.isfile(path):
+            raise CheckFailed(f"no {what} at {path} (run from the repository root)")
+    pyinfra.is_cli = True
+    lock.probe_wait = 0  # a check reads each pod as it is, another run's lock or not
+    findings.reset()
+    state = State(check_for_changes=True)
+    config = Config(CONNECT_TIMEOUT=timeout)
+    ctx_state.set(state)
+    ctx_config.set(config)
+    errors = _Errors()
+    pyinfra_logger.addHandler(errors)
+    try:
+        try:
+            inventory = make_inventory(inventory_file, cwd=os.getcwd())
+        except SystemExit as e:
+            raise CheckFailed(str(e.code).removeprefix("podstate: ")) from None
+        ctx_inventory.set(inventory)
+        hosts = _limit(inventory, limit)
+        if shard is not None:
+            hosts = [h for h in (inventory if hosts is None else hosts) if shard.holds(h.name)]
+            if not hosts:
+                return {}
+        config.PARALLEL = min(settings.PARALLEL, len(hosts or inventory) or 1)
+        state.init(inventory, config, initial_limit=hosts)
+        state.add_callback_handler(errors)
+        state.set_stage(StateStage.Connect)
+        try:
+            connect_all(state)
+        except PyinfraError:
+            pass  # every pod unreachable: reported below
+        state.set_stage(StateStage.Prepare)
+        failures: dict[str, str] = {}
+        _load_deploys(state, deploys, failures)
+        results = {
+            h.name: _verdict(state, h, errors, failures, deploys) for h in hosts or inventory
+        }
+        for host in hosts or inventory:
+            _host_key(results[host.name], host)
+        state.set_stage(StateStage.Disconnect)
+        disconnect_all(state)
+        return results
+    finally:
+        pyinfra_logger.removeHandler(errors)
+
+
+def _verdict(
+    state: State, host, errors: _Errors, failures: dict[str, str], deploys: list[str]
+) -> PodResult:
+    result = PodResult()
+    if host.name in errors.unreachable or not host.connected:
+        result.status = "unreachable"
+        result.error = errors.unreachable.get(host.name, "could not connect")
+        return result
+    if host.name in failures or host in state.failed_hosts:
+        result.status = "error"
+        result.error = (
+            failures.get(host.name)
+            or "; ".join(errors.errors.get(host.name, []))
+            or "the probe failed"
+        )
+        return result
+    found = findings.of(host)
+    sorted_ = findings.waive(
+        found.violations, (host.data.get("podstate") or {}).get("waivers") or [], date.today()
+    )
+    result.violations = [
+        {"role": v.role, "id": v.finding, "message": v.message} for v in sorted_.failing
+    ]
+    result.waived = [
+        {
+            "role": v.role,
+            "id": v.finding,
+            "message": v.message,
+            "reason": w["reason"],
+            "until": w["until"].isoformat(),
+        }
+        for v, w in sorted_.waived
+    ]
+    result.stale_waivers = sorted_.stale
+    result.checked = list(found.roles)
+    with ctx_host.use(host):
+        for op_hash in state.get_op_order():
+            if op_hash not in state.ops[host] or op_hash in found.bookkeeping:
+                continue
+            if op_hash not in found.ops:
+                deploy = deploys[pyinfra_api.file_number(state, op_hash)]
+                result.checked += [] if deploy in result.checked else [deploy]
+            if not pyinfra_api.will_change(state, host, op_hash):
+                continue
+            result.changes.append(_change(state, found, op_hash, deploys))
+    result.restarted, result.ready, result.boot = found.restarted, found.ready, found.boot
+    if result.violations:
+        result.status = "violation"
+    elif result.changes:
+        result.status = "restarted" if result.restarted else "drift"
+    return result
+
+
+def _change(
+    state: State, found: findings.Findings, op_hash: str, deploys: list[str]
+) -> dict[str, Any]:
+    """Return one pending change: the role of one of podstate's own operations, or else the
+    deploy file of a team's own; the operation as pyinfra names it, or
+    what it would change on this pod in words; the file's diff, unless it is a secret."""
+    number = pyinfra_api.file_number(state, op_hash)
+    deploy = deploys[number] if 0 <= number < len(deploys) else ""
+    role = found.ops.get(op_hash) or deploy
+    name = sorted(state.op_meta[op_hash].names)[0] if state.op_meta[op_hash].names else ""
+    operation = found.labels.get(op_hash) or name.removeprefix(f"{role} | ")
+    change: dict[str, Any] = {"role": role, "operation": operation, "file": deploy}
+    if op_hash in found.secret:
+        change["secret"] = True  # it uploads a secret: no diff, in any report
+    elif op_hash in found.diffs:
+        change["diff"] = found.diffs[op_hash]
+    return change
+
+
+def _host_key(result: PodResult, host) -> None:
+    """Add to ``result`` what the run did with the pod's host key; a refused key makes the
+    pod's error say why, in podstate's words rather than paramiko's."""
+    result.host_key = hostkeys.outcome(host.data, host.connected, result.error)
+    if result.host_key and result.host_key["trust"] == hostkeys.REFUSED:
+        result.status = "unreachable"
+        result.error = f"host key refused: {result.host_key['reason']}"
+    elif result.host_key is None and "does not match" in (result.error or ""):
+        # A pods file: nothing vouches for a restart, so a changed key stays refused.
+        where = host.data.get("ssh_hostname") or host.name
+        port = int(host.data.get("ssh_port") or 22)
+        name = where if port == 22 else f"[{where}]:{port}"
+        known = host.data.get("ssh_known_hosts_file") or "~/.ssh/known_hosts"
+        result.error = (
+            "host key refused: it changed since it was recorded. A restart explains that "
+            "(RunPod makes new host keys at every container start), and so would an "
+            "interception; if this pod restarted, remove its old key with "
+            f"ssh-keygen -f {known} -R '{name}' and run again (or use the RunPod "
+            "API inventory, whose startedAt vouches for a restart)"
+        )
+
+
+def exit_code(results: dict[str, PodResult]) -> int:
+    """Return 0 when every pod is ok, 2 for drift and nothing worse, 1 otherwise."""
+    statuses = {r.status for r in results.values()}
+    if statuses & {"violation", "unreachable", "error"}:
+        return 1
+    return 2 if statuses & {"drift", "restarted"} else 0
+
+
+def summary(results: dict[str, PodResult]) -> dict[str, int]:
+    """Return how many pods have each status, plus the exit code."""
+    counts = {status: 0 for status in STATUSES}
+    for result in results.values():
+        counts[result.status] += 1
+    return {"pods": len(results), **counts, "exit_code": exit_code(results)}

@@ -1,0 +1,1 @@
+"""What podstate reads on a pod: the probe, one remote command per pod."""

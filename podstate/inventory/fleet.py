@@ -1,0 +1,117 @@
+"""Builds pyinfra's inventory groups from the pods file or the RunPod API, and the desired state.
+
+Every pod's state is resolved and validated here, before pyinfra connects to anything, and
+handed to the roles as the host data key ``podstate``.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from podstate import settings
+from podstate.desired.spec import SpecError, VarsDir, resolve
+from podstate.inventory import runpod
+from podstate.inventory.podsfile import Pod, read_pods_file
+from podstate.inventory.runpod import Skipped
+
+DEFAULT_PODS = Path("inventories/pods.yaml")
+DEFAULT_VARS = Path("inventories")
+
+HostEntry = tuple[str, dict[str, Any]]
+
+
+def pods_path() -> Path:
+    """Return the pods file to read: ``PODSTATE_PODS``, else inventories/pods.yaml."""
+    return Path(os.environ.get("PODSTATE_PODS") or DEFAULT_PODS)
+
+
+def vars_path() -> Path:
+    """Return the vars directory: ``PODSTATE_VARS``, else inventories/."""
+    return Path(os.environ.get("PODSTATE_VARS") or DEFAULT_VARS)
+
+
+@dataclass
+class Inventory:
+    """The pods to manage, the pods RunPod lists that podstate skips, and where both came from."""
+
+    pods: list[Pod]
+    skipped: list[Skipped]
+    source: str  # "pods file <path>" or "RunPod API"
+
+
+def load_inventory(record_host_keys: bool = True) -> Inventory:
+    """Return the inventory, each pod with its resolved state in ``data['podstate']``.
+
+    The source: the pods file when ``PODSTATE_PODS`` is set (it wins), else the RunPod API
+    when ``RUNPOD_API_KEY`` is set, else inventories/pods.yaml. ``record_host_keys=False``
+    leaves the host-key store of API pods untouched (for commands that only show).
+    """
+    if os.environ.get("PODSTATE_PODS") or not os.environ.get("RUNPOD_API_KEY"):
+        path = pods_path()
+        if not path.is_file():
+            raise SpecError(
+                f"no pods file at {path}: copy inventories/pods.example.yaml to {DEFAULT_PODS} "
+                "or set PODSTATE_PODS, or set RUNPOD_API_KEY to list your pods from RunPod"
+            )
+        vars_dir = _vars_dir()
+        return Inventory(_resolved(read_pods_file(path), vars_dir), [], f"pods file {path}")
+    vars_dir = _vars_dir()
+    pods, skipped = runpod.load(vars_dir, record_host_keys)
+    return Inventory(_resolved(pods, vars_dir), skipped, "RunPod API")
+
+
+def load_pods() -> list[Pod]:
+    """Return the pods to manage, with resolved states, for pyinfra's inventory.
+
+    Skipped API pods are reported on stderr, one line each, and fail nothing; an API listing
+    with no pod to manage is a SpecError, since pyinfra would have nothing to do.
+    """
+    inventory = load_inventory()
+    for skipped in inventory.skipped:
+        print(skipped.line(), file=sys.stderr)
+    if not inventory.pods:
+        raise SpecError(
+            f"RunPod lists no pod podstate can manage ({len(inventory.skipped)} skipped): "
+            "it needs RUNNING pods with 22/tcp exposed as a public TCP port"
+        )
+    return inventory.pods
+
+
+def _vars_dir() -> Path:
+    vars_dir = vars_path()
+    if not vars_dir.is_dir():
+        raise SpecError(f"no vars directory at {vars_dir}: set PODSTATE_VARS to one")
+    return vars_dir
+
+
+def _resolved(pods: list[Pod], vars_dir: Path) -> list[Pod]:
+    """Return ``pods`` with each one's merged, validated state in ``data['podstate']``, and
+    the connect and command time limits (``podstate.settings``) in its host data.
+
+    Pods whose state comes from the same files (most of a fleet) are validated once: that is
+    most of the time spent before the first connection, and it grew with the fleet.
+    """
+    store = VarsDir(vars_dir)
+    resolved: dict[tuple[str, ...], dict[str, Any]] = {}
+    for pod in pods:
+        pod.data = {**settings.host_data(), **pod.data}
+        layers = store.layers(pod.groups, pod.name)
+        files = tuple(layer.display for layer in layers)
+        if files not in resolved:
+            resolved[files] = resolve(layers, pod.name)
+        pod.data["podstate"] = copy.deepcopy(resolved[files])
+    return pods
+
+
+def inventory_groups(pods: list[Pod]) -> dict[str, list[HostEntry]]:
+    """Return pyinfra inventory groups (name -> [(host, data)]) for ``pods``."""
+    groups: dict[str, list[HostEntry]] = {}
+    for pod in pods:
+        for group in pod.groups:
+            groups.setdefault(group, []).append((pod.name, pod.data))
+    return groups

@@ -1,0 +1,88 @@
+"""The pods file: which pods exist and how to reach them (see inventories/pods.example.yaml)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from podstate.desired.spec import SpecError, key_text, load_yaml
+
+HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+GROUP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+CLOUDS = ("COMMUNITY", "SECURE")
+_POD_KEYS = ("cloud", "groups")
+
+
+@dataclass
+class Pod:
+    """One pod to manage: its host name, pyinfra host data and groups (cloud group first)."""
+
+    name: str
+    data: dict[str, Any]
+    groups: list[str]
+
+
+def cloud_group(cloud: object) -> str:
+    """Return ``secure`` for SECURE Cloud pods and ``community`` for everything else."""
+    return "secure" if str(cloud).upper() == "SECURE" else "community"
+
+
+def read_pods_file(path: Path, display: str | None = None) -> list[Pod]:
+    """Return the pods listed in a pods file; SpecError naming file and key otherwise."""
+    shown = display or str(path)
+    doc = load_yaml(path, shown)
+    for key in doc:
+        if key not in ("defaults", "pods"):
+            raise SpecError(f"{shown}: {key_text([key])}: unknown key (allowed: defaults, pods)")
+    defaults = doc.get("defaults") or {}
+    pods = doc.get("pods")
+    if not isinstance(defaults, dict):
+        raise SpecError(f"{shown}: defaults: expected a mapping of host data")
+    _check_host_data(defaults, shown, "defaults")
+    if not isinstance(pods, dict) or not pods:
+        raise SpecError(f"{shown}: pods: expected a mapping of pod names to their settings")
+    result = []
+    for name, settings in pods.items():
+        if not isinstance(name, str) or not HOST_NAME.match(name):
+            raise SpecError(
+                f"{shown}: {key_text(['pods', name])}: not a valid pod name "
+                "(letters, digits, '.', '_', '-')"
+            )
+        settings = settings or {}
+        if not isinstance(settings, dict):
+            raise SpecError(f"{shown}: pods.{name}: expected a mapping of settings")
+        _check_host_data(settings, shown, f"pods.{name}")
+        groups = settings.get("groups", [])
+        if not isinstance(groups, list) or not all(
+            isinstance(g, str) and GROUP_NAME.match(g) for g in groups
+        ):
+            raise SpecError(
+                f"{shown}: pods.{name}.groups: expected a list of group names "
+                "(letters, digits and _)"
+            )
+        data = {**defaults, **{k: v for k, v in settings.items() if k != "groups"}}
+        cloud = str(data.get("cloud", "COMMUNITY")).upper()
+        data["cloud"] = cloud if cloud in CLOUDS else "COMMUNITY"
+        for key in ("ssh_key", "ssh_known_hosts_file"):
+            if isinstance(data.get(key), str):
+                data[key] = str(Path(data[key]).expanduser())
+        ordered = [cloud_group(cloud)] + [g for g in groups if g != cloud_group(cloud)]
+        result.append(Pod(name, data, list(dict.fromkeys(ordered))))
+    return result
+
+
+def _check_host_data(data: dict[str, Any], shown: str, where: str) -> None:
+    for key, value in data.items():
+        if not isinstance(key, str) or not (key.startswith("ssh_") or key in _POD_KEYS):
+            raise SpecError(
+                f"{shown}: {key_text([where, key])}: unknown key "
+                "(allowed: ssh_* connector settings, cloud, groups)"
+            )
+        if key == "ssh_port" and (
+            isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536
+        ):
+            raise SpecError(f"{shown}: {where}.ssh_port: expected a port number, got {value!r}")
+        if key != "groups" and isinstance(value, (dict, list)):
+            raise SpecError(f"{shown}: {where}.{key}: expected a single value, got {value!r}")

@@ -1,0 +1,193 @@
+"""The live inventory: the pods RunPod's v2 REST API lists (``GET /v2/pods``), as pyinfra hosts.
+
+Used when ``RUNPOD_API_KEY`` is set (and ``PODSTATE_PODS`` is not). Every RUNNING pod with
+direct SSH becomes a pyinfra host named after the pod; the others are skipped, each with a
+reason. The API client, and the environment it reads, are in ``podstate.inventory.runpod_client``;
+the pod records it returns are checked in ``podstate.inventory.runpod_pods``. This module maps them
+to hosts: host names, automatic groups, ``groups.yaml`` groups and host data.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from podstate.desired.spec import SpecError, display_path, load_yaml
+from podstate.inventory import hostkeys
+from podstate.inventory.podsfile import GROUP_NAME, HOST_NAME, Pod, cloud_group
+from podstate.inventory.runpod_client import Settings, fetch, settings
+from podstate.inventory.runpod_pods import ApiPod, Skipped, parse
+
+_RESERVED_GROUPS = ("community", "secure")
+_RESERVED_PREFIXES = ("gpu_", "gpus_", "dc_")
+
+
+def host_names(pods: list[ApiPod]) -> dict[str, str]:
+    """Return pyinfra host names by pod id: the pod's name where it is a valid, unique one.
+
+    A name that several pods share, or that is not a valid host name, becomes
+    ``<name>-<pod id>`` (the name cleaned up, or just the id when nothing is left), so
+    every pod has a stable host name of its own for ``--limit`` and ``host_vars/``.
+    """
+    counts = Counter(pod.name for pod in pods)
+    names: dict[str, str] = {}
+    for pod in pods:
+        if counts[pod.name] == 1 and HOST_NAME.match(pod.name):
+            names[pod.id] = pod.name
+        else:
+            names[pod.id] = _with_id(_clean(pod.name), pod.id)
+    taken = Counter(names.values())
+    for pod in pods:  # a kept name equal to another pod's generated one
+        if taken[names[pod.id]] > 1 and names[pod.id] == pod.name:
+            names[pod.id] = _with_id(_clean(pod.name), pod.id)
+    final: dict[str, str] = {}
+    used: set[str] = set()
+    for pod_id, name in names.items():
+        unique, number = name, 2
+        while unique in used:
+            suffix = f"-{number}"
+            unique, number = name[: 63 - len(suffix)] + suffix, number + 1
+        used.add(unique)
+        final[pod_id] = unique
+    return final
+
+
+def _clean(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-._")
+
+
+def _with_id(base: str, pod_id: str) -> str:
+    suffix = _clean(pod_id)[:40] or "pod"
+    base = base[: 62 - len(suffix)].rstrip("-._")
+    return f"{base}-{suffix}" if base else suffix
+
+
+def slug(text: str, drop: tuple[str, ...] = ()) -> str:
+    """Return ``text`` as a group-name part: lowercase, runs of other characters as ``_``.
+
+    Leading words in ``drop`` go first ("NVIDIA GeForce RTX 4090" -> "rtx_4090").
+    """
+    text = text.strip().lower()
+    for word in drop:
+        if text.startswith(word + " "):
+            text = text[len(word) + 1 :].lstrip()
+    return re.sub(r"[^a-z0-9]+", "_", text).strip("_")
+
+
+def auto_groups(pod: ApiPod) -> list[str]:
+    """Return the groups RunPod's data puts a pod in, cloud group first.
+
+    ``community``/``secure``; ``gpu_<model>`` (from ``gpu.id``); ``dc_<data centre>``;
+    ``gpus_<count>`` (``gpus_0`` for CPU pods).
+    """
+    groups = [cloud_group(pod.cloud)]
+    gpu = slug(pod.gpu_id, ("nvidia", "geforce")) if pod.gpu_id else ""
+    if gpu:
+        groups.append(f"gpu_{gpu}"[:63].rstrip("_"))
+    dc = slug(pod.data_center) if pod.data_center else ""
+    if dc:
+        groups.append(f"dc_{dc}"[:63].rstrip("_"))
+    groups.append(f"gpus_{pod.gpu_count}")
+    return groups
+
+
+def groups_path(vars_dir: Path) -> Path:
+    """Return the group rules file: ``groups.yaml`` in the vars directory."""
+    return vars_dir / "groups.yaml"
+
+
+def load_group_rules(path: Path) -> dict[str, list[str]]:
+    """Return ``groups.yaml``'s rules (group -> pod name globs); {} when there is no file.
+
+    SpecError names the file and the group when the file is not a mapping of group names
+    to lists of globs.
+    """
+    if not path.is_file():
+        return {}
+    shown = display_path(path)
+    rules: dict[str, list[str]] = {}
+    for group, globs in load_yaml(path, shown).items():
+        if not GROUP_NAME.match(group) or group.startswith("_"):
+            raise SpecError(
+                f"{shown}: {group}: not a valid group name (letters, digits and _, "
+                "not starting with a digit or _)"
+            )
+        if group in _RESERVED_GROUPS or group.startswith(_RESERVED_PREFIXES):
+            raise SpecError(
+                f"{shown}: {group}: set from RunPod's data (community, secure, gpu_*, "
+                "gpus_*, dc_*); pick another group name"
+            )
+        if (
+            not isinstance(globs, list)
+            or not globs
+            or not all(isinstance(g, str) and g for g in globs)
+        ):
+            raise SpecError(
+                f'{shown}: {group}: expected a list of pod name globs, like ["train-*"]'
+            )
+        rules[group] = list(globs)
+    return rules
+
+
+def to_pods(
+    api_pods: list[ApiPod],
+    rules: dict[str, list[str]],
+    config: Settings,
+    record_host_keys: bool = True,
+    host_key_dir: Path | None = None,
+) -> list[Pod]:
+    """Return inventory pods (sorted by host name) with host data and groups.
+
+    Host data: the direct SSH address, ``pod_id``, ``cloud``, ``gpu_id``, ``gpu_count``,
+    ``data_center``, ``started_at``, ``ssh_key`` from PODSTATE_SSH_KEY, and the host-key
+    settings of ``podstate.inventory.hostkeys`` (recorded in the store unless
+    ``record_host_keys`` is false). A pod joins each ``groups.yaml`` group one of whose globs
+    matches its host name or its RunPod name, after its automatic groups, in the file's order.
+    """
+    names = host_names(api_pods)
+    pods: list[Pod] = []
+    trusts: list[hostkeys.HostKeyTrust] = []
+    for api in api_pods:
+        name = names[api.id]
+        trust = hostkeys.plan(api.id, name, api.host, api.port, api.started_at, host_key_dir)
+        if record_host_keys:
+            hostkeys.record(trust)
+        trusts.append(trust)
+        groups = auto_groups(api)
+        groups += [
+            group
+            for group, globs in rules.items()
+            if any(fnmatch.fnmatchcase(n, g) for n in (name, api.name) for g in globs)
+        ]
+        data: dict[str, Any] = {
+            "ssh_hostname": api.host,
+            "ssh_port": api.port,
+            "ssh_user": api.user,
+            **trust.host_data(),
+            "pod_id": api.id,
+            "cloud": api.cloud,
+            "gpu_id": api.gpu_id,
+            "gpu_count": api.gpu_count,
+            "data_center": api.data_center,
+            "started_at": api.started_at,
+        }
+        if config.ssh_key:
+            data["ssh_key"] = config.ssh_key
+        pods.append(Pod(name, data, list(dict.fromkeys(groups))))
+    if record_host_keys:
+        hostkeys.explain_mismatches(trusts)
+    return sorted(pods, key=lambda pod: pod.name)
+
+
+def load(vars_dir: Path, record_host_keys: bool = True) -> tuple[list[Pod], list[Skipped]]:
+    """Return the pods to manage and the skipped ones, from the API named by the environment.
+
+    The group rules are read before the API is asked, so a bad groups.yaml costs no request.
+    """
+    config = settings()
+    rules = load_group_rules(groups_path(vars_dir))
+    api_pods, skipped = parse(fetch(config), config.include_cluster)
+    return to_pods(api_pods, rules, config, record_host_keys), skipped

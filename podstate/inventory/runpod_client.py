@@ -1,0 +1,311 @@
+"""The RunPod API client: ``GET /v2/pods``, with the settings it reads from the environment.
+
+Only the standard library talks HTTP, and the key goes nowhere but the ``Authorization``
+header of requests to the configured API: redirects are refused, and no message, log line
+or host data ever contains it. Rate limits (429) are waited out within a bound.
+
+Environment:
+
+``RUNPOD_API_KEY``        the API key (required for this source)
+``RUNPOD_API_URL``        base URL, default https://api.runpod.io (plain http: localhost only)
+``RUNPOD_API_TIMEOUT``    seconds to wait for the API, default 15
+``PODSTATE_CLUSTER_PODS`` 1: manage cluster member pods too (``includeClusterPods=true``)
+``PODSTATE_SSH_KEY``      private key file for every pod (host data ``ssh_key``); unset:
+                          pyinfra's defaults (SSH agent, ~/.ssh/id_*)
+"""
+
+from __future__ import annotations
+
+import http.client
+import ipaddress
+import json
+import os
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.message import Message
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any
+
+from podstate.desired.spec import SpecError, kind_of
+
+API_URL = "https://api.runpod.io"
+TIMEOUT_S = 15.0
+MAX_TRIES = 3  # requests per listing when rate-limited (429)
+MAX_WAIT_S = 30.0  # total seconds podstate waits out rate limits before giving up
+MAX_BODY = 32 << 20  # bytes of response podstate reads at most
+
+
+class InventoryError(SpecError):
+    """The live inventory could not be built: one line that says what to fix."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where and how to ask the API, read from the environment by ``settings()``."""
+
+    key: str
+    base_url: str
+    timeout: float
+    include_cluster: bool
+    ssh_key: str | None
+
+    def __repr__(self) -> str:  # never show the key, even in a debugger or a traceback
+        return f"Settings(base_url={self.base_url!r}, timeout={self.timeout!r}, ...)"
+
+
+def settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Return the API settings from the environment; InventoryError names a bad variable.
+
+    The key is checked for characters an HTTP header cannot carry here, because Python's
+    own error for them would quote the key.
+    """
+    env = os.environ if env is None else env
+    key = (env.get("RUNPOD_API_KEY") or "").strip()
+    if not key:
+        raise InventoryError("RUNPOD_API_KEY is not set: set it to a RunPod API key")
+    if not re.fullmatch(r"[\x21-\x7e]+", key):
+        raise InventoryError(
+            "RUNPOD_API_KEY contains spaces, line breaks or non-ASCII characters: "
+            "set it to the key alone"
+        )
+    base_url = _check_url((env.get("RUNPOD_API_URL") or API_URL).strip())
+    raw_timeout = (env.get("RUNPOD_API_TIMEOUT") or "").strip()
+    try:
+        timeout = float(raw_timeout) if raw_timeout else TIMEOUT_S
+    except ValueError:
+        timeout = -1.0
+    if not 0 < timeout <= 600:
+        raise InventoryError(
+            f"RUNPOD_API_TIMEOUT: expected seconds (0 to 600), got {raw_timeout!r}"
+        )
+    cluster = (env.get("PODSTATE_CLUSTER_PODS") or "0").strip().lower()
+    if cluster not in ("0", "1", "true", "false", "yes", "no"):
+        raise InventoryError(f"PODSTATE_CLUSTER_PODS: expected 1 or 0, got {cluster!r}")
+    ssh_key = (env.get("PODSTATE_SSH_KEY") or "").strip() or None
+    if ssh_key:
+        ssh_key = str(Path(ssh_key).expanduser())
+        if not Path(ssh_key).is_file():
+            raise InventoryError(f"PODSTATE_SSH_KEY: no private key file at {ssh_key}")
+    return Settings(key, base_url, timeout, cluster in ("1", "true", "yes"), ssh_key)
+
+
+def _check_url(url: str) -> str:
+    """Return the base URL without a trailing slash; InventoryError when it is unusable.
+
+    Plain http is accepted for loopback addresses only (tests, local proxies), so the key
+    never crosses a network unencrypted.
+    """
+    try:
+        parts: urllib.parse.SplitResult | None = urllib.parse.urlsplit(url)
+        _ = parts.port  # ValueError for a port that is not a number
+    except ValueError:
+        parts = None
+    if (
+        parts is None
+        or parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.username
+        or parts.password
+        or parts.query
+        or parts.fragment
+    ):
+        raise InventoryError(
+            "RUNPOD_API_URL: expected a base URL like https://api.runpod.io "
+            "(no user name, query or fragment)"
+        )
+    if parts.scheme == "http" and not _loopback(parts.hostname):
+        raise InventoryError(
+            "RUNPOD_API_URL: plain http is allowed for localhost only (the API key would "
+            "cross the network unencrypted); use https"
+        )
+    return url.rstrip("/")
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+# --- HTTP -------------------------------------------------------------------------------
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Refuses every redirect, so the key is never sent to another address."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: Any,
+        code: int,
+        msg: str,
+        headers: Message,
+        newurl: str,
+    ) -> None:
+        """Return None, so urllib raises HTTPError for the 3xx instead of following it."""
+        return None
+
+
+def fetch(
+    config: Settings,
+    *,
+    max_tries: int = MAX_TRIES,
+    max_wait: float = MAX_WAIT_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[Any]:
+    """Return the raw ``pods`` list of ``GET /v2/pods``; InventoryError for anything else.
+
+    Rate limits (429) are waited out as ``Retry-After`` or ``RateLimit`` say, for at most
+    ``max_tries`` requests and ``max_wait`` seconds in all; a longer wait fails at once
+    rather than hanging a CI job.
+    """
+    url = f"{config.base_url}/v2/pods"
+    if config.include_cluster:
+        url += "?includeClusterPods=true"
+    proxies = urllib.request.ProxyHandler({} if url.startswith("http://") else None)
+    opener = urllib.request.build_opener(_NoRedirect, proxies)
+    waited = 0.0
+    for attempt in range(1, max_tries + 1):
+        status, headers, body = _get(opener, url, config)
+        if status == 429:
+            wait = _retry_wait(headers)
+            if attempt < max_tries and waited + wait <= max_wait:
+                sleep(wait)
+                waited += wait
+                continue
+            raise InventoryError(
+                f"RunPod API rate limit: still refused after {attempt} "
+                f"{'try' if attempt == 1 else 'tries'} (it asks to wait {wait:g} s more); "
+                "try again later"
+            )
+        if status == 200:
+            return _pods_list(body, headers, config)
+        raise InventoryError(_status_message(status, headers, body, config))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _get(
+    opener: urllib.request.OpenerDirector, url: str, config: Settings
+) -> tuple[int, Message, bytes]:
+    """Return (status, headers, body) of one GET; InventoryError when no answer came."""
+    request = urllib.request.Request(
+        url, headers={"Accept": "application/json", "User-Agent": "podstate"}
+    )
+    request.add_unredirected_header("Authorization", f"Bearer {config.key}")
+    where = f"the RunPod API at {config.base_url}"
+    try:
+        with opener.open(request, timeout=config.timeout) as response:
+            body = response.read(MAX_BODY + 1)
+            if len(body) > MAX_BODY:
+                raise InventoryError(f"{where} sent more than {MAX_BODY >> 20} MiB; not a pod list")
+            return response.status, response.headers, body
+    except urllib.error.HTTPError as e:
+        try:
+            body = e.read(64 << 10)
+        except (OSError, http.client.HTTPException):
+            body = b""
+        return e.code, e.headers, body
+    except urllib.error.URLError as e:
+        if isinstance(e.reason, TimeoutError):
+            raise InventoryError(_timeout_message(where, config)) from None
+        reason = e.reason.strerror if isinstance(e.reason, OSError) else None
+        raise InventoryError(
+            f"cannot reach {where}: {_scrub(str(reason or e.reason), config)}"
+        ) from None
+    except TimeoutError:
+        raise InventoryError(_timeout_message(where, config)) from None
+    except (OSError, http.client.HTTPException, ValueError) as e:
+        detail = _scrub(str(e) or type(e).__name__, config)
+        raise InventoryError(f"cannot reach {where}: {detail}") from None
+
+
+def _timeout_message(where: str, config: Settings) -> str:
+    return f"no answer from {where} within {config.timeout:g} s (RUNPOD_API_TIMEOUT)"
+
+
+def _retry_wait(headers: Message) -> float:
+    """Return the seconds a 429 asks to wait: Retry-After, else RateLimit's spent windows."""
+    retry_after = (headers.get("Retry-After") or "").strip()
+    if retry_after:
+        try:
+            return max(0.0, float(retry_after))
+        except ValueError:
+            pass
+        try:
+            when = parsedate_to_datetime(retry_after)
+            return max(0.0, (when - datetime.now(UTC)).total_seconds())
+        except (TypeError, ValueError):
+            pass
+    waits = []
+    for member in (headers.get("RateLimit") or "").split(","):
+        remaining = re.search(r";\s*r=(\d+)", member)
+        reset = re.search(r";\s*t=(\d+)", member)
+        if remaining and reset and int(remaining.group(1)) == 0:
+            waits.append(float(reset.group(1)))
+    return max(waits) if waits else 1.0
+
+
+def _status_message(status: int, headers: Message, body: bytes, config: Settings) -> str:
+    """Return the one-line error for an HTTP status other than 200 and 429."""
+    detail = _problem_detail(body, config)
+    reason = http.client.responses.get(status, "")
+    said = f"{status} {reason}".strip() + (f": {detail}" if detail else "")
+    if status == 401:
+        return (
+            f"the RunPod API refused RUNPOD_API_KEY ({said}): check the key, or create one "
+            "in the RunPod console (Settings, API Keys)"
+        )
+    if status == 403:
+        return f"RUNPOD_API_KEY may not list pods ({said}): give the key read access to pods"
+    if 300 <= status < 400:
+        location = urllib.parse.urlsplit(headers.get("Location") or "").netloc or "elsewhere"
+        return (
+            f"the RunPod API at {config.base_url} redirects ({status}) to {location}; "
+            "podstate sends the API key to RUNPOD_API_URL only: set it to the final address"
+        )
+    return f"the RunPod API at {config.base_url} answered {said}"
+
+
+def _problem_detail(body: bytes, config: Settings) -> str:
+    """Return the ``detail`` of an RFC 9457 problem body, on one short line ('' if none)."""
+    try:
+        problem = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return ""
+    if not isinstance(problem, dict) or not isinstance(problem.get("detail"), str):
+        return ""
+    text = " ".join(_scrub(problem["detail"], config).split())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _scrub(text: str, config: Settings) -> str:
+    """Return ``text`` with the API key blanked out, whatever sent it back."""
+    return text.replace(config.key, "<RUNPOD_API_KEY>")
+
+
+def _pods_list(body: bytes, headers: Message, config: Settings) -> list[Any]:
+    """Return the ``pods`` array of a 200 answer; InventoryError when it is not one."""
+    try:
+        doc = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        kind = headers.get("Content-Type") or "no content type"
+        raise InventoryError(
+            f"the RunPod API at {config.base_url} answered with something that is not JSON "
+            f"({kind}, {len(body)} bytes); is RUNPOD_API_URL right?"
+        ) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("pods"), list):
+        got = "no 'pods' list" if isinstance(doc, dict) else kind_of(doc)
+        raise InventoryError(
+            f"unexpected RunPod API response: expected an object with a 'pods' list, got {got}"
+        )
+    return doc["pods"]

@@ -1,0 +1,170 @@
+"""RunPod's pod records, checked: the pods podstate can manage, and why it skips the others.
+
+``parse`` reads the raw ``pods`` list the client fetched (``podstate.inventory.runpod_client``): the
+fields podstate uses are type-checked, the rest left alone.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from podstate.desired.spec import kind_of
+from podstate.inventory import hostkeys
+from podstate.inventory.podsfile import CLOUDS
+from podstate.inventory.runpod_client import InventoryError
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A pod RunPod lists that podstate cannot manage, and why."""
+
+    id: str
+    name: str
+    reason: str
+
+    def line(self) -> str:
+        """Return the one stderr line that reports this pod as skipped."""
+        return f"podstate: skipping pod {_shown(self.id)} ({_shown(self.name)}): {self.reason}"
+
+
+@dataclass(frozen=True)
+class ApiPod:
+    """The parts of a RunPod pod the inventory uses, checked for type."""
+
+    id: str
+    name: str
+    host: str
+    port: int
+    user: str
+    cloud: str  # SECURE or COMMUNITY
+    gpu_id: str | None
+    gpu_count: int
+    data_center: str | None
+    started_at: str | None
+
+
+def parse(raw: list[Any], include_cluster: bool = False) -> tuple[list[ApiPod], list[Skipped]]:
+    """Return the pods podstate can manage and the ones it skips, in the API's order.
+
+    Manageable: RUNNING, with ``ssh.direct``, and not a cluster member unless
+    ``include_cluster``. The fields podstate reads are type-checked (InventoryError names
+    the pod and field); other fields are left alone.
+    """
+    pods: list[ApiPod] = []
+    skipped: list[Skipped] = []
+    seen: set[str] = set()
+    for index, item in enumerate(raw):
+        where = f"pods[{index}]"
+        if not isinstance(item, dict):
+            raise _unexpected(where, f"expected a pod object, got {kind_of(item)}")
+        pod_id = _field(item, "id", where, str)
+        if not pod_id:
+            raise _unexpected(f"{where}.id", "empty")
+        if pod_id in seen:
+            raise _unexpected(f"{where}.id", f"{_shown(pod_id)} is listed twice")
+        seen.add(pod_id)
+        where = f"{where} (id {_shown(pod_id)})"
+        name = _field(item, "name", where, str)
+        status = _field(item, "status", where, str)
+        cluster = item.get("cluster")
+        if cluster is not None and not include_cluster:
+            cluster_id = cluster.get("id") if isinstance(cluster, dict) else None
+            which = f" {_shown(cluster_id)}" if isinstance(cluster_id, str) else ""
+            skipped.append(
+                Skipped(
+                    pod_id,
+                    name,
+                    f"member of cluster{which} (set PODSTATE_CLUSTER_PODS=1 to manage it)",
+                )
+            )
+            continue
+        if status != "RUNNING":
+            skipped.append(Skipped(pod_id, name, f"status {_shown(status)}"))
+            continue
+        ssh = _field(item, "ssh", where, dict)
+        direct = _field(ssh, "direct", f"{where}.ssh", dict, nullable=True)
+        if direct is None:
+            skipped.append(Skipped(pod_id, name, _no_direct_reason(item)))
+            continue
+        here = f"{where}.ssh.direct"
+        host = _field(direct, "host", here, str)
+        port = _field(direct, "port", here, int)
+        user = _field(direct, "username", here, str)
+        if not host or not user or not 0 < port < 65536:
+            bad = "host" if not host else "username" if not user else "port"
+            raise _unexpected(f"{here}.{bad}", f"not usable: {_shown(str(direct.get(bad)))}")
+        cloud = str(_field(item, "cloud", where, str)).upper()
+        gpu = _field(item, "gpu", where, dict, required=False)
+        gpu_id = gpu_count = None
+        if gpu is not None:
+            gpu_id = _field(gpu, "id", f"{where}.gpu", str)
+            gpu_count = _field(gpu, "count", f"{where}.gpu", int, required=False)
+        started_at = _field(item, "startedAt", where, str, nullable=True)
+        if started_at is not None:
+            try:
+                hostkeys.parse_time(started_at)
+            except ValueError:
+                raise _unexpected(
+                    f"{where}.startedAt", f"not a date-time: {_shown(started_at)}"
+                ) from None
+        pods.append(
+            ApiPod(
+                id=pod_id,
+                name=name,
+                host=host,
+                port=port,
+                user=user,
+                cloud=cloud if cloud in CLOUDS else "COMMUNITY",
+                gpu_id=gpu_id,
+                gpu_count=(1 if gpu_count is None else gpu_count) if gpu_id else 0,
+                data_center=_field(item, "dataCenterId", where, str, nullable=True),
+                started_at=started_at,
+            )
+        )
+    return pods, skipped
+
+
+def _no_direct_reason(item: dict[str, Any]) -> str:
+    ports = item.get("ports")
+    if isinstance(ports, list) and "22/tcp" not in ports:
+        return (
+            "no direct SSH: 22/tcp is not exposed (the ssh.runpod.io proxy gives an "
+            "interactive shell only; expose 22/tcp as a TCP port)"
+        )
+    return "no direct SSH: 22/tcp has no public port yet (no public IP, or still starting)"
+
+
+def _field(
+    obj: dict[str, Any],
+    key: str,
+    where: str,
+    kind: type,
+    required: bool = True,
+    nullable: bool = False,
+) -> Any:
+    """Return ``obj[key]`` when it has type ``kind``; InventoryError naming it otherwise."""
+    if key not in obj:
+        if required:
+            raise _unexpected(f"{where}.{key}", "missing")
+        return None
+    value = obj[key]
+    if value is None and (nullable or not required):
+        return None
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        names = {str: "a string", int: "an integer", dict: "an object"}
+        expected = names.get(kind, kind.__name__) + (" or null" if nullable else "")
+        raise _unexpected(f"{where}.{key}", f"expected {expected}, got {kind_of(value)}")
+    return value
+
+
+def _unexpected(where: str, problem: str) -> InventoryError:
+    return InventoryError(f"unexpected RunPod API response: {where}: {problem}")
+
+
+def _shown(text: str) -> str:
+    """Return ``text`` safe for one terminal line (JSON-quoted when it is not plain)."""
+    if text and text.isprintable() and len(text) <= 100:
+        return text
+    return json.dumps(text[:100])

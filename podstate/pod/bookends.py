@@ -1,0 +1,65 @@
+"""The lock and the report that span every deploy file of a run.
+
+``pyinfra -y inventories/pods.py deploy/*.py`` runs the files in name order, whatever their
+names. Podstate's own deploy file calls ``start()`` before its roles and ``finish()`` after
+them. ``start`` puts two operations before the first operation of any file (one makes the
+other files' changes take the pod lock, as podstate's own do; one folds podstate's own
+changes into one command); ``finish`` puts three after the last (mark the pod ready;
+release the lock; fail the pod with the violations, once). They are planned after the
+roles, so the marker knows whether a violation stands, and a dry run shows the report as
+the change it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyinfra import host, state
+
+from podstate import pyinfra_api
+from podstate.run import bookkeeping as operations
+from podstate.run import findings
+
+_FIRST: dict[str, list[str]] = {}  # each pod's first operations, from start() to finish()
+
+
+def _add(*ops: tuple[Any, str, dict[str, Any]]) -> list[str]:
+    """Add ``ops`` (operation, name, arguments) for the current pod; return their hashes."""
+    hashes = []
+    for add_op, name, args in ops:
+        before = set(state.ops.get(host, ()))
+        add_op(name=name, **args)
+        hashes += set(state.ops.get(host, ())) - before
+    findings.of(host).bookkeeping |= set(hashes)
+    return hashes
+
+
+def start() -> None:
+    """Add the lock and fold operations, before every deploy file's operations."""
+    first = _add(
+        (operations.lock_other_files, "Pod lock for other deploy files", {}),
+        (operations.fold_changes, "Fold podstate's changes into one command", {}),
+    )
+    _FIRST[host.name] = first
+    pyinfra_api.bookend(host, first=first, last=[])
+
+
+def finish(wanted: dict[str, Any], probe: dict[str, Any] | None) -> None:
+    """Add, after every deploy file's operations, the ready marker (from ``probe``; None:
+    the pod is not converged, so no marker), the release and the report (which honours the
+    desired state's waivers)."""
+    from podstate.roles import ready
+
+    before = set(state.ops.get(host, ()))
+    if probe is not None:
+        ready.apply(wanted, probe)
+    marked = [h for h in state.get_op_order() if h in set(state.ops.get(host, ())) - before]
+    last = marked + _add(
+        (operations.release_lock, "Release the pod lock", {}),
+        (
+            operations.violations,
+            "Report what apply cannot fix",
+            {"waivers": wanted.get("waivers")},
+        ),
+    )
+    pyinfra_api.bookend(host, first=_FIRST.pop(host.name, []), last=last)

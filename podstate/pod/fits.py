@@ -1,0 +1,161 @@
+"""Every command podstate sends a pod fits in one argument: checked before any pod is touched.
+
+sshd starts each command as one argument of the login shell (``sh -c COMMAND``, as pyinfra
+sends it), and Linux starts no program with an argument of ``ARG_MAX`` bytes or more
+(MAX_ARG_STRLEN): a command too long fails, in the middle of a run, with an exec error.
+So the commands whose length grows with the desired state are built here from it while it
+is validated, with what only the pod can tell (its interpreter's path, ...) at its
+longest, and a state that would make one too long is refused with one line. What can be
+large travels as file content instead, never on a command line: a venv's requirements,
+secrets (podstate.run.fold sends small uploads on a command's stdin).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import shlex
+from importlib.resources import files
+from typing import Any
+
+from podstate.desired.spec import SpecError
+
+ARG_MAX = 128 << 10  # Linux's limit on one argument, the terminating NUL included
+PATH_MAX = 4096  # the longest path a pod answers with (its interpreter's, its uv's)
+
+
+def login_length(command: str) -> int:
+    """Return the bytes of the argument sshd hands the login shell for ``command``, as
+    pyinfra sends it (``sh -c`` and the command quoted), without the terminating NUL."""
+    return len(("sh -c " + shlex.quote(command)).encode("utf-8", "surrogateescape"))
+
+
+def change_length(inner: str) -> int:
+    """Return ``login_length`` of the change ``inner`` as podstate.run.fold runs it when it is
+    a step of its own: under the pod lock, quoted once more, the longest it gets."""
+    from podstate import lock
+    from podstate.run import fold
+
+    segment = fold.Segment("")
+    segment.add(*fold._step(lock.Change(inner)))
+    return login_length(segment.command())
+
+
+def check(state: dict[str, Any]) -> None:
+    """Raise SpecError, starting with the key, when a command ``state`` (a normalized
+    desired state) makes would not fit in one argument: the probe, installing the apt
+    packages, each managed file of the state (``files``, the profile and what it declares,
+    the ``authorized_keys`` block), and the venv's build and restore."""
+    from podstate import roles, settings
+    from podstate.facts.probe import MAX_FILE, PodProbe
+    from podstate.operations import apt as apt_ops
+    from podstate.run import bookkeeping
+
+    probe = login_length(PodProbe().command(**roles.probe_arguments(state)))
+    _fit("probe", "reading the pod", probe, "list fewer or shorter paths, packages or names")
+    apt = (state.get("packages") or {}).get("apt")
+    if apt:
+        command = apt_ops.install_command(apt, True, settings.APT_LOCK_WAIT)
+        _fit("packages.apt", "installing them", change_length(command), "list fewer packages")
+    for path, item in (state.get("files") or {}).items():
+        command = bookkeeping.write_command(path, item["content"], True, item["mode"])
+        _fit(f"files: {path}", "writing it", change_length(command), "use a shorter path")
+    for key, path, content, fix in _generated(state):
+        size = len(content.encode("utf-8", "surrogateescape"))
+        if size > MAX_FILE:
+            raise SpecError(
+                f"{key}: {path} would hold {size} bytes, more than the {MAX_FILE} podstate "
+                f"writes in one command; {fix}"
+            )
+    if state.get("venv"):
+        for name, command in _venv_commands(state):
+            _fit("venv", name, change_length(command), "list fewer distributions or options")
+    if (state.get("boot") or {}).get("hook"):
+        size = _boot_data_size(state)
+        if size > MAX_FILE:
+            raise SpecError(
+                f"boot.hook: the hook's data would hold about {size} bytes, more than the "
+                f"{MAX_FILE} podstate writes in one command; keep large values and files on "
+                "the volume"
+            )
+
+
+def _fit(key: str, what: str, length: int, fix: str) -> None:
+    """Raise SpecError unless a command of ``length`` bytes fits in one argument."""
+    if length >= ARG_MAX:
+        raise SpecError(
+            f"{key}: {what} takes a command of {length} bytes, more than the {ARG_MAX} Linux "
+            f"passes as one: {fix}"
+        )
+
+
+def _generated(state: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """Return (key, path, content, what to do when it is too large) of the managed files
+    podstate writes from ``state`` alone, as roles/env.py and roles/authorized_keys.py
+    render them (the NCCL guards set; the block of keys without the file's other lines)."""
+    from podstate import nccl
+    from podstate.desired.secret import SECRETS_FILE
+    from podstate.roles import authorized_keys, env
+
+    variables = {**(state.get("dirs") or {}), **(state.get("env") or {})}
+    variables.update({name: "1" for name in nccl.NAMES})
+    prepend = state.get("path") or []
+    sources = [SECRETS_FILE] if state.get("secrets") is not None else []
+    declared = {"variables": variables, "path": prepend, "sources": sources}
+    fix = "keep a large value in a file (files) and point the variable at it"
+    files = [
+        ("env", env.PROFILE, env.render_profile(variables, prepend, sources), fix),
+        ("env", env.DECLARED, json.dumps(declared, indent=1) + "\n", fix),
+    ]
+    if state.get("authorized_keys"):
+        block = authorized_keys.render(None, state["authorized_keys"])
+        files.append(("authorized_keys", authorized_keys.FILE, block, "list fewer keys"))
+    return files
+
+
+def _boot_data_size(state: dict[str, Any]) -> int:
+    """Return about how many bytes the boot hook's data file (roles/boot.py) holds: each
+    file it puts back on the container disk, base64-encoded, a line before each, and the
+    venv's restore under the pod lock, for an interpreter at a usual path (one at a longer
+    path is refused by the role when it plans)."""
+    from podstate.roles import boot, env, ready
+    from podstate.roles import venv as role
+
+    volume = state["boot"]["volume"].rstrip("/") + "/"
+    startup = files("podstate.scripts").joinpath("ipython-startup.py").read_text()
+    parts = [content for _, _, content, _ in _generated(state)[:2]] + [startup, ready.READY_SH]
+    parts += [env.HOOK] * 2  # ~/.bashrc, and the login shell's own file
+    parts += [
+        f["content"] for p, f in (state.get("files") or {}).items() if not p.startswith(volume)
+    ]
+    spec = state.get("venv")
+    if spec and spec["snapshot"]:
+        python = {"executable": "/usr/local/bin/python3." + "9" * 8, "version": "3.x" * 40}
+        place = {name: "/" + "x" * 64 for name in ("TMPDIR", "PIP_CACHE_DIR", "UV_CACHE_DIR")}
+        want = role.describe(spec, python, {**place, "UV_LINK_MODE": "copy"})
+        parts.append(boot.restore_command(want, spec["snapshot"]))
+    data = sum(len(p.encode("utf-8", "surrogateescape")) for p in parts)
+    return data * 4 // 3 + 300 * len(parts) + 4096
+
+
+def _venv_commands(state: dict[str, Any]) -> list[tuple[str, str]]:
+    """Return the venv's build and restore commands (what is named, and the command), with
+    every value only the pod knows (its interpreter, uv, the installer's directories) as
+    long as a path can be, or as the desired state's longest candidate for it."""
+    from podstate.operations import venv as venv_ops
+    from podstate.roles import venv as role
+
+    spec = state["venv"]
+    longest = "/" + "x" * (PATH_MAX - 1)
+    candidates = [longest, *(state.get("dirs") or {}).values()]
+    candidates += [posixpath.join(s, ".podstate-cache", "pip") for s in state.get("scratch") or {}]
+    place = max(candidates, key=lambda path: len(shlex.quote(path)))
+    python = {"executable": longest, "version": "x" * 256}
+    environment = {name: place for name in ("TMPDIR", "PIP_CACHE_DIR", "UV_CACHE_DIR")}
+    want = role.describe(spec, python, {**environment, "UV_LINK_MODE": "hardlink"})
+    commands = [("building it", venv_ops.venv_command(want, longest))]
+    if spec["snapshot"]:
+        archive = posixpath.join(spec["snapshot"], f"venv-{want.fingerprint[:12]}.tar.zst")
+        restore = {"compressor": "zstd", "archive": archive, "sha256": "0" * 64}
+        commands.append(("restoring it", venv_ops.venv_command(want, longest, restore)))
+    return commands

@@ -1,0 +1,313 @@
+"""pyinfra operations podstate needs that pyinfra lacks.
+
+Each takes what the pod probe found as an argument instead of reading facts itself, so a
+converged pod costs no remote command beyond the probe, and a change costs exactly one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from collections.abc import Iterable
+from datetime import date
+from typing import Any
+
+from pyinfra import host, logger, state
+from pyinfra.api import FunctionCommand, operation
+from pyinfra.api.util import format_text
+
+from podstate import lock, pyinfra_api
+from podstate.facts.probe import MAX_FILE, FileInfo
+from podstate.lock import changing
+from podstate.run import findings, fold
+from podstate.shell import b64, quote_path, script
+from podstate.sizes import format_size
+from podstate.terminal import visible
+
+PAGE = 4096
+
+
+WRITE_FILE = script("write_file.sh")
+
+
+def write_command(path: str, content: str, own: bool, mode: str) -> str:
+    """Return a sh command that replaces ``path`` with ``content`` in one rename, and proves it.
+
+    Its exit status is 0 only if every step succeeded and the path then reads back with the
+    content (and, for a file podstate owns, the mode); see scripts/write_file.sh. The
+    content travels base64-encoded, so no byte of it is ever seen by a shell. It runs in a
+    subshell of the shell that runs it, which starts no shell of its own.
+    """
+    data = content.encode("utf-8", "surrogateescape")
+    arguments = [
+        quote_path(path),
+        "own" if own else "edit",
+        mode,
+        hashlib.sha256(data).hexdigest(),
+        b64(content),
+    ]
+    return f"(set -- {' '.join(arguments)}\n{WRITE_FILE})"
+
+
+def file_problem(path: str, found: FileInfo, own: bool) -> str | None:
+    """Return why podstate cannot write ``path`` as the probe found it, or None if it can.
+
+    A file podstate owns must be a regular file or absent; a file the user owns may also be
+    a symbolic link to a regular file (podstate then edits the target and keeps the link).
+    """
+    if found.state == "absent" or (found.state == "file" and not (own and found.link)):
+        return None
+    what = found.describe()
+    if found.state == "large":
+        return (
+            f"{path} is {what}: podstate edits files of up to {format_size(MAX_FILE)}, "
+            "since it rewrites them inside one SSH command; move the bulk of it into a file "
+            f"that {path} sources"
+        )
+    if found.state == "unreadable":
+        return f"{path} is {what}: podstate will not rewrite what it cannot read; check it"
+    if own:
+        return (
+            f"{path} is {what}, not the regular file podstate writes there: "
+            "move it away and run apply again"
+        )
+    if found.state in ("dangling", "loop"):
+        return f"{path} is {what}: is the volume it points to mounted? Fix or remove the link"
+    return f"{path} is {what}, which podstate cannot edit: make it a regular file or a link to one"
+
+
+@operation()
+def managed_file(path: str, content: str, found: FileInfo, own: bool, mode: str = "644"):
+    """
+    Make a file hold ``content``: replace it atomically and verify it on the pod.
+
+    + path: absolute path on the pod (``~/`` for the SSH user's home)
+    + content: the whole desired content
+    + found: what the pod probe found at ``path``
+    + own: podstate owns the file (a regular file of ``mode``); else the user does, and
+      podstate follows a symbolic link to its target and keeps an existing file's mode and
+      owner
+    + mode: octal mode of the file podstate owns, or of a new file
+
+    Anything else at the path (a directory, a dangling link, a file too large to read) is a
+    violation: nothing is written.
+
+    **Example:**
+
+    .. code:: python
+
+        managed_file(name="Profile", path=PROFILE, content=text,
+                     found=probe["files"][PROFILE], own=True)
+    """
+    problem = file_problem(path, found, own)
+    if problem:
+        findings.violation(problem, f"files.{path}")
+        return
+    if found.content == content and (not own or found.mode == mode):
+        host.noop(f"{path} is up to date")
+        return
+    if found.content != content:
+        findings.record_diff(path, found.content, content)
+    yield changing(write_command(path, content, own, mode))
+
+
+@operation()
+def directories(
+    paths: dict[str, str | None], found: dict[str, dict[str, Any]], hidden: Iterable[str] = ()
+):
+    """
+    Create directories and set their modes, in one command.
+
+    + paths: path -> octal mode (None: leave the mode alone)
+    + found: what the pod probe found at each path (its ``paths``: kind and mode)
+    + hidden: mount points that get a new, empty filesystem in this run, hiding what is below
+
+    **Example:**
+
+    .. code:: python
+
+        directories(name="Scratch", paths={"/scratch": "1777"}, found=probe["paths"])
+    """
+
+    def gone(path: str) -> bool:
+        return any(path == m or path.startswith(m.rstrip("/") + "/") for m in hidden)
+
+    create = [p for p in paths if found[p]["kind"] is None or gone(p)]
+    fix = [p for p in paths if p not in create and paths[p] and found[p]["mode"] != paths[p]]
+    if not create and not fix:
+        host.noop("directories exist with the right modes")
+        return
+    commands = []
+    if create:
+        commands.append("mkdir -p -- " + " ".join(shlex.quote(p) for p in create))
+    for path in create + fix:
+        if paths[path]:
+            commands.append(f"chmod {paths[path]} -- {shlex.quote(path)}")
+    yield changing(" && ".join(commands))
+
+
+@operation()
+def mark_ready(marker: tuple[str, str], record: tuple[str, str] | None):
+    """
+    Write the pod's ready marker on the container disk, and the record of this apply on the
+    volume, each atomically and verified.
+
+    + marker: (path, content) of the marker
+    + record: (path, content) of the record, None where the pod has no volume
+
+    **Example:**
+
+    .. code:: python
+
+        mark_ready(name="Ready marker", marker=(MARKER, text), record=(RECORD, text))
+    """
+    commands = [write_command(*marker, own=True, mode="644")]
+    if record:
+        commands.append(write_command(*record, own=True, mode="600"))
+    yield changing(" && ".join(commands))
+
+
+def tmpfs_options(size: int, mode: str | None = None) -> str:
+    """Return tmpfs options for ``size`` bytes, rounded up to whole pages like the kernel."""
+    pages = -(-size // PAGE)
+    options = f"size={pages * PAGE // 1024}k"
+    return f"{options},mode={mode}" if mode else options
+
+
+@operation()
+def tmpfs(path: str, size: int, mode: str, mounted_size: int | None):
+    """
+    Mount a tmpfs of ``size`` at ``path``, or resize the one already there.
+
+    + path: mount point (created if missing)
+    + size: bytes
+    + mode: octal mode of the mount's root
+    + mounted_size: size of the tmpfs already mounted there, None if there is none
+    """
+    wanted = -(-size // PAGE) * PAGE
+    q = shlex.quote(path)
+    if mounted_size == wanted:
+        host.noop(f"{path} is a tmpfs of {format_size(size)}")
+    elif mounted_size is None:  # unless another run mounted it since this one looked
+        yield changing(
+            f"mkdir -p -- {q} && {{ mountpoint -q -- {q} || "
+            f"mount -t tmpfs -o {tmpfs_options(size, mode)} podstate {q}; }}"
+        )
+    else:
+        yield changing(f"mount -o remount,{tmpfs_options(size)} {q}")
+
+
+@operation(is_idempotent=False)
+def lock_other_files():
+    """
+    Put the pod lock around the changes of every other deploy file's operations.
+
+    podstate's own operations take the lock with each change (``changing``). Those of a
+    team's own deploy files cannot, so once every file is planned (the run executes), each
+    of their operations on this pod is made to take the lock before its first command: no
+    command is spent when nothing changes, and none of their facts is read twice.
+    """
+    if not state.is_executing:
+        host.noop("decided when the run executes")
+        return
+    found = findings.of(host)
+    others = [
+        op_hash
+        for op_hash in pyinfra_api.host_ops_after(state, host, host.current_op_hash)
+        if op_hash not in found.ops and op_hash not in found.bookkeeping
+    ]
+    for op_hash in others:
+        pyinfra_api.before_first_command(state, host, op_hash, _lock_for_others)
+    host.noop(f"{len(others)} operation(s) of other deploy files take the pod lock to change")
+    return
+    yield  # a generator, as every operation
+
+
+@operation(is_idempotent=False)
+def fold_changes():
+    """
+    Run podstate's own changes to this pod as one command, under the pod lock (see
+    ``podstate.run.fold``): one for each run of podstate's operations that no other deploy
+    file's operation comes between (the ready marker comes after them all). The last
+    releases the lock when no other deploy file's operation comes after it.
+    """
+    if not state.is_executing:
+        host.noop("decided when the run executes")
+        return
+    found = findings.of(host)
+    groups: list[list[str]] = [[]]
+    for op_hash in pyinfra_api.host_ops_after(state, host, host.current_op_hash):
+        if op_hash in found.ops:
+            groups[-1].append(op_hash)
+        elif op_hash not in found.bookkeeping and groups[-1]:
+            groups.append([])  # whether that operation will change the pod is known only
+            # once it runs, so the lock is kept for it
+    groups = [group for group in groups if group]
+    segments = sum(
+        fold.plan(state, host, group, release=group is groups[-1] and not _others_after(group))
+        for group in groups
+    )
+    host.noop(f"podstate's changes run as {segments} command(s)")
+    return
+    yield  # a generator, as every operation
+
+
+def _others_after(group: list[str]) -> bool:
+    """Return whether another deploy file's operation runs after the operations ``group``."""
+    found = findings.of(host)
+    return any(
+        op_hash not in found.ops and op_hash not in found.bookkeeping
+        for op_hash in pyinfra_api.host_ops_after(state, host, group[-1])
+    )
+
+
+def _lock_for_others() -> str:
+    """Return the command that takes (or holds) the pod lock for another file's change."""
+    return lock.command_for(host, ":")
+
+
+@operation()
+def release_lock():
+    """
+    Release the pod lock this run holds, if any command of it changed the pod.
+    """
+    if not (lock.holds(host) if state.is_executing else findings.of(host).locked):
+        host.noop("no lock held")
+        return
+    lock.ran(host, False)
+    yield lock.release_command()
+
+
+@operation(is_idempotent=False)
+def violations(waivers: list[dict[str, Any]] | None = None):
+    """
+    Fail this pod with what apply cannot fix, after everything fixable has converged.
+
+    + waivers: findings to accept until a date (``waivers`` of the desired state)
+
+    The roles record each violation (what is wrong, why it matters, how to fix it) with
+    ``findings.violation`` while the deploy is planned; this operation comes last. A waived
+    violation and a stale waiver are named, and fail nothing.
+    """
+    sorted_ = findings.waive(findings.of(host).violations, waivers or [], date.today())
+    if state.is_executing:
+        notes = [
+            f"waived {v.finding} until {w['until']} ({w['reason']}): {v.message}"
+            for v, w in sorted_.waived
+        ] + sorted_.stale
+        for note in notes:
+            logger.warning(f"{host.print_prefix}{format_text('note', 'yellow')}: {visible(note)}")
+    messages = [f"{v.finding}: {v.message}" for v in sorted_.failing]
+    if not messages:
+        host.noop("no violations")
+        return
+
+    def fail(state, host) -> bool:
+        for message in messages:
+            logger.error(
+                f"{host.print_prefix}{format_text('violation', 'red', bold=True)}: "
+                + visible(message)
+            )
+        return False
+
+    yield FunctionCommand(fail, (), {})

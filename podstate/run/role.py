@@ -1,0 +1,41 @@
+"""``@role``: a pyinfra ``@deploy`` that also tells the check which operations are its own."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
+
+from pyinfra import host, state
+from pyinfra.api import deploy
+
+from podstate.run import findings
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def role(name: str) -> Callable[[F], F]:
+    """Return a decorator that makes a function the pyinfra deploy ``name``.
+
+    Every operation the deploy adds on a pod is recorded under ``name`` (by operation hash),
+    so ``podstate check`` reports a change with its role from data, and tells podstate's
+    own operations (which take the pod lock themselves) from those of other deploy files.
+    """
+
+    def decorator(func: F) -> F:
+        deployed = deploy(name)(func)
+
+        @wraps(func)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            before = set(state.ops.get(host, ()))
+            try:
+                return deployed(*args, **kwargs)
+            finally:
+                found = findings.of(host)
+                found.roles.setdefault(name, None)
+                for op_hash in set(state.ops.get(host, ())) - before:
+                    found.ops[op_hash] = name
+
+        return call  # type: ignore[return-value]
+
+    return decorator

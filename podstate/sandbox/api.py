@@ -1,0 +1,184 @@
+"""The sandbox's RunPod API: ``GET /v2/pods`` for its pods, answered as RunPod's v2 API does.
+
+A ``ThreadingHTTPServer`` on 127.0.0.1 in a process of its own, which ``sandbox.up`` starts
+and ``sandbox.down`` ends (its record is ``api`` in sandbox.json). Like RunPod it wants
+``Authorization: Bearer <key>``; the key is in the state directory's ``api_key`` file.
+Every request reads pods.json afresh, so a pod's ``startedAt`` moves when
+``sandbox.restart`` restarts it, and a stopped pod is ``EXITED``, without direct SSH.
+
+Each pod document validates against ``ListPodsResponse`` of RunPod's OpenAPI document and
+gives podstate's live inventory what the pods file gives it (host name, 127.0.0.1, port,
+cloud), plus the GPU, data centre and ``startedAt`` RunPod adds.
+
+Run as ``python -m podstate.sandbox.api STATE_DIR FD``, FD a listening socket it inherits.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import secrets
+import socket
+import sys
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from podstate.sandbox.processes import alive, spawn
+from podstate.sandbox.shapes import CUDA_VERSION, shape_for
+from podstate.sandbox.state import parse_rfc3339, read_json
+from podstate.sizes import parse_mount_size
+
+API_KEY_FILE = "api_key"  # in the state directory
+IMAGE = "runpod/base:podstate-sandbox"
+VOLUME_GB = 20  # what a local /workspace reports as its size (mounts.persistent.size)
+
+
+def start_api(root: Path) -> dict[str, Any]:
+    """Start the sandbox's API server for the state directory ``root``; return its record:
+    ``url``, ``port``, ``pid``, ``pid_start``.
+
+    Makes a new key (``api_key``, mode 0600). The socket is bound and listening before the
+    server process starts, so the API answers from the moment this returns.
+    """
+    key = "rpa_sandbox_" + secrets.token_hex(16)
+    fd = os.open(root / API_KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key + "\n")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(128)
+        port = sock.getsockname()[1]
+        command = [sys.executable, "-m", "podstate.sandbox.api", str(root), str(sock.fileno())]
+        record = spawn([], command, root, root / "api.log", pass_fds=(sock.fileno(),))
+    return {"url": f"http://127.0.0.1:{port}", "port": port, **record}
+
+
+def list_pods(root: Path, now: datetime | None = None) -> dict[str, Any]:
+    """Return the ``GET /v2/pods`` answer for the sandbox in ``root``: ``{"pods": [...]}``, one
+    document per pod of pods.json, in pod number order."""
+    now = now or datetime.now(UTC)
+    disk = read_json(root / "sandbox.json").get("disk") or "4G"
+    records = read_json(root / "pods.json")
+    ordered = sorted(records.items(), key=lambda item: item[1].get("number", 0))
+    return {"pods": [pod_document(name, record, disk, now) for name, record in ordered]}
+
+
+def pod_document(name: str, record: dict[str, Any], disk: str, now: datetime) -> dict[str, Any]:
+    """Return RunPod's pod document for one sandbox pod's record (a pods.json entry).
+
+    RUNNING, with ``ssh.direct`` at 127.0.0.1 and its port, while its sshd runs; EXITED,
+    without direct SSH or runtime, when it does not (a stopped pod). ``disk`` is the
+    container disk's size as ``sandbox.up`` took it ("4G").
+    """
+    shape = shape_for(record["number"])
+    running = alive(record.get("pid"), record.get("pid_start"))
+    port = record["port"]
+    direct = {
+        "host": "127.0.0.1",
+        "port": port,
+        "username": "root",
+        "command": f"ssh root@127.0.0.1 -p {port}",
+    }
+    if shape.workspace == "sshfs":  # a network volume
+        mounts: dict[str, Any] = {
+            "network": [{"volumeId": f"vol{record['pod_id']}", "path": "/workspace"}]
+        }
+    else:
+        mounts = {"persistent": {"size": VOLUME_GB, "path": "/workspace"}}
+    runtime = None
+    if running:
+        uptime = (now - parse_rfc3339(record["started_at"])).total_seconds()
+        runtime = {
+            "uptime": max(0, int(uptime)),
+            "ports": [{"private": 22, "public": port, "type": "tcp", "ip": "127.0.0.1"}],
+        }
+    doc: dict[str, Any] = {
+        "id": record["pod_id"],
+        "name": name,
+        "image": IMAGE,
+        "args": "",
+        "disk": max(1, parse_mount_size(disk) >> 30),
+        "ports": ["22/tcp"],
+        "env": {},
+        "registry": None,
+        "status": "RUNNING" if running else "EXITED",
+        "actions": ["stop", "restart", "terminate"] if running else ["start", "terminate"],
+        "mounts": mounts,
+        "cloud": shape.cloud,
+        "dataCenterId": shape.data_center,
+        "cudaVersion": CUDA_VERSION if shape.gpus else None,
+        "ssh": {"proxy": None, "direct": direct if running else None},
+        "template": None,
+        "cost": 0.0,
+        "locked": False,
+        "globalNetworking": {"enabled": False},
+        "runtime": runtime,
+        "createdAt": record["created_at"],
+        "startedAt": record["started_at"],
+    }
+    if shape.gpus:
+        doc["gpu"] = {"id": shape.gpu_name, "count": shape.gpus}
+    else:
+        doc["cpu"] = {"id": "cpu3c", "vcpuCount": 2, "memory": 4}
+    return doc
+
+
+def _problem(status: int, title: str, detail: str) -> dict[str, Any]:
+    """Return an RFC 9457 problem body, as RunPod's ``ErrorResponse``."""
+    return {"title": title, "status": status, "detail": detail}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Answers ``GET /v2/pods`` with the Bearer key; anything else is a problem answer."""
+
+    root: Path
+    key: str
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's API
+        """Answer one GET: 401 without the key, 404 for another path, else the pod list."""
+        given = self.headers.get("Authorization") or ""
+        if not hmac.compare_digest(given.encode(), f"Bearer {self.key}".encode()):
+            detail = "invalid API key" if given else "missing bearer token"
+            self._send(401, _problem(401, "Unauthorized", detail), {"WWW-Authenticate": "Bearer"})
+        elif urlsplit(self.path).path.rstrip("/") != "/v2/pods":
+            self._send(404, _problem(404, "Not Found", "the sandbox API serves GET /v2/pods only"))
+        else:
+            self._send(200, list_pods(self.root))
+
+    def _send(
+        self, status: int, doc: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
+        body = json.dumps(doc).encode()
+        kind = "application/json" if status == 200 else "application/problem+json"
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+        except OSError:
+            pass  # the client went away
+
+
+def serve(root: Path, fd: int) -> None:
+    """Serve the sandbox in ``root`` on the listening socket ``fd`` until killed."""
+    handler = type(
+        "Handler", (_Handler,), {"root": root, "key": (root / API_KEY_FILE).read_text().strip()}
+    )
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler, bind_and_activate=False)
+    server.socket.close()
+    server.socket = socket.socket(fileno=fd)
+    server.server_address = server.socket.getsockname()
+    server.server_name, server.server_port = "127.0.0.1", server.server_address[1]
+    server.daemon_threads = True
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    serve(Path(sys.argv[1]), int(sys.argv[2]))

@@ -1,0 +1,235 @@
+"""A sandbox pod's files, written before it starts: what its bootstrap copies into its root.
+
+``seed/`` is the pod's image on top of the host's files: its /etc (sshd_config, hostname,
+hosts, root's account; no host key, as RunPod's base image has none), /root as the image
+has it, /tmp, /workspace, RunPod's start script (/start.sh) and the nvidia-smi stand-in.
+Beside it: ``container.env``, the container's environment (RunPod's variables and
+``PUBLIC_KEY``), which the container's command gets at every container start, and
+``pod.env``, the settings ``files/pod-bootstrap.sh`` reads.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
+import shutil
+import string
+from pathlib import Path
+
+from podstate.procfs import unescape
+from podstate.sandbox.processes import POD_PATH
+from podstate.sandbox.shapes import Shape, gpu_layout
+from podstate.sandbox.ssh import common_sshd_options
+
+# The pod bootstrap, RunPod's start script and the nvidia-smi stand-in, shipped as package
+# data.
+FILES = Path(__file__).with_name("files")
+# Docker's default capability set: what an unprivileged RunPod container's root gets.
+DOCKER_CAPS = (
+    "chown dac_override fowner fsetid kill setgid setuid setpcap net_bind_service net_raw "
+    "sys_chroot mknod audit_write setfcap"
+).split()
+# Where separately mounted host filesystems hold software a pod needs: each such mount (a
+# direct child of the host's root mount) gets an overlay of its own in every pod, since the
+# root overlay's lower layer stops at mount points.
+SOFTWARE_DIRS = (
+    "/usr", "/opt", "/home", "/srv", "/nix", "/snap", "/var", "/etc",
+    "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+)  # fmt: skip
+
+
+def prepare_pod(
+    root: Path,
+    pod_dir: Path,
+    name: str,
+    port: int,
+    shape: Shape,
+    storage_port: int,
+    client_pub: str,
+    disk: str,
+    nvidia_smi_delay: float = 0,
+) -> None:
+    """Write everything a pod's bootstrap needs into its state directory.
+
+    seed/ holds the files the pod's root gets on top of the host's (the bootstrap copies
+    them into the pod's root overlay at every start): its /etc changes, /root, /tmp,
+    /workspace and nvidia-smi stand-in (each call taking ``nvidia_smi_delay`` seconds). What
+    RunPod's start script writes (the host key, /etc/rp_environment, the lines it appends to
+    ~/.bashrc and authorized_keys) its /start.sh (files/start.sh) writes at every
+    start, from the environment ``container.env`` gives it.
+    """
+    seed = pod_dir / "seed"
+    etc = seed / "etc"
+    (etc / "ssh").mkdir(parents=True, exist_ok=True)
+    (pod_dir / "disk").mkdir()
+    pod_id = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(14))
+    (pod_dir / "pod_id").write_text(pod_id + "\n")
+
+    # /etc/ssh: the pod's sshd_config (the bootstrap hides the host's host keys and makes the
+    # pod's own).
+    sftp = "/usr/lib/openssh/sftp-server"
+    (etc / "ssh/sshd_config").write_text(
+        f"# podstate sandbox pod {name}: the sshd a RunPod container's start script runs\n"
+        f"Port {port}\n"
+        "HostKey /etc/ssh/ssh_host_ed25519_key\n"
+        "PidFile /run/sshd.pid\n"
+        "PermitRootLogin prohibit-password\n"
+        "AuthorizedKeysFile .ssh/authorized_keys\n"
+        "LogLevel VERBOSE\n"
+        "AcceptEnv LANG LC_*\n"
+        f"Subsystem sftp {sftp if os.access(sftp, os.X_OK) else 'internal-sftp'}\n"
+        + common_sshd_options()
+    )
+    _root_account(etc)
+    (etc / "hostname").write_text(name + "\n")
+    hosts = Path("/etc/hosts").read_text() if Path("/etc/hosts").exists() else ""
+    (etc / "hosts").write_text(hosts.rstrip("\n") + f"\n127.0.1.1\t{name}\n")
+    env = {
+        "RUNPOD_POD_ID": pod_id,
+        "RUNPOD_POD_HOSTNAME": f"{pod_id}-{port}",
+        "RUNPOD_GPU_COUNT": str(shape.gpus),
+        "RUNPOD_CPU_COUNT": str(os.cpu_count() or 1),
+        "RUNPOD_DC_ID": shape.data_center,
+        "RUNPOD_TCP_PORT_22": str(port),
+        "RUNPOD_PUBLIC_IP": "127.0.0.1",
+        "PUBLIC_KEY": client_pub,
+        "PIP_CACHE_DIR": "/workspace/.cache/pip",
+        "UV_CACHE_DIR": "/workspace/.cache/uv",
+        "HF_HOME": "/workspace/.cache/huggingface",
+        "PATH": POD_PATH,
+    }
+    # As /etc/rp_environment has it: export lines, values in double quotes.
+    (pod_dir / "container.env").write_text("".join(f'export {k}="{v}"\n' for k, v in env.items()))
+
+    # /root as the image has it (the bootstrap appends RunPod's lines).
+    home = seed / "root"
+    (home / ".ssh").mkdir(parents=True, mode=0o700)
+    home.chmod(0o700)
+    skel = Path("/etc/skel")
+    bashrc = (skel / ".bashrc").read_text() if (skel / ".bashrc").exists() else _FALLBACK_BASHRC
+    (home / ".bashrc").write_text(bashrc.rstrip("\n") + "\n")
+    profile = (skel / ".profile").read_text() if (skel / ".profile").exists() else ""
+    (home / ".profile").write_text(profile)
+    (seed / "tmp").mkdir(mode=0o1777)
+    (seed / "tmp").chmod(0o1777)
+    (seed / "workspace").mkdir(mode=0o755)
+    shutil.copyfile(FILES / "start.sh", seed / "start.sh")  # RunPod's start script
+    (seed / "start.sh").chmod(0o755)
+
+    if shape.gpus:
+        local = seed / "usr/local"
+        (local / "bin").mkdir(parents=True)
+        shutil.copyfile(FILES / "nvidia-smi", local / "bin/nvidia-smi")
+        (local / "bin/nvidia-smi").chmod(0o755)
+        (local / "share/nvidia-smi-standin").mkdir(parents=True)
+        layout = gpu_layout(name, shape, nvidia_smi_delay)
+        (local / "share/nvidia-smi-standin/layout").write_text(layout)
+
+    if shape.workspace == "sshfs":
+        (root / "storage" / name).mkdir(mode=0o755)
+        shutil.copyfile(root / "storaged/client_key", pod_dir / "storage_key")
+        (pod_dir / "storage_key").chmod(0o600)
+        shutil.copyfile(root / "storaged/known_hosts", pod_dir / "storage_known_hosts")
+    else:
+        (pod_dir / "workspace").mkdir(mode=0o755)
+    _mirror_host_dirs(seed)
+
+    settings = {
+        "POD_NAME": name,
+        "POD_DISK": disk,
+        "POD_SHM": shape.shm,
+        "POD_WORKSPACE": shape.workspace,
+        "POD_PRIVILEGED": "1" if shape.privileged else "0",
+        "STORAGE_PORT": str(storage_port),
+        "STORAGE_DIR": str(root / "storage" / name),
+        "DOCKER_CAPS": ",".join(f"+{cap}" for cap in DOCKER_CAPS),
+    }
+    (pod_dir / "pod.env").write_text(
+        "".join(f"{k}={shell_quote(v)}\n" for k, v in settings.items())
+    )
+
+
+def _mirror_host_dirs(seed: Path) -> None:
+    """Give each directory in seed the mode and owner of the host's, where the host has it.
+
+    The bootstrap copies seed/ over the pod's root with modes and owners, so a directory
+    such as seed/etc must not change /etc's. The pod's own directories (/root, /tmp) keep
+    theirs.
+    """
+    own = {seed / "root", seed / "tmp", seed / "workspace"}
+    for directory in [seed, *sorted(p for p in seed.rglob("*") if p.is_dir())]:
+        if directory in own or any(parent in own for parent in directory.parents):
+            continue
+        host = Path("/") / directory.relative_to(seed)
+        try:
+            info = host.stat()
+        except OSError:
+            continue
+        if host.is_dir():
+            os.chown(directory, info.st_uid, info.st_gid)
+            directory.chmod(info.st_mode & 0o7777)
+
+
+def software_mounts(root: Path) -> list[str]:
+    """Return host mount points under SOFTWARE_DIRS that are direct children of the root mount.
+
+    They are directories the host sees but the pods' root overlay (whose lower layer is the
+    root mount alone) does not; mounts in the state directory are left out.
+    """
+    entries = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        entries.append((fields[0], fields[1], unescape(fields[4])))
+    root_ids = [mount_id for mount_id, _, point in entries if point == "/"]
+    if not root_ids:
+        return []
+    result: list[str] = []
+    for _, parent, point in entries:
+        if parent != root_ids[-1] or point in result or not os.path.isdir(point):
+            continue
+        if Path(point) == root or root in Path(point).parents:
+            continue
+        if any(point == top or point.startswith(top + "/") for top in SOFTWARE_DIRS):
+            result.append(point)
+    return result
+
+
+def _root_account(etc: Path) -> None:
+    """Give the pod's root RunPod's account: /bin/bash, and a password field sshd accepts.
+
+    Without PAM, sshd refuses key logins to accounts whose password field starts with "!"
+    (locked, as on Ubuntu desktops); containers have "*" there instead.
+    """
+    for name, field, wanted, bad in (
+        ("passwd", 6, "/bin/bash", lambda v: v != "/bin/bash"),
+        ("shadow", 1, "*", lambda v: v.startswith("!")),
+    ):
+        host = Path("/etc") / name
+        try:
+            lines = host.read_text().splitlines(keepends=True)
+        except OSError:
+            continue
+        for i, line in enumerate(lines):
+            fields = line.rstrip("\n").split(":")
+            if fields[0] == "root" and len(fields) > field and bad(fields[field]):
+                fields[field] = wanted
+                lines[i] = ":".join(fields) + "\n"
+                (etc / name).write_text("".join(lines))
+                shutil.copystat(host, etc / name)
+                info = host.stat()
+                os.chown(etc / name, info.st_uid, info.st_gid)
+                break
+
+
+_FALLBACK_BASHRC = """\
+# If not running interactively, don't do anything
+case $- in
+    *i*) ;;
+      *) return;;
+esac
+"""
+
+
+def shell_quote(value: object) -> str:
+    return shlex.quote(str(value))

@@ -1,0 +1,145 @@
+"""OpenSSH for sandbox pods: key pairs, shared sshd options, ports, and the wait for a banner."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from podstate.sandbox.processes import alive
+from podstate.sandbox.state import SandboxError
+
+SSHD = "/usr/sbin/sshd"
+START_TIMEOUT_S = 60.0
+
+
+def free_ports(count: int, start: int) -> list[int]:
+    ports: list[int] = []
+    port = start
+    while len(ports) < count:
+        if port > 65535:
+            raise SandboxError(f"not enough free TCP ports from {start} on")
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            # Like sshd: a port whose old connections linger in TIME_WAIT is free to listen on.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+                ports.append(port)
+            except OSError:
+                pass
+        port += 1
+    return ports
+
+
+def keygen(paths: list[Path]) -> None:
+    """Generate ed25519 key pairs at the given paths, all at once."""
+    procs = []
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        procs.append(
+            subprocess.Popen(
+                [
+                    "ssh-keygen",
+                    "-q",
+                    "-t",
+                    "ed25519",
+                    "-N",
+                    "",
+                    "-C",
+                    "podstate-sandbox",
+                    "-f",
+                    str(path),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+        )
+    for path, proc in zip(paths, procs, strict=True):
+        _, err = proc.communicate()
+        if proc.returncode != 0:
+            raise SandboxError(f"ssh-keygen failed for {path}: {err.decode().strip()}")
+
+
+def public_key(path: Path) -> str:
+    """Return 'type base64' from a public key file, without its comment."""
+    return " ".join(path.read_text().split()[:2])
+
+
+def _sshd_version() -> tuple[int, int]:
+    out = subprocess.run([SSHD, "-V"], capture_output=True, text=True)
+    found = re.search(r"OpenSSH_(\d+)\.(\d+)", out.stderr + out.stdout)
+    return (int(found[1]), int(found[2])) if found else (0, 0)
+
+
+def common_sshd_options() -> str:
+    lines = [
+        "ListenAddress 127.0.0.1",
+        "PubkeyAuthentication yes",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "UsePAM no",
+        "MaxSessions 50",
+        "MaxStartups 200",
+        "UseDNS no",
+        "X11Forwarding no",
+        "PrintMotd no",
+    ]
+    if _sshd_version() >= (9, 8):
+        lines.append("PerSourcePenalties no")  # the tests open many connections quickly
+    return "\n".join(lines) + "\n"
+
+
+def wait_for_banners(targets: dict[str, tuple[int, dict[str, Any], Path]]) -> None:
+    """Wait until each (port, process record, log) answers with an SSH banner."""
+    pending = dict(targets)
+    deadline = time.monotonic() + START_TIMEOUT_S + len(targets)
+    while pending:
+        for name, (port, record, log) in list(pending.items()):
+            if not alive(record["pid"], record.get("pid_start")):
+                raise SandboxError(f"{name} did not start: {_why(log)}")
+            if _ssh_banner(port):
+                del pending[name]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            name, (port, _, log) = next(iter(pending.items()))
+            raise SandboxError(f"{name} did not answer on port {port} in time: {_why(log)}")
+        time.sleep(0.05)
+
+
+def _ssh_banner(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+            return sock.recv(64).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
+def _why(log: Path) -> str:
+    """Return the last meaningful line written to a start-up log or to sshd.log next to it.
+
+    Both logs outlive a pod's restarts, so the line is taken from the one written last:
+    the bootstrap's own complaint, or sshd's.
+    """
+    found: list[tuple[int, str]] = []
+    for path in (log, log.with_name("sshd.log")):
+        try:
+            lines = [line.strip() for line in path.read_text(errors="replace").splitlines()]
+            written = path.stat().st_mtime_ns
+        except OSError:
+            continue
+        lines = [line for line in lines if line]
+        if lines:
+            found.append((written, lines[-1]))
+    if not found:
+        return "no output (see the logs in the sandbox state directory)"
+    return max(found, key=lambda item: item[0])[1]
+
+
+def sshd_quote(path: Path) -> str:
+    """Quote a path for sshd_config."""
+    return '"' + str(path) + '"'
