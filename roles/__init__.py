@@ -21,8 +21,9 @@ def probe(wanted: dict[str, Any]) -> dict[str, Any] | None:
 
     None when the probe failed; pyinfra has then already failed the pod.
     """
-    from podstate import lock, settings
+    from podstate import settings
     from podstate.roles import secrets
+    from podstate.run import lock
 
     found = host.get_fact(
         PodProbe,

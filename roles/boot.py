@@ -26,12 +26,12 @@ from typing import Any
 
 from pyinfra import host
 
-from podstate import lock, roles, settings
+from podstate import roles, settings
 from podstate.facts.probe import MAX_FILE
 from podstate.operations import boot as boot_ops
 from podstate.operations import venv as venv_ops
 from podstate.operations.boot import FLAG, Layout
-from podstate.run import bookkeeping, findings
+from podstate.run import bookkeeping, findings, lock
 from podstate.run.role import role
 from podstate.shell import b64, quote_path
 

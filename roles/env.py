@@ -20,19 +20,15 @@ from typing import Any
 from pyinfra import host
 
 from podstate import nccl, roles
-from podstate.desired.secret import SECRETS_FILE
+from podstate.paths import DECLARED, ENV_FILES, HOOKED, KERNEL_STARTUP, PROFILE, SECRETS_FILE
 from podstate.roles import scratch
 from podstate.run import bookkeeping, findings
 from podstate.run.role import role
 
-PROFILE = "/etc/profile.d/podstate.sh"
-# The file each login shell podstate can hook reads in every kind of shell.
-HOOKED = {"bash": "~/.bashrc", "zsh": "~/.zshenv"}
-# What a notebook kernel reads: the declared values as data, and IPython's startup file that
-# applies them (the Jupyter server that starts kernels predates the apply).
-DECLARED = "/etc/profile.d/podstate.json"
-KERNEL_STARTUP = "~/.ipython/profile_default/startup/00-podstate.py"
-FILES = [PROFILE, *HOOKED.values(), DECLARED, KERNEL_STARTUP]
+# HOOKED: the file each login shell podstate can hook reads in every kind of shell.
+# DECLARED and KERNEL_STARTUP: what a notebook kernel reads, the declared values as data and
+# IPython's startup file that applies them (the Jupyter server predates the apply).
+FILES = ENV_FILES
 MARK_BEGIN = "# >>> podstate >>>"
 MARK_END = "# <<< podstate <<<"
 HOOK = (

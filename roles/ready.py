@@ -22,15 +22,20 @@ from pyinfra import host
 
 from podstate import roles
 from podstate.facts.probe import FileInfo
+from podstate.paths import (
+    APPLIED_RECORD,
+    READY_COMMAND,
+    READY_MARKER,
+    VOLUME,
+)
+from podstate.paths import (
+    VOLUME_READY_COMMAND as VOLUME_COMMAND,
+)
 from podstate.run import bookkeeping, findings
 from podstate.run.role import role
 from podstate.shell import script_file
 
-MARKER = "/etc/podstate/ready"
-VOLUME = "/workspace"
-RECORD = f"{VOLUME}/.podstate/applied"
-COMMAND = "/usr/local/bin/podstate-ready"
-VOLUME_COMMAND = f"{VOLUME}/.podstate/bin/podstate-ready"
+MARKER, RECORD, COMMAND = READY_MARKER, APPLIED_RECORD, READY_COMMAND
 READY_SH = script_file("podstate-ready.sh")
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from podstate import roles
-from podstate.desired.secret import SECRETS_FILE, Secret, render
+from podstate.desired.secret import Secret, render
 from podstate.operations import secrets as secret_ops
+from podstate.paths import SECRETS_FILE
 from podstate.run.role import role
 
 

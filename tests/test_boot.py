@@ -22,10 +22,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from podstate import lock, sandbox
+from podstate import sandbox
 from podstate.desired.spec import SpecError, desired
 from podstate.operations import boot as boot_ops
 from podstate.roles import env
+from podstate.run import lock
 from podstate.shell import script_file
 from tests.e2e import ROOT, apply, check, exec_count, junit_errors
 from tests.fixtures.venv.wheels import tar_bytes, wheelhouse

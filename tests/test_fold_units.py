@@ -11,8 +11,8 @@ import pytest
 from pyinfra.api import FunctionCommand, StringCommand
 from pyinfra.api.command import FileUploadCommand
 
-from podstate import lock, settings
-from podstate.run import fold
+from podstate import settings
+from podstate.run import fold, lock
 
 
 def test_a_change_is_a_step_with_its_own_time_limit():

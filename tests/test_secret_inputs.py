@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from podstate.desired.secret import SECRETS_FILE, Secret, render
+from podstate.desired.secret import Secret, render
 from podstate.desired.spec import Layer, SpecError, resolve
 from podstate.operations import repos as repo_ops
 from podstate.operations import secrets as secret_ops
+from podstate.paths import SECRETS_FILE
 from podstate.shell import script
 from roles import secrets as secrets_role
 

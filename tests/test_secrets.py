@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from podstate.desired.secret import SECRETS_FILE
+from podstate.paths import SECRETS_FILE
 from tests.e2e import BIN, ROOT, apply, check, exec_count
 
 SANDBOX = {"pods": 3}

@@ -28,10 +28,10 @@ from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.state import BaseStateCallback, StateStage
 from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
 
-from podstate import lock, pyinfra_api, settings
+from podstate import pyinfra_api, settings
 from podstate.inventory import hostkeys
 from podstate.pyinfra_api import exec_file, make_inventory
-from podstate.run import findings
+from podstate.run import findings, lock
 
 if TYPE_CHECKING:
     from podstate.check.shards import Shard

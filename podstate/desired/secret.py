@@ -16,13 +16,6 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Root-only directory (0700) on the pod holding every secret podstate writes there.
-SECRETS_DIR = "/etc/podstate/secrets"
-# The file the managed profile sources: ``export NAME='value'`` lines, root-only 0600.
-SECRETS_FILE = f"{SECRETS_DIR}/env.sh"
-# The known-hosts file a repository's fetch with an ``ssh_key`` reads and records keys in.
-GIT_KNOWN_HOSTS = "/etc/podstate/git_known_hosts"
-
 
 class SecretError(ValueError):
     """A secret could not be read; the message names the key, never the variable, the file

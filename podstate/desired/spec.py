@@ -24,6 +24,8 @@ from jsonschema.exceptions import ValidationError
 
 from podstate.desired import secret
 from podstate.desired.secret import Secret
+from podstate.limits import MAX_FILE
+from podstate.paths import ENV_FILES
 from podstate.sizes import parse_size
 
 SCHEMA = "pod.schema.json"  # in schema/, installed as the package data podstate.schema
@@ -615,13 +617,11 @@ def _requirements(path: Path, name: str) -> str:
 def _files(items: dict[str, dict[str, str]], root: Path) -> dict[str, dict[str, str]]:
     """Return the ``files`` section: path -> ``content`` (a ``src`` read here, byte for byte)
     and ``mode`` as ``stat`` prints it ("644"). A SpecError names the path and the problem."""
-    from podstate.facts.probe import MAX_FILE
-    from podstate.roles.env import FILES as HOOKED
 
     out = {}
     for name, item in items.items():
         path = normpath(name)
-        if path in [normpath(p.replace("~", "/root", 1)) for p in HOOKED]:
+        if path in [normpath(p.replace("~", "/root", 1)) for p in ENV_FILES]:
             raise SpecError(
                 f"files: {path}: podstate keeps its environment hook there; put your lines in "
                 "a file of their own"

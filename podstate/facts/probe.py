@@ -17,11 +17,12 @@ from typing import Any
 from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 
-from podstate.lock import LOCK
+from podstate.limits import MAX_FILE
 from podstate.operations import boot as boot_ops
 from podstate.operations import repos as repo_ops
 from podstate.operations import secrets as secret_ops
 from podstate.operations.venv import SNAPSHOT_CURRENT, VENV_RECORD, read_snapshot
+from podstate.paths import GPU_CACHE, LOCK
 from podstate.procfs import unescape
 from podstate.shell import b64, quote_path, script
 from podstate.sizes import format_size, parse_mount_size
@@ -49,15 +50,7 @@ GPU_FIELDS = {
     "pcie.link.width.current": "link_width",
     "pcie.link.width.max": "link_width_max",
 }
-# Where the probe keeps what nvidia-smi says that cannot change while the container runs (the
-# topology, the CUDA version), keyed by the GPU count and driver version: on the container
-# disk, beside the pod lock, so a restart wipes it (scripts/gpu_state.sh).
-GPU_CACHE = "/run/podstate.gpu"
 _NUMBERS = {"memory_mib", "temperature", "ecc_uncorrected", "link_width", "link_width_max"}
-# Managed files larger than this are not read, nor written: podstate rewrites a file's whole
-# content inside one SSH command, which must fit in one argument (``podstate.pod.fits.ARG_MAX``);
-# the content travels base64-encoded, a third larger.
-MAX_FILE = 64 << 10
 
 # Filesystems whose data lives on another machine. Every FUSE filesystem counts too
 # (sshfs, RunPod's MooseFS ``mfs#…`` network volumes show up as plain ``fuse``).

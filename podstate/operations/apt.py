@@ -14,8 +14,8 @@ from pyinfra import host, state
 from pyinfra.api import operation
 
 from podstate import settings
-from podstate.lock import changing
 from podstate.run import findings
+from podstate.run.lock import changing
 from podstate.shell import script
 
 # The pods whose apt-get update this run has planned (pod name -> the run's state), so that

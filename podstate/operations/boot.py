@@ -17,13 +17,14 @@ from typing import Any
 from pyinfra import host
 from pyinfra.api import operation
 
-from podstate.lock import changing
+from podstate.paths import BOOT_FLAG
+from podstate.run.lock import changing
 from podstate.shell import b64, quote_path, script_file
 
-# This container's status of the hook, on the container disk: "armed" (podstate set the
-# hook up in this container, which started without it), "not-run" (the container started
-# after the hook was set up, and the hook did not run), or the hook's own status.
-FLAG = "/etc/podstate/boot"
+# FLAG: this container's status of the hook, on the container disk: "armed" (podstate set
+# the hook up in this container, which started without it), "not-run" (the container
+# started after the hook was set up, and the hook did not run), or the hook's own status.
+FLAG = BOOT_FLAG
 FORMAT = "podstate-boot 1"
 _DEFAULT_LINE = "_podstate_boot=/workspace/.podstate/boot.sh\n"
 

@@ -22,9 +22,10 @@ from pyinfra import host
 from pyinfra.api import operation
 from pyinfra.api.command import FileUploadCommand, PyinfraCommand
 
-from podstate.desired.secret import GIT_KNOWN_HOSTS, SECRETS_DIR, Secret, masked
-from podstate.lock import changing
+from podstate.desired.secret import Secret, masked
+from podstate.paths import GIT_KNOWN_HOSTS, SECRETS_DIR
 from podstate.run import findings
+from podstate.run.lock import changing
 from podstate.shell import b64, quote_path, script
 
 # A checkout the probe could not read, since git is installed later in the same run.

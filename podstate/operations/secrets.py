@@ -19,9 +19,10 @@ from pyinfra import host
 from pyinfra.api import operation
 from pyinfra.api.command import FileUploadCommand, PyinfraCommand
 
-from podstate.desired.secret import SECRETS_DIR, SECRETS_FILE, Secret, render
-from podstate.lock import changing
+from podstate.desired.secret import Secret, render
+from podstate.paths import SECRETS_DIR, SECRETS_FILE
 from podstate.run import findings
+from podstate.run.lock import changing
 from podstate.shell import b64, script
 
 # The probe's first line when it reads secrets: its stdin (the wanted values) is kept on

@@ -24,8 +24,9 @@ from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 from pyinfra.api.command import FileUploadCommand, FunctionCommand, StringCommand
 from pyinfra.api.util import print_host_combined_output
 
-from podstate import lock, settings
-from podstate.lock import changing
+from podstate import settings
+from podstate.run import lock
+from podstate.run.lock import changing
 from podstate.shell import b64, quote_path, script
 
 # The file in every podstate venv that records what it was built from (its fingerprint).

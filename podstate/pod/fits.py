@@ -19,8 +19,8 @@ from importlib.resources import files
 from typing import Any
 
 from podstate.desired.spec import SpecError
+from podstate.limits import ARG_MAX
 
-ARG_MAX = 128 << 10  # Linux's limit on one argument, the terminating NUL included
 PATH_MAX = 4096  # the longest path a pod answers with (its interpreter's, its uv's)
 
 
@@ -33,8 +33,7 @@ def login_length(command: str) -> int:
 def change_length(inner: str) -> int:
     """Return ``login_length`` of the change ``inner`` as podstate.run.fold runs it when it is
     a step of its own: under the pod lock, quoted once more, the longest it gets."""
-    from podstate import lock
-    from podstate.run import fold
+    from podstate.run import fold, lock
 
     segment = fold.Segment("")
     segment.add(*fold._step(lock.Change(inner)))
@@ -94,7 +93,7 @@ def _generated(state: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     podstate writes from ``state`` alone, as roles/env.py and roles/authorized_keys.py
     render them (the NCCL guards set; the block of keys without the file's other lines)."""
     from podstate import nccl
-    from podstate.desired.secret import SECRETS_FILE
+    from podstate.paths import SECRETS_FILE
     from podstate.roles import authorized_keys, env
 
     variables = {**(state.get("dirs") or {}), **(state.get("env") or {})}

@@ -16,10 +16,10 @@ from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, operation
 from pyinfra.api.util import format_text
 
-from podstate import lock, pyinfra_api
+from podstate import pyinfra_api
 from podstate.facts.probe import MAX_FILE, FileInfo
-from podstate.lock import changing
-from podstate.run import findings, fold
+from podstate.run import findings, fold, lock
+from podstate.run.lock import changing
 from podstate.shell import b64, quote_path, script
 from podstate.sizes import format_size
 from podstate.terminal import visible

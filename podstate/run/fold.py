@@ -36,10 +36,11 @@ from pyinfra.api.command import FileUploadCommand, PyinfraCommand
 from pyinfra.api.util import print_host_combined_output
 from pyinfra.connectors.util import CommandOutput, OutputLine
 
-from podstate import lock, pyinfra_api, settings
+from podstate import pyinfra_api, settings
+from podstate.limits import COMMAND_MAX
+from podstate.run import lock
 
 MARK = f"@@podstate-{lock.TOKEN[:12]}"
-COMMAND_MAX = 100_000  # bytes; Linux caps one argument (the command sshd runs) at 128 KiB
 UPLOAD_MAX = 32_768  # bytes of a file sent on stdin (as one base64 line)
 
 

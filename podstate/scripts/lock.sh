@@ -1,5 +1,5 @@
 #!/bin/sh
-# The pod lock (see podstate/lock.py). LOCK is a directory holding token (the run's), owner
+# The pod lock (see podstate/run/lock.py). LOCK is a directory holding token (the run's), owner
 # (for messages) and expires (seconds since the epoch). Every read and write of it happens
 # under flock(1) on LOCK.mutex, held for that moment only, so taking it, taking over an
 # expired one, renewing and releasing are each atomic, whatever the number of contenders.

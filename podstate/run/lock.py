@@ -25,10 +25,10 @@ from pyinfra import host
 from pyinfra.api import Host, StringCommand
 
 from podstate import settings
+from podstate.paths import LOCK
 from podstate.run import findings
 from podstate.shell import script
 
-LOCK = "/run/podstate.lock"
 TOKEN = uuid.uuid4().hex
 OWNER = f"{socket.gethostname()} pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S%z')}"
 MARGIN = 30
