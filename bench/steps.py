@@ -23,7 +23,7 @@ from podstate import sandbox
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 STEP_TIMEOUT_S = 600
-# The apply as the README runs it (podstate's own deploy file alone)
+# The apply as the README's first run does it (podstate's own deploy file alone)
 APPLY = [str(BIN / "pyinfra"), "-y", "inventories/pods.py", "deploy/pod.py"]
 
 
