@@ -11,8 +11,9 @@ from pathlib import Path
 
 from podstate import sandbox, settings, signals
 from podstate.check import markdown as report_markdown
-from podstate.check import reports, shards
+from podstate.check import merge, reports, result, shards
 from podstate.check import runner as check
+from podstate.check.result import PodResult
 from podstate.check.runner import CheckFailed
 from podstate.desired.spec import SpecError
 from podstate.inventory import hostkeys
@@ -90,25 +91,25 @@ def _check(args: argparse.Namespace) -> int:
     return _write_reports(results, args)
 
 
-def _write_reports(results: dict[str, check.PodResult], args: argparse.Namespace) -> int:
+def _write_reports(results: dict[str, PodResult], args: argparse.Namespace) -> int:
     """Print the table, write the reports ``args`` asks for; return the fleet's exit status."""
     sys.stdout.write(reports.table(results, diff=args.diff))
     sys.stdout.flush()
     if args.json:
-        _write(args.json, json.dumps(reports.as_json(results), indent=2) + "\n")
+        _write(args.json, json.dumps(result.to_json(results), indent=2) + "\n")
     if args.junit:
         _write(args.junit, reports.junit(results))
     if args.markdown:
         _write(args.markdown, report_markdown.markdown(results))
-    return check.exit_code(results)
+    return result.exit_code(results)
 
 
 def _merge(args: argparse.Namespace) -> int:
-    """Merge shard reports into one (``podstate.check.shards``): write OUT.json and the JUnit and
+    """Merge shard reports into one (``podstate.check.merge``): write OUT.json and the JUnit and
     Markdown reports asked for, print the table; return the whole fleet's exit status, 1
     when a shard report is missing or unreadable (named on stderr)."""
-    results = shards.merge_files(args.reports)
-    for line in shards.problems(results):
+    results = merge.merge_files(args.reports)
+    for line in merge.problems(results):
         print(f"podstate: {line}", file=sys.stderr)
     args.json = args.out
     return _write_reports(results, args)

@@ -3,8 +3,9 @@
 pyinfra's ``--dry`` exits 0 with changes pending and its JSON plan leaves out pods that
 failed, so the check drives pyinfra's API itself: connect, plan (which runs only the
 read-only probe on each pod), then classify every pod as ok, drift, violation,
-unreachable or error, and say what the run did with each pod's host key. The reports
-written from the verdicts are in ``podstate.check.reports`` and ``podstate.check.markdown``.
+unreachable or error, and say what the run did with each pod's host key. The verdicts are
+``podstate.check.result``'s model; the reports written from them are in
+``podstate.check.reports`` and ``podstate.check.markdown``.
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ import logging
 import os
 import re
 import traceback
-from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gevent
 import pyinfra
@@ -29,47 +29,13 @@ from pyinfra.api.state import BaseStateCallback, StateStage
 from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
 
 from podstate import pyinfra_api, settings
+from podstate.check.result import PodResult
+from podstate.check.shards import Shard
 from podstate.inventory import hostkeys
 from podstate.pyinfra_api import exec_file, make_inventory
 from podstate.run import findings, lock
 
-if TYPE_CHECKING:
-    from podstate.check.shards import Shard
-
-STATUSES = ("ok", "drift", "restarted", "violation", "unreachable", "error")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-@dataclass
-class PodResult:
-    """The check's verdict on one pod."""
-
-    status: str = "ok"
-    changes: list[dict[str, Any]] = field(default_factory=list)
-    violations: list[dict[str, str]] = field(default_factory=list)
-    error: str | None = None
-    checked: list[str] = field(default_factory=list)  # podstate's roles, then other files
-    waived: list[dict[str, Any]] = field(default_factory=list)  # violations a waiver holds
-    stale_waivers: list[str] = field(default_factory=list)  # expired, or matching nothing
-    host_key: dict[str, Any] | None = None  # hostkeys.outcome: None without podstate's store
-    restarted: dict[str, Any] | None = None  # applied_at, since: re-created since an apply
-    ready: bool = False  # the pod's ready marker is for this desired state
-    boot: dict[str, Any] | None = None  # the boot hook at this container's start (roles/boot)
-
-    def as_dict(self) -> dict[str, Any]:
-        """Return the pod's entry of the JSON report (schema/check-report.schema.json)."""
-        return {
-            "status": self.status,
-            "changes": self.changes,
-            "violations": self.violations,
-            "error": self.error,
-            "host_key": self.host_key,
-            "waived": self.waived,
-            "stale_waivers": self.stale_waivers,
-            "restarted": self.restarted,
-            "ready": self.ready,
-            "boot": self.boot,
-        }
 
 
 class CheckFailed(Exception):
@@ -294,19 +260,3 @@ def _host_key(result: PodResult, host) -> None:
             f"ssh-keygen -f {known} -R '{name}' and run again (or use the RunPod "
             "API inventory, whose startedAt vouches for a restart)"
         )
-
-
-def exit_code(results: dict[str, PodResult]) -> int:
-    """Return 0 when every pod is ok, 2 for drift and nothing worse, 1 otherwise."""
-    statuses = {r.status for r in results.values()}
-    if statuses & {"violation", "unreachable", "error"}:
-        return 1
-    return 2 if statuses & {"drift", "restarted"} else 0
-
-
-def summary(results: dict[str, PodResult]) -> dict[str, int]:
-    """Return how many pods have each status, plus the exit code."""
-    counts = {status: 0 for status in STATUSES}
-    for result in results.values():
-        counts[result.status] += 1
-    return {"pods": len(results), **counts, "exit_code": exit_code(results)}
