@@ -15,7 +15,6 @@ import logging
 import os
 import re
 import traceback
-from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -185,9 +184,7 @@ def _verdict(
         )
         return result
     found = findings.of(host)
-    sorted_ = findings.waive(
-        found.violations, (host.data.get("podstate") or {}).get("waivers") or [], date.today()
-    )
+    sorted_ = findings.waived(host)
     result.violations = [
         {"role": v.role, "id": v.finding, "message": v.message} for v in sorted_.failing
     ]
