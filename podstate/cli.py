@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -16,7 +15,6 @@ from podstate.check import runner as check
 from podstate.check.result import PodResult
 from podstate.check.runner import CheckFailed
 from podstate.desired.spec import SpecError
-from podstate.inventory import hostkeys
 from podstate.sandbox.api import API_KEY_FILE
 from podstate.watch import loop as watch
 
@@ -82,11 +80,14 @@ def _write(path: str, text: str) -> None:
 def _check(args: argparse.Namespace) -> int:
     """Run the drift check, write the reports asked for; return the check's exit status."""
     deploys = args.deploy or check.deploy_files()
-    if args.strict_host_keys:
-        os.environ[hostkeys.STRICT_ENV] = "1"  # read when inventories/pods.py builds the hosts
     shard = shards.parse(args.shard) if args.shard else None
     results = check.run(
-        args.inventory, deploys, args.limit or [], timeout=args.timeout, shard=shard
+        args.inventory,
+        deploys,
+        args.limit or [],
+        timeout=args.timeout,
+        shard=shard,
+        strict_host_keys=True if args.strict_host_keys else None,  # else as the environment says
     )
     return _write_reports(results, args)
 

@@ -30,7 +30,7 @@ from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
 from podstate import pyinfra_api, settings
 from podstate.check.result import PodResult
 from podstate.check.shards import Shard
-from podstate.inventory import hostkeys
+from podstate.inventory import fleet, hostkeys
 from podstate.pyinfra_api import exec_file, make_inventory
 from podstate.run import findings, lock
 
@@ -115,10 +115,13 @@ def run(
     limit: list[str],
     timeout: int = 10,
     shard: Shard | None = None,
+    strict_host_keys: bool | None = None,
 ) -> dict[str, PodResult]:
     """Return the verdict for every pod of the inventory (after ``--limit``, then of those
     the ones in ``shard``), planning the deploy files in the
-    order given, as ``pyinfra`` runs them. An empty shard is no pod and no connection."""
+    order given, as ``pyinfra`` runs them. An empty shard is no pod and no connection.
+    ``strict_host_keys`` (``--strict-host-keys``) refuses the keys of API pods seen for the
+    first time; None leaves it to ``PODSTATE_STRICT_HOST_KEYS`` (``fleet.strict_host_keys``)."""
     if not deploys:
         raise CheckFailed("no deploy files to plan (run from the repository root)")
     for path, what in [(inventory_file, "inventory"), *((d, "deploy file") for d in deploys)]:
@@ -135,7 +138,8 @@ def run(
     pyinfra_logger.addHandler(errors)
     try:
         try:
-            inventory = make_inventory(inventory_file, cwd=os.getcwd())
+            with fleet.strict_host_keys(strict_host_keys):
+                inventory = make_inventory(inventory_file, cwd=os.getcwd())
         except SystemExit as e:
             raise CheckFailed(str(e.code).removeprefix("podstate: ")) from None
         ctx_inventory.set(inventory)
