@@ -178,7 +178,12 @@ def _fleet_arguments(command: argparse.ArgumentParser, verb: str) -> None:
         metavar="FILE",
         help=f"a deploy file to {verb} (repeatable; default: every deploy/*.py, in name order)",
     )
-    command.add_argument("--limit", action="append", help="pod name, group or glob (repeatable)")
+    command.add_argument(
+        "--limit",
+        action="append",
+        help="a group's name, or else a glob of pod names, as pyinfra's --limit: repeatable, "
+        "and a comma is part of the pattern",
+    )
 
 
 def parser() -> argparse.ArgumentParser:

@@ -94,19 +94,23 @@ def _load_deploys(state: State, deploys: list[str], failures: dict[str, str]) ->
 
 
 def _limit(inventory, patterns: list[str]) -> list | None:
-    """Return the pods ``--limit`` names (names, groups or globs; repeated or
-    comma-separated), or None for every pod."""
-    patterns = [p for pattern in patterns for p in pattern.split(",") if p]
+    """Return the pods ``--limit`` names, as pyinfra's own ``--limit`` chooses them, so one
+    list of limits means the same pods to ``podstate check`` and to an apply: each pattern
+    is a group's name (its pods) or else a glob of pod names, a comma being part of it.
+    None (every pod) without a pattern; CheckFailed, one line, when they match no pod."""
     if not patterns:
         return None
-    chosen = []
-    for host in inventory:
-        names = [host.name, *host.groups]
-        if any(fnmatch.fnmatch(n, p) for n in names for p in patterns):
-            chosen.append(host)
+    chosen = set()
+    for pattern in patterns:
+        group = inventory.get_group(pattern, None)
+        if group is None:
+            group = [host for host in inventory if fnmatch.fnmatch(host.name, pattern)]
+        chosen.update(group)
     if not chosen:
-        raise CheckFailed(f"--limit {','.join(patterns)} matches no pod")
-    return chosen
+        limits = " ".join(f"--limit {p}" for p in patterns)
+        comma = ": a comma is part of a name, as in pyinfra; repeat --limit for each pod"
+        raise CheckFailed(f"{limits} matches no pod{comma if ',' in limits else ''}")
+    return [host for host in inventory if host in chosen]
 
 
 def run(
