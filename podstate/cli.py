@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 from pathlib import Path
 
 from podstate import sandbox, settings, signals
 from podstate.check import markdown as report_markdown
-from podstate.check import reports, shards
+from podstate.check import merge, reports, result, shards
 from podstate.check import runner as check
+from podstate.check.result import PodResult
 from podstate.check.runner import CheckFailed
 from podstate.desired.spec import SpecError
-from podstate.inventory import hostkeys
 from podstate.sandbox.api import API_KEY_FILE
 from podstate.watch import loop as watch
 
@@ -81,34 +80,37 @@ def _write(path: str, text: str) -> None:
 def _check(args: argparse.Namespace) -> int:
     """Run the drift check, write the reports asked for; return the check's exit status."""
     deploys = args.deploy or check.deploy_files()
-    if args.strict_host_keys:
-        os.environ[hostkeys.STRICT_ENV] = "1"  # read when inventories/pods.py builds the hosts
     shard = shards.parse(args.shard) if args.shard else None
     results = check.run(
-        args.inventory, deploys, args.limit or [], timeout=args.timeout, shard=shard
+        args.inventory,
+        deploys,
+        args.limit or [],
+        timeout=args.timeout,
+        shard=shard,
+        strict_host_keys=True if args.strict_host_keys else None,  # else as the environment says
     )
     return _write_reports(results, args)
 
 
-def _write_reports(results: dict[str, check.PodResult], args: argparse.Namespace) -> int:
+def _write_reports(results: dict[str, PodResult], args: argparse.Namespace) -> int:
     """Print the table, write the reports ``args`` asks for; return the fleet's exit status."""
     sys.stdout.write(reports.table(results, diff=args.diff))
     sys.stdout.flush()
     if args.json:
-        _write(args.json, json.dumps(reports.as_json(results), indent=2) + "\n")
+        _write(args.json, json.dumps(result.to_json(results), indent=2) + "\n")
     if args.junit:
         _write(args.junit, reports.junit(results))
     if args.markdown:
         _write(args.markdown, report_markdown.markdown(results))
-    return check.exit_code(results)
+    return result.exit_code(results)
 
 
 def _merge(args: argparse.Namespace) -> int:
-    """Merge shard reports into one (``podstate.check.shards``): write OUT.json and the JUnit and
+    """Merge shard reports into one (``podstate.check.merge``): write OUT.json and the JUnit and
     Markdown reports asked for, print the table; return the whole fleet's exit status, 1
     when a shard report is missing or unreadable (named on stderr)."""
-    results = shards.merge_files(args.reports)
-    for line in shards.problems(results):
+    results = merge.merge_files(args.reports)
+    for line in merge.problems(results):
         print(f"podstate: {line}", file=sys.stderr)
     args.json = args.out
     return _write_reports(results, args)
@@ -176,7 +178,12 @@ def _fleet_arguments(command: argparse.ArgumentParser, verb: str) -> None:
         metavar="FILE",
         help=f"a deploy file to {verb} (repeatable; default: every deploy/*.py, in name order)",
     )
-    command.add_argument("--limit", action="append", help="pod name, group or glob (repeatable)")
+    command.add_argument(
+        "--limit",
+        action="append",
+        help="a group's name, or else a glob of pod names, as pyinfra's --limit: repeatable, "
+        "and a comma is part of the pattern",
+    )
 
 
 def parser() -> argparse.ArgumentParser:

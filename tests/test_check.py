@@ -6,8 +6,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 from junitparser import Error, Failure, JUnitXml
+from pyinfra.api import Inventory
 
 from podstate import sandbox
+from podstate.check.runner import CheckFailed, _limit
 from tests.e2e import ROOT, apply, check, exec_count, junit_errors
 
 # What a check could change if it wrote anything: managed files and directories.
@@ -30,6 +32,42 @@ def report(tmp_path: Path, fleet, *args: str):
     assert junit_errors(xml) == []
     cases = [case for suite in JUnitXml.fromfile(str(xml)) for case in suite]
     return result, document, cases
+
+
+LIMIT_INVENTORY = Inventory(
+    (["train-1", "train-2", "eval-1", "train,eval"], {}),
+    trainers=(["train-1", "train-2"], {}),
+    train_x=(["eval-1"], {}),
+)
+
+
+@pytest.mark.parametrize(
+    ("limits", "chosen"),
+    [
+        ([], None),
+        (["trainers"], ["train-1", "train-2"]),  # a group's name: its pods
+        (["train-*"], ["train-1", "train-2"]),  # else a glob of pod names
+        (["train_*"], []),  # ... and never of group names, as in pyinfra
+        (["eval-1", "train-2"], ["train-2", "eval-1"]),  # repeated: in the inventory's order
+        (["train,eval"], ["train,eval"]),  # a comma is part of the pattern
+    ],
+)
+def test_limit_chooses_pods_as_pyinfras_limit_does(limits, chosen):
+    if chosen == []:
+        with pytest.raises(CheckFailed, match=r"^--limit train_\* matches no pod$"):
+            _limit(LIMIT_INVENTORY, limits)
+        return
+    found = _limit(LIMIT_INVENTORY, limits)
+    assert found is None if chosen is None else [host.name for host in found] == chosen
+
+
+def test_limit_with_commas_that_matches_nothing_says_to_repeat_it():
+    with pytest.raises(CheckFailed) as raised:
+        _limit(LIMIT_INVENTORY, ["train-1,eval-1"])
+    assert str(raised.value) == (
+        "--limit train-1,eval-1 matches no pod: a comma is part of a name, as in pyinfra; "
+        "repeat --limit for each pod"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +179,17 @@ def test_stopped_pod_is_unreachable(tampered, converged, tmp_path):
     assert "pod-5" in result.stdout and "unreachable" in result.stdout
     (case,) = list(xml)
     assert isinstance(case.result[0], Error)
+
+
+def test_limit_is_repeated_not_comma_separated(converged, tmp_path):
+    result, document, _ = report(tmp_path, converged, "--limit", "pod-1", "--limit", "pod-2")
+    assert sorted(document["pods"]) == ["pod-1", "pod-2"]
+    refused = check(converged, "--limit", "pod-1,pod-2")
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr == (
+        "podstate: --limit pod-1,pod-2 matches no pod: a comma is part of a name, as in "
+        "pyinfra; repeat --limit for each pod\n"
+    )
 
 
 def test_invalid_state_exits_1_with_one_line(converged):

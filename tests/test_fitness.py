@@ -145,7 +145,9 @@ def test_download_speed_and_free_space(converged, unfit, files_server, tmp_path)
     fleet.host_vars("pod-4", {"download": {"url": slow, "min_mbps": 50, "seconds": 1}})
     fleet.host_vars("pod-5", {"disk": {"min_free": {"/": "1P", "/workspace": "1K"}}})
     report = tmp_path / "r.json"
-    result = check(fleet, "--json", str(report), "--limit", "pod-2,pod-4,pod-5")
+    result = check(
+        fleet, "--json", str(report), "--limit", "pod-2", "--limit", "pod-4", "--limit", "pod-5"
+    )
     assert report.exists(), result.stdout + result.stderr
     document = json.loads(report.read_text())
     assert findings_of(document, "pod-2") == {}
@@ -182,7 +184,9 @@ def test_a_waiver_holds_a_finding_back_until_its_day(converged, unfit, tmp_path)
         },
     )
     report, xml = tmp_path / "r.json", tmp_path / "r.xml"
-    result = check(fleet, "--json", str(report), "--junit", str(xml), "--limit", "pod-2,pod-4")
+    result = check(
+        fleet, "--json", str(report), "--junit", str(xml), "--limit", "pod-2", "--limit", "pod-4"
+    )
     pods = json.loads(report.read_text())["pods"]
     assert pods["pod-2"]["status"] == "ok", result.stdout
     assert [(w["id"], w["until"], w["reason"]) for w in pods["pod-2"]["waived"]] == [

@@ -8,7 +8,7 @@ import jsonschema
 
 from podstate.check import markdown as report_markdown
 from podstate.check import reports
-from podstate.check.runner import PodResult
+from podstate.check.result import PodResult, to_json
 from tests.e2e import ROOT, junit_errors
 
 REPORT_SCHEMA = json.loads((ROOT / "schema/check-report.schema.json").read_text())
@@ -128,7 +128,7 @@ def test_a_secret_files_diff_is_in_no_report():
     result.changes[0]["secret"] = True
     results = {"pod-1": result}
     md = report_markdown.markdown(results)
-    document = reports.as_json(results)
+    document = to_json(results)
     outputs = [md, json.dumps(document), reports.table(results, diff=True), reports.junit(results)]
     assert not [out for out in outputs if "secret-value" in out]
     assert "its diff is never shown" in md
@@ -143,7 +143,7 @@ def test_json_report_with_host_keys_validates():
         "fingerprint": "SHA256:new",
         "old_fingerprint": "SHA256:old",
     }
-    document = reports.as_json(results)
+    document = to_json(results)
     jsonschema.validate(document, REPORT_SCHEMA)
     assert document["summary"]["host_keys"] == {"first_use": 1, "rekeyed": 1, "refused": 0}
     table = reports.table(results, diff=False)

@@ -396,6 +396,33 @@ def test_inventory_command_leaves_the_host_key_store_alone(api, env):
     assert not Path(env["PODSTATE_HOSTKEYS"]).exists()
 
 
+STRICT_SCRIPT = """
+import json, os
+from podstate.inventory import fleet, hostkeys
+def trust():
+    return sorted({pod.data["host_key_trust"] for pod in fleet.load_pods()})
+with fleet.strict_host_keys(True):
+    strict = trust()
+with fleet.strict_host_keys(False):
+    trusting = trust()
+print(json.dumps([strict, trusting, trust(), hostkeys.STRICT_ENV in os.environ]))
+"""
+
+
+@pytest.mark.parametrize("from_env", [False, True])
+def test_strict_host_keys_reach_the_inventory_without_the_environment(api, env, from_env):
+    """``podstate check --strict-host-keys`` hands the setting to the inventory it builds
+    (``fleet.strict_host_keys``) and leaves the environment alone; without it,
+    PODSTATE_STRICT_HOST_KEYS decides, as for a plain pyinfra run."""
+    api.serve(fixture("example.json"))
+    if from_env:
+        env[hostkeys.STRICT_ENV] = "1"
+    result = run("python", "-c", STRICT_SCRIPT, env=env)
+    assert result.returncode == 0, result.stderr
+    unknown, new = [hostkeys.UNKNOWN], [hostkeys.NEW]
+    assert json.loads(result.stdout) == [unknown, new, unknown if from_env else new, from_env]
+
+
 def test_only_skipped_pods_is_one_line(api, env):
     doc = fixture("fleet.json")
     doc["pods"] = [p for p in doc["pods"] if p["status"] != "RUNNING"]

@@ -11,9 +11,8 @@ import jsonschema
 import pytest
 from junitparser import Failure, JUnitXml
 
-from podstate.check import shards
-from podstate.check.reports import as_json
-from podstate.check.runner import PodResult
+from podstate.check import merge, shards
+from podstate.check.result import PodResult, from_json, to_json
 from tests.e2e import BIN, ROOT, apply, check, exec_count, junit_errors, run
 
 SANDBOX = {"pods": 4}
@@ -28,7 +27,8 @@ def test_shard_of_is_stable_across_processes():
     """Python's hash() is salted per process; the shard must not be."""
     here = [shards.shard_of(name, 7) for name in NAMES[:50]]
     code = (
-        "from podstate import shards; print([shards.shard_of(f'pod-{i}', 7) for i in range(1, 51)])"
+        "from podstate.check import shards; "
+        "print([shards.shard_of(f'pod-{i}', 7) for i in range(1, 51)])"
     )
     for seed in ("1", "2"):
         out = subprocess.run(
@@ -78,13 +78,13 @@ def test_a_good_shard_parses():
 
 
 def _report(pods: dict[str, PodResult]) -> dict:
-    document = as_json(pods)
+    document = to_json(pods)
     jsonschema.validate(document, REPORT_SCHEMA)
     return document
 
 
 def _from(document: dict) -> dict[str, PodResult]:
-    return {n: shards.result_from_json(e) for n, e in document["pods"].items()}
+    return from_json(document)
 
 
 DRIFT = PodResult(
@@ -103,11 +103,11 @@ VIOLATION = PodResult(
 def test_merging_shards_gives_the_whole_fleets_report():
     one = _report({"pod-1": PodResult(), "pod-2": DRIFT})
     two = _report({"pod-3": PodResult()})
-    merged = as_json(shards.merge([("1.json", _from(one), None), ("2.json", _from(two), None)]))
+    merged = to_json(merge.merge([("1.json", _from(one), None), ("2.json", _from(two), None)]))
     jsonschema.validate(merged, REPORT_SCHEMA)
     assert (
         merged["pods"]
-        == as_json({"pod-1": PodResult(), "pod-2": DRIFT, "pod-3": PodResult()})["pods"]
+        == to_json({"pod-1": PodResult(), "pod-2": DRIFT, "pod-3": PodResult()})["pods"]
     )
     assert merged["summary"] == {
         "pods": 3,
@@ -125,27 +125,27 @@ def test_merging_shards_gives_the_whole_fleets_report():
 def test_the_worst_shard_sets_the_exit_status():
     one = _report({"pod-1": DRIFT})
     two = _report({"pod-2": VIOLATION})
-    merged = as_json(shards.merge([("a", _from(one), None), ("b", _from(two), None)]))
+    merged = to_json(merge.merge([("a", _from(one), None), ("b", _from(two), None)]))
     assert merged["summary"]["exit_code"] == 1
-    empty = as_json(shards.merge([("a", _from(_report({})), None)]))
+    empty = to_json(merge.merge([("a", _from(_report({})), None)]))
     assert empty["summary"]["exit_code"] == 0 and empty["pods"] == {}
 
 
 def test_a_missing_shard_is_an_error_entry_naming_its_file():
     one = _report({"pod-1": PodResult()})
-    merged = shards.merge([("1.json", _from(one), None), ("2.json", None, "missing: no such file")])
-    document = as_json(merged)
+    merged = merge.merge([("1.json", _from(one), None), ("2.json", None, "missing: no such file")])
+    document = to_json(merged)
     jsonschema.validate(document, REPORT_SCHEMA)
     entry = document["pods"]["shard report 2.json"]
     assert entry["status"] == "error"
     assert entry["error"] == "shard report 2.json missing: no such file"
     assert document["summary"]["error"] == 1 and document["summary"]["exit_code"] == 1
-    assert shards.problems(merged) == ["shard report 2.json missing: no such file"]
+    assert merge.problems(merged) == ["shard report 2.json missing: no such file"]
 
 
 def test_a_pod_in_two_reports_is_an_error():
     one = _report({"pod-1": PodResult()})
-    merged = shards.merge([("a.json", _from(one), None), ("b.json", _from(one), None)])
+    merged = merge.merge([("a.json", _from(one), None), ("b.json", _from(one), None)])
     assert merged["pod-1"].status == "error"
     assert "a.json and b.json" in merged["pod-1"].error
 
@@ -157,7 +157,7 @@ def test_unreadable_reports_say_why(tmp_path):
     (tmp_path / "other.json").write_text(json.dumps({"pods": {}, "summary": {}}))
     (tmp_path / "dir.json").mkdir()
     paths = [str(tmp_path / n) for n in ("good.json", "garbage.json", "other.json", "dir.json")]
-    merged = shards.merge_files([*paths, str(tmp_path / "gone.json")])
+    merged = merge.merge_files([*paths, str(tmp_path / "gone.json")])
     errors = {n: r.error for n, r in merged.items() if r.status == "error"}
     assert errors[f"shard report {paths[1]}"].endswith(
         "unreadable: not JSON (Expecting property name enclosed in double quotes, line 1)"

@@ -56,7 +56,7 @@ def test_first_apply_still_takes_two_commands(first_apply):
 def report(fleet, first_apply, tmp_path_factory):
     """The drift check after the first apply: each pod's violations, by finding id."""
     out = tmp_path_factory.mktemp("unknown") / "r.json"
-    result = check(fleet, "--json", str(out), "--limit", "pod-1,pod-4")
+    result = check(fleet, "--json", str(out), "--limit", "pod-1", "--limit", "pod-4")
     assert out.exists(), result.stdout + result.stderr
     return {
         pod: {v["id"]: v["message"] for v in found["violations"]}

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from podstate.check.reports import boot_lines, restart_line, shown_diff
-from podstate.check.runner import STATUSES, PodResult, summary
+from podstate.check.result import STATUSES, PodResult, summary
 from podstate.inventory import hostkeys
 from podstate.terminal import visible
 

@@ -1,5 +1,5 @@
-"""The check's reports for the terminal, JSON and JUnit, from the check's verdicts
-(``podstate.check.runner``).
+"""The check's reports for the terminal and JUnit, from the check's verdicts
+(``podstate.check.result``; its JSON form is there too).
 
 Every writer shows a change's diff through ``shown_diff``, so a file marked secret never has
 its content in any report; and every pod's host-key outcome
@@ -13,15 +13,9 @@ import io
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from podstate.check.runner import STATUSES, PodResult, summary
+from podstate.check.result import STATUSES, PodResult, host_key_counts, summary
 from podstate.inventory import hostkeys
 from podstate.terminal import visible
-
-HOST_KEY_COUNTS = {
-    hostkeys.FIRST_USE: "first_use",
-    hostkeys.REKEYED: "rekeyed",
-    hostkeys.REFUSED: "refused",
-}
 
 
 def shown_diff(change: dict[str, Any]) -> str | None:
@@ -33,14 +27,6 @@ def shown_diff(change: dict[str, Any]) -> str | None:
     if change.get("secret"):
         return None
     return change.get("diff") or None
-
-
-def public_changes(result: PodResult) -> list[dict[str, Any]]:
-    """Return the pod's changes as reports may show them: without the diff of a secret file."""
-    return [
-        {k: v for k, v in change.items() if k != "diff"} if change.get("secret") else change
-        for change in result.changes
-    ]
 
 
 def host_key_line(host_key: dict[str, Any] | None) -> str | None:
@@ -87,32 +73,6 @@ def boot_failed(boot: dict[str, Any] | None) -> bool:
     """Return whether the boot hook failed at the pod's container start: it did not run,
     did nothing, or something in it failed."""
     return bool(boot) and (boot["outcome"] in ("not-run", "skipped") or bool(boot["errors"]))
-
-
-def host_key_counts(results: dict[str, PodResult]) -> dict[str, int]:
-    """Return how many pods had their key trusted on first use, re-keyed, or refused."""
-    counts = dict.fromkeys(HOST_KEY_COUNTS.values(), 0)
-    for result in results.values():
-        key = HOST_KEY_COUNTS.get((result.host_key or {}).get("trust"))
-        if key:
-            counts[key] += 1
-    return counts
-
-
-# 2: violation ids, waived findings, stale waivers; 3: restarted, ready; fields are only added
-FORMAT_VERSION = 3
-
-
-def as_json(results: dict[str, PodResult]) -> dict[str, Any]:
-    """Return the stable JSON document (schema/check-report.schema.json)."""
-    pods = {}
-    for name, r in sorted(results.items()):
-        pods[name] = {**r.as_dict(), "changes": public_changes(r)}
-    return {
-        "format_version": FORMAT_VERSION,
-        "pods": pods,
-        "summary": {**summary(results), "host_keys": host_key_counts(results)},
-    }
 
 
 def host_key_summary(results: dict[str, PodResult]) -> str | None:

@@ -3,8 +3,9 @@
 pyinfra's ``--dry`` exits 0 with changes pending and its JSON plan leaves out pods that
 failed, so the check drives pyinfra's API itself: connect, plan (which runs only the
 read-only probe on each pod), then classify every pod as ok, drift, violation,
-unreachable or error, and say what the run did with each pod's host key. The reports
-written from the verdicts are in ``podstate.check.reports`` and ``podstate.check.markdown``.
+unreachable or error, and say what the run did with each pod's host key. The verdicts are
+``podstate.check.result``'s model; the reports written from them are in
+``podstate.check.reports`` and ``podstate.check.markdown``.
 """
 
 from __future__ import annotations
@@ -14,10 +15,8 @@ import logging
 import os
 import re
 import traceback
-from dataclasses import dataclass, field
-from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gevent
 import pyinfra
@@ -29,47 +28,13 @@ from pyinfra.api.state import BaseStateCallback, StateStage
 from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
 
 from podstate import pyinfra_api, settings
-from podstate.inventory import hostkeys
+from podstate.check.result import PodResult
+from podstate.check.shards import Shard
+from podstate.inventory import fleet, hostkeys
 from podstate.pyinfra_api import exec_file, make_inventory
 from podstate.run import findings, lock
 
-if TYPE_CHECKING:
-    from podstate.check.shards import Shard
-
-STATUSES = ("ok", "drift", "restarted", "violation", "unreachable", "error")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-@dataclass
-class PodResult:
-    """The check's verdict on one pod."""
-
-    status: str = "ok"
-    changes: list[dict[str, Any]] = field(default_factory=list)
-    violations: list[dict[str, str]] = field(default_factory=list)
-    error: str | None = None
-    checked: list[str] = field(default_factory=list)  # podstate's roles, then other files
-    waived: list[dict[str, Any]] = field(default_factory=list)  # violations a waiver holds
-    stale_waivers: list[str] = field(default_factory=list)  # expired, or matching nothing
-    host_key: dict[str, Any] | None = None  # hostkeys.outcome: None without podstate's store
-    restarted: dict[str, Any] | None = None  # applied_at, since: re-created since an apply
-    ready: bool = False  # the pod's ready marker is for this desired state
-    boot: dict[str, Any] | None = None  # the boot hook at this container's start (roles/boot)
-
-    def as_dict(self) -> dict[str, Any]:
-        """Return the pod's entry of the JSON report (schema/check-report.schema.json)."""
-        return {
-            "status": self.status,
-            "changes": self.changes,
-            "violations": self.violations,
-            "error": self.error,
-            "host_key": self.host_key,
-            "waived": self.waived,
-            "stale_waivers": self.stale_waivers,
-            "restarted": self.restarted,
-            "ready": self.ready,
-            "boot": self.boot,
-        }
 
 
 class CheckFailed(Exception):
@@ -129,19 +94,23 @@ def _load_deploys(state: State, deploys: list[str], failures: dict[str, str]) ->
 
 
 def _limit(inventory, patterns: list[str]) -> list | None:
-    """Return the pods ``--limit`` names (names, groups or globs; repeated or
-    comma-separated), or None for every pod."""
-    patterns = [p for pattern in patterns for p in pattern.split(",") if p]
+    """Return the pods ``--limit`` names, as pyinfra's own ``--limit`` chooses them, so one
+    list of limits means the same pods to ``podstate check`` and to an apply: each pattern
+    is a group's name (its pods) or else a glob of pod names, a comma being part of it.
+    None (every pod) without a pattern; CheckFailed, one line, when they match no pod."""
     if not patterns:
         return None
-    chosen = []
-    for host in inventory:
-        names = [host.name, *host.groups]
-        if any(fnmatch.fnmatch(n, p) for n in names for p in patterns):
-            chosen.append(host)
+    chosen = set()
+    for pattern in patterns:
+        group = inventory.get_group(pattern, None)
+        if group is None:
+            group = [host for host in inventory if fnmatch.fnmatch(host.name, pattern)]
+        chosen.update(group)
     if not chosen:
-        raise CheckFailed(f"--limit {','.join(patterns)} matches no pod")
-    return chosen
+        limits = " ".join(f"--limit {p}" for p in patterns)
+        comma = ": a comma is part of a name, as in pyinfra; repeat --limit for each pod"
+        raise CheckFailed(f"{limits} matches no pod{comma if ',' in limits else ''}")
+    return [host for host in inventory if host in chosen]
 
 
 def run(
@@ -150,10 +119,13 @@ def run(
     limit: list[str],
     timeout: int = 10,
     shard: Shard | None = None,
+    strict_host_keys: bool | None = None,
 ) -> dict[str, PodResult]:
     """Return the verdict for every pod of the inventory (after ``--limit``, then of those
     the ones in ``shard``), planning the deploy files in the
-    order given, as ``pyinfra`` runs them. An empty shard is no pod and no connection."""
+    order given, as ``pyinfra`` runs them. An empty shard is no pod and no connection.
+    ``strict_host_keys`` (``--strict-host-keys``) refuses the keys of API pods seen for the
+    first time; None leaves it to ``PODSTATE_STRICT_HOST_KEYS`` (``fleet.strict_host_keys``)."""
     if not deploys:
         raise CheckFailed("no deploy files to plan (run from the repository root)")
     for path, what in [(inventory_file, "inventory"), *((d, "deploy file") for d in deploys)]:
@@ -170,7 +142,8 @@ def run(
     pyinfra_logger.addHandler(errors)
     try:
         try:
-            inventory = make_inventory(inventory_file, cwd=os.getcwd())
+            with fleet.strict_host_keys(strict_host_keys):
+                inventory = make_inventory(inventory_file, cwd=os.getcwd())
         except SystemExit as e:
             raise CheckFailed(str(e.code).removeprefix("podstate: ")) from None
         ctx_inventory.set(inventory)
@@ -219,9 +192,7 @@ def _verdict(
         )
         return result
     found = findings.of(host)
-    sorted_ = findings.waive(
-        found.violations, (host.data.get("podstate") or {}).get("waivers") or [], date.today()
-    )
+    sorted_ = findings.waived(host)
     result.violations = [
         {"role": v.role, "id": v.finding, "message": v.message} for v in sorted_.failing
     ]
@@ -294,19 +265,3 @@ def _host_key(result: PodResult, host) -> None:
             f"ssh-keygen -f {known} -R '{name}' and run again (or use the RunPod "
             "API inventory, whose startedAt vouches for a restart)"
         )
-
-
-def exit_code(results: dict[str, PodResult]) -> int:
-    """Return 0 when every pod is ok, 2 for drift and nothing worse, 1 otherwise."""
-    statuses = {r.status for r in results.values()}
-    if statuses & {"violation", "unreachable", "error"}:
-        return 1
-    return 2 if statuses & {"drift", "restarted"} else 0
-
-
-def summary(results: dict[str, PodResult]) -> dict[str, int]:
-    """Return how many pods have each status, plus the exit code."""
-    counts = {status: 0 for status in STATUSES}
-    for result in results.values():
-        counts[result.status] += 1
-    return {"pods": len(results), **counts, "exit_code": exit_code(results)}

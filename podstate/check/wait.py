@@ -13,7 +13,7 @@ from typing import TextIO
 
 from podstate.check import runner as check
 from podstate.check.reports import restart_line
-from podstate.check.runner import PodResult
+from podstate.check.result import PodResult
 
 
 def why_not(result: PodResult) -> str:

@@ -9,6 +9,9 @@ from __future__ import annotations
 import copy
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,8 @@ DEFAULT_PODS = Path("inventories/pods.yaml")
 DEFAULT_VARS = Path("inventories")
 
 HostEntry = tuple[str, dict[str, Any]]
+
+_STRICT_HOST_KEYS: ContextVar[bool | None] = ContextVar("strict_host_keys", default=None)
 
 
 def pods_path() -> Path:
@@ -44,12 +49,34 @@ class Inventory:
     source: str  # "pods file <path>" or "RunPod API"
 
 
+@contextmanager
+def strict_host_keys(strict: bool | None) -> Iterator[None]:
+    """Within the block, inventories built in this process refuse the keys of API pods seen
+    for the first time (True) or trust them (False); None leaves it to
+    ``PODSTATE_STRICT_HOST_KEYS`` (``hostkeys.strict_from_env``).
+
+    It exists for the command that builds the inventory in its own process through pyinfra
+    (``podstate check --strict-host-keys`` has pyinfra's make_inventory run
+    inventories/pods.py, which calls ``load_pods``): the setting reaches ``load_inventory``
+    for that one build, instead of through the process's environment, which everything the
+    command ran afterwards, and every process it started, would inherit. A plain ``pyinfra
+    inventories/pods.py`` run has no podstate command around it: the environment variable
+    is its way.
+    """
+    token = _STRICT_HOST_KEYS.set(strict)
+    try:
+        yield
+    finally:
+        _STRICT_HOST_KEYS.reset(token)
+
+
 def load_inventory(record_host_keys: bool = True) -> Inventory:
     """Return the inventory, each pod with its resolved state in ``data['podstate']``.
 
     The source: the pods file when ``PODSTATE_PODS`` is set (it wins), else the RunPod API
     when ``RUNPOD_API_KEY`` is set, else inventories/pods.yaml. ``record_host_keys=False``
-    leaves the host-key store of API pods untouched (for commands that only show).
+    leaves the host-key store of API pods untouched (for commands that only show); whether
+    a key seen for the first time is refused is ``strict_host_keys``'s.
     """
     if os.environ.get("PODSTATE_PODS") or not os.environ.get("RUNPOD_API_KEY"):
         path = pods_path()
@@ -61,7 +88,7 @@ def load_inventory(record_host_keys: bool = True) -> Inventory:
         vars_dir = _vars_dir()
         return Inventory(_resolved(read_pods_file(path), vars_dir), [], f"pods file {path}")
     vars_dir = _vars_dir()
-    pods, skipped = runpod.load(vars_dir, record_host_keys)
+    pods, skipped = runpod.load(vars_dir, record_host_keys, _STRICT_HOST_KEYS.get())
     return Inventory(_resolved(pods, vars_dir), skipped, "RunPod API")
 
 

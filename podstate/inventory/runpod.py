@@ -138,13 +138,15 @@ def to_pods(
     config: Settings,
     record_host_keys: bool = True,
     host_key_dir: Path | None = None,
+    strict_host_keys: bool | None = None,
 ) -> list[Pod]:
     """Return inventory pods (sorted by host name) with host data and groups.
 
     Host data: the direct SSH address, ``pod_id``, ``cloud``, ``gpu_id``, ``gpu_count``,
     ``data_center``, ``started_at``, ``ssh_key`` from PODSTATE_SSH_KEY, and the host-key
     settings of ``podstate.inventory.hostkeys`` (recorded in the store unless
-    ``record_host_keys`` is false). A pod joins each ``groups.yaml`` group one of whose globs
+    ``record_host_keys`` is false; ``strict_host_keys`` as ``hostkeys.plan``'s ``strict``).
+    A pod joins each ``groups.yaml`` group one of whose globs
     matches its host name or its RunPod name, after its automatic groups, in the file's order.
     """
     names = host_names(api_pods)
@@ -152,7 +154,9 @@ def to_pods(
     trusts: list[hostkeys.HostKeyTrust] = []
     for api in api_pods:
         name = names[api.id]
-        trust = hostkeys.plan(api.id, name, api.host, api.port, api.started_at, host_key_dir)
+        trust = hostkeys.plan(
+            api.id, name, api.host, api.port, api.started_at, host_key_dir, strict_host_keys
+        )
         if record_host_keys:
             hostkeys.record(trust)
         trusts.append(trust)
@@ -182,12 +186,16 @@ def to_pods(
     return sorted(pods, key=lambda pod: pod.name)
 
 
-def load(vars_dir: Path, record_host_keys: bool = True) -> tuple[list[Pod], list[Skipped]]:
-    """Return the pods to manage and the skipped ones, from the API named by the environment.
+def load(
+    vars_dir: Path, record_host_keys: bool = True, strict_host_keys: bool | None = None
+) -> tuple[list[Pod], list[Skipped]]:
+    """Return the pods to manage and the skipped ones, from the API named by the environment
+    (host keys as ``to_pods`` says).
 
     The group rules are read before the API is asked, so a bad groups.yaml costs no request.
     """
     config = settings()
     rules = load_group_rules(groups_path(vars_dir))
     api_pods, skipped = parse(fetch(config), config.include_cluster)
-    return to_pods(api_pods, rules, config, record_host_keys), skipped
+    pods = to_pods(api_pods, rules, config, record_host_keys, strict_host_keys=strict_host_keys)
+    return pods, skipped

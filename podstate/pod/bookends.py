@@ -56,10 +56,6 @@ def finish(wanted: dict[str, Any], probe: dict[str, Any] | None) -> None:
     marked = [h for h in state.get_op_order() if h in set(state.ops.get(host, ())) - before]
     last = marked + _add(
         (operations.release_lock, "Release the pod lock", {}),
-        (
-            operations.violations,
-            "Report what apply cannot fix",
-            {"waivers": wanted.get("waivers")},
-        ),
+        (operations.violations, "Report what apply cannot fix", {}),
     )
     pyinfra_api.bookend(host, first=_FIRST.pop(host.name, []), last=last)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import shlex
 from collections.abc import Iterable
-from datetime import date
 from typing import Any
 
 from pyinfra import host, logger, state
@@ -279,17 +278,16 @@ def release_lock():
 
 
 @operation(is_idempotent=False)
-def violations(waivers: list[dict[str, Any]] | None = None):
+def violations():
     """
     Fail this pod with what apply cannot fix, after everything fixable has converged.
 
-    + waivers: findings to accept until a date (``waivers`` of the desired state)
-
     The roles record each violation (what is wrong, why it matters, how to fix it) with
-    ``findings.violation`` while the deploy is planned; this operation comes last. A waived
+    ``findings.violation`` while the deploy is planned; this operation comes last. The
+    desired state's waivers hold some back (``findings.waived``, as in the check): a waived
     violation and a stale waiver are named, and fail nothing.
     """
-    sorted_ = findings.waive(findings.of(host).violations, waivers or [], date.today())
+    sorted_ = findings.waived(host)
     if state.is_executing:
         notes = [
             f"waived {v.finding} until {w['until']} ({w['reason']}): {v.message}"

@@ -153,3 +153,14 @@ def waive(violations: list[Violation], waivers: list[dict[str, Any]], today: dat
         elif i not in used:
             result.stale.append(f"waiver for {w['finding']} (until {w['until']}) matched nothing")
     return result
+
+
+def waived(host: Host) -> Waived:
+    """Return ``host``'s violations sorted by its desired state's waivers (host data
+    ``podstate``), as of today (``waive``).
+
+    The one place waivers are applied: the apply's report (``bookkeeping.violations``) and
+    the check's verdict both call it, with the same input, so they cannot disagree on a pod.
+    """
+    waivers = (host.data.get("podstate") or {}).get("waivers") or []
+    return waive(of(host).violations, waivers, date.today())

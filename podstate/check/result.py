@@ -1,0 +1,145 @@
+"""The check's result model: the verdict on each pod (``PodResult``), the fleet's summary and
+exit status, and the JSON report (``schema/check-report.schema.json``) both ways.
+
+``podstate.check.runner`` produces the results; the reports (``podstate.check.reports``,
+``podstate.check.markdown``) and the merge of shard reports (``podstate.check.merge``) read
+them. The JSON form is written (``to_json``) and read back (``from_json``) here only, so a
+field added to the report is added once.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from podstate.inventory import hostkeys
+
+STATUSES = ("ok", "drift", "restarted", "violation", "unreachable", "error")
+# 2: violation ids, waived findings, stale waivers; 3: restarted, ready; fields are only added
+FORMAT_VERSION = 3
+HOST_KEY_COUNTS = {
+    hostkeys.FIRST_USE: "first_use",
+    hostkeys.REKEYED: "rekeyed",
+    hostkeys.REFUSED: "refused",
+}
+
+
+@dataclass
+class PodResult:
+    """The check's verdict on one pod."""
+
+    status: str = "ok"
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    violations: list[dict[str, str]] = field(default_factory=list)
+    error: str | None = None
+    checked: list[str] = field(default_factory=list)  # podstate's roles, then other files
+    waived: list[dict[str, Any]] = field(default_factory=list)  # violations a waiver holds
+    stale_waivers: list[str] = field(default_factory=list)  # expired, or matching nothing
+    host_key: dict[str, Any] | None = None  # hostkeys.outcome: None without podstate's store
+    restarted: dict[str, Any] | None = None  # applied_at, since: re-created since an apply
+    ready: bool = False  # the pod's ready marker is for this desired state
+    boot: dict[str, Any] | None = None  # the boot hook at this container's start (roles/boot)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the pod's entry of the JSON report; a change that uploads a secret is
+        there without its diff, like in every report."""
+        return {
+            "status": self.status,
+            "changes": [
+                {k: v for k, v in change.items() if k != "diff"} if change.get("secret") else change
+                for change in self.changes
+            ],
+            "violations": self.violations,
+            "error": self.error,
+            "host_key": self.host_key,
+            "waived": self.waived,
+            "stale_waivers": self.stale_waivers,
+            "restarted": self.restarted,
+            "ready": self.ready,
+            "boot": self.boot,
+        }
+
+    @classmethod
+    def from_json(cls, entry: dict[str, Any]) -> PodResult:
+        """Return the PodResult a pod's entry of a JSON report describes, for the report
+        writers (a merge of shard reports).
+
+        The JSON report does not list the roles a pod was checked for (``checked``); the
+        roles its changes and violations name stand in for them, so JUnit still has a case
+        per failing role, and a pod with no finding gets one passing ``podstate check`` case.
+        """
+        changes = list(entry.get("changes") or [])
+        violations = list(entry.get("violations") or [])
+        checked = list(dict.fromkeys([c["role"] for c in changes + violations]))
+        if entry.get("status") in ("ok", "drift", "restarted", "violation") and not checked:
+            checked = ["podstate check"]
+        return cls(
+            status=entry["status"],
+            changes=changes,
+            violations=violations,
+            error=entry.get("error"),
+            checked=checked,
+            waived=list(entry.get("waived") or []),
+            stale_waivers=list(entry.get("stale_waivers") or []),
+            host_key=entry.get("host_key"),
+            restarted=entry.get("restarted"),
+            ready=bool(entry.get("ready")),
+            boot=entry.get("boot"),
+        )
+
+
+def exit_code(results: dict[str, PodResult]) -> int:
+    """Return 0 when every pod is ok, 2 for drift and nothing worse, 1 otherwise."""
+    statuses = {r.status for r in results.values()}
+    if statuses & {"violation", "unreachable", "error"}:
+        return 1
+    return 2 if statuses & {"drift", "restarted"} else 0
+
+
+def summary(results: dict[str, PodResult]) -> dict[str, int]:
+    """Return how many pods have each status, plus the exit code."""
+    counts = {status: 0 for status in STATUSES}
+    for result in results.values():
+        counts[result.status] += 1
+    return {"pods": len(results), **counts, "exit_code": exit_code(results)}
+
+
+def host_key_counts(results: dict[str, PodResult]) -> dict[str, int]:
+    """Return how many pods had their key trusted on first use, re-keyed, or refused."""
+    counts = dict.fromkeys(HOST_KEY_COUNTS.values(), 0)
+    for result in results.values():
+        key = HOST_KEY_COUNTS.get((result.host_key or {}).get("trust"))
+        if key:
+            counts[key] += 1
+    return counts
+
+
+def to_json(results: dict[str, PodResult]) -> dict[str, Any]:
+    """Return the JSON report of ``results``: the stable document of
+    schema/check-report.schema.json, pods in name order, with the summary."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "pods": {name: result.to_json() for name, result in sorted(results.items())},
+        "summary": {**summary(results), "host_keys": host_key_counts(results)},
+    }
+
+
+def from_json(document: dict[str, Any]) -> dict[str, PodResult]:
+    """Return the results a JSON report holds (one ``problem`` found none in), by pod name;
+    the summary is left out, since it is recomputed from the pods."""
+    return {name: PodResult.from_json(entry) for name, entry in document["pods"].items()}
+
+
+def problem(document: Any) -> str | None:
+    """Return why ``document`` is not a check report, in one line (None when it is one):
+    the first place where it breaks the report's schema, as installed with the package."""
+    from jsonschema import Draft202012Validator
+
+    text = resources.files("podstate.schema").joinpath("check-report.schema.json").read_text()
+    error = next(iter(Draft202012Validator(json.loads(text)).iter_errors(document)), None)
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "the document"
+    return f"not a podstate check report ({where}: {error.message})"
