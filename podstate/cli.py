@@ -14,7 +14,7 @@ from podstate.check import markdown as report_markdown
 from podstate.check import reports, shards
 from podstate.check import runner as check
 from podstate.check.runner import CheckFailed
-from podstate.desired.spec import SpecError
+from podstate.desired.errors import SpecError
 from podstate.inventory import hostkeys
 from podstate.sandbox.api import API_KEY_FILE
 from podstate.watch import loop as watch
