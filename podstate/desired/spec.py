@@ -4,7 +4,8 @@ The path a value takes is: vars file -> ``load.load_yaml`` -> ``load.merge`` -> 
 -> ``normalize`` (the sections' own rules: ``sections``, ``content``) -> host data
 ``podstate`` -> roles. Every error is one line naming the file and the key (``errors``).
 Whether each command the state makes fits in one argument is checked a layer up
-(``podstate.pod.fits``), where the roles that build the commands are known.
+(``podstate.pod.fits``, by ``podstate.inventory.fleet.resolve``), where the roles that build
+the commands are known.
 """
 
 from __future__ import annotations
