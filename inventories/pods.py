@@ -6,7 +6,7 @@ here, so an invalid file stops the run before any pod is contacted.
 """
 
 from podstate import pyinfra_api, signals
-from podstate.desired.spec import SpecError
+from podstate.desired.errors import SpecError
 from podstate.inventory.fleet import inventory_groups, load_pods
 
 signals.install()

@@ -14,7 +14,7 @@ from podstate.check import merge, reports, result, shards
 from podstate.check import runner as check
 from podstate.check.result import PodResult
 from podstate.check.runner import CheckFailed
-from podstate.desired.spec import SpecError
+from podstate.desired.errors import SpecError
 from podstate.sandbox.api import API_KEY_FILE
 from podstate.watch import loop as watch
 

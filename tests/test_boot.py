@@ -23,7 +23,8 @@ import jsonschema
 import pytest
 
 from podstate import sandbox
-from podstate.desired.spec import SpecError, desired
+from podstate.desired.errors import SpecError
+from podstate.inventory.fleet import desired
 from podstate.operations import boot as boot_ops
 from podstate.roles import env
 from podstate.run import lock

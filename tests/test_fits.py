@@ -9,8 +9,9 @@ import subprocess
 
 import pytest
 
-from podstate.desired.spec import Layer, SpecError, resolve
+from podstate.desired.errors import Layer, SpecError
 from podstate.facts.probe import MAX_FILE
+from podstate.inventory.fleet import resolve
 from podstate.operations import venv as venv_ops
 from podstate.pod import fits
 from podstate.roles import env

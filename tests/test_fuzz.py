@@ -8,7 +8,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from podstate.desired.spec import SpecError, VarsDir, resolve
+from podstate.desired.errors import SpecError
+from podstate.desired.load import VarsDir
+from podstate.desired.spec import resolve
 from podstate.inventory.podsfile import read_pods_file
 
 KEYS = [

@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from podstate import sandbox
-from podstate.desired.spec import Layer, SpecError, resolve
+from podstate.desired.errors import Layer, SpecError
+from podstate.desired.spec import resolve
 from tests.apt_repo import build_deb, serve
 from tests.e2e import apply, check, exec_count
 

@@ -28,7 +28,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from podstate.desired.spec import SpecError
+from podstate.desired.errors import SpecError
 from podstate.inventory import hostkeys, runpod, runpod_client, runpod_pods
 from podstate.inventory.fleet import load_pods
 from tests.e2e import new_vars_dir

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from podstate.desired.errors import Layer, SpecError
 from podstate.desired.secret import Secret, render
-from podstate.desired.spec import Layer, SpecError, resolve
+from podstate.desired.spec import resolve
 from podstate.operations import repos as repo_ops
 from podstate.operations import secrets as secret_ops
 from podstate.paths import SECRETS_FILE

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from podstate.desired.spec import Layer, SpecError, merge, resolve
+from podstate.desired.errors import Layer, SpecError
+from podstate.desired.load import merge
+from podstate.desired.spec import resolve
 from podstate.inventory.fleet import load_pods
 from podstate.inventory.podsfile import read_pods_file
 
@@ -196,17 +198,17 @@ def test_an_alias_bomb_is_refused_from_what_the_file_holds(tmp_path, monkeypatch
     """Nine levels (10 ** 9 values) are refused in one line naming the line where the
     expansion passed the bound, after composing only the nodes the file itself holds up to
     there: each alias is counted by the size of what it names, never expanded."""
-    from podstate.desired import spec
+    from podstate.desired import load
 
     composed = []
-    compose = spec._Loader.compose_node
+    compose = load._Loader.compose_node
     monkeypatch.setattr(
-        spec._Loader, "compose_node", lambda self, *a: composed.append(1) or compose(self, *a)
+        load._Loader, "compose_node", lambda self, *a: composed.append(1) or compose(self, *a)
     )
     text = _bomb(9)
     assert len(text) < 600
     with pytest.raises(SpecError) as error:
-        spec.load_yaml(write(tmp_path / "all.yaml", text), "group_vars/all.yaml")
+        load.load_yaml(write(tmp_path / "all.yaml", text), "group_vars/all.yaml")
     assert str(error.value) == (
         "group_vars/all.yaml: line 4: aliases expand to more than 10000 values; "
         "write the values out, or use fewer aliases"

@@ -27,7 +27,9 @@ import pytest
 import yaml
 
 from podstate import gzcache
-from podstate.desired.spec import Layer, SpecError, VarsDir, resolve
+from podstate.desired.errors import Layer, SpecError
+from podstate.desired.load import VarsDir
+from podstate.desired.spec import resolve
 from podstate.facts.probe import PodProbe, parse_probe
 from podstate.operations import venv as venv_ops
 from podstate.roles.venv import distributions, fingerprint, recorded, required, seed_mode
@@ -878,7 +880,7 @@ def test_a_pod_of_another_architecture_gets_uv_from_pip(pods, tmp_path):
 
 
 SECOND_VENV = """from podstate.roles import venv
-from podstate.desired.spec import desired
+from podstate.inventory.fleet import desired
 
 venv.apply(desired({"venv": {
     "path": "/opt/venv-eval", "packages": ["tinyapp"],

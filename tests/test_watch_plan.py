@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from podstate.desired.spec import Layer, SpecError, resolve
+from podstate.desired.errors import Layer, SpecError
+from podstate.desired.spec import resolve
 from podstate.inventory.podsfile import Pod
 from podstate.watch.decisions import (
     MOVED,

@@ -17,10 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from podstate import settings
-from podstate.desired.spec import SpecError, VarsDir, resolve
+from podstate.desired import spec
+from podstate.desired.errors import Layer, SpecError, located
+from podstate.desired.load import VarsDir
 from podstate.inventory import runpod
 from podstate.inventory.podsfile import Pod, read_pods_file
 from podstate.inventory.runpod import Skipped
+from podstate.pod import fits
 
 DEFAULT_PODS = Path("inventories/pods.yaml")
 DEFAULT_VARS = Path("inventories")
@@ -133,6 +136,30 @@ def _resolved(pods: list[Pod], vars_dir: Path) -> list[Pod]:
             resolved[files] = resolve(layers, pod.name)
         pod.data["podstate"] = copy.deepcopy(resolved[files])
     return pods
+
+
+def resolve(layers: list[Layer], pod: str) -> dict[str, Any]:
+    """Return the pod's merged, validated and normalized state (``spec.resolve``), refused
+    when a command it makes would not fit in one argument (``podstate.pod.fits``): one line
+    naming the file and the key, before any pod is touched. The check needs the roles that
+    build the commands, which the desired state is below, so it is made here."""
+    state = spec.resolve(layers, pod)
+    try:
+        fits.check(state)
+    except SpecError as e:
+        raise located(layers, e, pod) from None
+    return state
+
+
+def desired(data: dict[str, Any], source: str = "a deploy file") -> dict[str, Any]:
+    """Return ``data`` as a validated, normalized desired state, as roles take it.
+
+    For a team's own deploy file calling a podstate role with its own arguments (a second
+    venv); relative file names are read from the working directory. Raises SpecError, one
+    line naming ``source`` and the key, for what the schema refuses and for a command that
+    would be too long.
+    """
+    return resolve([Layer(source, data, Path.cwd())], "any")
 
 
 def inventory_groups(pods: list[Pod]) -> dict[str, list[HostEntry]]:

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from podstate.desired.spec import SpecError, key_text, load_yaml
+from podstate.desired.errors import SpecError, key_text
+from podstate.desired.load import load_yaml
 
 HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 GROUP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")

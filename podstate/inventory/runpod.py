@@ -15,7 +15,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from podstate.desired.spec import SpecError, display_path, load_yaml
+from podstate.desired.errors import SpecError
+from podstate.desired.load import display_path, load_yaml
 from podstate.inventory import hostkeys
 from podstate.inventory.podsfile import GROUP_NAME, HOST_NAME, Pod, cloud_group
 from podstate.inventory.runpod_client import Settings, fetch, settings

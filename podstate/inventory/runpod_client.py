@@ -33,7 +33,7 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
-from podstate.desired.spec import SpecError, kind_of
+from podstate.desired.errors import SpecError, kind_of
 
 API_URL = "https://api.runpod.io"
 TIMEOUT_S = 15.0

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from podstate.desired.spec import kind_of
+from podstate.desired.errors import kind_of
 from podstate.inventory import hostkeys
 from podstate.inventory.podsfile import CLOUDS
 from podstate.inventory.runpod_client import InventoryError

@@ -18,7 +18,7 @@ import shlex
 from importlib.resources import files
 from typing import Any
 
-from podstate.desired.spec import SpecError
+from podstate.desired.errors import SpecError
 from podstate.limits import ARG_MAX
 
 PATH_MAX = 4096  # the longest path a pod answers with (its interpreter's, its uv's)

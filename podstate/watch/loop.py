@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from podstate import signals
-from podstate.desired.spec import SpecError
+from podstate.desired.errors import SpecError
 from podstate.inventory.fleet import Inventory, load_inventory
 from podstate.watch.decisions import (
     Event,

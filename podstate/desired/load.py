@@ -1,0 +1,209 @@
+"""Reading your YAML files safely, and merging them into a pod's layers.
+
+A vars, pods or groups file is read whole but bounded (``READ_MAX``), each key once, with
+aliases that cannot expand past ``ALIAS_VALUES``; what JSON cannot hold is refused. Every
+refusal is one SpecError naming the file.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from podstate.desired.errors import Layer, SpecError, key_text, kind_of, short
+
+# Bytes podstate reads at most of a file of yours it reads whole: a vars, pods or groups
+# file, a requirements file.
+READ_MAX = 1 << 20
+# Values that YAML aliases may add to a file, all uses together: far more than anchors for
+# shared settings need, and what stops a few hundred bytes from expanding to billions.
+ALIAS_VALUES = 10_000
+
+
+class _Refused(yaml.YAMLError):
+    """Well-formed YAML that podstate refuses: its message says where and what to do."""
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader, with dates left as the text they are (``until: 2026-12-31``),
+    each key once in a mapping, and aliases that expand to at most ``ALIAS_VALUES`` values.
+
+    What an alias expands to is counted as the document is composed, from the size of the
+    value it names, so a refusal costs no more than reading the file.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._sizes: dict[int, int] = {}  # id(node) -> values it holds, aliases expanded
+        self._added = 0  # values added by aliases so far
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        """Return the next node, counting what an alias adds and refusing a key twice."""
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            line = event.start_mark.line + 1
+            node = super().compose_node(parent, index)
+            if id(node) not in self._sizes:
+                raise _Refused(
+                    f"line {line}: alias *{event.anchor} is inside the value it names, which "
+                    "would hold itself for ever: write the value out"
+                )
+            self._added += self._sizes[id(node)]
+            if self._added > ALIAS_VALUES:
+                raise _Refused(
+                    f"line {line}: aliases expand to more than {ALIAS_VALUES} values; "
+                    "write the values out, or use fewer aliases"
+                )
+            return node
+        node = super().compose_node(parent, index)
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.MappingNode):
+            _check_keys(node.value)
+            children = [part for pair in node.value for part in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = node.value
+        self._sizes[id(node)] = 1 + sum(self._sizes[id(child)] for child in children)
+        return node
+
+
+def _check_keys(pairs: list[tuple[yaml.Node, yaml.Node]]) -> None:
+    """Refuse a mapping that has the same key twice, of which YAML would keep the last one
+    silently. The values a merge key brings in (``<<: *defaults``) are not keys of the
+    mapping itself: overriding them is what a merge is for."""
+    lines: dict[tuple[str, str], int] = {}
+    for key, _ in pairs:
+        if not isinstance(key, yaml.ScalarNode):
+            continue  # a key that is no string: refused once the document is built
+        line = key.start_mark.line + 1
+        first = lines.get((key.tag, key.value))
+        if first is not None:
+            where = f"lines {first} and {line}" if first != line else f"both on line {line}"
+            raise _Refused(f"key {key_text([key.value])} appears twice ({where}): keep one")
+        lines[key.tag, key.value] = line
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def load_yaml(path: Path, display: str | None = None) -> dict[str, Any]:
+    """Return the mapping in a YAML file ({} for an empty file); SpecError for anything else."""
+    shown = display or str(path)
+    try:
+        text = read_bounded(path, READ_MAX).decode("utf-8")
+    except TooLarge as e:
+        raise SpecError(
+            f"{shown}: {e.size} bytes, more than the {READ_MAX} podstate reads of a YAML "
+            "file: is it the right file? Keep large content in files of its own "
+            "(files.src, venv.requirements)"
+        ) from None
+    except OSError as e:
+        raise SpecError(f"{shown}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"{shown}: not UTF-8 text") from None
+    try:
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader
+    except _Refused as e:
+        raise SpecError(f"{shown}: {e}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise SpecError(f"{shown}: invalid YAML{where}: {problem}") from None
+    except RecursionError:
+        raise SpecError(f"{shown}: invalid YAML: nested too deeply") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SpecError(f"{shown}: expected a mapping of keys at the top, got {kind_of(data)}")
+    _check_tree(data, [], shown)
+    return data
+
+
+class TooLarge(Exception):
+    """A file holds more bytes than podstate reads of it: ``size``, or at least that many
+    where the file does not tell its size (a file in /proc)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"{size} bytes")
+        self.size = size
+
+
+def read_bounded(path: Path, limit: int) -> bytes:
+    """Return the content of the regular file ``path``, which is never read past ``limit``
+    bytes: TooLarge when it holds more (its size is looked at first, so a large file is
+    refused without reading it). OSError when it cannot be opened, or is no regular file
+    (reading a FIFO would wait for ever)."""
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(0, "not a regular file")
+        if info.st_size > limit:
+            raise TooLarge(info.st_size)
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise TooLarge(len(data))
+    return data
+
+
+def _check_tree(node: Any, where: list[str], shown: str) -> None:
+    """Refuse what JSON cannot hold: non-string keys, absurd nesting. (The loader refuses
+    an alias inside the value it names, and bounds what aliases expand to, so this walk
+    ends, and soon.)"""
+    if not isinstance(node, (dict, list)):
+        return
+    here = key_text(where)
+    if len(where) > 32:
+        raise SpecError(f"{shown}: {here}: nested too deeply")
+    items = node.items() if isinstance(node, dict) else enumerate(node)
+    for key, value in items:
+        if isinstance(node, dict) and not isinstance(key, str):
+            raise SpecError(f"{shown}: {here}: key {short(key)} must be a string")
+        _check_tree(value, [*where, str(key)], shown)
+
+
+def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Return ``base`` deep-merged with ``override``: mappings merge, everything else replaces."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+@dataclass
+class VarsDir:
+    """The vars directory (group_vars/, host_vars/), each file read at most once."""
+
+    root: Path
+    _cache: dict[Path, dict[str, Any]] = field(default_factory=dict)
+
+    def layers(self, groups: Iterable[str], pod: str) -> list[Layer]:
+        """Return the layers for a pod in merge order: all, each group, then the pod itself."""
+        files = [self.root / "group_vars" / f"{g}.yaml" for g in ("all", *groups)]
+        files.append(self.root / "host_vars" / f"{pod}.yaml")
+        layers = []
+        for path in files:
+            if path.is_file():
+                if path not in self._cache:
+                    self._cache[path] = load_yaml(path, display_path(path))
+                layers.append(Layer(display_path(path), self._cache[path], self.root))
+        return layers
+
+
+def display_path(path: Path) -> str:
+    """Return ``path`` relative to the working directory when it is below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
