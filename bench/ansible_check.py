@@ -89,11 +89,11 @@ def add_ansible_blocks(names: list[str]) -> None:
     """
     import shlex
 
-    from podstate import sandbox
+    from podstate.sandbox import inside
 
     command = _ANSIBLE_BLOCKS.format(hook=shlex.quote(_HOOK))
     for name in names:
-        sandbox.pod_exec(name, command)
+        inside.pod_exec(name, command)
 
 
 def ansible(

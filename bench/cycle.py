@@ -127,13 +127,13 @@ def reconfigure(vars_path: Path, value: str | None) -> None:
 
 def nvidia_smi_delay(seconds: float) -> None:
     """Make every call of every sandbox pod's nvidia-smi take ``seconds`` (0: none)."""
-    from podstate import sandbox
+    from podstate.sandbox import inside, lifecycle
     from podstate.sandbox.shapes import GPU_LAYOUT
 
-    for pod in sandbox.status():
+    for pod in lifecycle.status():
         if pod.shape.gpus:
             add = f"; echo 'delay|{seconds:g}' >> {GPU_LAYOUT}" if seconds else ""
-            sandbox.pod_exec(pod.name, f"sed -i '/^delay|/d' {GPU_LAYOUT}{add}")
+            inside.pod_exec(pod.name, f"sed -i '/^delay|/d' {GPU_LAYOUT}{add}")
 
 
 @dataclass
@@ -161,10 +161,10 @@ class Cycle:
 
     def restart_all(self) -> None:
         """Restart every pod (container disks wiped) and take their new host keys."""
-        from podstate import sandbox
+        from podstate.sandbox import container, lifecycle
 
-        for pod in sandbox.status():
-            sandbox.restart(pod.name)
+        for pod in lifecycle.status():
+            container.restart(pod.name)
         proxied_pods_file(self.state, self.proxy.ports, self.work)
 
 
@@ -176,7 +176,7 @@ def cycle(
     With ``delay``, check and noop are timed again with every nvidia-smi call taking that
     many seconds.
     """
-    from podstate import sandbox
+    from podstate.sandbox import lifecycle
 
     work = Path(tempfile.mkdtemp(prefix="podstate-bench-"))
     state = work / "sandbox"
@@ -190,8 +190,8 @@ def cycle(
     proxy: Proxy | None = None
     with environ(PODSTATE_SANDBOX=str(state)):
         try:
-            sandbox.up(pods, disk=SANDBOX_DISK)
-            targets = [p.port for p in sandbox.status()]
+            lifecycle.up(pods, disk=SANDBOX_DISK)
+            targets = [p.port for p in lifecycle.status()]
             proxy = Proxy(targets, rtt_ms)
             pods_file = proxied_pods_file(state, proxy.ports, work)
             vars_path = vars_dir(work, pods)
@@ -213,7 +213,7 @@ def cycle(
                 c.steps["noop_slow"], _ = timed("noop, slow nvidia-smi", APPLY, env, state)
                 nvidia_smi_delay(0)
             if with_ansible:
-                add_ansible_blocks([p.name for p in sandbox.status()])
+                add_ansible_blocks([p.name for p in lifecycle.status()])
                 c.steps["ansible"] = ansible(pods, pods_file, vars_path, work, env, state)
             hosts = plain_hosts(pods_file, vars_path, work)
             plain("plain pyinfra, its hooks", hosts, env, state, changes=True)
@@ -229,7 +229,7 @@ def cycle(
         finally:
             if proxy is not None:
                 proxy.stop()
-            sandbox.down()
+            lifecycle.down()
             shutil.rmtree(work, ignore_errors=True)
     sample["load_after"] = os.getloadavg()[0]
     return sample

@@ -2,7 +2,7 @@
 
 On sandbox pods without added latency, for one pod of each GPU shape: its sshd is put in a
 cgroup of its own (the CPU time of everything it starts, to the nanosecond) and traced with
-strace (every program started: ``sandbox.programs_started``) while podstate runs against it
+strace (every program started: ``inside.programs_started``) while podstate runs against it
 alone (``--limit``). Measured, each a median of ``runs``:
 
 * ``ssh pod true``: a connection doing nothing, what every command costs before its work;
@@ -94,9 +94,9 @@ def _run(command: list[str], env: dict[str, str], expect: tuple[int, ...] = (0,)
 def _measure(pod: str, runs: int, run: Any) -> dict[str, Any]:
     """Return the median CPU seconds on ``pod`` of ``run(i)`` and the programs it started
     (the most of any run: a count that varies says the work does)."""
-    from podstate import sandbox
+    from podstate.sandbox import inside, lifecycle
 
-    record = next(p for p in sandbox.status() if p.name == pod)
+    record = next(p for p in lifecycle.status() if p.name == pod)
     cpu, programs, nvidia_smi = [], [], []
     names: Counter[str] = Counter()
     with cpu_meter(record.pid) as used:
@@ -107,7 +107,7 @@ def _measure(pod: str, runs: int, run: Any) -> dict[str, Any]:
             if before is not None and after is not None:
                 cpu.append(after - before)
     for i in range(min(runs, 2)):  # traced apart: strace costs the pod CPU of its own
-        with sandbox.programs_started(pod) as started:
+        with inside.programs_started(pod) as started:
             run(runs + i)
         programs.append(len(started))
         nvidia_smi.append(sum(1 for p in started if p.endswith("/nvidia-smi")))
@@ -123,23 +123,23 @@ def _measure(pod: str, runs: int, run: Any) -> dict[str, Any]:
 
 def pod_work(runs: int = 5) -> dict[str, Any]:
     """Return, for each pod of PODS, the CPU and programs of each measure (module docstring)."""
-    from podstate import sandbox
+    from podstate.sandbox import inside, lifecycle, ssh
 
     work = Path(tempfile.mkdtemp(prefix="podstate-bench-work-"))
     state = work / "sandbox"
     result: dict[str, Any] = {"runs": runs, "pods": {}}
     with environ(PODSTATE_SANDBOX=str(state)):
         try:
-            pods_file = sandbox.up(5, disk=SANDBOX_DISK)
+            pods_file = lifecycle.up(5, disk=SANDBOX_DISK)
             vars_path = vars_dir(work, 5)
             env = tool_env(pods_file, vars_path)
             for pod in PODS:
                 limit = ["--limit", pod]
                 check = [str(BIN / "podstate"), "check", *limit]
-                true = [*sandbox.ssh_command(pod), "true"]
+                true = [*ssh.ssh_command(pod), "true"]
 
                 def uncached(_: int, pod: str = pod, check: list[str] = check) -> None:
-                    sandbox.pod_exec(pod, f"rm -f {GPU_CACHE}")
+                    inside.pod_exec(pod, f"rm -f {GPU_CACHE}")
                     _run(check, env)
 
                 def reconfigured(i: int, limit: list[str] = limit) -> None:
@@ -155,7 +155,7 @@ def pod_work(runs: int = 5) -> dict[str, Any]:
                     "reconfigure": _measure(pod, runs, reconfigured),
                 }
         finally:
-            sandbox.down()
+            lifecycle.down()
             shutil.rmtree(work, ignore_errors=True)
     return result
 

@@ -38,8 +38,8 @@ from typing import Any
 
 from bench import latency_proxy
 from bench.machine import machine
-from podstate import sandbox
 from podstate.jsonfile import write_json
+from podstate.sandbox import lifecycle, ssh
 from podstate.sizes import format_size, parse_size
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,7 +112,7 @@ def read_pass(pod_paths: list[str], pattern: str, expected: int) -> float:
     reads other than ``expected`` bytes in all is an error.
     """
     command = f"python3 -c {shlex.quote(READER)} {pattern} " + " ".join(map(shlex.quote, pod_paths))
-    result = sandbox.ssh(POD, command, timeout=3600)
+    result = ssh.ssh(POD, command, timeout=3600)
     if result.returncode != 0:
         raise RuntimeError(f"{POD}: reading failed: {result.stderr.strip()[-500:]}")
     seconds, total = result.stdout.split()
@@ -142,7 +142,7 @@ def run(files: int, size: int, rtt_ms: float, repeat: int) -> dict[str, Any]:
             state = Path(tmp) / "sandbox"
             os.environ["PODSTATE_SANDBOX"] = str(state)
             try:
-                sandbox.up(pods=1, storage_route=route)
+                lifecycle.up(pods=1, storage_route=route)
                 volume = state / "storage" / POD / "read-bench"
                 volume.mkdir()
                 volume_paths = [volume / path.name for path in local_paths]
@@ -164,7 +164,7 @@ def run(files: int, size: int, rtt_ms: float, repeat: int) -> dict[str, Any]:
                             results["passes"][f"{where}/{pattern}"].append(seconds)
                             print(f"{where} {pattern}: {seconds:.2f} s", file=sys.stderr)
             finally:
-                sandbox.down()
+                lifecycle.down()
     finally:
         shutil.rmtree(local, ignore_errors=True)
     return results

@@ -37,7 +37,7 @@ from bench.steps import (
     _per_pod,
     ssh_base,
 )
-from podstate import sandbox
+from podstate.sandbox import inside
 
 RECORDER = ROOT / "bench" / "record"
 # The lock's arguments before ``seen`` (scripts/lock.sh: MODE TTL WAIT GRACE END SEEN).
@@ -125,7 +125,7 @@ def replay(
     missing = set(commands) - set(hosts)
     if missing:
         raise BenchError(f"replay: no pod on port {sorted(missing)[0]}")
-    before = sandbox.commands_served(state)
+    before = inside.commands_served(state)
     cpu, machine_cpu = _children_cpu(), _machine_cpu()
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=len(commands)) as pool:
@@ -133,7 +133,7 @@ def replay(
     seconds = time.perf_counter() - start
     client_cpu = _children_cpu() - cpu
     machine = _machine_cpu() - machine_cpu
-    served = sandbox.commands_served(state)
+    served = inside.commands_served(state)
     client_cpu += _close_masters([target(port) for port in commands])
     if failures:
         raise BenchError(f"replay: {len(failures)} pod(s) did other work: {failures[0]}")

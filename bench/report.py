@@ -581,7 +581,7 @@ def _notes(raw: dict[str, Any]) -> list[str]:
         "(the noop must change nothing), then with one `env` value changed (it must change "
         "something).",
         "",
-        "- **Fleet.** Sandbox pods (podstate/sandbox/__init__.py): a real sshd per pod in its own "
+        "- **Fleet.** Sandbox pods (podstate/sandbox/): a real sshd per pod in its own "
         "namespaces, shapes cycling through the five of docs/sandbox.md. The desired state is "
         "the shipped `inventories/group_vars` without any `venv` key (a venv is built from "
         "the network), plus `host_vars/pod-3.yaml` with `shm: {min_size: 32M}` so that pod-3's "

@@ -5,7 +5,7 @@ API that this module serves (the sandbox API's documents, their SSH ports those 
 proxy, the API itself behind the proxy too), one run:
 
 * converges every pod (``pyinfra -y inventories/pods.py deploy/pod.py``, the API inventory);
-* times the reference: a quarter of the pods restarted (``sandbox.restart``), then the apply
+* times the reference: a quarter of the pods restarted (``container.restart``), then the apply
   a watch pass runs for them (``pyinfra -y --json --limit POD ... inventories/pods.py
   deploy/pod.py``), once before the watch starts and once after it stopped;
 * starts ``podstate watch --json`` with its defaults (every deploy file, ``--interval`` 30 s)
@@ -13,7 +13,7 @@ proxy, the API itself behind the proxy too), one run:
   of the watch's interval: their SSH is up again ``lead`` seconds before the watch's next
   listing, in cycle k of n (from 0) ``(n - k) / n`` of an interval less ``MARGIN_S``; the
   first cycle is the worst case, a restart just after a listing;
-* for each restarted pod, from its SSH being up again (``sandbox.restart`` returned: its new
+* for each restarted pod, from its SSH being up again (``container.restart`` returned: its new
   sshd answers) to its being ready: ``podstate-ready`` exits 0 on the pod, polled there
   every 0.2 s through one SSH session opened at once (the pod's own clock, which is this
   machine's, says when).
@@ -47,9 +47,10 @@ from typing import Any
 from bench.cycle import SANDBOX_DISK, Proxy, vars_dir
 from bench.machine import machine
 from bench.steps import APPLY, BIN, ROOT, BenchError, environ, timed
-from podstate import sandbox
 from podstate.jsonfile import write_json
+from podstate.sandbox import container, lifecycle, ssh
 from podstate.sandbox.api import list_pods
+from podstate.sandbox.state import SandboxError
 
 RESULTS = ROOT / "bench" / "results"
 SPEC = ROOT / "tests" / "fixtures" / "runpod" / "runpod-openapi-v2.json"
@@ -226,8 +227,8 @@ def restart(names: list[str]) -> dict[str, float]:
     up: dict[str, float] = {}
     for name in names:
         try:
-            sandbox.restart(name)
-        except sandbox.SandboxError as error:
+            container.restart(name)
+        except SandboxError as error:
             raise BenchError(f"restart: {error}") from None
         up[name] = time.time()
     return up
@@ -237,7 +238,7 @@ def watch_ready(name: str) -> subprocess.Popen:
     """Start waiting on pod ``name`` for ``podstate-ready`` (direct SSH, no proxy: the
     pod's own answer, not the link's); its stdout is the pod's time when it was ready."""
     return subprocess.Popen(
-        [*sandbox.ssh_command(name), WAIT_READY],
+        [*ssh.ssh_command(name), WAIT_READY],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
@@ -333,10 +334,10 @@ def measure(pods: int, rtt_ms: float, cycles: int, out: Path) -> dict[str, Any]:
     with environ(PODSTATE_SANDBOX=str(state)):
         try:
             print(f"{pods} sandbox pods at {rtt_ms:g} ms", flush=True)
-            sandbox.up(pods, disk=SANDBOX_DISK)
-            names = [p.name for p in sandbox.status()]
+            lifecycle.up(pods, disk=SANDBOX_DISK)
+            names = [p.name for p in lifecycle.status()]
             api = Api(state)
-            proxy = Proxy([p.port for p in sandbox.status()] + [api.port], rtt_ms)
+            proxy = Proxy([p.port for p in lifecycle.status()] + [api.port], rtt_ms)
             api.ports = proxy.ports
             errors = spec_errors(api.document())
             if errors:
@@ -383,7 +384,7 @@ def measure(pods: int, rtt_ms: float, cycles: int, out: Path) -> dict[str, Any]:
                 proxy.stop()
             if api is not None:
                 api.stop()
-            sandbox.down()
+            lifecycle.down()
             shutil.rmtree(work, ignore_errors=True)
     raw["load_after"] = os.getloadavg()[0]
     raw["finished"] = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -436,7 +437,7 @@ def report(raw: dict[str, Any]) -> str:
         f"pods at {settings['rtt_ms']:g} ms RTT (bench/latency_proxy.py, the RunPod API behind "
         f"it too), `podstate watch --json` at its default interval ({settings['interval_s']:g} "
         f"s), {settings['restarted']} pods restarted one after the other in each of "
-        f"{len(raw['cycles'])} cycles. Time from a pod's SSH being up again (`sandbox.restart` "
+        f"{len(raw['cycles'])} cycles. Time from a pod's SSH being up again (`container.restart` "
         f"returned) to `podstate-ready` exiting 0 on it (polled on the pod every "
         f"{settings['poll_s']:g} s). Raw: [restart.json](restart.json).",
         "",

@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from bench.stats import slope
-from podstate import sandbox
+from podstate.sandbox import lifecycle
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -71,7 +71,7 @@ def run_count(
     # the one 64 MiB /dev/shm pod would be a violation: accept it, so every pod must succeed
     (vars_dir / "host_vars" / "pod-3.yaml").write_text(yaml.safe_dump({"shm": {"min_size": "32M"}}))
     try:
-        pods_file = sandbox.up(pods=pods, base_port=base_port)
+        pods_file = lifecycle.up(pods=pods, base_port=base_port)
         env = {**os.environ, "PODSTATE_PODS": str(pods_file), "PODSTATE_VARS": str(vars_dir)}
         apply = [str(BIN / "pyinfra"), "-y", "inventories/pods.py", "deploy/pod.py"]
         check = [str(BIN / "podstate"), "check", "--deploy", "deploy/pod.py"]
@@ -84,7 +84,7 @@ def run_count(
             runs[f"check --shard {k}/{shards}"] = measure([*check, "--shard", f"{k}/{shards}"], env)
         return runs
     finally:
-        sandbox.down()
+        lifecycle.down()
 
 
 def _is_shard(run: str) -> bool:

@@ -1,6 +1,6 @@
 """Timing one benchmark step: wall time, the client's CPU, and remote commands per pod.
 
-Remote commands are counted from the sandbox pods' sshd logs (``sandbox.commands_served``).
+Remote commands are counted from the sandbox pods' sshd logs (``inside.commands_served``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from podstate import sandbox
+from podstate.sandbox import inside
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -87,7 +87,7 @@ def timed(
 
     Raises BenchError when it exits with another status than ``expect``.
     """
-    before = sandbox.commands_served(state)
+    before = inside.commands_served(state)
     cpu, machine_cpu = _children_cpu(), _machine_cpu()
     start = time.perf_counter()
     result = subprocess.run(
@@ -109,7 +109,7 @@ def timed(
         "seconds": seconds,
         "client_cpu_s": _children_cpu() - cpu,
         "machine_cpu_s": _machine_cpu() - machine_cpu,
-        "commands": _per_pod(before, sandbox.commands_served(state)),
+        "commands": _per_pod(before, inside.commands_served(state)),
     }
     return step, result.stdout + result.stderr
 
@@ -133,7 +133,7 @@ def floor(pods_file: Path, state: Path) -> dict[str, Any]:
         base + ["-p", str(pod["ssh_port"]), f"root@{pod['ssh_hostname']}", "true"]
         for pod in doc["pods"].values()
     ]
-    before = sandbox.commands_served(state)
+    before = inside.commands_served(state)
     cpu, machine_cpu = _children_cpu(), _machine_cpu()
     start = time.perf_counter()
     processes = [
@@ -151,5 +151,5 @@ def floor(pods_file: Path, state: Path) -> dict[str, Any]:
         "seconds": seconds,
         "client_cpu_s": _children_cpu() - cpu,
         "machine_cpu_s": _machine_cpu() - machine_cpu,
-        "commands": _per_pod(before, sandbox.commands_served(state)),
+        "commands": _per_pod(before, inside.commands_served(state)),
     }

@@ -49,7 +49,7 @@ from typing import Any
 import yaml
 
 from bench import latency_proxy
-from podstate import sandbox
+from podstate.sandbox import lifecycle, ssh
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -95,7 +95,7 @@ class Pods:
         self.state, self.vars_dir = state, vars_dir
 
     def out(self, pod: str, command: str, timeout: float = 600) -> str:
-        result = sandbox.ssh(pod, command, timeout=timeout)
+        result = ssh.ssh(pod, command, timeout=timeout)
         if result.returncode != 0:
             raise RuntimeError(f"{pod}: {command}: {result.stderr.strip()[-500:]}")
         return result.stdout
@@ -174,11 +174,11 @@ def run(
         )
         os.environ["PODSTATE_SANDBOX"] = str(state)
         try:
-            sandbox.up(pods=5, disk="6G", storage_route=route)
+            lifecycle.up(pods=5, disk="6G", storage_route=route)
             pods = Pods(state, vars_dir)
             tar = subprocess.run(["tar", "-C", str(wheels), "-cf", "-", "."], capture_output=True)
             for pod in (NAIVE_POD, ROLE_POD):
-                result = sandbox.ssh(
+                result = ssh.ssh(
                     pod, "mkdir -p /opt/wheelhouse && tar -xf - -C /opt/wheelhouse", tar.stdout
                 )
                 assert result.returncode == 0, result.stderr
@@ -232,7 +232,7 @@ def run(
                 results["naive"] = naive(pods, naive_timeout)
                 print(f"naive: {results['naive']}", file=sys.stderr)
         finally:
-            sandbox.down()
+            lifecycle.down()
     return results
 
 
@@ -244,9 +244,7 @@ def floor(pods: Pods, repeat: int) -> dict[str, Any]:
     from uv import find_uv_bin
 
     with open(find_uv_bin(), "rb") as binary:
-        sandbox.ssh(
-            ROLE_POD, "cat > /usr/local/bin/uv && chmod 755 /usr/local/bin/uv", binary.read()
-        )
+        ssh.ssh(ROLE_POD, "cat > /usr/local/bin/uv && chmod 755 /usr/local/bin/uv", binary.read())
     # What the role installs: the packages, pip from the interpreter's own wheel, bytecode.
     install = (
         "export UV_NO_CONFIG=1 UV_CACHE_DIR={1}; "
@@ -353,7 +351,7 @@ def naive(pods: Pods, timeout: int) -> dict[str, Any]:
         + "'"
     )
     start = time.perf_counter()
-    result = sandbox.ssh(NAIVE_POD, command, timeout=timeout + 120)
+    result = ssh.ssh(NAIVE_POD, command, timeout=timeout + 120)
     took = time.perf_counter() - start
     if result.returncode == 124:
         return {"run_s": took, "timed_out": True, "import_s": None}

@@ -1,4 +1,4 @@
-"""The ``podstate`` command: what pyinfra's own CLI does not cover."""
+"""The podstate command: what pyinfra's own CLI does not cover."""
 
 from __future__ import annotations
 
@@ -8,56 +8,67 @@ import shlex
 import sys
 from pathlib import Path
 
-from podstate import sandbox, settings, signals
+from podstate import settings, signals
 from podstate.check import markdown as report_markdown
 from podstate.check import merge, reports, result, shards
 from podstate.check import runner as check
 from podstate.check.result import PodResult
 from podstate.check.runner import CheckFailed
 from podstate.desired.errors import SpecError
-from podstate.sandbox.api import API_KEY_FILE
 from podstate.watch import loop as watch
 
 
 def _sandbox(args: argparse.Namespace) -> int:
-    if (args.pod is None) == (args.action == "restart"):
-        which = (
-            "name the pod to restart: podstate sandbox restart POD"
-            if args.pod is None
-            else f"only restart takes a pod name, not {args.pod!r}"
-        )
-        raise sandbox.SandboxError(f"podstate sandbox {args.action}: {which}")
-    if args.action == "up":
-        pods_file = sandbox.up(pods=args.pods, nvidia_smi_delay=args.nvidia_smi_delay)
-        print(f"{args.pods} sandbox pods are up; pods file: {pods_file}")
-        print(
-            f"converge them: PODSTATE_PODS={pods_file} pyinfra -y inventories/pods.py deploy/*.py"
-        )
-        print(
-            'or through their RunPod API: eval "$(podstate sandbox api)"; '
-            "pyinfra -y inventories/pods.py deploy/*.py"
-        )
-    elif args.action == "restart":
-        sandbox.restart(args.pod)
-        print(f"{args.pod} restarted: container disk wiped, /workspace kept, start script run")
-    elif args.action == "api":
-        env = sandbox.api_env()
-        key_file = sandbox.state_dir() / API_KEY_FILE
-        print("unset PODSTATE_PODS")
-        print(f"export RUNPOD_API_URL={shlex.quote(env['RUNPOD_API_URL'])}")
-        print(f'export RUNPOD_API_KEY="$(cat {shlex.quote(str(key_file))})"')
-        for name in ("PODSTATE_SSH_KEY", "PODSTATE_HOSTKEYS"):
-            print(f"export {name}={shlex.quote(env[name])}")
-    elif args.action == "down":
-        sandbox.down()
-        print("sandbox pods are down")
-    else:
-        pods = sandbox.status()
-        if not pods:
-            print("no sandbox pods")
-        for pod in pods:
-            state = "running" if pod.running else "stopped"
-            print(f"{pod.name:10} 127.0.0.1:{pod.port:<6} {state:8} {pod.shape}")
+    """Run ``podstate sandbox ACTION``; return 0, or 1 with the sandbox's one-line error.
+
+    The sandbox is imported here, not at start-up: no other command needs it.
+    """
+    from podstate.sandbox import api, container, lifecycle
+    from podstate.sandbox.state import SandboxError, state_dir
+
+    try:
+        if (args.pod is None) == (args.action == "restart"):
+            which = (
+                "name the pod to restart: podstate sandbox restart POD"
+                if args.pod is None
+                else f"only restart takes a pod name, not {args.pod!r}"
+            )
+            raise SandboxError(f"podstate sandbox {args.action}: {which}")
+        if args.action == "up":
+            pods_file = lifecycle.up(pods=args.pods, nvidia_smi_delay=args.nvidia_smi_delay)
+            print(f"{args.pods} sandbox pods are up; pods file: {pods_file}")
+            print(
+                f"converge them: PODSTATE_PODS={pods_file} "
+                "pyinfra -y inventories/pods.py deploy/*.py"
+            )
+            print(
+                'or through their RunPod API: eval "$(podstate sandbox api)"; '
+                "pyinfra -y inventories/pods.py deploy/*.py"
+            )
+        elif args.action == "restart":
+            container.restart(args.pod)
+            print(f"{args.pod} restarted: container disk wiped, /workspace kept, start script run")
+        elif args.action == "api":
+            env = api.api_env()
+            key_file = state_dir() / api.API_KEY_FILE
+            print("unset PODSTATE_PODS")
+            print(f"export RUNPOD_API_URL={shlex.quote(env['RUNPOD_API_URL'])}")
+            print(f'export RUNPOD_API_KEY="$(cat {shlex.quote(str(key_file))})"')
+            for name in ("PODSTATE_SSH_KEY", "PODSTATE_HOSTKEYS"):
+                print(f"export {name}={shlex.quote(env[name])}")
+        elif args.action == "down":
+            lifecycle.down()
+            print("sandbox pods are down")
+        else:
+            pods = lifecycle.status()
+            if not pods:
+                print("no sandbox pods")
+            for pod in pods:
+                state = "running" if pod.running else "stopped"
+                print(f"{pod.name:10} 127.0.0.1:{pod.port:<6} {state:8} {pod.shape}")
+    except SandboxError as e:
+        print(f"podstate: {e}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -318,7 +329,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except (
-        sandbox.SandboxError,
         check.CheckFailed,
         SpecError,
         shards.ShardError,

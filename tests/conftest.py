@@ -20,8 +20,8 @@ def cannot_run_e2e(why: str) -> None:
 @pytest.fixture(scope="module")
 def fleet(request, tmp_path_factory):
     """Fresh sandbox pods for a test module, taken down after it: five (one of each shape),
-    or what the module's ``SANDBOX`` dict asks ``sandbox.up`` for."""
-    from podstate import sandbox
+    or what the module's ``SANDBOX`` dict asks ``lifecycle.up`` for."""
+    from podstate.sandbox import lifecycle
     from tests.e2e import Fleet, new_vars_dir
 
     if os.geteuid() != 0:
@@ -30,10 +30,10 @@ def fleet(request, tmp_path_factory):
     old = os.environ.get("PODSTATE_SANDBOX")
     os.environ["PODSTATE_SANDBOX"] = str(state)
     try:
-        pods_file = sandbox.up(**getattr(request.module, "SANDBOX", {"pods": 5}))
+        pods_file = lifecycle.up(**getattr(request.module, "SANDBOX", {"pods": 5}))
         yield Fleet(state, pods_file, new_vars_dir(tmp_path_factory.mktemp("vars")))
     finally:
-        sandbox.down()
+        lifecycle.down()
         if old is None:
             os.environ.pop("PODSTATE_SANDBOX", None)
         else:

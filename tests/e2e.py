@@ -50,12 +50,12 @@ class Fleet:
 
     def api_env(self, hostkeys: Path | None = None) -> dict[str, str]:
         """Return the environment of a user whose pods come from the sandbox's RunPod API
-        (``sandbox.api_env``): no pods file, this fleet's vars, the host-key store
+        (``podstate.sandbox.api.api_env``): no pods file, this fleet's vars, the host-key store
         ``hostkeys`` (default: the sandbox's own, in its state directory)."""
-        from podstate import sandbox
+        from podstate.sandbox.api import api_env
 
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PODSTATE_", "RUNPOD_"))}
-        env.update(sandbox.api_env(self.state))
+        env.update(api_env(self.state))
         env.update(PODSTATE_VARS=str(self.vars_dir), PODSTATE_SANDBOX=str(self.state))
         if hostkeys is not None:
             env["PODSTATE_HOSTKEYS"] = str(hostkeys)
@@ -63,9 +63,9 @@ class Fleet:
 
     def ssh(self, pod: str, command: str, data: bytes = b"") -> subprocess.CompletedProcess:
         """Run ``command`` on ``pod`` the way a user does: ``ssh pod CMD``, ``data`` on stdin."""
-        from podstate import sandbox
+        from podstate.sandbox import ssh
 
-        return sandbox.ssh(pod, command, data)
+        return ssh.ssh(pod, command, data)
 
     def out(self, pod: str, command: str, data: bytes = b"") -> str:
         result = self.ssh(pod, command, data)
@@ -165,9 +165,9 @@ def check(
 
 def exec_count(fleet: Fleet, pod: str) -> int:
     """Return how many exec requests (remote commands) the pod's sshd has served so far."""
-    from podstate import sandbox
+    from podstate.sandbox import inside
 
-    return sandbox.commands_served(fleet.state)[pod]
+    return inside.commands_served(fleet.state)[pod]
 
 
 def start_apply(

@@ -22,12 +22,12 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from podstate import sandbox
 from podstate.desired.errors import SpecError
 from podstate.inventory.fleet import desired
 from podstate.operations import boot as boot_ops
 from podstate.roles import env
 from podstate.run import lock
+from podstate.sandbox import container
 from podstate.shell import script_file
 from tests.e2e import ROOT, apply, check, exec_count, junit_errors
 from tests.fixtures.venv.wheels import tar_bytes, wheelhouse
@@ -195,8 +195,8 @@ def report(
 
 
 def restart(pod: str, command: str | None = "exec " + TEMPLATE) -> None:
-    sandbox.set_start_command(pod, command)
-    sandbox.restart(pod)
+    container.set_start_command(pod, command)
+    container.restart(pod)
 
 
 def test_a_restart_with_the_hook_is_in_state_before_the_first_connection(fleet, store, tmp_path):

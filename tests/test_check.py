@@ -8,8 +8,8 @@ import pytest
 from junitparser import Error, Failure, JUnitXml
 from pyinfra.api import Inventory
 
-from podstate import sandbox
 from podstate.check.runner import CheckFailed, _limit
+from podstate.sandbox import container
 from tests.e2e import ROOT, apply, check, exec_count, junit_errors
 
 # What a check could change if it wrote anything: managed files and directories.
@@ -171,7 +171,7 @@ def test_small_shm_is_a_violation_and_beats_drift(tampered, converged, tmp_path)
 
 
 def test_stopped_pod_is_unreachable(tampered, converged, tmp_path):
-    sandbox.stop_pod("pod-5")
+    container.stop_pod("pod-5")
     result, document, xml = report(tmp_path, converged, "--limit", "pod-5")
     assert result.returncode == 1
     assert document["pods"]["pod-5"]["status"] == "unreachable"

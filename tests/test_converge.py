@@ -1,6 +1,6 @@
 """End to end: pyinfra converges sandbox pods over real SSH, and a second run is quiet.
 
-Sandbox shapes (podstate.sandbox.SHAPES): pod-1 COMMUNITY 2 GPUs over PCIe, sshfs
+Sandbox shapes (podstate.sandbox.shapes.SHAPES): pod-1 COMMUNITY 2 GPUs over PCIe, sshfs
 /workspace; pod-2 SECURE 8 GPUs NVLink; pod-3 COMMUNITY 1 GPU with a 64 MiB /dev/shm;
 pod-4 COMMUNITY 2 GPUs NVLink, privileged, 8 GiB /dev/shm; pod-5 SECURE, no GPU, sshfs.
 """

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from podstate import sandbox
+from podstate.sandbox import container, inside, lifecycle
 from tests.e2e import BIN, ROOT, apply, exec_count, new_vars_dir, start_apply
 
 FILES = "cat /etc/profile.d/podstate.sh; echo ==; cat ~/.bashrc"
@@ -73,7 +73,7 @@ def wait_for_probe(fleet, pod, before, limit=60):
 
 
 def hold_lock(pod, owner="ci-job-7", expires_in=3600):
-    sandbox.pod_exec(
+    inside.pod_exec(
         pod,
         f"mkdir -p /run/podstate.lock && echo other > /run/podstate.lock/token"
         f" && echo {owner} > /run/podstate.lock/owner"
@@ -179,7 +179,7 @@ def namespace_pids(leader: int) -> set[int]:
 
 def pod_processes() -> dict[str, set[int]]:
     """Each pod's processes: its sshd and storage mount when idle, plus live sessions."""
-    return {p.name: namespace_pids(p.pid) for p in sandbox.status()}
+    return {p.name: namespace_pids(p.pid) for p in lifecycle.status()}
 
 
 def wait_until_idle(idle: dict[str, set[int]], limit: float = 60) -> None:
@@ -271,7 +271,7 @@ def test_killed_run_leaves_old_or_new_files_and_next_run_converges(
         returncode, stdout, stderr = watched.finish()
     finally:
         if moment == "mid-run":
-            sandbox.pod_exec("pod-2", "rm -rf /run/podstate.lock")
+            inside.pod_exec("pod-2", "rm -rf /run/podstate.lock")
     ended = outcome(sig, returncode, stdout, stderr)
     assert ended in MOMENTS[moment], (ended, returncode, stderr)
     if ended == "finished":
@@ -291,7 +291,7 @@ def test_second_run_waits_then_skips_a_locked_pod(fleet, states, contents):
         run = start_apply(fleet, vars_dir=states["B"])
         _, stderr = run.communicate(timeout=120)
     finally:
-        sandbox.pod_exec("pod-2", "rm -rf /run/podstate.lock")
+        inside.pod_exec("pod-2", "rm -rf /run/podstate.lock")
     assert run.returncode == 1
     assert "another podstate run holds this pod (ci-job-7)" in stderr
     assert fleet.out("pod-2", FILES) == contents["A"]["pod-2"]
@@ -349,7 +349,7 @@ def test_pod_dying_mid_run_is_reported_and_others_finish(fleet, states, contents
     wait_for_probe(fleet, "pod-2", before)
     time.sleep(1)
     if fault == "killed":
-        sandbox.stop_pod("pod-2")
+        container.stop_pod("pod-2")
     else:
         freeze("pod-2", signal.SIGSTOP)
     try:
@@ -367,7 +367,7 @@ def test_pod_dying_mid_run_is_reported_and_others_finish(fleet, states, contents
 
 def freeze(pod: str, sig: int) -> None:
     """Send ``sig`` to every process of the pod (its sshd and all its sessions)."""
-    freeze_namespace(next(p.pid for p in sandbox.status() if p.name == pod), sig)
+    freeze_namespace(next(p.pid for p in lifecycle.status() if p.name == pod), sig)
 
 
 def freeze_namespace(leader: int, sig: int) -> None:
@@ -383,8 +383,8 @@ def freeze_namespace(leader: int, sig: int) -> None:
 
 def restart(fleet, states, contents):
     """Bring the whole sandbox back (a pod dies with its namespace) and converge it to A."""
-    sandbox.down()
-    sandbox.up(pods=5)
+    lifecycle.down()
+    lifecycle.up(pods=5)
     assert converge(fleet, states["A"]) == contents["A"]
 
 

@@ -1,6 +1,6 @@
 """End to end: GPU fitness findings, each on the right pod only, from the one probe.
 
-``sandbox.gpu_fault`` turns a running sandbox pod into a bad GPU host (its stand-in
+``inside.gpu_fault`` turns a running sandbox pod into a bad GPU host (its stand-in
 nvidia-smi answers from the pod's layout file; podstate.sandbox.shapes.GPU_FAULTS):
 pod-1 (COMMUNITY, 2 GPUs over PCIe) after a host driver update (NVML version mismatch),
 pod-2 (8x H100) with a thermally throttled GPU, pod-3 with an old driver, pod-4 with an ECC
@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from podstate import sandbox
+from podstate.sandbox import inside
 from tests.e2e import apply, check, junit_errors
 
 PROFILE = "/etc/profile.d/podstate.sh"
@@ -35,11 +35,11 @@ def converged(fleet):
 @pytest.fixture(scope="module")
 def unfit(converged, tmp_path_factory):
     fleet = converged
-    sandbox.gpu_fault("pod-1", "nvml-mismatch")
-    sandbox.gpu_fault("pod-2", "thermal", index=3)
-    sandbox.gpu_fault("pod-3", "old-driver")
-    sandbox.gpu_fault("pod-4", "pcie", index=0)
-    sandbox.gpu_fault("pod-4", "ecc", index=1)
+    inside.gpu_fault("pod-1", "nvml-mismatch")
+    inside.gpu_fault("pod-2", "thermal", index=3)
+    inside.gpu_fault("pod-3", "old-driver")
+    inside.gpu_fault("pod-4", "pcie", index=0)
+    inside.gpu_fault("pod-4", "ecc", index=1)
     requirements = {
         "pod-1": {"count": 2},
         "pod-2": {"count": 8, "model": "*H100*", "min_memory": "80G", "healthy": True},
@@ -103,7 +103,7 @@ def test_unreadable_gpus_keep_the_nccl_guard(unfit):
 
 def test_a_pod_that_came_back_without_gpus(converged, unfit, tmp_path):
     fleet = converged
-    sandbox.gpu_fault("pod-4", "no-gpus")
+    inside.gpu_fault("pod-4", "no-gpus")
     fleet.host_vars("pod-4", {"gpu": {"count": 2}})
     result = check(fleet, "--json", str(tmp_path / "r.json"), "--limit", "pod-4")
     found = findings_of(json.loads((tmp_path / "r.json").read_text()), "pod-4")

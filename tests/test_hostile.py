@@ -6,7 +6,7 @@ from shlex import quote
 
 import pytest
 
-from podstate import sandbox
+from podstate.sandbox import inside
 from tests.e2e import apply
 from tests.test_notebooks import IPYTHON
 
@@ -54,7 +54,7 @@ def test_nothing_ran_on_the_pod(hostile, pod):
     for shell in SHELLS:
         hostile.out(pod, shell.format("true"))
     assert hostile.out(pod, OWNED).strip() == "0"
-    assert sandbox.pod_exec(pod, OWNED).stdout.strip() == "0"
+    assert inside.pod_exec(pod, OWNED).stdout.strip() == "0"
 
 
 def test_nothing_ran_on_the_control_machine(hostile):

@@ -14,8 +14,8 @@ import json
 
 import pytest
 
-from podstate import sandbox
 from podstate.facts.probe import MAX_FILE
+from podstate.sandbox import inside
 from tests.e2e import apply, check
 
 SANDBOX = {"pods": 6}
@@ -40,7 +40,7 @@ def lived_in(fleet, tmp_path_factory):
     fleet.out("pod-1", f"sed -i '1i echo {GREETING}' /workspace/.bashrc")
     fleet.out("pod-2", f"mkdir -p {PROFILE} && touch {PROFILE}/keep")
     fleet.out("pod-3", f"printf '%s\\n' '# {TITLE}{CLEAR}' >> ~/.bashrc && chmod 600 ~/.bashrc")
-    sandbox.pod_exec("pod-4", "mount --bind /etc /etc && mount -o remount,bind,ro /etc")
+    inside.pod_exec("pod-4", "mount --bind /etc /etc && mount -o remount,bind,ro /etc")
     fleet.out("pod-5", "ln -sf /workspace/dotfiles/.bashrc ~/.bashrc")
     fleet.out("pod-6", f"head -c {MAX_FILE + 1} /dev/zero | tr '\\0' '#' >> ~/.bashrc")
     before = {pod: fleet.out(pod, "cat ~/.bashrc 2>&1; ls -la ~/.bashrc") for pod in fleet.pods}

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from podstate import sandbox
 from podstate.desired.errors import Layer, SpecError
 from podstate.desired.spec import resolve
+from podstate.sandbox import ssh
 from tests.apt_repo import build_deb, serve
 from tests.e2e import apply, check, exec_count
 
@@ -51,7 +51,7 @@ def set_vars(fleet, extra: dict) -> None:
 
 def login(fleet, pod: str, key: Path) -> subprocess.CompletedProcess:
     """Return ``ssh -i key pod true``: whether ``key`` may log in."""
-    argv = sandbox.ssh_command(pod, fleet.state)
+    argv = ssh.ssh_command(pod, fleet.state)
     argv[argv.index("-i") + 1] = str(key)
     return subprocess.run([*argv, "true"], capture_output=True, text=True, timeout=30)
 
@@ -217,7 +217,7 @@ def test_a_key_removed_from_the_list_leaves_the_block_and_others_stay(drifted, t
         text = fleet.out("pod-3", f"cat {KEYS}")
         assert "alice@example.com" not in text and BEGIN not in text
         assert bob_pub in text
-        assert sandbox.ssh("pod-3", "true").returncode == 0  # podstate's own key still works
+        assert ssh.ssh("pod-3", "true").returncode == 0  # podstate's own key still works
     finally:
         fleet.host_vars("pod-3", {"shm": {"min_size": "32M"}})
     again = apply(fleet, "--limit", "pod-3")
@@ -303,7 +303,7 @@ def hold_dpkg_lock(fleet, pod: str) -> subprocess.Popen:
     until its stdin is closed; returns once the lock is held."""
     holder = subprocess.Popen(
         [
-            *sandbox.ssh_command(pod, fleet.state),
+            *ssh.ssh_command(pod, fleet.state),
             'exec python3 -c \'import fcntl, sys; f = open("/var/lib/dpkg/lock-frontend", "w");'
             ' fcntl.lockf(f, fcntl.LOCK_EX); print("held", flush=True); sys.stdin.read()\'',
         ],

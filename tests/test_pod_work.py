@@ -17,7 +17,7 @@ import json
 
 import pytest
 
-from podstate import sandbox
+from podstate.sandbox import container, inside
 from tests.e2e import apply, check
 
 SANDBOX = {"pods": 4}
@@ -34,10 +34,10 @@ CHECK_PROGRAMS = 18
 def _calls(run) -> list[str]:
     """Return the nvidia-smi calls on POD during ``run()`` (each one's arguments), after
     asserting that ``run()`` exited with 0."""
-    before = len(sandbox.nvidia_smi_calls(POD))
+    before = len(inside.nvidia_smi_calls(POD))
     result = run()
     assert result.returncode == 0, result.stdout + result.stderr
-    return [_kind(call) for call in sandbox.nvidia_smi_calls(POD)[before:]]
+    return [_kind(call) for call in inside.nvidia_smi_calls(POD)[before:]]
 
 
 def _kind(call: str) -> str:
@@ -62,14 +62,14 @@ def test_a_second_check_runs_nvidia_smi_once(fleet, first_apply, tmp_path):
 
 
 def test_another_driver_reads_them_again(fleet, first_apply):
-    sandbox.gpu_fault(POD, "old-driver")
+    inside.gpu_fault(POD, "old-driver")
     assert _calls(lambda: check(fleet, *LIMIT)) == ["query", "", "topo -m"]
     assert _calls(lambda: check(fleet, *LIMIT)) == ["query"]
 
 
 def test_a_check_starts_few_programs(fleet, first_apply):
     check(fleet, *LIMIT)  # the container has been probed before
-    with sandbox.programs_started(POD) as started:
+    with inside.programs_started(POD) as started:
         result = check(fleet, *LIMIT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert started.count("/usr/local/bin/nvidia-smi") == 1
@@ -77,7 +77,7 @@ def test_a_check_starts_few_programs(fleet, first_apply):
 
 
 def test_a_restarted_container_reads_them_again(fleet, first_apply, tmp_path):
-    sandbox.restart(POD)
+    container.restart(POD)
     env = fleet.api_env(tmp_path / "hostkeys")  # the API vouches for the new host key
     run = lambda: check(fleet, *LIMIT, env=env)  # noqa: E731
     calls = [_kind(c) for c in _after_restart(run)]
@@ -88,7 +88,7 @@ def test_a_restarted_container_reads_them_again(fleet, first_apply, tmp_path):
 def _after_restart(run) -> list[str]:
     """Return the nvidia-smi calls of ``run()`` on a just-restarted POD (whose list of calls
     starts again); ``run()`` reports the pod restarted (exit status 2)."""
-    assert sandbox.nvidia_smi_calls(POD) == []
+    assert inside.nvidia_smi_calls(POD) == []
     result = run()
     assert result.returncode == 2, result.stdout + result.stderr
-    return sandbox.nvidia_smi_calls(POD)
+    return inside.nvidia_smi_calls(POD)

@@ -10,7 +10,7 @@ import subprocess
 import jsonschema
 import pytest
 
-from podstate import sandbox
+from podstate.sandbox import container, ssh
 from tests.e2e import BIN, ROOT, apply, check, junit_errors
 
 SANDBOX = {"pods": 2}
@@ -110,7 +110,7 @@ def test_a_wiped_container_disk_is_a_restart_until_the_next_apply(fresh, tmp_pat
     assert "| pod-1 | restarted | container re-created" in md
     # a job on the pod waits for it, by the volume's copy of podstate-ready
     job = subprocess.Popen(
-        sandbox.ssh_command("pod-1") + ["/workspace/.podstate/bin/podstate-ready --wait 300"],
+        ssh.ssh_command("pod-1") + ["/workspace/.podstate/bin/podstate-ready --wait 300"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -171,7 +171,7 @@ def test_a_real_restart_is_named_with_runpods_start_time_and_put_back(fresh, tmp
     first = apply(fresh, env=env)
     assert first.returncode == 0, first.stderr
     assert fresh.ssh("pod-1", f"test -s {MARKER}").returncode == 0
-    sandbox.restart("pod-1")
+    container.restart("pod-1")
     assert fresh.ssh("pod-1", f"test -e {MARKER}").returncode == 1  # wiped with the disk
     out = tmp_path / "r.json"
     result = check(fresh, "--json", str(out), env=env)
@@ -195,7 +195,7 @@ def test_a_real_restart_is_named_with_runpods_start_time_and_put_back(fresh, tmp
 
 def test_with_a_pods_file_a_restarted_pods_new_key_is_refused_and_explained(fresh, tmp_path):
     assert apply(fresh, "--limit", "pod-2").returncode == 0  # pod-1 restarted above
-    sandbox.restart("pod-2")
+    container.restart("pod-2")
     out = tmp_path / "r.json"
     result = check(fresh, "--json", str(out), "--limit", "pod-2")
     assert result.returncode == 1

@@ -768,16 +768,16 @@ def rotate_host_key(pod: str, port: int) -> str:
 
     The pod's sshd re-executes itself on SIGHUP (same pid), reading the new key.
     """
-    from podstate import sandbox
+    from podstate.sandbox import inside, lifecycle
 
-    sandbox.pod_exec(
+    inside.pod_exec(
         pod,
         "rm -f /etc/ssh/ssh_host_ed25519_key /etc/ssh/ssh_host_ed25519_key.pub && "
         "ssh-keygen -q -t ed25519 -N '' -f /etc/ssh/ssh_host_ed25519_key",
     )
-    public = sandbox.pod_exec(pod, "cat /etc/ssh/ssh_host_ed25519_key.pub").stdout
+    public = inside.pod_exec(pod, "cat /etc/ssh/ssh_host_ed25519_key.pub").stdout
     new = " ".join(public.split()[:2])
-    sshd = next(p for p in sandbox.status() if p.name == pod)
+    sshd = next(p for p in lifecycle.status() if p.name == pod)
     os.kill(sshd.pid, signal.SIGHUP)
     deadline = time.monotonic() + 30
     while served_key(port) != new:

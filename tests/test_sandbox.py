@@ -7,17 +7,22 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
 import yaml
 
-from podstate import sandbox
+from podstate.sandbox import container, inside, lifecycle, ssh
+from podstate.sandbox.processes import marked
+from podstate.sandbox.shapes import SHAPES, shape_for
+from podstate.sandbox.ssh import SSHD
+from podstate.sandbox.state import SandboxError, pods_file
 
 if os.geteuid() != 0:
     _CANNOT = "sandbox pods need root (Linux namespaces and mounts)"
-elif not (os.access(sandbox.SSHD, os.X_OK) and shutil.which("sshfs") and shutil.which("ssh")):
+elif not (os.access(SSHD, os.X_OK) and shutil.which("sshfs") and shutil.which("ssh")):
     _CANNOT = "sandbox pods need openssh-server, openssh-client and sshfs"
 else:
     _CANNOT = ""
@@ -34,7 +39,7 @@ def live_pods():
 
 live = pytest.mark.usefixtures("live_pods")
 
-SHAPE_OF = {f"pod-{i}": sandbox.SHAPES[i - 1] for i in range(1, 6)}
+SHAPE_OF = {f"pod-{i}": SHAPES[i - 1] for i in range(1, 6)}
 GPU_PODS = [name for name, shape in SHAPE_OF.items() if shape.gpus]
 
 
@@ -48,7 +53,7 @@ class Box:
     def ssh(self, name: str, command: str, check: bool = True) -> subprocess.CompletedProcess:
         """Run command on a pod through ssh with strict host key checking."""
         return subprocess.run(
-            [*sandbox.ssh_command(name, self.root), command],
+            [*ssh.ssh_command(name, self.root), command],
             capture_output=True,
             text=True,
             check=check,
@@ -74,30 +79,30 @@ def box(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("sandbox") / "state"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PODSTATE_SANDBOX", str(root))
-        sandbox.up(5)
+        lifecycle.up(5)
         try:
             yield Box(root)
         finally:
-            sandbox.down()
+            lifecycle.down()
 
 
 # --- without pods -----------------------------------------------------------------------
 
 
 def test_shapes_cycle_keeping_one_small_shm_pod() -> None:
-    shapes = [sandbox.shape_for(i) for i in range(1, 49)]
-    assert shapes[:5] == sandbox.SHAPES
-    assert shapes[5:9] == [sandbox.SHAPES[i] for i in (0, 1, 3, 4)]
+    shapes = [shape_for(i) for i in range(1, 49)]
+    assert shapes[:5] == SHAPES
+    assert shapes[5:9] == [SHAPES[i] for i in (0, 1, 3, 4)]
     assert [i + 1 for i, s in enumerate(shapes) if s.shm == "64M"] == [3]
-    assert sandbox.SHAPES[2].shm_bytes == 64 * 1024**2
-    assert [s.privileged for s in sandbox.SHAPES] == [False, False, False, True, False]
+    assert SHAPES[2].shm_bytes == 64 * 1024**2
+    assert [s.privileged for s in SHAPES] == [False, False, False, True, False]
 
 
 def test_up_refuses_without_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PODSTATE_SANDBOX", str(tmp_path / "state"))
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    with pytest.raises(sandbox.SandboxError, match="need root") as error:
-        sandbox.up(1)
+    with pytest.raises(SandboxError, match="need root") as error:
+        lifecycle.up(1)
     assert "\n" not in str(error.value)
     assert not (tmp_path / "state").exists()
 
@@ -106,14 +111,14 @@ def test_up_names_missing_tools(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     monkeypatch.setenv("PODSTATE_SANDBOX", str(tmp_path / "state"))
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     monkeypatch.setattr(shutil, "which", lambda tool: None if tool == "sshfs" else "/bin/" + tool)
-    with pytest.raises(sandbox.SandboxError, match=r"apt-get install openssh-server sshfs"):
-        sandbox.up(1)
+    with pytest.raises(SandboxError, match=r"apt-get install openssh-server sshfs"):
+        lifecycle.up(1)
 
 
 def test_down_without_sandbox_is_a_no_op(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PODSTATE_SANDBOX", str(tmp_path / "nothing"))
-    sandbox.down()
-    assert sandbox.status() == []
+    lifecycle.down()
+    assert lifecycle.status() == []
     assert not (tmp_path / "nothing").exists()
 
 
@@ -122,7 +127,7 @@ def test_down_without_sandbox_is_a_no_op(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
 @live
 def test_pods_file_lists_every_pod(box: Box) -> None:
-    doc = yaml.safe_load(sandbox.pods_file().read_text())
+    doc = yaml.safe_load(pods_file().read_text())
     assert doc["defaults"] == {
         "ssh_user": "root",
         "ssh_key": str(box.root / "id_ed25519"),
@@ -146,7 +151,7 @@ def test_pods_file_lists_every_pod(box: Box) -> None:
 
 @live
 def test_status_reports_running_pods_and_shapes(box: Box) -> None:
-    pods = sandbox.status()
+    pods = lifecycle.status()
     assert [p.name for p in pods] == list(SHAPE_OF)
     for pod in pods:
         assert pod.running
@@ -158,9 +163,9 @@ def test_status_reports_running_pods_and_shapes(box: Box) -> None:
 
 @live
 def test_second_up_is_refused(box: Box) -> None:
-    with pytest.raises(sandbox.SandboxError, match="already up"):
-        sandbox.up(1)
-    assert sandbox.status()[0].running
+    with pytest.raises(SandboxError, match="already up"):
+        lifecycle.up(1)
+    assert lifecycle.status()[0].running
 
 
 @pytest.mark.parametrize("name", list(SHAPE_OF))
@@ -290,8 +295,8 @@ def test_etc_writes_stay_in_the_pod(box: Box) -> None:
     assert box.ssh("pod-1", f"cat {path}").stdout.strip() == "private"
     assert not Path(path).exists()
     assert box.ssh("pod-2", f"test -e {path}", check=False).returncode == 1
-    assert sandbox.pod_exec("pod-1", f"cat {path}").stdout.strip() == "private"
-    assert sandbox.pod_exec("pod-2", f"test -e {path}", check=False).returncode == 1
+    assert inside.pod_exec("pod-1", f"cat {path}").stdout.strip() == "private"
+    assert inside.pod_exec("pod-2", f"test -e {path}", check=False).returncode == 1
 
 
 @live
@@ -299,9 +304,9 @@ def test_every_path_a_pod_writes_stays_in_that_pod(box: Box) -> None:
     path = f"/scratch-test-{uuid.uuid4().hex}"
     box.ssh("pod-1", f"mkdir -p {path}/tmp && touch {path}/tmp/file")
     assert box.ssh("pod-1", f"test -f {path}/tmp/file && echo yes").stdout.strip() == "yes"
-    assert sandbox.pod_exec("pod-1", f"test -f {path}/tmp/file && echo yes").stdout == "yes\n"
+    assert inside.pod_exec("pod-1", f"test -f {path}/tmp/file && echo yes").stdout == "yes\n"
     assert box.ssh("pod-2", f"test -e {path}", check=False).returncode == 1
-    assert sandbox.pod_exec("pod-2", f"test -e {path}", check=False).returncode == 1
+    assert inside.pod_exec("pod-2", f"test -e {path}", check=False).returncode == 1
     assert not Path(path).exists()
 
 
@@ -349,24 +354,24 @@ def test_root_and_tmp_are_the_pods_own(box: Box) -> None:
 
 @live
 def test_pod_exec_runs_inside_the_pod(box: Box) -> None:
-    result = sandbox.pod_exec("pod-2", "hostname; test -d /run/sshd && echo run-ok")
+    result = inside.pod_exec("pod-2", "hostname; test -d /run/sshd && echo run-ok")
     assert result.stdout.split() == ["pod-2", "run-ok"]
-    assert sandbox.pod_exec("pod-2", "exit 3", check=False).returncode == 3
+    assert inside.pod_exec("pod-2", "exit 3", check=False).returncode == 3
     with pytest.raises(subprocess.CalledProcessError):
-        sandbox.pod_exec("pod-2", "false")
-    with pytest.raises(sandbox.SandboxError, match="no sandbox pod"):
-        sandbox.pod_exec("pod-99", "true")
+        inside.pod_exec("pod-2", "false")
+    with pytest.raises(SandboxError, match="no sandbox pod"):
+        inside.pod_exec("pod-99", "true")
 
 
 @live
 def test_sshd_log_has_one_line_per_exec_request(box: Box) -> None:
     log = box.root / "pods/pod-3/sshd.log"
     pattern = re.compile(r"^Starting session: command for root from 127\.0\.0\.1 port \d+ id \d+$")
-    before = sandbox.commands_served(box.root)["pod-3"]
+    before = inside.commands_served(box.root)["pod-3"]
     for _ in range(3):
         box.ssh("pod-3", "true")
-    assert sandbox.commands_served(box.root)["pod-3"] == before + 3
-    sessions = [line for line in log.read_text().splitlines() if sandbox.SESSION in line]
+    assert inside.commands_served(box.root)["pod-3"] == before + 3
+    sessions = [line for line in log.read_text().splitlines() if inside.SESSION in line]
     assert len(sessions) == before + 3 and all(pattern.match(line) for line in sessions)
 
 
@@ -379,24 +384,24 @@ def test_down_leaves_no_process_and_no_mount(
 ) -> None:
     root = tmp_path / "second"
     monkeypatch.setenv("PODSTATE_SANDBOX", str(root))
-    with pytest.raises(sandbox.SandboxError, match="disk size"):
-        sandbox.up(3, disk="lots")
-    sandbox.up(3, disk="64M")
+    with pytest.raises(SandboxError, match="disk size"):
+        lifecycle.up(3, disk="lots")
+    lifecycle.up(3, disk="64M")
     other = Box(root)
     assert other.ssh("pod-3", "df -B1 --output=size / | tail -n 1").stdout.strip() == str(64 << 20)
     assert not Path("/workspace").exists()
     sleeper = other.ssh("pod-1", "nohup sleep 600 >/dev/null 2>&1 & echo $!").stdout
-    sandbox.stop_pod("pod-2")
-    assert [p.running for p in sandbox.status()] == [True, False, True]
-    with pytest.raises(sandbox.SandboxError, match="not running"):
-        sandbox.pod_exec("pod-2", "true")
+    container.stop_pod("pod-2")
+    assert [p.running for p in lifecycle.status()] == [True, False, True]
+    with pytest.raises(SandboxError, match="not running"):
+        inside.pod_exec("pod-2", "true")
     meta = json.loads((root / "sandbox.json").read_text())
     pids = [int(sleeper), meta["storage"]["pid"], meta["api"]["pid"]]
     for pod in other.pods.values():
         pids += [pod["pid"]] + ([pod["sshfs_pid"]] if pod.get("sshfs_pid") else [])
     assert len(pids) == 8
 
-    sandbox.down()
+    lifecycle.down()
 
     assert [pid for pid in pids if not _gone(pid)] == []
     mounts = _host_mount_points()
@@ -404,6 +409,58 @@ def test_down_leaves_no_process_and_no_mount(
     assert "/workspace" not in mounts
     assert not Path("/workspace").exists()
     assert not root.exists()
-    assert sandbox.status() == []
-    sandbox.down()  # a second down is harmless
+    assert lifecycle.status() == []
+    lifecycle.down()  # a second down is harmless
     assert box.ssh("pod-1", "hostname").stdout.strip() == "pod-1"  # the other sandbox is fine
+
+
+def _sandbox_processes(root: Path) -> list[int]:
+    """Return the live processes of the sandbox whose state directory is ``root``."""
+    return [pid for pid, _ in marked(root)]
+
+
+def _mounts_naming(root: Path) -> list[str]:
+    """Return every mount, in any process's mount namespace, whose mountinfo line names a
+    path in ``root`` (a pod's bind-mounted /workspace, its sshfs volume's directory, ...)."""
+    found = []
+    for info in Path("/proc").glob("[0-9]*/mountinfo"):
+        try:
+            lines = info.read_text().splitlines()
+        except OSError:
+            continue
+        found += [f"{info.parent.name}: {line}" for line in lines if f"{root}/" in line]
+    return found
+
+
+@live
+def test_down_stops_a_sandbox_whose_state_directory_was_deleted(box: Box, tmp_path: Path) -> None:
+    root = tmp_path / "orphaned"
+    env = {**os.environ, "PODSTATE_SANDBOX": str(root)}
+    podstate = [str(Path(sys.executable).parent / "podstate"), "sandbox"]
+    subprocess.run([*podstate, "up", "--pods", "2"], env=env, check=True, capture_output=True)
+    orphan = Box(root)
+    assert _mounts_naming(root)  # pod-1's sshfs /workspace, in pod-1's mount namespace
+    sleeper = orphan.ssh("pod-1", "nohup sleep 600 >/dev/null 2>&1 & echo $!").stdout
+    meta = json.loads((root / "sandbox.json").read_text())
+    pids = [int(sleeper), meta["storage"]["pid"], meta["api"]["pid"]]
+    pids += [pod["pid"] for pod in orphan.pods.values()] + [orphan.pods["pod-1"]["sshfs_pid"]]
+    assert [pid for pid in pids if _gone(pid)] == []
+    survivors = [pod["pid"] for pod in box.pods.values()] + _sandbox_processes(box.root)
+
+    shutil.rmtree(root)
+    assert not root.exists()
+    assert (
+        "already up"
+        in subprocess.run(
+            [*podstate, "up", "--pods", "1"], env=env, capture_output=True, text=True
+        ).stderr
+    )  # its processes still run: a second sandbox there would clash with them
+    down = subprocess.run([*podstate, "down"], env=env, capture_output=True, text=True)
+
+    assert (down.returncode, down.stderr) == (0, "")
+    assert [pid for pid in pids if not _gone(pid)] == []
+    assert _sandbox_processes(root) == []
+    assert _mounts_naming(root) == []
+    assert not root.exists()
+    assert [pid for pid in survivors if _gone(pid)] == []  # the other sandbox is untouched
+    assert box.ssh("pod-2", "hostname").stdout.strip() == "pod-2"

@@ -1,6 +1,6 @@
 """Sandbox pods restart as RunPod pods do, and the sandbox serves a RunPod API, end to end.
 
-``sandbox.restart`` wipes a pod's container disk, keeps its volume, runs the start script
+``container.restart`` wipes a pod's container disk, keeps its volume, runs the start script
 again (a new host key among it) on the same port, and moves the pod's ``startedAt``, which
 the sandbox's RunPod API reports. Through that API, podstate's host-key store accepts the
 new key; through the pods file, the changed key is refused.
@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from podstate import sandbox
-from podstate.sandbox.state import parse_rfc3339
+from podstate.sandbox import container, inside, lifecycle
+from podstate.sandbox.api import api_env
+from podstate.sandbox.shapes import shape_for
+from podstate.sandbox.state import SandboxError, parse_rfc3339
 from tests.e2e import BIN, ROOT, apply
 from tests.test_runpod import PROBLEM, assert_valid, served_key
 
@@ -35,7 +37,7 @@ def store(tmp_path_factory) -> Path:
 def get(fleet, path: str = "/v2/pods", key: str | None = "") -> tuple[int, dict]:
     """Return the status and JSON body of a GET to the sandbox API, with its own key
     (``key=""``), another one, or none (``None``)."""
-    env = sandbox.api_env(fleet.state)
+    env = api_env(fleet.state)
     headers = {}
     if key is not None:
         headers["Authorization"] = f"Bearer {key or env['RUNPOD_API_KEY']}"
@@ -84,7 +86,7 @@ def test_api_lists_every_pod_as_runpod_does(fleet):
     assert list(pods) == ["pod-1", "pod-2"]
     for name, record in records(fleet).items():
         pod = pods[name]
-        shape = sandbox.shape_for(record["number"])
+        shape = shape_for(record["number"])
         assert pod["id"] == record["pod_id"]
         assert (pod["status"], pod["cloud"]) == ("RUNNING", shape.cloud)
         assert pod["ssh"]["direct"] == {
@@ -151,13 +153,13 @@ def test_restart_wipes_the_container_disk_and_keeps_the_volume(fleet):
     before = records(fleet)["pod-1"]
     old_key = served_key(before["port"])
     started = api_pods(fleet)["pod-1"]["startedAt"]
-    served = sandbox.commands_served(fleet.state)
+    served = inside.commands_served(fleet.state)
 
-    sandbox.restart("pod-1")
+    container.restart("pod-1")
 
     after = records(fleet)["pod-1"]
     assert after["port"] == before["port"] and after["pid"] != before["pid"]
-    assert [(p.name, p.running, p.pid) for p in sandbox.status()] == [
+    assert [(p.name, p.running, p.pid) for p in lifecycle.status()] == [
         ("pod-1", True, after["pid"]),
         ("pod-2", True, records(fleet)["pod-2"]["pid"]),
     ]
@@ -195,10 +197,10 @@ def test_restart_wipes_the_container_disk_and_keeps_the_volume(fleet):
     assert api_pods(fleet)["pod-2"]["startedAt"] == records(fleet)["pod-2"]["started_at"]
 
     # the exec count goes on from where it was: the sshd log outlives the container
-    now = sandbox.commands_served(fleet.state)
+    now = inside.commands_served(fleet.state)
     assert now["pod-1"] == served["pod-1"] + 5  # the five checks since the restart
     fleet.out("pod-1", "true")
-    assert sandbox.commands_served(fleet.state)["pod-1"] == now["pod-1"] + 1
+    assert inside.commands_served(fleet.state)["pod-1"] == now["pod-1"] + 1
 
 
 def test_api_inventory_accepts_the_new_key_after_the_restart(fleet, store):
@@ -228,19 +230,19 @@ def test_pods_file_refuses_the_new_key(fleet):
 
 
 def test_start_command_runs_at_every_start_before_the_start_script(fleet):
-    sandbox.set_start_command(
+    container.set_start_command(
         "pod-2",
         "key=$(test -e /etc/ssh/ssh_host_ed25519_key && echo host-key || echo no-host-key)\n"
         'echo "$RUNPOD_POD_ID $HOME $(hostname) $key" >> /workspace/starts',
     )
     fleet.out("pod-2", "rm -f /workspace/starts")
-    sandbox.restart("pod-2")
-    sandbox.restart("pod-2")
+    container.restart("pod-2")
+    container.restart("pod-2")
     pod_id = records(fleet)["pod-2"]["pod_id"]
     line = f"{pod_id} /root pod-2 no-host-key\n"
     assert fleet.out("pod-2", "cat /workspace/starts") == line * 2
-    sandbox.set_start_command("pod-2", None)
-    sandbox.restart("pod-2")
+    container.set_start_command("pod-2", None)
+    container.restart("pod-2")
     assert fleet.out("pod-2", "cat /workspace/starts") == line * 2
 
 
@@ -250,29 +252,29 @@ def test_start_command_can_put_the_host_key_back(fleet):
     fleet.out(
         "pod-2", "mkdir -p /workspace/keys && cp -p /etc/ssh/ssh_host_ed25519_key* /workspace/keys/"
     )
-    sandbox.set_start_command("pod-2", "cp -p /workspace/keys/* /etc/ssh/")
+    container.set_start_command("pod-2", "cp -p /workspace/keys/* /etc/ssh/")
     try:
-        sandbox.restart("pod-2")
+        container.restart("pod-2")
     finally:
-        sandbox.set_start_command("pod-2", None)
+        container.set_start_command("pod-2", None)
     assert served_key(port) == key == pod_key(fleet, "pod-2")
     assert fleet.out("pod-2", "test -e /root/probe || echo wiped") == "wiped\n"
 
 
 def test_failing_start_command_leaves_the_pod_exited_until_restarted(fleet, store):
-    sandbox.set_start_command("pod-2", "echo 'no luck' >&2; exit 3")
+    container.set_start_command("pod-2", "echo 'no luck' >&2; exit 3")
     try:
-        with pytest.raises(sandbox.SandboxError, match=r"pod-2 did not start: .*exit status 3"):
-            sandbox.restart("pod-2")
+        with pytest.raises(SandboxError, match=r"pod-2 did not start: .*exit status 3"):
+            container.restart("pod-2")
     finally:
-        sandbox.set_start_command("pod-2", None)
-    assert [p.running for p in sandbox.status()] == [True, False]
+        container.set_start_command("pod-2", None)
+    assert [p.running for p in lifecycle.status()] == [True, False]
     pods = api_pods(fleet)
     assert pods["pod-2"]["status"] == "EXITED"
     assert pods["pod-2"]["ssh"]["direct"] is None and pods["pod-2"]["runtime"] is None
     result = podstate(fleet, "inventory", "--names", env=fleet.api_env(store))
     assert result.returncode == 0 and result.stdout == "pod-1\n"
-    sandbox.restart("pod-2")  # a stopped pod starts again
+    container.restart("pod-2")  # a stopped pod starts again
     assert api_pods(fleet)["pod-2"]["status"] == "RUNNING"
     assert fleet.out("pod-2", "hostname") == "pod-2\n"
 
@@ -297,7 +299,7 @@ def test_cli_restarts_a_pod_and_points_podstate_at_the_api(fleet):
 
     api = podstate(fleet, "sandbox", "api")
     assert api.returncode == 0, api.stderr
-    assert sandbox.api_env(fleet.state)["RUNPOD_API_KEY"] not in api.stdout
+    assert api_env(fleet.state)["RUNPOD_API_KEY"] not in api.stdout
     listing = subprocess.run(
         ["sh", "-c", f'eval "$({BIN}/podstate sandbox api)" && {BIN}/podstate inventory --names'],
         cwd=ROOT,

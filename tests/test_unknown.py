@@ -2,7 +2,7 @@
 whose nvidia-smi fails, or rejects a field the probe asks, get both NCCL guards from their
 first apply; a rejected field leaves only its own reading unknown.
 
-``sandbox.gpu_fault`` sets the faults before any apply (podstate.sandbox.shapes.GPU_FAULTS):
+``inside.gpu_fault`` sets the faults before any apply (podstate.sandbox.shapes.GPU_FAULTS):
 pod-1 (2 GPUs over PCIe) has an nvidia-smi that does not know one field, and GPU 1 in
 thermal slowdown; pod-4 (2 GPUs on NVLink, which alone would need no P2P guard) has an
 nvidia-smi that fails to initialize NVML.
@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from podstate import sandbox
+from podstate.sandbox import inside
 from tests.e2e import apply, check, exec_count
 
 SANDBOX = {"pods": 4}
@@ -25,9 +25,9 @@ REJECTED = "clocks_throttle_reasons.hw_slowdown"
 @pytest.fixture(scope="module")
 def first_apply(fleet):
     """The first apply of the faulty pods: (the run, remote commands per pod)."""
-    sandbox.gpu_fault("pod-1", "unknown-field")
-    sandbox.gpu_fault("pod-1", "thermal", index=1)
-    sandbox.gpu_fault("pod-4", "nvml-unknown")
+    inside.gpu_fault("pod-1", "unknown-field")
+    inside.gpu_fault("pod-1", "thermal", index=1)
+    inside.gpu_fault("pod-4", "nvml-unknown")
     for pod in PODS:
         fleet.host_vars(pod, {"gpu": {"count": 2, "healthy": True}})
     assert fleet.ssh("pod-4", "test -e /etc/profile.d/podstate.sh").returncode == 1  # fresh

@@ -475,7 +475,7 @@ BASE = {"path": "/opt/venv", "find_links": ["/opt/wheelhouse"], "no_index": True
 @pytest.fixture(scope="module")
 def pods(fleet: Fleet, tmp_path_factory) -> Fleet:
     """The fleet with this module's vars and the test wheelhouse in every pod used."""
-    from podstate import sandbox
+    from podstate.sandbox import inside
 
     (fleet.vars_dir / "group_vars/all.yaml").write_text(yaml.safe_dump(VARS))
     house = wheelhouse(tmp_path_factory.mktemp("wheelhouse"))
@@ -483,7 +483,7 @@ def pods(fleet: Fleet, tmp_path_factory) -> Fleet:
         slow_sdist(house, 6, f"1.{minor}")
     data = base64.b64encode(tar_bytes(house)).decode()
     for pod in PODS:
-        sandbox.pod_exec(
+        inside.pod_exec(
             pod,
             f"mkdir -p /opt/wheelhouse && echo {data} | base64 -d | tar -xzf - -C /opt/wheelhouse",
         )
@@ -648,10 +648,10 @@ def _start(fleet: Fleet) -> subprocess.Popen:
 
 
 def _wait_for(fleet: Fleet, pod: str, command: str, timeout: float = 60) -> None:
-    from podstate import sandbox
+    from podstate.sandbox import inside
 
     deadline = time.monotonic() + timeout
-    while sandbox.pod_exec(pod, command, check=False).returncode != 0:
+    while inside.pod_exec(pod, command, check=False).returncode != 0:
         assert time.monotonic() < deadline, f"timed out waiting for: {command}"
         time.sleep(0.05)
 
@@ -661,11 +661,11 @@ def _wait_for(fleet: Fleet, pod: str, command: str, timeout: float = 60) -> None
     [("while connecting", 1), ("while the sdist builds", 2), ("right after the switch", 3)],
 )
 def test_killed_deploy_leaves_a_working_venv_and_the_next_run_converges(pods, built, moment, minor):
-    from podstate import sandbox
+    from podstate.sandbox import inside
 
     assert apply(pods, "--limit", "pod-5").returncode == 0
     old = target(pods, "pod-5")
-    sandbox.pod_exec("pod-5", "rm -f /tmp/slowpkg-building")
+    inside.pod_exec("pod-5", "rm -f /tmp/slowpkg-building")
     want(pods, "pod-5", packages=["tinyapp", f"slowpkg==1.{minor}"], snapshot="/workspace/snap")
     proc = _start(pods)
     try:
@@ -693,7 +693,7 @@ def test_killed_deploy_leaves_a_working_venv_and_the_next_run_converges(pods, bu
 
 
 def test_snapshot_restores_a_wiped_pod_without_installing(pods, built):
-    from podstate import sandbox
+    from podstate.sandbox import inside
 
     want(pods, "pod-5", packages=["tinyapp", "tinyextra"], snapshot="/workspace/.podstate/venv")
     run = apply(pods, "--limit", "pod-5")
@@ -702,7 +702,7 @@ def test_snapshot_restores_a_wiped_pod_without_installing(pods, built):
     current = pods.out("pod-5", "cat /workspace/.podstate/venv/current").split()
     assert current[1] in pods.out("pod-5", "ls /workspace/.podstate/venv")
     # The pod comes back with an empty container disk: no venv, no uv, no cache.
-    sandbox.pod_exec(
+    inside.pod_exec(
         "pod-5", "rm -rf /opt/venv /opt/.venv-* /opt/.podstate /scratch/.podstate-cache"
     )
     run = apply(pods, "--limit", "pod-5")
@@ -718,7 +718,7 @@ def test_snapshot_restores_a_wiped_pod_without_installing(pods, built):
 def test_corrupted_snapshot_is_reported_built_instead_and_replaced(pods, built):
     """A truncated archive on the volume and a wiped container disk: the run verifies the
     archive's sha256, says the snapshot is bad, builds (uploading uv) and packs it again."""
-    from podstate import sandbox
+    from podstate.sandbox import inside
 
     snap = "/workspace/.podstate/venv"
     want(pods, "pod-5", packages=["tinyapp", "tinyextra"], snapshot=snap)
@@ -726,7 +726,7 @@ def test_corrupted_snapshot_is_reported_built_instead_and_replaced(pods, built):
     fingerprint, archive, _, sha = pods.out("pod-5", f"cat {snap}/current").split()
     size = int(pods.out("pod-5", f"stat -c %s {snap}/{archive}"))
     pods.out("pod-5", f"truncate -s {size // 2} {snap}/{archive}")
-    sandbox.pod_exec(
+    inside.pod_exec(
         "pod-5", "rm -rf /opt/venv /opt/.venv-* /opt/.podstate /scratch/.podstate-cache"
     )
     run = apply(pods, "--limit", "pod-5")
@@ -743,7 +743,7 @@ def test_corrupted_snapshot_is_reported_built_instead_and_replaced(pods, built):
     assert pods.out("pod-5", f"ls -A {snap}").split() == sorted([archive, "current"])
     assert apply(pods, "--limit", "pod-5").hosts("success") == set()
     # And it restores.
-    sandbox.pod_exec("pod-5", "rm -rf /opt/venv /opt/.venv-* /opt/.podstate")
+    inside.pod_exec("pod-5", "rm -rf /opt/venv /opt/.venv-* /opt/.podstate")
     run = apply(pods, "--limit", "pod-5")
     assert run.returncode == 0 and "is bad" not in run.stderr, run.stderr
     assert [name for name in op_names(run) if "restore from snapshot" in name]
@@ -782,15 +782,15 @@ def test_unreachable_index_names_the_cause(pods, built):
 @pytest.fixture
 def small_disk(pods):
     """A small local filesystem at /opt/small on pod-5 (as a separate disk would be)."""
-    from podstate import sandbox
+    from podstate.sandbox import inside
 
     def mount(size: str) -> None:
-        sandbox.pod_exec(
+        inside.pod_exec(
             "pod-5", f"mkdir -p /opt/small && mount -t tmpfs -o size={size} sm /opt/small"
         )
 
     yield mount
-    sandbox.pod_exec("pod-5", "umount /opt/small")
+    inside.pod_exec("pod-5", "umount /opt/small")
     want(pods, "pod-5", packages=["tinyapp"])
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from podstate import sandbox
+from podstate.sandbox import container
 from tests.e2e import BIN, ROOT, Fleet, apply, exec_count, start_apply
 from tests.test_fold import BLOCKED
 
@@ -281,7 +281,7 @@ def test_a_restart_runpod_reports_is_put_back_host_key_included(pods: Fleet, tmp
     watching = Watching(pods, env=pods.api_env(store))
     try:
         watching.end_of_pass(1)  # checked: converged
-        sandbox.restart("pod-2")
+        container.restart("pod-2")
         assert not has(pods, "pod-2", PROFILE)
         watching.signal(signal.SIGHUP)
         second = watching.end_of_pass(2)

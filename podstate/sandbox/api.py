@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from podstate.sandbox.processes import alive, spawn
 from podstate.sandbox.shapes import CUDA_VERSION, shape_for
-from podstate.sandbox.state import parse_rfc3339, read_json
+from podstate.sandbox.state import SandboxError, parse_rfc3339, read_json, state_dir
 from podstate.sizes import parse_mount_size
 
 API_KEY_FILE = "api_key"  # in the state directory
@@ -55,6 +55,29 @@ def start_api(root: Path) -> dict[str, Any]:
         command = [sys.executable, "-m", "podstate.sandbox.api", str(root), str(sock.fileno())]
         record = spawn([], command, root, root / "api.log", pass_fds=(sock.fileno(),))
     return {"url": f"http://127.0.0.1:{port}", "port": port, **record}
+
+
+def api_env(root: Path | None = None) -> dict[str, str]:
+    """Return the environment that points podstate's live inventory at the sandbox's RunPod
+    API: ``RUNPOD_API_URL``, ``RUNPOD_API_KEY``, ``PODSTATE_SSH_KEY`` (the sandbox's client
+    key) and ``PODSTATE_HOSTKEYS`` (a host-key store in the state directory, gone at
+    ``down``). ``PODSTATE_PODS`` must not be set beside it: a pods file wins over the API.
+    ``root`` is the state directory (default: ``state_dir()``).
+    """
+    root = root or state_dir()
+    api = read_json(root / "sandbox.json").get("api")
+    try:
+        key = (root / API_KEY_FILE).read_text().strip()
+    except OSError:
+        key = ""
+    if not api or not key:
+        raise SandboxError("the sandbox is not up; run `podstate sandbox up` first")
+    return {
+        "RUNPOD_API_URL": api["url"],
+        "RUNPOD_API_KEY": key,
+        "PODSTATE_SSH_KEY": str(root / "id_ed25519"),
+        "PODSTATE_HOSTKEYS": str(root / "hostkeys"),
+    }
 
 
 def list_pods(root: Path, now: datetime | None = None) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """The processes of a sandbox: started in Linux namespaces, checked, and ended.
 
 A process is recorded by its pid and its start time (``pid_start``), so that a pid the
-kernel has since given to another process is never signalled.
+kernel has since given to another process is never signalled. Every process writes its
+errors to a log in the directory it belongs to; that is its mark (``marked``), by which
+``stop`` finds it, not by records that may be gone or by namespace numbers Linux reuses.
 """
 
 from __future__ import annotations
@@ -28,8 +30,12 @@ def spawn(
     pass_fds: tuple[int, ...] = (),
 ) -> dict[str, Any]:
     """Start ``command`` in new ``namespaces`` (unshare options; none: the host's) and a session
-    of its own, logging to ``log_path``, with the file descriptors ``pass_fds`` left open;
-    return its pid record."""
+    of its own, in ``cwd``, logging to ``log_path``, with the file descriptors ``pass_fds``
+    left open; return its pid record.
+
+    ``cwd`` is the directory it belongs to (the pod's, the storage's or the state directory)
+    and should hold ``log_path``: that log marks it and what it starts (``marked``).
+    """
     if namespaces:
         command = ["unshare", *namespaces, "--propagation", "private", "--", *command]
     with open(log_path, "ab") as log:
@@ -67,20 +73,71 @@ def alive(pid: int | None, start: int | None) -> bool:
     return now is not None and (start is None or now == start)
 
 
-def namespaces_of(pid: int) -> tuple[str | None, str | None]:
+def marked(place: Path) -> list[tuple[int, int]]:
+    """Return (pid, start time) of every live process the sandbox started for ``place`` or a
+    directory under it (a pod's directory: that pod; the state directory: the whole sandbox).
+
+    Each one's stderr is a log in its directory: ``spawn`` gives it one, what it starts
+    inherits it, and a pod's sshd writes to its ``sshd.log`` (as its environment and
+    command line, sshd's process title overwrites them). It still is after the state
+    directory is deleted (the log is then a deleted file).
+    """
+    prefix = f"{place}/"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            log = os.readlink(entry / "fd" / "2").removesuffix(" (deleted)")
+        except OSError:
+            continue
+        if log.startswith(prefix):
+            start = proc_start(int(entry.name))
+            if start is not None:
+                found.append((int(entry.name), start))
+    return found
+
+
+def _mount_namespace(pid: int | str) -> tuple[int, int] | None:
+    """Return the (device, inode) naming a process's mount namespace; None if it is gone."""
     try:
-        return os.readlink(f"/proc/{pid}/ns/mnt"), os.readlink(f"/proc/{pid}/ns/uts")
+        info = os.stat(f"/proc/{pid}/ns/mnt")
     except OSError:
-        return None, None
+        return None
+    return info.st_dev, info.st_ino
 
 
-def _members(namespaces: set[tuple[str, str]]) -> list[int]:
-    """Return the live processes inside any of the given (mount, UTS) namespace pairs."""
+def _hold_namespaces(processes: list[tuple[int, int]]) -> dict[tuple[int, int], int]:
+    """Open the mount namespaces of the processes (the host's aside) and return each one's
+    identity with its open file descriptor.
+
+    An open namespace stays alive, so its inode number cannot pass to a new namespace while
+    ``stop`` sweeps it: a process found in it later is one of the sandbox's. A process whose
+    start time changed after the open was not the one asked for; its namespace is left out.
+    """
+    own = _mount_namespace("self")
+    held: dict[tuple[int, int], int] = {}
+    for pid, start in processes:
+        try:
+            fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY)
+        except OSError:
+            continue
+        info = os.fstat(fd)
+        name = (info.st_dev, info.st_ino)
+        if name == own or name in held or not alive(pid, start):
+            os.close(fd)
+        else:
+            held[name] = fd
+    return held
+
+
+def _members(namespaces: dict[tuple[int, int], int]) -> list[int]:
+    """Return the live processes inside any of the given mount namespaces."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
-        if namespaces_of(int(entry.name)) in namespaces and proc_start(int(entry.name)):
+        if _mount_namespace(entry.name) in namespaces and proc_start(int(entry.name)):
             found.append(int(entry.name))
     return found
 
@@ -119,39 +176,33 @@ def _reap() -> None:
             _CHILDREN.pop(pid, None)
 
 
-def stop(pods: Iterable[dict[str, Any]], others: list[dict[str, Any]]) -> None:
-    """End pods (sshfs, then sshd, then whatever else is in their namespaces), then others."""
-    pods = list(pods)
-    sshfs = [(p["sshfs_pid"], p.get("sshfs_pid_start")) for p in pods if p.get("sshfs_pid")]
-    for pod in pods:  # pods stopped half-way through starting
-        if not pod.get("sshfs_pid") and pod.get("dir"):
-            pid = _sshfs_pid_file(Path(pod["dir"]))
-            if pid:
-                sshfs.append((pid, None))
-    _end(sshfs)
-    sshd = [(p["pid"], p.get("pid_start")) for p in pods if p.get("pid")]
-    namespaces = {(p["mnt_ns"], p["uts_ns"]) for p in pods if p.get("mnt_ns")}
-    for pid, start in sshd:
-        if alive(pid, start) and None not in namespaces_of(pid):
-            namespaces.add(namespaces_of(pid))  # type: ignore[arg-type]
-    _end(sshd)
-    for _ in range(3):
-        stragglers = [(pid, None) for pid in _members(namespaces)]
-        if not stragglers:
-            break
-        _signal(stragglers, signal.SIGKILL)
-        _wait_gone(stragglers, 3.0)
-    _end([(o["pid"], o.get("pid_start")) for o in others if o.get("pid")])
-    _reap()
-
-
-def _sshfs_pid_file(pod_dir: Path) -> int | None:
-    """Return the pid in a pod's sshfs.pid if it is an sshfs in another mount namespace."""
+def _is_sshfs(pid: int) -> bool:
     try:
-        pid = int((pod_dir / "sshfs.pid").read_text())
-        comm = Path(f"/proc/{pid}/comm").read_text().strip()
-    except (OSError, ValueError):
-        return None
-    if comm == "sshfs" and namespaces_of(pid)[0] != namespaces_of(os.getpid())[0]:
-        return pid
-    return None
+        return Path(f"/proc/{pid}/comm").read_text().strip() == "sshfs"
+    except OSError:
+        return False
+
+
+def stop(place: Path) -> None:
+    """End the processes the sandbox started for ``place`` (``marked``: a pod's directory,
+    or the state directory for everything) and whatever else runs in their mount namespaces.
+
+    sshfs first, then the rest (a pod's sshd, the storage sshd, the API server), then what
+    is left in their mount namespaces (the pods' logins and what they started). Found from
+    the processes themselves, so it works without pods.json, or any state directory.
+    """
+    processes = marked(place)
+    held = _hold_namespaces(processes)
+    try:
+        _end([(pid, start) for pid, start in processes if _is_sshfs(pid)])
+        _end(list(processes))
+        for _ in range(3):
+            stragglers: list[tuple[int, int | None]] = [(pid, None) for pid in _members(held)]
+            if not stragglers:
+                break
+            _signal(stragglers, signal.SIGKILL)
+            _wait_gone(stragglers, 3.0)
+    finally:
+        for fd in held.values():
+            os.close(fd)
+    _reap()

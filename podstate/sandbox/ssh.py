@@ -1,4 +1,5 @@
-"""OpenSSH for sandbox pods: key pairs, shared sshd options, ports, and the wait for a banner."""
+"""OpenSSH for sandbox pods: key pairs, shared sshd options, ports, the wait for a banner,
+and the ssh client that reaches a pod as a user would (``ssh_command``, ``ssh``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from podstate.sandbox.processes import alive
-from podstate.sandbox.state import SandboxError
+from podstate.sandbox.state import SandboxError, pod_state_dir, read_json, state_dir
 
 SSHD = "/usr/sbin/sshd"
 START_TIMEOUT_S = 60.0
@@ -143,3 +144,42 @@ def _why(log: Path) -> str:
 def sshd_quote(path: Path) -> str:
     """Quote a path for sshd_config."""
     return '"' + str(path) + '"'
+
+
+def ssh_command(name: str, root: Path | None = None) -> list[str]:
+    """Return the ``ssh`` argv (without the remote command) that reaches sandbox pod ``name``.
+
+    As a user would: the sandbox's key, strict checking against the pod's current host key
+    (its own known_hosts, renewed at each start: a restarted pod is reached with its new
+    key), no agent or config file of the caller's, no password prompt. ``root`` is the
+    sandbox's state directory (default: ``state_dir()``).
+    """
+    root = root or state_dir()
+    pod = read_json(root / "pods.json").get(name)
+    if pod is None:
+        raise SandboxError(f"no sandbox pod named {name!r}")
+    return [
+        "ssh", "-F", "/dev/null", "-i", str(root / "id_ed25519"),
+        "-o", f"UserKnownHostsFile={pod_state_dir(root, name) / 'known_hosts'}",
+        "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
+        "-o", "ConnectTimeout=10", "-p", str(pod["port"]), "root@127.0.0.1",
+    ]  # fmt: skip
+
+
+def ssh(
+    name: str, command: str, data: bytes = b"", timeout: float = 60
+) -> subprocess.CompletedProcess:
+    """Run ``command`` on sandbox pod ``name`` as ``ssh pod CMD`` does, ``data`` on its stdin.
+
+    Returns the completed process with stdout and stderr as text (undecodable bytes
+    replaced), whatever its exit status.
+    """
+    result = subprocess.run(
+        [*ssh_command(name), command], input=data, capture_output=True, timeout=timeout
+    )
+    return subprocess.CompletedProcess(
+        result.args,
+        result.returncode,
+        result.stdout.decode(errors="replace"),
+        result.stderr.decode(errors="replace"),
+    )

@@ -1,0 +1,119 @@
+"""Reaching into a running sandbox pod from the host, beneath SSH: run a command in it
+(``pod_exec``), spoil its GPUs, and count what it serves and starts."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from podstate.sandbox.processes import POD_PATH, alive
+from podstate.sandbox.shapes import NVIDIA_SMI_CALLS, gpu_fault_command
+from podstate.sandbox.state import SandboxError, load_pods, state_dir
+
+# What a pod's sshd logs for every exec request (a remote command).
+SESSION = "Starting session: command for "
+_POD_ENV = {
+    "PATH": POD_PATH,
+    "HOME": "/root",
+    "USER": "root",
+    "LOGNAME": "root",
+    "SHELL": "/bin/bash",
+    "LANG": "C.UTF-8",
+}
+
+
+def pod_exec(
+    name: str, command: str, check: bool = True, timeout: float | None = 120
+) -> subprocess.CompletedProcess:
+    """Run ``bash -c command`` inside a pod (its namespaces and root), bypassing SSH.
+
+    stdout and stderr come back as text. With check, a non-zero exit raises
+    subprocess.CalledProcessError (which carries the output), like subprocess.run.
+    """
+    pod = load_pods().get(name)
+    if pod is None:
+        raise SandboxError(f"no sandbox pod named {name!r}")
+    if not alive(pod["pid"], pod.get("pid_start")):
+        raise SandboxError(f"sandbox pod {name} is not running")
+    return subprocess.run(
+        ["nsenter", "-t", str(pod["pid"]), "-m", "-u", "-r", "-w", "--", "bash", "-c", command],
+        capture_output=True,
+        text=True,
+        check=check,
+        env=_POD_ENV,
+        cwd="/",
+        timeout=timeout,
+    )
+
+
+def gpu_fault(name: str, fault: str, index: int = 0) -> None:
+    """Make running pod ``name`` a bad GPU host: ``fault`` is a name of GPU_FAULTS (thermal,
+    ecc, pcie, old-driver, nvml-mismatch, nvml-unknown, unknown-field) or ``no-gpus``;
+    ``index`` the GPU it spoils."""
+    pod_exec(name, gpu_fault_command(fault, index))
+
+
+def nvidia_smi_calls(name: str) -> list[str]:
+    """Return the arguments of every call of pod ``name``'s nvidia-smi since its container
+    started, one string each, in order (a restart starts the list again)."""
+    result = pod_exec(name, f"cat {NVIDIA_SMI_CALLS} 2>/dev/null || true")
+    return result.stdout.splitlines()
+
+
+@contextlib.contextmanager
+def programs_started(name: str) -> Iterator[list[str]]:
+    """Yield a list that, once the block has run, holds every program the processes of pod
+    ``name``'s sshd started during it (the path each successful execve ran), in start order.
+
+    For counting what a command run over SSH costs the pod: the connection's own sshd
+    (OpenSSH re-executes itself for each connection), the login shell for each remote
+    command, and all they start. Needs strace (apt-get install strace), which is attached to
+    the sshd before the block runs and detached after.
+    """
+    pod = load_pods().get(name)
+    if pod is None:
+        raise SandboxError(f"no sandbox pod named {name!r}")
+    if not shutil.which("strace"):
+        raise SandboxError("strace is missing; install it (apt-get install strace)")
+    with tempfile.TemporaryDirectory(prefix="podstate-trace-") as tmp:
+        tracer = subprocess.Popen(
+            ["strace", "-f", "-ff", "-ttt", "-e", "trace=execve", "-e", "signal=none",
+             "-o", f"{tmp}/t", "-p", str(pod["pid"])],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        started: list[str] = []
+        try:
+            line = tracer.stderr.readline() if tracer.stderr else ""
+            if "attached" not in line:
+                raise SandboxError(f"strace could not attach to {name}'s sshd: {line.strip()}")
+            yield started
+        finally:
+            tracer.send_signal(signal.SIGINT)
+            tracer.communicate(timeout=30)
+        execs = []
+        for trace in Path(tmp).glob("t.*"):
+            execs += re.findall(r'^(\d+\.\d+) execve\("([^"]*)".*= 0$', trace.read_text(), re.M)
+        started += [path for _, path in sorted(execs, key=lambda e: float(e[0]))]
+
+
+def commands_served(root: Path | None = None) -> dict[str, int]:
+    """Return, per pod, the exec requests (remote commands) its sshd has served so far.
+
+    Counted from each pod's sshd log (LogLevel VERBOSE writes one "Starting session:
+    command for" line per exec request). The log is in the state directory, not in the
+    pod, and every start of the pod appends to it, so the count goes on across restarts
+    (it never starts from zero again): take the difference of two readings. ``root`` is
+    the state directory (default: ``state_dir()``).
+    """
+    root = root or state_dir()
+    return {
+        log.parent.name: log.read_text(errors="replace").count(SESSION)
+        for log in sorted((root / "pods").glob("*/sshd.log"))
+    }
