@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from podstate.desired.spec import Layer, SpecError, resolve
-from podstate.facts.probe import MAX_FILE
+from podstate.limits import MAX_FILE
 from podstate.operations import venv as venv_ops
 from podstate.pod import fits
 from podstate.roles import env

@@ -15,7 +15,7 @@ import json
 import pytest
 
 from podstate import sandbox
-from podstate.facts.probe import MAX_FILE
+from podstate.limits import MAX_FILE
 from tests.e2e import apply, check
 
 SANDBOX = {"pods": 6}
