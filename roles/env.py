@@ -27,10 +27,9 @@ from podstate.roles.probe import read_probe
 from podstate.run import bookkeeping, findings
 from podstate.run.role import role
 
-# ENV_FILES: the profile; HOOKED, the file each login shell podstate can hook reads in every
-# kind of shell; DECLARED and KERNEL_STARTUP, what a notebook kernel reads, the declared
-# values as data and IPython's startup file that applies them (the Jupyter server predates
-# the apply).
+# HOOKED: the file each login shell podstate can hook reads in every kind of shell.
+# DECLARED and KERNEL_STARTUP: what a notebook kernel reads, the declared values as data and
+# IPython's startup file that applies them (the Jupyter server predates the apply).
 MARK_BEGIN = "# >>> podstate >>>"
 MARK_END = "# <<< podstate <<<"
 HOOK = (
