@@ -277,7 +277,7 @@ def test_the_deploy_probe_reads_what_every_role_reads():
     the deploy's probe reads each role's every item: the request of a role called alone is
     part of it."""
     wanted = desired(FULL)
-    roles_dir = Path(deploy_probe.__file__).parents[2] / "roles"
+    roles_dir = Path(gpu.__file__).parent
     names = {p.stem for p in roles_dir.glob("*.py")} - {"__init__", "probe", "marker"}
     listed = {role.__name__.rsplit(".", 1)[1] for role in deploy_probe.ROLES}
     assert listed <= names and gpu.reads(wanted) == shm.reads(wanted) == Request()

@@ -39,7 +39,11 @@ class PodProbe(FactBase[dict[str, Any]]):
     + repos: repositories (``path``, ``ref``, ``ask``: ask origin where a branch is) whose
       checkout matters, or None
     + environ: variables whose value in running processes matters
-    + free, download, boot, lock_wait: see their sections
+    + free: paths whose free space matters
+    + download: the download test (``url``, ``seconds``), or None
+    + lock_wait: seconds to wait for another run's live pod lock
+    + boot: the boot hook's (``keys``: the directory of the saved host keys to compare, or
+      None), or None
     + secrets: names of the secrets to compare, or None (the file is not read); the wanted
       file and values come on the command's stdin (``secrets.probe_stdin``, passed as
       pyinfra's ``_stdin``), and the probe answers only whether each is the same
