@@ -7,7 +7,7 @@ alone (``--limit``). Measured, each a median of ``runs``:
 
 * ``ssh pod true``: a connection doing nothing, what every command costs before its work;
 * a check of a converged pod whose container was probed before, and a check right after its
-  GPU cache (podstate.facts.probe.GPU_CACHE) was removed: the first probe of a container;
+  GPU cache (podstate.paths.GPU_CACHE) was removed: the first probe of a container;
 * an apply of one ``env`` value changed (a reconfigure): the probe, then the fold.
 
 The probe is the check less ``ssh pod true``; the fold of a reconfigure is the reconfigure
@@ -30,7 +30,7 @@ from typing import Any
 
 from bench.cycle import SANDBOX_DISK, reconfigure, vars_dir
 from bench.steps import APPLY, BIN, ROOT, STEP_TIMEOUT_S, BenchError, environ, tool_env
-from podstate.facts.probe import GPU_CACHE
+from podstate.paths import GPU_CACHE
 
 PODS = {"pod-1": "2 GPUs, PCIe (COMMUNITY)", "pod-2": "8 GPUs, NVLink (SECURE)"}
 

@@ -7,8 +7,8 @@ deploy/*.py``. The pod lock and the violations report span every file (see
 
 from pyinfra import host
 
-from podstate import roles
 from podstate.pod import bookends
+from podstate.pod import probe as deploy_probe
 from podstate.roles import (
     authorized_keys,
     disk,
@@ -26,7 +26,7 @@ from podstate.roles import (
 
 wanted = host.data.podstate
 bookends.start()
-probe = roles.probe(wanted)
+probe = deploy_probe.read(wanted)  # what every role reads, in one command
 
 converging = probe is not None and disk.apply(wanted, probe)  # None: the pod failed already
 if converging:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from podstate import roles
-from podstate.facts.probe import MAX_FILE
+from podstate.facts.request import Request
+from podstate.limits import MAX_FILE
+from podstate.roles.probe import read_probe
 from podstate.run import bookkeeping, findings
 from podstate.run.role import role
 from podstate.sizes import format_size
@@ -21,10 +22,10 @@ MARK_END = "# <<< podstate authorized_keys <<<"
 BANNER = " managed: edit authorized_keys in the desired state, not this block"
 
 
-def paths(wanted: dict[str, Any]) -> list[str]:
-    """Return the files the probe must read: the SSH user's authorized_keys when the desired
-    state lists keys (an empty list too: the block then goes)."""
-    return [FILE] if wanted.get("authorized_keys") is not None else []
+def reads(wanted: dict[str, Any]) -> Request:
+    """Return what the probe reads for this role: the SSH user's authorized_keys when the
+    desired state lists keys (an empty list too: the block then goes)."""
+    return Request(files=(FILE,) if wanted.get("authorized_keys") is not None else ())
 
 
 def render(current: str | None, keys: list[str]) -> str:
@@ -62,7 +63,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     keys: list[str] | None = wanted.get("authorized_keys")
     if keys is None:
         return
-    probe = probe or roles.probe(wanted)
+    probe = probe or read_probe(reads(wanted))
     if probe is None:
         return
     found = probe["files"][FILE]

@@ -26,11 +26,17 @@ from typing import Any
 
 from pyinfra import host
 
-from podstate import roles, settings
-from podstate.facts.probe import MAX_FILE
+from podstate import settings
+from podstate.facts.request import Request
+from podstate.facts.venv import SNAPSHOT_CURRENT
+from podstate.limits import MAX_FILE
 from podstate.operations import boot as boot_ops
 from podstate.operations import venv as venv_ops
 from podstate.operations.boot import FLAG, Layout
+from podstate.paths import READY_MARKER
+from podstate.roles import env, scratch, venv
+from podstate.roles.marker import digest, read
+from podstate.roles.probe import read_probe
 from podstate.run import bookkeeping, findings, lock
 from podstate.run.role import role
 from podstate.shell import b64, quote_path
@@ -42,32 +48,23 @@ def layout(wanted: dict[str, Any]) -> Layout | None:
     return Layout(boot["volume"]) if boot.get("hook") else None
 
 
-def paths(wanted: dict[str, Any]) -> list[str]:
-    """Return the files the probe reads for this role: the hook, its data, this
-    container's status of it."""
-    where = layout(wanted)
-    return [where.hook, where.state, FLAG] if where else []
-
-
-def directories(wanted: dict[str, Any]) -> list[str]:
-    """Return the directories the probe looks at for this role: the volume (unless the
-    ready role's) and the data directory."""
-    from podstate.roles import ready
-
+def reads(wanted: dict[str, Any]) -> Request:
+    """Return what the probe reads for this role (nothing without a hook): the volume and
+    the data directory; the hook, its data, this container's status of it; the RunPod pod
+    id, and with ``keep`` the data directory, to compare the host keys saved there with the
+    pod's; and what the data is made from: the scratch paths, the ``dirs`` directories and
+    the venv's reading (for its restore)."""
+    places = (*scratch.paths(wanted), *(wanted.get("dirs") or {}).values())
     where = layout(wanted)
     if where is None:
-        return []
-    return [where.volume] * (where.volume != ready.VOLUME) + [where.data]
-
-
-def probe_args(wanted: dict[str, Any]) -> dict[str, Any] | None:
-    """Return the probe's ``boot`` argument (None without a hook): the data directory when
-    the host keys are kept, to compare them with the pod's."""
-    where = layout(wanted)
-    if where is None:
-        return None
+        return Request()
     keep = wanted["boot"]["host_keys"] == "keep"
-    return {"keys": where.data if keep else None}
+    own = Request(
+        paths=(where.volume, where.data, *places),
+        files=(where.hook, where.state, FLAG),
+        boot={"keys": where.data if keep else None},
+    )
+    return own.merge(venv.reads(wanted))
 
 
 def _on(path: str, directory: str) -> bool:
@@ -92,7 +89,7 @@ def restore_command(want: venv_ops.Venv, snapshot: str) -> str:
     words = venv_ops.venv_words(want, "", {"compressor": _HOW, "archive": archive, "sha256": _SHA})
     own = {_HOW: '"$z"', archive: quote_path(snapshot.rstrip("/") + "/") + '"$a"', _SHA: '"$h"'}
     run = " ".join(own.get(word, shlex.quote(word)) for word in words)
-    current = quote_path(posixpath.join(snapshot, venv_ops.SNAPSHOT_CURRENT))
+    current = quote_path(posixpath.join(snapshot, SNAPSHOT_CURRENT))
     inner = (
         f"if ! read -r f a z h <{current}; then echo 'podstate: venv snapshot: no current"
         " file to restore from' >&2; exit 1; fi; "
@@ -112,7 +109,6 @@ def entries(wanted: dict[str, Any], probe: dict[str, Any], marker: bool) -> list
     """Return the hook's data entries (scripts/boot.sh) for ``wanted`` on this pod, from
     what the roles decided and rendered while they were planned; the ready marker's only
     with ``marker`` (no violation stands)."""
-    from podstate.roles import env, ready, scratch, venv
 
     boot, found = wanted["boot"], findings.of(host)
     volume = boot["volume"]
@@ -165,7 +161,7 @@ def entries(wanted: dict[str, Any], probe: dict[str, Any], marker: bool) -> list
             fields = f"{want.fingerprint} {spec['snapshot']}"
             out.append(boot_ops.file_entry("venv", fields, restore_command(want, spec["snapshot"])))
     if marker:
-        out.append(f"marker {ready.digest(wanted)}\n")
+        out.append(f"marker {digest(wanted)}\n")
     return out
 
 
@@ -176,8 +172,6 @@ def report(wanted: dict[str, Any], probe: dict[str, Any], where: Layout) -> dict
     or pending, as its status says: ``boot_ops.parse_status``), with ``reason``,
     ``pending`` (what still waits for an apply: nothing once the pod is ready for this
     desired state), ``errors`` and ``started_at``."""
-    from podstate.roles import ready
-
     flag = probe["files"][FLAG]
     text = flag.content if flag.state == "file" and flag.content else ""
     first = text.split("\n", 1)[0]
@@ -198,8 +192,8 @@ def report(wanted: dict[str, Any], probe: dict[str, Any], where: Layout) -> dict
         result = {"outcome": "armed", **none}
     else:
         result = boot_ops.parse_status(text)
-    marker = ready.read(probe["files"].get(ready.MARKER))
-    if (marker or {}).get("digest") == ready.digest(wanted):
+    ready = read(probe["files"].get(READY_MARKER))
+    if (ready or {}).get("digest") == digest(wanted):
         result["pending"] = []
     return result
 
@@ -211,7 +205,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     where = layout(wanted)
     if where is None:
         return
-    probe = probe or roles.probe(wanted)
+    probe = probe or read_probe(reads(wanted))
     if probe is None:
         return
     found = findings.of(host)

@@ -14,15 +14,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from podstate import roles
 from podstate.desired.spec import DISK_RESERVE
-from podstate.facts.probe import Mount, mount_of
+from podstate.facts.mounts import Mount, mount_of
+from podstate.facts.request import Request
 from podstate.roles import scratch
+from podstate.roles.probe import read_probe
 from podstate.run import findings
 from podstate.run.role import role
 from podstate.sizes import format_size
 
 MIN_FREE = 64 << 20  # managed files need little, but a pod with less is about to fail anyway
+
+
+def reads(wanted: dict[str, Any]) -> Request:
+    """Return what the probe reads for this role: the free space at each ``disk.min_free``
+    path, and the paths whose mount says whether they are on the container disk (scratch,
+    ``dirs``, the venv)."""
+    venv = [wanted["venv"]["path"]] if wanted.get("venv") else []
+    places = (*scratch.paths(wanted), *(wanted.get("dirs") or {}).values(), *venv)
+    return Request(paths=places, free=tuple((wanted.get("disk") or {}).get("min_free") or {}))
 
 
 def _below(path: str, top: str) -> bool:
@@ -124,7 +134,7 @@ def min_free(wanted: dict[str, Any], probe: dict[str, Any]) -> list[tuple[str, s
 def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> bool:
     """Return whether the container disk has room for this run's changes (``has_room``);
     record ``disk.min_free`` violations, which change nothing."""
-    probe = probe or roles.probe(wanted)
+    probe = probe or read_probe(reads(wanted))
     if probe is None:
         return False
     for finding, message in min_free(wanted, probe):

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from podstate import roles
+from podstate.facts.request import Request
+from podstate.roles.probe import read_probe
 from podstate.run import findings
 from podstate.run.role import role
+
+
+def reads(wanted: dict[str, Any]) -> Request:
+    """Return what the probe reads for this role: the download test, when one is asked."""
+    return Request(download=wanted.get("download"))
 
 
 def check(wanted: dict[str, Any] | None, result: dict[str, Any] | None) -> str | None:
@@ -33,7 +39,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     """Record a violation when the pod downloads ``download.url`` slower than asked."""
     if not wanted.get("download"):
         return
-    probe = probe or roles.probe(wanted)
+    probe = probe or read_probe(reads(wanted))
     problem = probe and check(wanted["download"], probe["download"])
     if problem:
         findings.violation(problem, "download.min_mbps")

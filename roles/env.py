@@ -19,16 +19,17 @@ from typing import Any
 
 from pyinfra import host
 
-from podstate import nccl, roles
+from podstate import nccl
+from podstate.facts.request import Request
 from podstate.paths import DECLARED, ENV_FILES, HOOKED, KERNEL_STARTUP, PROFILE, SECRETS_FILE
 from podstate.roles import scratch
+from podstate.roles.probe import read_probe
 from podstate.run import bookkeeping, findings
 from podstate.run.role import role
 
 # HOOKED: the file each login shell podstate can hook reads in every kind of shell.
 # DECLARED and KERNEL_STARTUP: what a notebook kernel reads, the declared values as data and
 # IPython's startup file that applies them (the Jupyter server predates the apply).
-FILES = ENV_FILES
 MARK_BEGIN = "# >>> podstate >>>"
 MARK_END = "# <<< podstate <<<"
 HOOK = (
@@ -41,10 +42,18 @@ STICKY = {"TMPDIR": "1777"}
 RUNPOD_LINE = "source /etc/rp_environment\n"
 
 
-def environ_names(wanted: dict[str, Any]) -> list[str]:
-    """Return the variables whose value in running processes the probe reads: every one the
-    profile may declare."""
-    return sorted({*(wanted.get("dirs") or {}), *(wanted.get("env") or {}), *nccl.NAMES})
+def reads(wanted: dict[str, Any]) -> Request:
+    """Return what the probe reads for this role: the scratch paths (a directory below one
+    that gets a new tmpfs counts as missing) and every ``dirs`` directory; the profile, the
+    files that hook it and what notebook kernels read; and, in running processes, every
+    variable the profile may declare."""
+    names = {*(wanted.get("dirs") or {}), *(wanted.get("env") or {}), *nccl.NAMES}
+    own = Request(
+        paths=tuple((wanted.get("dirs") or {}).values()),
+        files=tuple(ENV_FILES),
+        environ=tuple(sorted(names)),
+    )
+    return scratch.reads(wanted).merge(own)
 
 
 def stale_processes(declared: dict[str, str], processes: list[dict[str, Any]]) -> list[str]:
@@ -65,11 +74,6 @@ def stale_processes(declared: dict[str, str], processes: list[dict[str, Any]]) -
                 f"pick up {want}"
             )
     return stale
-
-
-def paths(wanted: dict[str, Any]) -> list[str]:
-    """Return the paths this role needs probed: every ``dirs`` directory."""
-    return list((wanted.get("dirs") or {}).values())
 
 
 def render_profile(
@@ -127,7 +131,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     A directory below a scratch path that gets a new tmpfs in this run is hidden by it,
     so it counts as missing.
     """
-    probe = probe or roles.probe(wanted)
+    probe = probe or read_probe(reads(wanted))
     if probe is None:
         return
     cloud = host.data.get("cloud", "COMMUNITY")

@@ -6,14 +6,16 @@ from typing import Any
 
 from pyinfra import host
 
-from podstate import pyinfra_api, roles
+from podstate import pyinfra_api
+from podstate.facts.request import Request
+from podstate.roles.probe import read_probe
 from podstate.run import bookkeeping, findings
 from podstate.run.role import role
 
 
-def paths(wanted: dict[str, Any]) -> list[str]:
-    """Return the files the probe must read: every ``files`` path."""
-    return list(wanted.get("files") or {})
+def reads(wanted: dict[str, Any]) -> Request:
+    """Return what the probe reads for this role: every ``files`` path."""
+    return Request(files=tuple(wanted.get("files") or {}))
 
 
 @role("Files")
@@ -23,7 +25,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     items: dict[str, dict[str, str]] = wanted.get("files") or {}
     if not items:
         return
-    probe = probe or roles.probe(wanted)
+    probe = probe or read_probe(reads(wanted))
     if probe is None:
         return
     for path, item in items.items():

@@ -13,8 +13,9 @@ from __future__ import annotations
 import fnmatch
 from typing import Any
 
-from podstate import roles
-from podstate.facts.probe import GPU_FIELDS, GpuDevice, GpuState
+from podstate.facts.gpu import GPU_FIELDS, GpuDevice, GpuState
+from podstate.facts.request import Request
+from podstate.roles.probe import read_probe
 from podstate.run import findings
 from podstate.run.role import role
 from podstate.sizes import format_size
@@ -23,7 +24,7 @@ RECREATE = "recreate the pod on another host"
 # nvidia-smi lists a little less memory than a GPU is sold with (an H100 80GB: 81559 MiB, not
 # 81920), so a GPU meets min_memory from 97% of it.
 MEMORY_SLACK = 0.97
-# The nvidia-smi fields (probe.GPU_FIELDS) each requirement reads.
+# The nvidia-smi fields (podstate.facts.gpu.GPU_FIELDS) each requirement reads.
 NEEDS = {
     "model": ("name",),
     "min_memory": ("memory.total",),
@@ -33,6 +34,12 @@ NEEDS = {
         f for f in GPU_FIELDS if f.startswith(("ecc.", "retired", "remapped", "clocks", "pcie."))
     ),
 }
+
+
+def reads(wanted: dict[str, Any]) -> Request:  # noqa: ARG001 - the roles' contract
+    """Return what the probe reads for this role: nothing more than it always reads (the
+    GPUs)."""
+    return Request()
 
 
 def version(text: str) -> tuple[int, ...]:
@@ -163,7 +170,7 @@ def check(wanted: dict[str, Any], gpu: GpuState) -> list[tuple[str, str]]:
 @role("GPU")
 def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     """Record a violation for each unmet GPU requirement, and for an unreadable GPU state."""
-    probe = probe or roles.probe(wanted)
+    probe = probe or read_probe(reads(wanted))
     if probe is None:
         return
     for finding, message in check(wanted.get("gpu") or {}, probe["gpu"]):

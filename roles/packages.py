@@ -6,25 +6,27 @@ from typing import Any
 
 from pyinfra import host
 
-from podstate import pyinfra_api, roles, settings
+from podstate import pyinfra_api, settings
+from podstate.facts.request import Request
 from podstate.operations import apt as apt_ops
+from podstate.roles.probe import read_probe
 from podstate.run.role import role
 
 
-def probe_args(wanted: dict[str, Any]) -> list[str] | None:
-    """Return the packages whose dpkg status the probe must read, or None when none are
-    listed (the probe then asks nothing about packages)."""
-    return list((wanted.get("packages") or {}).get("apt") or []) or None
+def reads(wanted: dict[str, Any]) -> Request:
+    """Return what the probe reads for this role: the dpkg status of every listed package
+    (none listed: the probe asks nothing about packages)."""
+    return Request(apt=tuple((wanted.get("packages") or {}).get("apt") or ()))
 
 
 @role("Packages")
 def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     """Install the listed apt packages that are missing, in one command; first of the roles,
     since others may need what they bring (git for repositories)."""
-    packages = probe_args(wanted)
+    packages = list((wanted.get("packages") or {}).get("apt") or [])
     if not packages:
         return
-    probe = probe or roles.probe(wanted)
+    probe = probe or read_probe(reads(wanted))
     if probe is None:
         return
     found = probe["apt"]

@@ -12,7 +12,6 @@ podstate is back) lets a job wait for the marker.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from datetime import date
@@ -20,8 +19,7 @@ from typing import Any
 
 from pyinfra import host
 
-from podstate import roles
-from podstate.facts.probe import FileInfo
+from podstate.facts.request import Request
 from podstate.paths import (
     APPLIED_RECORD,
     READY_COMMAND,
@@ -31,6 +29,9 @@ from podstate.paths import (
 from podstate.paths import (
     VOLUME_READY_COMMAND as VOLUME_COMMAND,
 )
+from podstate.roles import boot
+from podstate.roles.marker import digest, read
+from podstate.roles.probe import read_probe
 from podstate.run import bookkeeping, findings
 from podstate.run.role import role
 from podstate.shell import script_file
@@ -39,40 +40,12 @@ MARKER, RECORD, COMMAND = READY_MARKER, APPLIED_RECORD, READY_COMMAND
 READY_SH = script_file("podstate-ready.sh")
 
 
-# Keys of the desired state that change no pod: what a pod must be fit for (a pod that is
-# not has a violation, and no marker), how findings are waived, how the watch loop treats it.
-NOT_APPLIED = ("gpu", "disk", "download", "waivers", "watch")
-
-
-def digest(wanted: dict[str, Any]) -> str:
-    """Return the digest of what a desired state applies to a pod: what a marker says was
-    applied. Keys that change no pod (``NOT_APPLIED``) do not count; secrets count by where
-    they come from, never by their values (which the desired state does not hold)."""
-    applied = {k: v for k, v in wanted.items() if k not in NOT_APPLIED}
-    text = json.dumps(applied, sort_keys=True, default=str, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
-
-
-def paths(wanted: dict[str, Any]) -> list[str]:  # noqa: ARG001 - the roles' contract
-    """Return the files the probe reads for this role."""
-    return [MARKER, RECORD, COMMAND, VOLUME_COMMAND]
-
-
-def directories(wanted: dict[str, Any]) -> list[str]:  # noqa: ARG001 - the roles' contract
-    """Return the directories the probe looks at for this role: the volume."""
-    return [VOLUME]
-
-
-def read(found: FileInfo | None) -> dict[str, Any] | None:
-    """Return a marker's or a record's fields, None when there is none (or it is unreadable
-    or not podstate's)."""
-    if found is None or found.state != "file" or not found.content:
-        return None
-    try:
-        fields = json.loads(found.content)
-    except ValueError:
-        return None
-    return fields if isinstance(fields, dict) and isinstance(fields.get("digest"), str) else None
+def reads(wanted: dict[str, Any]) -> Request:
+    """Return what the probe reads for this role: the marker, the record and the command
+    (on the container disk and on the volume), the volume, and what the boot hook's role,
+    which this one runs, reads."""
+    own = Request(paths=(VOLUME,), files=(MARKER, RECORD, COMMAND, VOLUME_COMMAND))
+    return own.merge(boot.reads(wanted))
 
 
 def restart(probe: dict[str, Any], pod: str, started_at: str | None) -> dict[str, Any] | None:
@@ -89,9 +62,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     """Name a restart; after every other change, mark the pod ready (unless a violation
     stands) and record the apply on the volume; before the marker, the boot hook's data
     (roles/boot.py), which is written only once everything else has succeeded."""
-    from podstate.roles import boot
-
-    probe = probe or roles.probe(wanted)
+    probe = probe or read_probe(reads(wanted))
     if probe is None:
         return
     _command(wanted, probe)

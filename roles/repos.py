@@ -10,23 +10,62 @@ from __future__ import annotations
 
 from typing import Any
 
-from podstate import roles
+from podstate.facts import repos as repo_facts
+from podstate.facts.origin import ask_origin
+from podstate.facts.request import Request
 from podstate.operations import repos as repo_ops
+from podstate.roles.probe import read_probe
 from podstate.run import findings
 from podstate.run.role import role
 
 
-def probe_args(wanted: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """Return the probe's ``repos`` argument: each path with its ref, and whether the probe
-    asks origin where a branch is (not with a deploy key, which is on the pod only while
-    apply fetches: this machine asks instead); None: no repos."""
-    repos = wanted.get("repos")
-    if not repos:
-        return None
-    return [
-        {"path": path, "ref": item["ref"], "ask": item["ssh_key"] is None}
-        for path, item in repos.items()
-    ]
+def reads(wanted: dict[str, Any]) -> Request:
+    """Return what the probe reads for this role: each repository's path with its ref, and
+    whether the probe asks origin where a branch is (not with a deploy key, which is on the
+    pod only while apply fetches: this machine asks instead)."""
+    return Request(
+        repos=tuple(
+            {"path": path, "ref": item["ref"], "ask": item["ssh_key"] is None}
+            for path, item in (wanted.get("repos") or {}).items()
+        )
+    )
+
+
+def problem(path: str, found: dict[str, Any] | None, git: bool) -> str | None:
+    """Return why the repository at ``path`` is not podstate's to change, or None.
+
+    A missing git, something other than a directory or a checkout at ``path``, or a
+    working tree with changes or untracked files (named, up to five) is a violation; the
+    path is then left exactly as it is.
+    """
+    if not git:
+        return (
+            "git is not installed on this pod: add git to packages.apt (packages converge "
+            "before repositories)"
+        )
+    kind = (found or {}).get("kind")
+    if kind in ("absent", "empty", "repo", "unknown"):
+        dirty = found["dirty"] if found else []
+        if not dirty:
+            return None
+        changed = [x for x in dirty if not x.startswith("??")]
+        untracked = [x for x in dirty if x.startswith("??")]
+        what = ", ".join(
+            f"{len(group)} {label}"
+            for group, label in ((changed, "changed"), (untracked, "untracked"))
+            if group
+        )
+        names = ", ".join(x[3:] for x in dirty[:5]) + (", …" if len(dirty) > 5 else "")
+        return (
+            f"{path} has local changes ({what}: {names}): podstate leaves it as it is; "
+            "commit, stash or remove them, then run apply again"
+        )
+    if kind == "directory":
+        return (
+            f"{path} is a directory that is not a git checkout of its own: move it away "
+            "(or empty it) and run apply again"
+        )
+    return f"{path} is a {str(kind).replace('_', ' ')}, not a git checkout: move it away"
 
 
 @role("Repos")
@@ -35,21 +74,21 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     repos: dict[str, dict[str, Any]] = wanted.get("repos") or {}
     if not repos:
         return
-    probe = probe or roles.probe(wanted)
+    probe = probe or read_probe(reads(wanted))
     if probe is None:
         return
     found = probe["repos"] or {"git": False, "paths": {}}
     # git listed in packages.apt is installed earlier in this run: the checkout comes after.
     coming = not found["git"] and "git" in (wanted.get("packages") or {}).get("apt", [])
     for path, item in repos.items():
-        state = repo_ops.UNKNOWN if coming else found["paths"].get(path)
-        why = repo_ops.problem(path, state, found["git"] or coming)
+        state = repo_facts.UNKNOWN if coming else found["paths"].get(path)
+        why = problem(path, state, found["git"] or coming)
         if why or state is None:
             findings.violation(why or f"{path} could not be read", f"repos.{path}")
             continue
         key = item["ssh_key"]
         if key is not None and (state.get("want") or ("",))[0] == "branch":
-            state = {**state, "remote": repo_ops.ask_origin(item["url"], item["ref"], key)}
+            state = {**state, "remote": ask_origin(item["url"], item["ref"], key)}
         if state.get("remote") == "?":
             findings.violation(
                 f"{path}: origin ({repo_ops.shown_url(item['url'])}) could not be asked where "

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from podstate import roles
+from podstate.facts.request import Request
+from podstate.roles.probe import read_probe
 from podstate.run import bookkeeping, findings
 from podstate.run.role import role
 from podstate.sizes import format_size
 
 
 def paths(wanted: dict[str, Any]) -> list[str]:
-    """Return the paths this role needs probed: every scratch path."""
+    """Return every scratch path."""
     return list(wanted.get("scratch") or {})
+
+
+def reads(wanted: dict[str, Any]) -> Request:
+    """Return what the probe reads for this role: every scratch path."""
+    return Request(paths=tuple(paths(wanted)))
 
 
 def _mounted_at(info: dict[str, Any]) -> bool:
@@ -40,7 +46,7 @@ def fresh_mounts(wanted: dict[str, Any], probe: dict[str, Any]) -> list[str]:
 @role("Scratch")
 def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     """Converge each scratch path: a tmpfs where the pod may mount, else a local directory."""
-    probe = probe or roles.probe(wanted)
+    probe = probe or read_probe(reads(wanted))
     if probe is None:
         return
     for path, item in (wanted.get("scratch") or {}).items():

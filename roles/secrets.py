@@ -11,24 +11,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from podstate import roles
 from podstate.desired.secret import Secret, render
+from podstate.facts.request import Request
 from podstate.operations import secrets as secret_ops
 from podstate.paths import SECRETS_FILE
+from podstate.roles.probe import read_probe
 from podstate.run.role import role
 
 
-def probe_args(wanted: dict[str, Any]) -> list[str] | None:
-    """Return the probe's ``secrets`` argument: the names (None: no secrets section)."""
-    values = wanted.get("secrets")
-    return None if values is None else sorted(values)
-
-
-def probe_stdin(wanted: dict[str, Any]) -> secret_ops.Hidden | None:
-    """Return the probe's stdin: the wanted file and values to compare with (None: no
-    secrets section)."""
-    values = wanted.get("secrets")
-    return None if values is None else secret_ops.probe_stdin(values)
+def reads(wanted: dict[str, Any]) -> Request:
+    """Return what the probe reads for this role: the secrets file, compared with the wanted
+    values (none without a secrets section)."""
+    return Request(secrets=wanted.get("secrets"))
 
 
 def drift(values: dict[str, Secret], found: dict[str, Any]) -> str | None:
@@ -58,7 +52,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     values: dict[str, Secret] | None = wanted.get("secrets")
     if values is None:
         return
-    probe = probe or roles.probe(wanted)
+    probe = probe or read_probe(reads(wanted))
     if probe is None:
         return
     found = probe["secrets"]

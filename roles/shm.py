@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from podstate import roles
+from podstate.facts.request import Request
+from podstate.roles.probe import read_probe
 from podstate.run import bookkeeping, findings
 from podstate.run.role import role
 from podstate.sizes import format_size
+
+
+def reads(wanted: dict[str, Any]) -> Request:  # noqa: ARG001 - the roles' contract
+    """Return what the probe reads for this role: nothing more than it always reads
+    (/dev/shm, and whether the pod may mount)."""
+    return Request()
 
 
 @role("Shared memory")
@@ -16,7 +23,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     shm = wanted.get("shm")
     if not shm:
         return
-    probe = probe or roles.probe(wanted)
+    probe = probe or read_probe(reads(wanted))
     if probe is None:
         return
     size, minimum = probe["shm_size"], shm["min_size"]

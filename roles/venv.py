@@ -24,10 +24,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from podstate import gzcache, roles, settings
-from podstate.facts.probe import Mount, mount_of
+from podstate import gzcache, settings
+from podstate.facts.mounts import Mount, mount_of
+from podstate.facts.request import Request
+from podstate.facts.venv import normalize
 from podstate.operations import venv as venv_ops
-from podstate.roles import disk
+from podstate.roles import disk, scratch
+from podstate.roles.probe import read_probe
 from podstate.run import findings
 from podstate.run.role import role
 from podstate.sizes import format_size
@@ -37,32 +40,29 @@ ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 _NAME = re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:\[[^\]]*\])?\s*(.*)")
 
 
-def paths(wanted: dict[str, Any]) -> list[str]:
-    """Return the paths this role needs probed: the venv path (for its filesystem)."""
-    venv = wanted.get("venv")
-    return [venv["path"]] if venv else []
-
-
 def managed_uv(path: str) -> str:
     """Return where podstate keeps its own uv for the venv at ``path``: beside the venvs."""
     return posixpath.join(posixpath.dirname(path), venv_ops.MANAGED, "uv")
 
 
-def probe_args(wanted: dict[str, Any]) -> dict[str, str] | None:
-    """Return the probe's ``venv`` argument (None when no venv is wanted): with the
-    normalized names of the distributions the venv must hold, for the probe to look for."""
+def reads(wanted: dict[str, Any]) -> Request:
+    """Return what the probe reads for this role (nothing when no venv is wanted): the venv
+    path (for its filesystem), the scratch paths and ``dirs`` directories its installer's
+    directories may be on, and the venv section, with the normalized names of the
+    distributions the venv must hold, for the probe to look for."""
     venv = wanted.get("venv")
     if not venv:
-        return None
+        return Request()
     args = {
         "path": venv["path"],
         "python": venv["python"],
         "uv": managed_uv(venv["path"]),
-        "distributions": " ".join(venv_ops.normalize(name) for name in required(venv)),
+        "distributions": " ".join(normalize(name) for name in required(venv)),
     }
     if venv["snapshot"]:
         args["snapshot"] = venv["snapshot"]
-    return args
+    places = (*scratch.paths(wanted), *(wanted.get("dirs") or {}).values())
+    return Request(paths=(venv["path"], *places), venv=args)
 
 
 def distributions(packages: list[str], requirements: str | None) -> list[str]:
@@ -92,7 +92,7 @@ def required(venv: dict[str, Any]) -> list[str]:
     """Return the distributions a built venv must hold: those requested, and pip when the
     venv is seeded with it (pip's version is not part of the fingerprint unless pinned)."""
     names = distributions(venv["packages"], venv["requirements"])
-    if venv.get("seed", True) and "pip" not in {venv_ops.normalize(n) for n in names}:
+    if venv.get("seed", True) and "pip" not in {normalize(n) for n in names}:
         names.append("pip")
     return names
 
@@ -102,7 +102,7 @@ def seed_mode(venv: dict[str, Any]) -> str:
     requested (it is installed as asked, and must start), ``add`` when the venv is seeded,
     else ``no``."""
     asked = distributions(venv["packages"], venv["requirements"])
-    if "pip" in {venv_ops.normalize(n) for n in asked}:
+    if "pip" in {normalize(n) for n in asked}:
         return "check"
     return "add" if venv.get("seed", True) else "no"
 
@@ -228,7 +228,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     spec = wanted.get("venv")
     if not spec:
         return
-    probe = probe or roles.probe(wanted)
+    probe = probe or read_probe(reads(wanted))
     if probe is None:
         return
     path, seen = spec["path"], probe["venv"]

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from podstate.facts.probe import MAX_FILE, PodProbe
+from podstate.facts.probe import PodProbe
+from podstate.limits import MAX_FILE
 from podstate.run.bookkeeping import file_problem, write_command
 
 TEXT = "export A=1\n"

@@ -10,8 +10,8 @@ import subprocess
 import pytest
 
 from podstate.desired.errors import Layer, SpecError
-from podstate.facts.probe import MAX_FILE
 from podstate.inventory.fleet import resolve
+from podstate.limits import MAX_FILE
 from podstate.operations import venv as venv_ops
 from podstate.pod import fits
 from podstate.roles import env

@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from podstate.facts.probe import MAX_FILE
+from podstate.limits import MAX_FILE
 from podstate.sandbox import inside
 from tests.e2e import apply, check
 

@@ -394,7 +394,7 @@ def test_keys_that_would_make_the_file_too_large_are_a_violation_and_untouched(d
     podstate writes in one command: adding the missing key would take it past, so nothing
     is written, and the pod fails with one line, not with an exec error."""
     fleet, *_ = drifted
-    from podstate.facts.probe import MAX_FILE
+    from podstate.limits import MAX_FILE
 
     fleet.out("pod-2", f"cp {KEYS} /root/keys.bak && sed -i '/alice@example.com/d' {KEYS}")
     size = int(fleet.out("pod-2", f"wc -c < {KEYS}"))

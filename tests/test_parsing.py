@@ -8,15 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from podstate.facts.probe import (
-    PodProbe,
-    all_nvlink,
-    mount_of,
-    parse_gpu_list,
-    parse_mounts,
-    parse_probe,
-    parse_topology,
-)
+from podstate.facts.gpu import all_nvlink, parse_gpu_list, parse_topology
+from podstate.facts.mounts import mount_of, parse_mounts
+from podstate.facts.probe import PodProbe, parse_probe
 from podstate.sizes import SIZE_PATTERN, format_size, parse_size
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -285,7 +279,7 @@ def test_real_h200_probe_answer_parses():
 
 
 def test_real_h200_query_has_every_field_the_probe_asks():
-    from podstate.facts.probe import parse_cuda_version, parse_gpu_query
+    from podstate.facts.gpu import parse_cuda_version, parse_gpu_query
 
     (gpu,) = parse_gpu_query((NVIDIA / "h200-probe-query.csv").read_text())
     assert gpu.index == 0 and gpu.remap_pending == "No" and gpu.power_brake == "Not Active"

@@ -1,12 +1,17 @@
 """Unit tests of the roles' pure decisions: probe facts in, variables and file content out."""
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from podstate.facts.probe import GpuDevice, GpuState, Mount, mount_of
+from podstate.inventory.fleet import desired
+from podstate.facts.gpu import GpuDevice, GpuState
+from podstate.facts.mounts import Mount, mount_of
+from podstate.facts.request import Request
 from podstate.nccl import variables
-from podstate.roles import gpu
+from podstate.pod import probe as deploy_probe
+from podstate.roles import gpu, shm
 from podstate.roles.disk import has_room, on_container_disk
 from podstate.roles.env import HOOK, render_hooks, render_profile
 
@@ -230,3 +235,58 @@ def test_waivers_hold_back_matching_findings_until_their_day():
         "waiver for shm.min_size expired on 2026-11-01",
     ]
     assert waive([hot], waivers[:1], date(2027, 1, 1)).failing == [hot]
+
+
+def test_requests_merge_each_item_once_in_order():
+    merged = Request(paths=("/a", "/b"), files=("/f",)).merge(
+        Request(paths=("/b", "/c"), apt=("git",), secrets={})
+    )
+    assert merged.paths == ("/a", "/b", "/c") and merged.files == ("/f",)
+    arguments = merged.arguments()
+    assert arguments["apt"] == ["git"] and arguments["repos"] is None and arguments["venv"] is None
+    assert arguments["secrets"] == [] and Request().arguments()["secrets"] is None  # {}: read
+    assert merged.stdin() is not None and Request().stdin() is None
+
+
+def test_two_roles_cannot_ask_one_section_two_ways():
+    venv = Request(venv={"path": "/opt/venv"})
+    assert venv.merge(Request()).venv == Request().merge(venv).venv == {"path": "/opt/venv"}
+    assert venv.merge(venv).venv == {"path": "/opt/venv"}
+    with pytest.raises(ValueError, match="venv"):
+        venv.merge(Request(venv={"path": "/opt/other"}))
+
+
+FULL = {
+    "scratch": {"/scratch": {"size": "1G"}},
+    "dirs": {"TMPDIR": "/scratch/tmp", "PIP_CACHE_DIR": "/workspace/pip"},
+    "env": {"A": "b"},
+    "files": {"/etc/x.conf": {"content": "x\n"}},
+    "authorized_keys": [],
+    "packages": {"apt": ["git"]},
+    "repos": {"/root/code": {"url": "https://github.com/a/b.git", "ref": "main"}},
+    "secrets": {},
+    "venv": {"path": "/opt/venv", "packages": ["requests"], "snapshot": "/workspace/snap"},
+    "disk": {"min_free": {"/workspace": "1G"}},
+    "download": {"url": "https://example.com/x", "min_mbps": 100},
+    "boot": {"hook": True, "host_keys": "keep", "volume": "/vol"},
+}
+
+
+def test_the_deploy_probe_reads_what_every_role_reads():
+    """Every role that reads more than the probe always reads is in the deploy's probe, and
+    the deploy's probe reads each role's every item: the request of a role called alone is
+    part of it."""
+    wanted = desired(FULL)
+    roles_dir = Path(gpu.__file__).parent
+    names = {p.stem for p in roles_dir.glob("*.py")} - {"__init__", "probe", "marker"}
+    listed = {role.__name__.rsplit(".", 1)[1] for role in deploy_probe.ROLES}
+    assert listed <= names and gpu.reads(wanted) == shm.reads(wanted) == Request()
+    assert names - listed == {"gpu", "shm"}
+    whole = deploy_probe.request(wanted).arguments()
+    for role in deploy_probe.ROLES:
+        own = role.reads(wanted).arguments()
+        for key, value in own.items():
+            if isinstance(value, list):
+                assert set(map(str, value)) <= set(map(str, whole[key])), (role.__name__, key)
+            elif value is not None:
+                assert whole[key] == value, (role.__name__, key)

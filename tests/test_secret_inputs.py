@@ -13,8 +13,8 @@ import pytest
 from podstate.desired.errors import Layer, SpecError
 from podstate.desired.secret import Secret, render
 from podstate.desired.spec import resolve
+from podstate.facts import secrets as secret_facts
 from podstate.operations import repos as repo_ops
-from podstate.operations import secrets as secret_ops
 from podstate.paths import SECRETS_FILE
 from podstate.shell import script
 from roles import secrets as secrets_role
@@ -139,7 +139,7 @@ def test_reports_mask_a_token_in_an_origin_set_by_hand():
 
 
 def test_the_probes_stdin_is_hidden_wherever_pyinfra_prints_it():
-    lines = secret_ops.probe_stdin({"A": Secret("k", "v")})
+    lines = secret_facts.probe_stdin({"A": Secret("k", "v")})
     assert str(lines) == repr(lines) == f"{lines}" == "(hidden)"
     assert list(lines) == [
         base64.b64encode(render({"A": Secret("k", "v")}).encode()).decode(),
@@ -164,17 +164,17 @@ VALUES = {
 def probe(shell: str, path: Path, wanted: dict[str, Secret]) -> dict:
     """Return what the probe's secrets lines say of ``path``, run by ``shell`` with
     ``wanted`` on stdin, as the probe runs them (``b64`` as the probe defines it)."""
-    lines = secret_ops.probe_lines(sorted(wanted))
-    program = "\n".join(["b64() { base64 | tr -d '\\n'; }", secret_ops.KEEP_STDIN, *lines]).replace(
-        SECRETS_FILE, str(path)
-    )
-    stdin = "".join(line + "\n" for line in secret_ops.probe_stdin(wanted))
+    lines = secret_facts.probe_lines(sorted(wanted))
+    program = "\n".join(
+        ["b64() { base64 | tr -d '\\n'; }", secret_facts.KEEP_STDIN, *lines]
+    ).replace(SECRETS_FILE, str(path))
+    stdin = "".join(line + "\n" for line in secret_facts.probe_stdin(wanted))
     command = [shell, "sh"] if shell == "busybox" else [shell]
     done = subprocess.run(
         [*command, "-c", program], input=stdin, capture_output=True, text=True, check=True
     )
     assert done.stderr == ""
-    return secret_ops.parse(done.stdout.splitlines())
+    return secret_facts.parse(done.stdout.splitlines())
 
 
 @pytest.mark.parametrize("shell", SHELLS)

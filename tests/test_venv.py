@@ -30,6 +30,7 @@ from podstate import gzcache
 from podstate.desired.errors import Layer, SpecError
 from podstate.desired.load import VarsDir
 from podstate.desired.spec import resolve
+from podstate.facts import venv as venv_facts
 from podstate.facts.probe import PodProbe, parse_probe
 from podstate.operations import venv as venv_ops
 from podstate.roles.venv import distributions, fingerprint, recorded, required, seed_mode
@@ -167,12 +168,12 @@ def test_probe_reads_a_venv_and_its_snapshot(tmp_path):
     versioned = tmp_path / ".venv-0123456789ab"
     (versioned / "bin").mkdir(parents=True)
     (versioned / "bin/python").symlink_to("/bin/true")
-    (versioned / venv_ops.VENV_RECORD).write_text('{"fingerprint": "f"}\n')
+    (versioned / venv_facts.VENV_RECORD).write_text('{"fingerprint": "f"}\n')
     (tmp_path / "venv").symlink_to(versioned.name)
     (tmp_path / "snap").mkdir()
     (tmp_path / "snap/venv-0123456789ab.tar.gz").write_bytes(b"x")
     line = venv_ops.snapshot_line("f", "venv-0123456789ab.tar.gz", "gzip", "ab" * 32)
-    (tmp_path / "snap" / venv_ops.SNAPSHOT_CURRENT).write_text(line + "\n")
+    (tmp_path / "snap" / venv_facts.SNAPSHOT_CURRENT).write_text(line + "\n")
     site = versioned / "lib/python3.11/site-packages"
     for name in ("Typing_Extensions-4.12.2.dist-info", "zope.interface-7.0.dist-info", "idna"):
         (site / name).mkdir(parents=True)
@@ -207,7 +208,7 @@ def test_probe_reads_a_venv_and_its_snapshot(tmp_path):
     )
     assert parse_probe(out.stdout.splitlines())["venv"]["missing"] == []
     # An old current line without the sha256 is no snapshot to restore.
-    (tmp_path / "snap" / venv_ops.SNAPSHOT_CURRENT).write_text(" ".join(line.split()[:3]) + "\n")
+    (tmp_path / "snap" / venv_facts.SNAPSHOT_CURRENT).write_text(" ".join(line.split()[:3]) + "\n")
     out = subprocess.run(
         ["sh", "-c", PodProbe().command([], [], args)], capture_output=True, text=True
     )
@@ -229,7 +230,7 @@ def test_pip_is_required_unless_the_venv_is_not_seeded():
     assert required(venv) == ["numpy", "pip"] and seed_mode(venv) == "add"
     venv = {"packages": ["numpy"], "requirements": None, "seed": False}
     assert required(venv) == ["numpy"] and seed_mode(venv) == "no"
-    assert venv_ops.normalize("Zope.Interface__x") == "zope-interface-x"
+    assert venv_facts.normalize("Zope.Interface__x") == "zope-interface-x"
 
 
 def test_probe_without_venv_is_unchanged():
@@ -282,14 +283,14 @@ def test_failure_line_is_the_installers_cause(tmp_path, log, expected):
 
 def test_snapshot_line_reads_back_and_rejects_partial_lines():
     line = venv_ops.snapshot_line("f" * 64, "venv-ffffffffffff.tar.zst", "zstd", "0" * 64)
-    assert venv_ops.read_snapshot(line + "\n") == {
+    assert venv_facts.read_snapshot(line + "\n") == {
         "fingerprint": "f" * 64,
         "archive": "venv-ffffffffffff.tar.zst",
         "compressor": "zstd",
         "sha256": "0" * 64,
     }
-    assert venv_ops.read_snapshot("f venv.tar.gz gzip") is None
-    assert venv_ops.read_snapshot("") is None and venv_ops.read_snapshot("a  b") is None
+    assert venv_facts.read_snapshot("f venv.tar.gz gzip") is None
+    assert venv_facts.read_snapshot("") is None and venv_facts.read_snapshot("a  b") is None
 
 
 def _local_venv(tmp_path: Path, **changes) -> venv_ops.Venv:
@@ -366,7 +367,7 @@ def test_scripts_build_pack_and_restore_a_venv_locally(tmp_path):
     built = _build(want, find_uv_bin())
     assert built.returncode == 0, built.stderr
     assert os.readlink(want.path) == want.version
-    assert recorded((opt / want.version / venv_ops.VENV_RECORD).read_text()) == want.fingerprint
+    assert recorded((opt / want.version / venv_facts.VENV_RECORD).read_text()) == want.fingerprint
     pip = _sh(f"{want.path}/bin/python -m pip --version")
     assert pip.returncode == 0 and f"from {want.path}/lib/" in pip.stdout, pip.stderr
     assert list((opt / want.version).glob("lib/python*/site-packages/pip/__pycache__/*.pyc"))

@@ -1,5 +1,6 @@
 """The boot hook's parts that are not the role's decisions: where it lives on the volume,
-the probe's lines for it, its data file, its status, and saving the host keys.
+its data file, its status, and saving the host keys (the probe's lines for it are
+podstate.facts.boot).
 
 roles/boot.py decides what the hook puts back; scripts/boot.sh is the hook, which reads the
 data file (``render_state``) at every container start and writes its status
@@ -115,36 +116,6 @@ def parse_status(text: str) -> dict[str, Any]:
     else:
         outcome = "restored" if done == "ready" else "pending"
     return {"outcome": outcome, **found}
-
-
-def probe_lines(args: dict[str, Any] | None) -> list[str]:
-    """Return the probe's lines for the hook (read-only): ``boot.pod_id``, the RunPod pod
-    id the container's start script wrote to /etc/rp_environment, and with ``keys`` (the
-    data directory) ``boot.keys``: ``same`` when the host keys saved there are the pod's
-    own, compared on the pod (no key ever leaves it), else ``differs``."""
-    if not args:
-        return []
-    lines = [
-        "if [ -r /etc/rp_environment ]; then"
-        " i=$(sed -n 's/^export RUNPOD_POD_ID=//p' /etc/rp_environment); enc \"$i\";"
-        ' echo "boot.pod_id $enc_v"; fi'
-    ]
-    if args.get("keys"):
-        d = quote_path(args["keys"])
-        lines.append(
-            f"k=differs; if [ -f {d}/hostkeys.tar ] && {{ read -r s _ <{d}/hostkeys.sum; }}"
-            ' 2>/dev/null && [ "$(cat /etc/ssh/ssh_host_* 2>/dev/null | sha256sum)" = "$s  -" ];'
-            ' then k=same; fi; echo "boot.keys $k"'
-        )
-    return lines
-
-
-def parse(fields: dict[str, str], decode: Any) -> dict[str, Any]:
-    """Return the probe's ``boot`` dict from its ``boot.*`` lines (keys without the prefix),
-    ``decode`` being the probe's decoder: ``pod_id`` (None when not found) and ``keys``."""
-    ids = [line.strip().strip("\"'") for line in decode(fields.get("pod_id", "=")).splitlines()]
-    ids = [i for i in ids if i]
-    return {"pod_id": ids[-1] if ids else None, "keys": fields.get("keys")}
 
 
 def save_keys_command(directory: str) -> str:

@@ -3,10 +3,9 @@
 roles/venv.py decides from the pod probe and describes the venv once (``Venv``); these
 take it and run podstate's scripts (scripts/venv.sh, venv_snapshot.sh, uv_install.sh) with
 its values as arguments. Every command that changes the pod runs under the run's pod lock
-(``lock.changing``). What the venv leaves on the pod for the probe to read is defined
-here: the record file in each venv (``VENV_RECORD``), the snapshot directory's
-``current`` file (``SNAPSHOT_CURRENT``, written by ``snapshot_line``, read by
-``read_snapshot``) and the distribution names the probe looks for (``normalize``).
+(``lock.changing``). The record file in each venv and the snapshot directory's ``current``
+file, which the probe reads, and the distribution names it looks for (``normalize``), are
+defined in podstate.facts.venv; ``snapshot_line`` writes ``current``.
 """
 
 from __future__ import annotations
@@ -25,24 +24,15 @@ from pyinfra.api.command import FileUploadCommand, FunctionCommand, StringComman
 from pyinfra.api.util import print_host_combined_output
 
 from podstate import settings
+from podstate.facts.venv import SNAPSHOT_CURRENT, VENV_RECORD, normalize
 from podstate.run import lock
 from podstate.run.lock import changing
 from podstate.shell import b64, quote_path, script
-
-# The file in every podstate venv that records what it was built from (its fingerprint).
-VENV_RECORD = ".podstate-venv"
 
 # The directory beside the venvs where podstate keeps its uv, the build logs, and the
 # requirements a build installs, uploaded just before it (``Venv.requirements_file``).
 MANAGED = ".podstate"
 
-# The file in a snapshot directory that names its complete snapshot: one line of
-# SNAPSHOT_FIELDS separated by single spaces (the archive is a file name in that directory,
-# the compressor ``zstd`` or ``gzip``, sha256 the archive's, in hex). Written last, after
-# the archive is in place; scripts/venv_snapshot.sh appends the sha256 it took while
-# writing the archive.
-SNAPSHOT_CURRENT = "current"
-SNAPSHOT_FIELDS = ("fingerprint", "archive", "compressor", "sha256")
 _SUFFIX = {"zstd": "zst", "gzip": "gz"}
 
 # How scripts/venv.sh starts the stderr line that says a snapshot cannot be restored (its
@@ -79,21 +69,6 @@ def snapshot_line(fingerprint: str, archive: str, compressor: str, sha256: str) 
     """Return the ``current`` line that names ``archive`` (of that ``sha256``) as the
     snapshot of ``fingerprint``."""
     return " ".join((fingerprint, archive, compressor, sha256))
-
-
-def read_snapshot(line: str) -> dict[str, str] | None:
-    """Return a ``current`` line's fields by ``SNAPSHOT_FIELDS`` (None unless it has them all)."""
-    values = line.removesuffix("\n").split(" ")
-    if len(values) != len(SNAPSHOT_FIELDS) or not all(values):
-        return None
-    return dict(zip(SNAPSHOT_FIELDS, values, strict=True))
-
-
-def normalize(name: str) -> str:
-    """Return a distribution name as installers compare them (PEP 503): lower case, each
-    run of ``-``, ``_`` and ``.`` one ``-``; what scripts/venv_missing.sh makes of the
-    names of ``*.dist-info`` directories, so the two can be compared."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def version_name(path: str, fingerprint: str, alternate: bool = False) -> str:

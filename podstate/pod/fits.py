@@ -19,7 +19,7 @@ from importlib.resources import files
 from typing import Any
 
 from podstate.desired.errors import SpecError
-from podstate.limits import ARG_MAX
+from podstate.limits import ARG_MAX, MAX_FILE
 
 PATH_MAX = 4096  # the longest path a pod answers with (its interpreter's, its uv's)
 
@@ -45,12 +45,13 @@ def check(state: dict[str, Any]) -> None:
     desired state) makes would not fit in one argument: the probe, installing the apt
     packages, each managed file of the state (``files``, the profile and what it declares,
     the ``authorized_keys`` block), and the venv's build and restore."""
-    from podstate import roles, settings
-    from podstate.facts.probe import MAX_FILE, PodProbe
+    from podstate import settings
+    from podstate.facts.probe import PodProbe
     from podstate.operations import apt as apt_ops
+    from podstate.pod import probe as deploy_probe
     from podstate.run import bookkeeping
 
-    probe = login_length(PodProbe().command(**roles.probe_arguments(state)))
+    probe = login_length(PodProbe().command(**deploy_probe.request(state).arguments()))
     _fit("probe", "reading the pod", probe, "list fewer or shorter paths, packages or names")
     apt = (state.get("packages") or {}).get("apt")
     if apt:

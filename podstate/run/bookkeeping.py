@@ -16,7 +16,8 @@ from pyinfra.api import FunctionCommand, operation
 from pyinfra.api.util import format_text
 
 from podstate import pyinfra_api
-from podstate.facts.probe import MAX_FILE, FileInfo
+from podstate.facts.files import FileInfo
+from podstate.limits import MAX_FILE
 from podstate.run import findings, fold, lock
 from podstate.run.lock import changing
 from podstate.shell import b64, quote_path, script

@@ -1,0 +1,43 @@
+"""The probe's apt section: whether apt-get is there, and what dpkg knows of the packages."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from podstate.facts.decode import by_key, decode
+
+# What dpkg-query prints per package: its name and status (``ii``: installed).
+DPKG_FORMAT = "${Package} ${db:Status-Abbrev}\\n"
+
+
+def probe_lines(packages: list[str]) -> list[str]:
+    """Return the probe lines the packages role reads, read-only: ``apt.get 1`` when apt-get
+    is there (else 0), and ``apt.status`` with what dpkg knows of each of ``packages`` (one
+    dpkg has never seen prints nothing)."""
+    names = " ".join(shlex.quote(p) for p in packages)
+    query = f"dpkg-query -W -f {shlex.quote(DPKG_FORMAT)} -- {names} 2>/dev/null"
+    return [
+        "if command -v apt-get >/dev/null 2>&1; then echo 'apt.get 1'; else echo 'apt.get 0'; fi",
+        f'if command -v dpkg-query >/dev/null 2>&1; then echo "apt.status $({query} | b64)"; fi',
+    ]
+
+
+def parse(output: list[str]) -> dict[str, Any]:
+    """Return the probe's ``apt`` dict from its ``apt.*`` lines: ``apt_get`` (apt-get is on
+    the pod), ``dpkg`` (dpkg-query is, and answered), ``installed`` (the packages asked for
+    that dpkg has installed).
+
+    A package counts as installed when dpkg's status is installed, or installed with only
+    its triggers pending (``ii``, ``iW``, ``it``: its files are in place and configured).
+    """
+    fields, installed = by_key(output), set()
+    for line in decode(fields.get("status", "")).splitlines():
+        name, _, status = line.partition(" ")
+        if status[1:2] in ("i", "W", "t"):
+            installed.add(name.split(":", 1)[0])
+    return {
+        "apt_get": fields.get("get") == "1",
+        "dpkg": "status" in fields,
+        "installed": sorted(installed),
+    }

@@ -1,0 +1,38 @@
+"""The probe's download test: how fast the pod downloads a URL, for the download role."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+
+def probe_line(url: str, seconds: int) -> str:
+    """Return probe lines that download ``url`` for at most ``seconds`` and print
+    ``download STATUS BYTES SECONDS`` (curl, else Python); STATUS 0 when it measured."""
+    python = (
+        "import sys, time, urllib.request\n"
+        "url, limit = sys.argv[1], float(sys.argv[2]); n = 0; start = time.monotonic()\n"
+        "with urllib.request.urlopen(url, timeout=limit) as r:\n"
+        "    while time.monotonic() - start < limit and (b := r.read(65536)):\n"
+        "        n += len(b)\n"
+        "print(n, time.monotonic() - start)"
+    )
+    u = shlex.quote(url)
+    return (
+        "if command -v curl >/dev/null 2>&1; then"
+        f" d=$(curl -sS -o /dev/null -m {seconds} -w '%{{size_download}} %{{time_total}}' {u}"
+        " 2>/dev/null); r=$?; [ $r = 28 ] && r=0;"
+        f" else d=$(python3 -c {shlex.quote(python)} {u} {seconds} 2>/dev/null); r=$?; fi;"
+        ' echo "download $r $d"'
+    )
+
+
+def parse(line: str | None) -> dict[str, Any] | None:
+    """Return the download test's result: ``{"mbps": rate}``, ``mbps`` None when the download
+    failed; None when none was asked for."""
+    if line is None:
+        return None
+    status, *numbers = line.split()
+    if status != "0" or len(numbers) != 2 or float(numbers[1]) <= 0:
+        return {"mbps": None, "status": int(status)}
+    return {"mbps": float(numbers[0]) * 8 / 1e6 / float(numbers[1]), "status": 0}

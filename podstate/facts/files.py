@@ -1,0 +1,107 @@
+"""The probe's paths and files: what is at each directory and managed file the roles name.
+
+A path (``path`` lines) is read for its kind, mode, real path and the mount that holds it;
+a file (``file`` lines, scripts/file_state.sh) for what is there, with its whole content
+when it is a readable file of at most ``MAX_FILE``. Both are stat'ed in one call per kind
+(scripts/stats.sh).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from podstate.facts.decode import decode
+from podstate.facts.mounts import Mount, mount_of
+from podstate.limits import MAX_FILE
+from podstate.shell import b64, quote_path, script
+from podstate.sizes import format_size
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """What is at a managed file's path; a symbolic link is followed to its target."""
+
+    state: str  # file | absent | dangling | loop | large | unreadable | directory | fifo | ...
+    link: bool = False  # the path is a symbolic link
+    target: str = ""  # the resolved path (the path itself when it is no link)
+    mode: str | None = None  # octal permissions of the file, e.g. "644"
+    size: int | None = None  # bytes
+    content: str | None = None  # the whole content, for a readable file of at most MAX_FILE
+
+    def describe(self) -> str:
+        """Return what is at the path in words, for a message: "a directory", "a link to …"."""
+        what = {
+            "file": "a regular file",
+            "absent": "nothing",
+            "large": f"a file of {format_size(self.size or 0)}",
+            "unreadable": "a file podstate cannot read",
+        }.get(self.state, "a " + self.state.replace("_", " "))
+        if not self.link:
+            return what
+        link = f"a symbolic link to {self.target or '?'}"
+        return {
+            "file": link,
+            "dangling": f"{link}, which does not exist",
+            "loop": f"{link}, which does not resolve (a link loop, or a missing directory)",
+        }.get(self.state, f"{link}, which is {what}")
+
+
+def probe_lines(paths: list[str], files: list[str]) -> list[str]:
+    """Return the probe lines that read ``paths`` (``path NAME REAL MODE:KIND``) and
+    ``files`` (``file NAME STATE LINK TARGET [MODE SIZE [CONTENT]]``), read-only."""
+    out = [script("stats.sh")] if paths or files else []
+    if paths:
+        out.append("stats -P %a:%F " + " ".join(quote_path(path) for path in paths))
+        out += [
+            f'real {quote_path(path)}; enc "$r"; echo "path {b64(path)} $enc_v $st_{i}"'
+            for i, path in enumerate(paths, 1)
+        ]
+    if files:
+        out.append(script("file_state.sh"))
+        out.append("stats -L '%a %s %F' " + " ".join(quote_path(path) for path in files))
+        out += [
+            f'file_state {b64(path)} {quote_path(path)} {MAX_FILE} "$st_{i}"'
+            for i, path in enumerate(files, 1)
+        ]
+    return out
+
+
+def parse_paths(output: list[str], mounts: list[Mount]) -> dict[str, dict[str, Any]]:
+    """Return the probe's ``paths`` dict from its ``path`` lines: for each path its
+    ``kind`` (None: absent), ``mode``, ``real`` path and the mount of ``mounts`` holding it."""
+    paths: dict[str, dict[str, Any]] = {}
+    for line in output:  # path NAME REAL MODE:KIND ("-" when absent); KIND may have spaces
+        name, real, mode_kind = (line.partition(" ")[2].split(" ", 2) + ["", ""])[:3]
+        mode, _, kind = mode_kind.partition(":")
+        real = decode(real)
+        paths[decode(name)] = {
+            "kind": kind or None,
+            "mode": mode if kind else None,
+            "real": real,
+            "mount": mount_of(real, mounts),
+        }
+    return paths
+
+
+def parse_files(output: list[str]) -> dict[str, FileInfo]:
+    """Return the probe's ``files`` dict from its ``file`` lines."""
+    return dict(parse_file(line.partition(" ")[2]) for line in output)
+
+
+def parse_file(rest: str) -> tuple[str, FileInfo]:
+    """Return the path and the :class:`FileInfo` of one ``file`` line of the probe."""
+    name, state, link, target, *more = rest.split(" ")
+    if link not in ("0", "1") or not state:
+        raise ValueError(f"bad file line for {decode(name)!r}")
+    mode, size = (more[0], int(more[1])) if len(more) >= 2 else (None, None)
+    content = (more[2] if len(more) > 2 else "") if state == "file" else None
+    info = FileInfo(
+        state=state,
+        link=link == "1",
+        target="" if target == "-" else decode(target),
+        mode=mode,
+        size=size,
+        content=None if content is None else decode(content),
+    )
+    return decode(name), info

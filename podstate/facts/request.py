@@ -1,0 +1,77 @@
+"""What a role needs the probe to read: one ``Request``, the probe's arguments as fields.
+
+Each role declares its request in one way, a module-level ``reads(wanted) -> Request``,
+from the desired state alone. A role called alone probes with its own request; podstate's
+own deploy probes once, with the merge of every role's (podstate.pod.probe). So the probe's
+command can be built, and its length checked, before any pod is contacted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from podstate.desired.secret import Secret
+from podstate.facts.secrets import Hidden, probe_stdin
+
+
+@dataclass(frozen=True)
+class Request:
+    """The probe's arguments (``PodProbe``): a list is read for each of its items, a
+    section that is None is not read at all. ``secrets`` holds the wanted values: their
+    names go on the probe's command line, the values on its stdin (``stdin``)."""
+
+    paths: tuple[str, ...] = ()  # directories: kind, mode, real path, mount
+    files: tuple[str, ...] = ()  # managed files: what is there, with its content
+    venv: dict[str, str] | None = None
+    free: tuple[str, ...] = ()  # paths whose free space matters
+    download: dict[str, Any] | None = None  # the download test's url and seconds
+    apt: tuple[str, ...] = ()  # Debian packages whose dpkg status matters
+    repos: tuple[dict[str, Any], ...] = ()
+    secrets: dict[str, Secret] | None = None  # None: the secrets file is not read
+    environ: tuple[str, ...] = ()  # variables whose value in running processes matters
+    boot: dict[str, Any] | None = None
+
+    def merge(self, other: Request) -> Request:
+        """Return what reads both ``self`` and ``other``: each list once per item, in order.
+
+        A section both set must be asked the same way (ValueError, else: the two roles
+        would need two probes)."""
+        merged: dict[str, Any] = {}
+        for field in fields(self):
+            mine, theirs = getattr(self, field.name), getattr(other, field.name)
+            if isinstance(mine, tuple | list):
+                merged[field.name] = (*mine, *(x for x in theirs if x not in mine))
+            elif mine is not None and theirs is not None and mine != theirs:
+                raise ValueError(f"two roles ask the probe's {field.name} differently")
+            else:
+                merged[field.name] = theirs if mine is None else mine
+        return Request(**merged)
+
+    def arguments(self) -> dict[str, Any]:
+        """Return the keyword arguments of ``PodProbe`` that read this request."""
+        return {
+            "paths": list(self.paths),
+            "files": list(self.files),
+            "venv": self.venv,
+            "free": list(self.free),
+            "download": self.download,
+            "apt": list(self.apt) or None,
+            "repos": list(self.repos) or None,
+            "secrets": None if self.secrets is None else sorted(self.secrets),
+            "environ": list(self.environ),
+            "boot": self.boot,
+        }
+
+    def stdin(self) -> Hidden | None:
+        """Return the probe's stdin: the wanted secrets file and values to compare with
+        (None: the secrets file is not read)."""
+        return None if self.secrets is None else probe_stdin(self.secrets)
+
+
+def merge(requests: list[Request]) -> Request:
+    """Return the request that reads everything each of ``requests`` reads."""
+    merged = Request()
+    for request in requests:
+        merged = merged.merge(request)
+    return merged

@@ -1,0 +1,84 @@
+"""The probe's secrets section: whether the secrets file, and each value it sets, is the
+wanted one.
+
+The probe gets the wanted values on its stdin (``probe_stdin``), never on its command line,
+and its ``secrets.*`` lines (scripts/secrets_state.sh) say only ``same`` or ``differs`` per
+name: no digest, so nothing in pyinfra's output at any verbosity lets a guess at a value be
+tested.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from podstate.desired.secret import Secret, render
+from podstate.paths import SECRETS_FILE
+from podstate.shell import b64, script
+
+# The probe's first line when it reads secrets: its stdin (the wanted values) is kept on
+# file descriptor 3 for secrets_state alone; every other command of the probe reads nothing.
+KEEP_STDIN = "exec 3<&0 </dev/null"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class Hidden(list):
+    """Lines for a command's stdin, shown as ``(hidden)``: pyinfra prints a fact's keyword
+    arguments, ``_stdin`` among them, in its "Loaded fact" line."""
+
+    def __repr__(self) -> str:
+        return "(hidden)"
+
+    __str__ = __repr__
+
+
+def probe_lines(names: list[str]) -> list[str]:
+    """Return the probe lines that compare the secrets file, and each of ``names`` it sets,
+    with the wanted ones on the probe's stdin (see scripts/secrets_state.sh).
+
+    The file is sourced in a subshell of its own for each name, so no variable of the probe
+    (nor the value of another name) can hide one; a name is written into the code itself,
+    so it must be a variable name (ValueError, else: the schema allows no other).
+    """
+    for name in names:
+        if not _NAME.fullmatch(name):
+            raise ValueError(f"not a variable name: {name!r}")
+    f = shlex.quote(SECRETS_FILE)
+    read = f"unset {{0}}; . {f} >/dev/null 2>&1 </dev/null; "
+    read += '[ -z "${{{0}+x}}" ] || {{ printf x; printf %s "${0}" | b64; }}'
+    calls = "".join(f'secrets_value {n} "$({read.format(n)})"; ' for n in names)
+    return [script("secrets_state.sh"), f"{{ if secrets_file {f}; then {calls}:; fi; }} <&3"]
+
+
+def probe_stdin(values: dict[str, Secret]) -> Hidden:
+    """Return the probe's stdin for ``values``: the whole wanted file, then each value in
+    name order (the order of ``probe_lines``' names), each one line of base64."""
+    return Hidden([b64(render(values)), *(b64(values[name].value) for name in sorted(values))])
+
+
+def parse(output: list[str]) -> dict[str, Any]:
+    """Return the probe's ``secrets`` dict from its ``secrets.*`` lines.
+
+    ``{"state": "file" | "absent" | KIND, "owner": 0, "mode": "600", "same": True,
+    "values": {NAME: True}}``: ``same``, whether the file is byte for byte the wanted one;
+    ``values``, for each name the file sets, whether its value is the wanted one (read only
+    from a file of root with mode 600: podstate reads no other).
+    """
+    words, values = ["absent"], {}
+    for line in output:
+        key, _, rest = line.partition(" ")
+        if key == "secrets.file":
+            words = rest.split(" ")
+        elif key == "secrets.value":
+            name, _, answer = rest.partition(" ")
+            values[name] = answer == "same"
+    if len(words) == 3:
+        return {
+            "state": "file",
+            "owner": int(words[0]),
+            "mode": words[1],
+            "same": words[2] == "same",
+            "values": values,
+        }
+    return {"state": words[0], "owner": None, "mode": None, "same": False, "values": {}}

@@ -1,0 +1,133 @@
+"""The probe's venv section: what is at the venv's path, its interpreter, uv and snapshot.
+
+What a podstate venv leaves on the pod for the probe to read is defined here: the record
+file in each venv (``VENV_RECORD``), the snapshot directory's ``current`` file
+(``SNAPSHOT_CURRENT``, written by podstate.operations.venv, read by ``read_snapshot``) and
+the distribution names the probe looks for (``normalize``).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from typing import Any
+
+from podstate.facts.decode import by_key, decode
+from podstate.shell import quote_path, script
+
+# The file in every podstate venv that records what it was built from (its fingerprint).
+VENV_RECORD = ".podstate-venv"
+
+# The file in a snapshot directory that names its complete snapshot: one line of
+# SNAPSHOT_FIELDS separated by single spaces (the archive is a file name in that directory,
+# the compressor ``zstd`` or ``gzip``, sha256 the archive's, in hex). Written last, after
+# the archive is in place; scripts/venv_snapshot.sh appends the sha256 it took while
+# writing the archive.
+SNAPSHOT_CURRENT = "current"
+SNAPSHOT_FIELDS = ("fingerprint", "archive", "compressor", "sha256")
+
+# Run by the pod's interpreter for the venv role: its real path, version, and whether it has
+# ensurepip (``python -m venv`` needs it to seed pip). One line each; no newline in any.
+_PYTHON_INFO = (
+    "import importlib.util, os, sys; print(os.path.realpath(sys.executable)); "
+    "print(sys.version.replace(chr(10), ' ')); "
+    "print(int(importlib.util.find_spec('ensurepip') is not None))"
+)
+
+
+def probe_lines(venv: dict[str, str]) -> list[str]:
+    """Return the probe lines the venv role reads (``venv.*`` and ``arch``), read-only.
+
+    ``venv`` has ``path`` (the venv symlink), ``python`` (the interpreter to find),
+    ``uv`` (where podstate keeps its own uv), ``distributions`` (normalized names separated
+    by spaces, looked for in the venv's site-packages without starting Python) and
+    optionally ``snapshot`` (a directory).
+    """
+    p, uv = quote_path(venv["path"]), quote_path(venv["uv"])
+    lines = [
+        'echo "arch $(uname -m)"',
+        f'if [ -L {p} ]; then echo "venv.kind link $(readlink -- {p} | b64)"; '
+        f"elif [ -d {p} ]; then echo 'venv.kind directory'; "
+        f"elif [ -e {p} ]; then echo 'venv.kind file'; fi",
+        f'if [ -f {p}/{VENV_RECORD} ]; then echo "venv.record $(b64 < {p}/{VENV_RECORD})"; fi',
+        f"if {p}/bin/python -c '' >/dev/null 2>&1; then echo 'venv.works 1'; fi",
+        script("venv_missing.sh"),
+        f'if [ -d {p} ]; then echo "venv.missing$(venv_missing {p}'
+        f' {shlex.quote(venv.get("distributions", ""))})"; fi',
+        f"if i=$(command -v {shlex.quote(venv['python'])}); then"
+        f' echo "venv.python $("$i" -c {shlex.quote(_PYTHON_INFO)} 2>/dev/null | b64)"; fi',
+        'if u=$(command -v uv); then echo "venv.uv $(printf %s "$u" | b64)"; fi',
+        f"if [ -x {uv} ]; then echo 'venv.managed_uv 1'; fi",
+        "if command -v zstd >/dev/null 2>&1; then echo 'venv.zstd 1'; fi",
+        # Free space where the venv will be built: its parent, or the nearest existing ancestor.
+        f"d={quote_path(posixpath.dirname(venv['path']) or '/')}; "
+        'while [ ! -d "$d" ]; do d=$(dirname -- "$d"); done; '
+        'echo "venv.free $(stat -f -c "%S %a" "$d" 2>/dev/null)"',
+    ]
+    if venv.get("snapshot"):
+        s = quote_path(venv["snapshot"])
+        lines.append(
+            f"if [ -f {s}/{SNAPSHOT_CURRENT} ] && read -r f a z h < {s}/{SNAPSHOT_CURRENT}"
+            f' && [ -f {s}/"$a" ]; then'
+            f' echo "venv.snapshot $(printf \'%s %s %s %s\' "$f" "$a" "$z" "$h" | b64)"; fi'
+        )
+    return lines
+
+
+def normalize(name: str) -> str:
+    """Return a distribution name as installers compare them (PEP 503): lower case, each
+    run of ``-``, ``_`` and ``.`` one ``-``; what scripts/venv_missing.sh makes of the
+    names of ``*.dist-info`` directories, so the two can be compared."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def read_snapshot(line: str) -> dict[str, str] | None:
+    """Return a ``current`` line's fields by ``SNAPSHOT_FIELDS`` (None unless it has them all)."""
+    values = line.removesuffix("\n").split(" ")
+    if len(values) != len(SNAPSHOT_FIELDS) or not all(values):
+        return None
+    return dict(zip(SNAPSHOT_FIELDS, values, strict=True))
+
+
+def parse(output: list[str]) -> dict[str, Any]:
+    """Return the probe's ``venv`` dict from its ``venv.*`` lines:
+
+    .. code:: python
+
+        {"kind": "link",           # what is at path: link | directory | file | None
+         "target": ".venv-0123abcd4567",   # the link's target, None if not a link
+         "record": "{...}",         # path/.podstate-venv (the fingerprint), None if absent
+         "works": True,             # path/bin/python starts
+         "missing": ["idna"],       # requested distributions without a *.dist-info in
+                                    # its site-packages; None: nothing at path
+         "python": {"executable": "/usr/bin/python3.11", "version": "3.11.2 (...)",
+                    "ensurepip": True},     # None: the interpreter is not on the pod
+         "uv": "/usr/local/bin/uv", # uv on PATH, None if there is none
+         "managed_uv": False,       # podstate's own uv is at venv["uv"]
+         "zstd": True,              # the zstd command is there
+         "free": 2147483648,        # bytes free where the venv is built, None if unknown
+         "snapshot": {"fingerprint": "...", "archive": "venv-....tar.zst",
+                      "compressor": "zstd", "sha256": "..."}}  # None: no complete snapshot
+    """
+    fields = by_key(output)
+    kind, _, target = fields.get("kind", "").partition(" ")
+    python = decode(fields.get("python", "")).splitlines()
+    free = fields.get("free", "").split()
+    return {
+        "kind": kind or None,
+        "target": decode(target).removesuffix("\n") if kind == "link" else None,
+        "record": decode(fields["record"]) if "record" in fields else None,
+        "works": fields.get("works") == "1",
+        "missing": fields["missing"].split() if "missing" in fields else None,
+        "python": (
+            {"executable": python[0], "version": python[1], "ensurepip": python[2] == "1"}
+            if len(python) >= 3
+            else None
+        ),
+        "uv": decode(fields.get("uv", "")) or None,
+        "managed_uv": fields.get("managed_uv") == "1",
+        "zstd": fields.get("zstd") == "1",
+        "free": int(free[0]) * int(free[1]) if len(free) == 2 else None,
+        "snapshot": read_snapshot(decode(fields.get("snapshot", ""))),
+    }
