@@ -6,5 +6,5 @@ makes one from a dict), ``probe`` the pod probe. Each role says what the probe m
 it in one way, ``reads(wanted) -> Request`` (podstate.facts.request). podstate's own deploy
 file reads the probe once for every role, the merge of their requests
 (``podstate.pod.probe.read``); a role called alone, from a team's own deploy file, reads what
-it needs itself (``podstate.roles.probe.read_probe``).
+it needs itself (``podstate.run.role.read_probe``).
 """

@@ -11,9 +11,8 @@ from typing import Any
 
 from podstate.facts.request import Request
 from podstate.limits import MAX_FILE
-from podstate.roles.probe import read_probe
 from podstate.run import bookkeeping, findings
-from podstate.run.role import role
+from podstate.run.role import read_probe, role
 from podstate.sizes import format_size
 
 FILE = "~/.ssh/authorized_keys"

@@ -27,6 +27,7 @@ from typing import Any
 from pyinfra import host
 
 from podstate import settings
+from podstate.facts.marker import digest, read
 from podstate.facts.request import Request
 from podstate.facts.venv import SNAPSHOT_CURRENT
 from podstate.limits import MAX_FILE
@@ -35,10 +36,8 @@ from podstate.operations import venv as venv_ops
 from podstate.operations.boot import FLAG, Layout
 from podstate.paths import READY_MARKER
 from podstate.roles import env, scratch, venv
-from podstate.roles.marker import digest, read
-from podstate.roles.probe import read_probe
 from podstate.run import bookkeeping, findings, lock
-from podstate.run.role import role
+from podstate.run.role import read_probe, role
 from podstate.shell import b64, quote_path
 
 

@@ -18,9 +18,8 @@ from podstate.desired.spec import DISK_RESERVE
 from podstate.facts.mounts import Mount, mount_of
 from podstate.facts.request import Request
 from podstate.roles import scratch
-from podstate.roles.probe import read_probe
 from podstate.run import findings
-from podstate.run.role import role
+from podstate.run.role import read_probe, role
 from podstate.sizes import format_size
 
 MIN_FREE = 64 << 20  # managed files need little, but a pod with less is about to fail anyway

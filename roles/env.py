@@ -23,9 +23,8 @@ from podstate import nccl
 from podstate.facts.request import Request
 from podstate.paths import DECLARED, ENV_FILES, HOOKED, KERNEL_STARTUP, PROFILE, SECRETS_FILE
 from podstate.roles import scratch
-from podstate.roles.probe import read_probe
 from podstate.run import bookkeeping, findings
-from podstate.run.role import role
+from podstate.run.role import read_probe, role
 
 # HOOKED: the file each login shell podstate can hook reads in every kind of shell.
 # DECLARED and KERNEL_STARTUP: what a notebook kernel reads, the declared values as data and

@@ -8,9 +8,8 @@ from pyinfra import host
 
 from podstate import pyinfra_api
 from podstate.facts.request import Request
-from podstate.roles.probe import read_probe
 from podstate.run import bookkeeping, findings
-from podstate.run.role import role
+from podstate.run.role import read_probe, role
 
 
 def reads(wanted: dict[str, Any]) -> Request:

@@ -15,9 +15,8 @@ from typing import Any
 
 from podstate.facts.gpu import GPU_FIELDS, GpuDevice, GpuState
 from podstate.facts.request import Request
-from podstate.roles.probe import read_probe
 from podstate.run import findings
-from podstate.run.role import role
+from podstate.run.role import read_probe, role
 from podstate.sizes import format_size
 
 RECREATE = "recreate the pod on another host"

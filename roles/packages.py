@@ -9,8 +9,7 @@ from pyinfra import host
 from podstate import pyinfra_api, settings
 from podstate.facts.request import Request
 from podstate.operations import apt as apt_ops
-from podstate.roles.probe import read_probe
-from podstate.run.role import role
+from podstate.run.role import read_probe, role
 
 
 def reads(wanted: dict[str, Any]) -> Request:

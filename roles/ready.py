@@ -19,6 +19,7 @@ from typing import Any
 
 from pyinfra import host
 
+from podstate.facts.marker import digest, read
 from podstate.facts.request import Request
 from podstate.paths import (
     APPLIED_RECORD,
@@ -30,10 +31,8 @@ from podstate.paths import (
     VOLUME_READY_COMMAND as VOLUME_COMMAND,
 )
 from podstate.roles import boot
-from podstate.roles.marker import digest, read
-from podstate.roles.probe import read_probe
 from podstate.run import bookkeeping, findings
-from podstate.run.role import role
+from podstate.run.role import read_probe, role
 from podstate.shell import script_file
 
 MARKER, RECORD, COMMAND = READY_MARKER, APPLIED_RECORD, READY_COMMAND

@@ -14,9 +14,8 @@ from podstate.facts import repos as repo_facts
 from podstate.facts.origin import ask_origin
 from podstate.facts.request import Request
 from podstate.operations import repos as repo_ops
-from podstate.roles.probe import read_probe
 from podstate.run import findings
-from podstate.run.role import role
+from podstate.run.role import read_probe, role
 
 
 def reads(wanted: dict[str, Any]) -> Request:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from podstate.facts.request import Request
-from podstate.roles.probe import read_probe
 from podstate.run import bookkeeping, findings
-from podstate.run.role import role
+from podstate.run.role import read_probe, role
 from podstate.sizes import format_size
 
 

@@ -15,8 +15,7 @@ from podstate.desired.secret import Secret, render
 from podstate.facts.request import Request
 from podstate.operations import secrets as secret_ops
 from podstate.paths import SECRETS_FILE
-from podstate.roles.probe import read_probe
-from podstate.run.role import role
+from podstate.run.role import read_probe, role
 
 
 def reads(wanted: dict[str, Any]) -> Request:

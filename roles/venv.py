@@ -30,9 +30,8 @@ from podstate.facts.request import Request
 from podstate.facts.venv import normalize
 from podstate.operations import venv as venv_ops
 from podstate.roles import disk, scratch
-from podstate.roles.probe import read_probe
 from podstate.run import findings
-from podstate.run.role import role
+from podstate.run.role import read_probe, role
 from podstate.sizes import format_size
 
 ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}

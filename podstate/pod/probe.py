@@ -24,7 +24,7 @@ from podstate.roles import (
     secrets,
     venv,
 )
-from podstate.roles.probe import read_probe
+from podstate.run.role import read_probe
 
 # Every role of podstate's deploy (deploy/pod.py, and the boot hook's, which the ready role
 # runs) that reads more than the probe always reads: the GPU and shared memory roles do not.

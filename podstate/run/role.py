@@ -1,4 +1,6 @@
-"""``@role``: a pyinfra ``@deploy`` that also tells the check which operations are its own."""
+"""``@role``: a pyinfra ``@deploy`` that also tells the check which operations are its own;
+and ``read_probe``, how a role reads the pod (podstate's own deploy reads once for every
+role, podstate.pod.probe, through the same call)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ from typing import Any, TypeVar
 from pyinfra import host, state
 from pyinfra.api import deploy
 
-from podstate.run import findings
+from podstate import settings
+from podstate.facts.probe import PodProbe
+from podstate.facts.request import Request
+from podstate.run import findings, lock
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -39,3 +44,20 @@ def role(name: str) -> Callable[[F], F]:
         return call  # type: ignore[return-value]
 
     return decorator
+
+
+def read_probe(request: Request) -> dict[str, Any] | None:
+    """Return the pod probe that reads ``request``, in one command (another run's live pod
+    lock waited for first, and what the probe saw of it kept for this run's first take).
+
+    None when the probe failed; pyinfra has then already failed the pod.
+    """
+    found = host.get_fact(
+        PodProbe,
+        **request.arguments(),
+        lock_wait=min(lock.probe_wait, settings.COMMAND_TIMEOUT // 2),
+        _stdin=request.stdin(),
+    )
+    if found is not None:
+        lock.read(host, found["lock"])
+    return found
