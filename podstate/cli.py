@@ -16,6 +16,7 @@ from podstate.check import runner as check
 from podstate.check.runner import CheckFailed
 from podstate.desired.spec import SpecError
 from podstate.inventory import hostkeys
+from podstate.pyinfra_api.verify import Unsupported, verify
 from podstate.sandbox.api import API_KEY_FILE
 from podstate.watch import loop as watch
 
@@ -309,8 +310,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     signals.install()
     try:
+        verify()  # a pyinfra that lacks an internal podstate relies on: one line, nothing run
         return args.run(args)
     except (
+        Unsupported,
         sandbox.SandboxError,
         check.CheckFailed,
         SpecError,
