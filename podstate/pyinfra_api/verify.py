@@ -21,7 +21,7 @@ from pyinfra.api.exceptions import PyinfraError
 
 from podstate.pyinfra_api.logs import pod_line
 
-PYINFRA_MINORS = ("3.10",)  # the pyinfra minors podstate supports and CI tests
+PYINFRA_MINORS = ("3.9", "3.10")  # the pyinfra minors podstate supports and CI tests
 
 # Each internal and the parameters its signature starts with, as podstate calls it.
 _CALLED = {
