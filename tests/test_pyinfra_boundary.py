@@ -144,3 +144,14 @@ def test_every_package_podstate_imports_is_a_declared_dependency():
         if not any(_normal(d) in declared for d in dists)
     }
     assert undeclared == {}, "declare these in pyproject.toml [project] dependencies"
+
+
+def test_pyproject_pins_pyinfra_to_the_supported_minors():
+    """pyproject's pin follows PYINFRA_MINORS: from the first minor to before the one after
+    the last, so that a pip install gets only a pyinfra that make pyinfra-compat tests."""
+    from podstate.pyinfra_api.verify import PYINFRA_MINORS
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    (pin,) = [d for d in project["dependencies"] if d.startswith("pyinfra")]
+    major, last = PYINFRA_MINORS[-1].split(".")
+    assert pin == f"pyinfra>={PYINFRA_MINORS[0]},<{major}.{int(last) + 1}"
