@@ -270,3 +270,35 @@ def test_a_deploy_stops_at_a_broken_internal_before_connecting():
     )
     _one_line(out, "CONNECTOR_ARGUMENT_KEYS")
     assert "Connecting" not in out.stdout + out.stderr
+
+
+def test_the_check_plans_deploy_files_as_pyinfra_s_cli(tmp_path):
+    """In a process of its own (pyinfra's CLI patches the standard library): each file is
+    numbered by its place, planned with the run's config (not one an earlier file changed),
+    and a file that raises fails its pod with the file's own exception, the later files
+    unplanned there."""
+    first, second, third = (tmp_path / f"{n}.py" for n in ("first", "second", "third"))
+    first.write_text(
+        "from pyinfra import config\nfrom pyinfra.operations import server\n"
+        "config.SUDO = True\nserver.shell(name='one', commands=['true'])\n"
+    )
+    second.write_text("from pyinfra import config\nassert not config.SUDO\nraise KeyError('x')\n")
+    third.write_text("from pyinfra.operations import server\nserver.shell(commands=['true'])\n")
+    program = (
+        "import sys\n"
+        "from podstate.pyinfra_api import cli, plan\n"
+        "state, config = cli.new_state(5)\n"
+        "inventory = cli.load_inventory('@local')\n"
+        "from pyinfra.api import BaseStateCallback\n"
+        "cli.connect(state, inventory, config, None, BaseStateCallback())\n"
+        "failed = []\n"
+        "cli.load_deploy_files(state, sys.argv[1:], lambda h, d, e: failed.append((d, repr(e))))\n"
+        "(host,) = inventory\n"
+        "print([plan.file_number(state, h) for h in plan.host_order(state, host)], failed)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", program, str(first), str(second), str(third)],
+        capture_output=True,
+        text=True,
+    )
+    assert out.stdout.strip() == f"[0] [({str(second)!r}, \"KeyError('x')\")]", out.stderr

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from importlib import metadata
 from typing import Any
 
+import gevent
 import pyinfra
 from pyinfra import context
 from pyinfra.api import Config, Host, Inventory, State
@@ -16,6 +17,8 @@ from pyinfra.api import connect as api_connect
 from pyinfra.api import state as api_state
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.connectors.sshuserclient import client as ssh_client
+
+from podstate.pyinfra_api import plan
 
 
 @contextmanager
@@ -92,13 +95,11 @@ def load_deploy_files(
     pyinfra's CLI does (numbered by file, with the config each file changes put back after
     it); an exception a pod's file raises is ``failed(host, deploy, exception)``, and that
     pod plans no further file."""
-    import gevent
-
     cli = _cli()
     state.set_stage(api_state.StateStage.Prepare)
     failures: set[str] = set()
 
-    def plan(host: Host, deploy: str) -> None:
+    def load(host: Host, deploy: str) -> None:
         try:
             with context.ctx_config.use(state.config.copy()), context.ctx_host.use(host):
                 cli.util.exec_file(deploy)
@@ -111,7 +112,7 @@ def load_deploy_files(
         state.current_deploy_filename = deploy
         plan.set_file_number(state, number)
         hosts = [h for h in state.inventory.get_active_hosts() if h.name not in failures]
-        gevent.joinall([state.pool.spawn(plan, host, deploy) for host in hosts])
+        gevent.joinall([state.pool.spawn(load, host, deploy) for host in hosts])
         state.config.reset_locked_state()
 
 
