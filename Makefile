@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 PODS ?= 4
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: demo test lint deps venv down clean bench bench-scale bench-venv bench-read bench-restart
+.PHONY: demo test lint deps venv down clean bench bench-scale bench-venv bench-read bench-restart \
+	pyinfra-compat
 
 $(BIN)/podstate: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +49,12 @@ test: deps venv
 bench: deps venv
 	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[test,bench]'
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# The pyinfra API and boundary tests against each pyinfra minor podstate supports
+# (PYINFRA_MINORS in podstate/pyinfra_api/verify.py), each in a venv of its own from PyPI:
+# about a minute a minor the first time, seconds once the venvs are there.
+pyinfra-compat:
+	PYTHON=$(PYTHON) sh scripts/pyinfra-compat.sh
 
 lint: venv
 	$(BIN)/ruff check .

@@ -5,12 +5,13 @@ Each pod's desired state is merged from PODSTATE_VARS (default inventories/) and
 here, so an invalid file stops the run before any pod is contacted.
 """
 
-from podstate import pyinfra_api, signals
+from podstate import signals
 from podstate.desired.errors import SpecError
 from podstate.inventory.fleet import inventory_groups, load_pods
+from podstate.pyinfra_api import plan as pyinfra_plan
 
 signals.install()
-pyinfra_api.plan_faster()  # pyinfra plans each operation without reading source files
+pyinfra_plan.plan_faster()  # pyinfra plans each operation without reading source files
 try:
     globals().update(inventory_groups(load_pods()))
 except SpecError as _error:

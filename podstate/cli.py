@@ -15,6 +15,7 @@ from podstate.check import runner as check
 from podstate.check.result import PodResult
 from podstate.check.runner import CheckFailed
 from podstate.desired.errors import SpecError
+from podstate.pyinfra_api.verify import Unsupported, verify
 from podstate.watch import loop as watch
 
 
@@ -327,8 +328,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     signals.install()
     try:
+        verify()  # a pyinfra that lacks an internal podstate relies on: one line, nothing run
         return args.run(args)
     except (
+        Unsupported,
         check.CheckFailed,
         SpecError,
         shards.ShardError,

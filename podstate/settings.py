@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from pyinfra.api.state import MAX_PARALLEL
+from podstate.pyinfra_api import cli as pyinfra_cli
 
 
 def _seconds(name: str, default: int) -> int:
@@ -27,7 +27,8 @@ APT_LOCK_WAIT = _seconds("PODSTATE_APT_LOCK_WAIT", 120)  # for another apt's loc
 LOCK_GRACE = _seconds("PODSTATE_LOCK_GRACE", 30)
 # Every pod at once: a run costs one round trip per step whatever the fleet size, and
 # pyinfra's own default (20 per CPU core) would add a step at 40 pods on a 2-core runner.
-PARALLEL = min(_seconds("PODSTATE_PARALLEL", 1000), MAX_PARALLEL)
+# pyinfra warns above its MAX_PARALLEL (None where it lacks it: verify() stops the run then).
+PARALLEL = min(_seconds("PODSTATE_PARALLEL", 1000), pyinfra_cli.max_parallel() or 1000)
 
 
 def host_data() -> dict[str, object]:

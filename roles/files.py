@@ -6,8 +6,8 @@ from typing import Any
 
 from pyinfra import host
 
-from podstate import pyinfra_api
 from podstate.facts.request import Request
+from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import bookkeeping, findings
 from podstate.run.role import read_probe, role
 
@@ -29,7 +29,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
         return
     for path, item in items.items():
         name = f"File {path}"
-        with pyinfra_api.keyed(host, name):
+        with pyinfra_plan.keyed(host, name):
             bookkeeping.managed_file(
                 name=name,
                 path=path,

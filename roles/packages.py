@@ -6,9 +6,10 @@ from typing import Any
 
 from pyinfra import host
 
-from podstate import pyinfra_api, settings
+from podstate import settings
 from podstate.facts.request import Request
 from podstate.operations import apt as apt_ops
+from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run.role import read_probe, role
 
 
@@ -32,7 +33,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     absent = apt_ops.missing(packages, found)
     # Named by what it installs, so the check reports each pod's own missing packages.
     name = f"Install {', '.join(absent)}" if absent else f"apt packages {', '.join(packages)}"
-    with pyinfra_api.keyed(host, name):
+    with pyinfra_plan.keyed(host, name):
         apt_ops.apt_packages(
             name=name, packages=packages, found=found, _timeout=settings.APT_TIMEOUT
         )

@@ -1,8 +1,10 @@
-"""The pyinfra internals podstate relies on (podstate/pyinfra_api.py), tried on pyinfra's
-own API with its @local connector: these fail loudly if a pyinfra release changes them."""
+"""The pyinfra internals podstate relies on (podstate/pyinfra_api/), tried on pyinfra's own
+API with its @local connector: these fail loudly if a pyinfra release changes them. They run
+against every pyinfra minor podstate supports (``make pyinfra-compat``)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from importlib import metadata
@@ -18,7 +20,12 @@ from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_host, ctx_state
 from pyinfra.operations import files, server
 
-from podstate import pyinfra_api
+from podstate.pyinfra_api import cli as pyinfra_cli
+from podstate.pyinfra_api import execute
+from podstate.pyinfra_api import plan as pyinfra_api
+from podstate.pyinfra_api.verify import PYINFRA_MINORS, verify
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -101,7 +108,7 @@ def test_commands_generated_then_replaced_with_a_time_limit(state, tmp_path: Pat
 
 def _orders(state: State) -> tuple[list[int], list[int]]:
     """Return pyinfra's operation order and podstate's, called from the same line."""
-    original = pyinfra_api.ORIGINALS["get_operation_order_from_stack"]
+    original = pyinfra_api._originals()["get_operation_order_from_stack"]
     return original(state), pyinfra_api._operation_order(state)
 
 
@@ -130,7 +137,7 @@ def test_planning_faster_plans_the_same_operations(state, monkeypatch):
     (host,) = state.inventory
     monkeypatch.setattr(pyinfra, "is_cli", True)
     state.set_stage(StateStage.Prepare)
-    arguments_before = pyinfra_api.ORIGINALS["all_global_arguments"]()
+    arguments_before = pyinfra_api._originals()["all_global_arguments"]()
     pyinfra_api.plan_faster()
     from pyinfra.api import arguments
 
@@ -145,16 +152,16 @@ def test_planning_faster_plans_the_same_operations(state, monkeypatch):
 def test_entry_points_read_once_answer_as_importlib_does():
     asking = metadata.entry_points
     expected = asking(group="console_scripts")
-    with pyinfra_api._entry_points_read_once():
+    with pyinfra_cli._entry_points_read_once():
         assert list(metadata.entry_points(group="console_scripts")) == list(expected)
         assert list(metadata.entry_points().select(group="console_scripts")) == list(expected)
     assert metadata.entry_points is asking
 
 
-def test_podstate_reads_installed_packages_once_before_connecting():
-    """Importing the check (and with it pyinfra's CLI, which patches the standard library
-    with gevent) reads the installed packages' metadata for gevent once, not once per gevent
-    plugin group: that cost a quarter of a second before the first connection."""
+def test_the_check_reads_installed_packages_once_before_connecting():
+    """Loading the check's inventory imports pyinfra's CLI, which patches the standard library
+    with gevent: that reads the installed packages' metadata for gevent once, not once per
+    gevent plugin group (a quarter of a second before the first connection)."""
     program = (
         "import traceback\n"
         "from importlib import metadata\n"
@@ -167,7 +174,131 @@ def test_podstate_reads_installed_packages_once_before_connecting():
         "metadata.distributions = counted\n"
         "import podstate.cli\n"
         "from gevent import monkey\n"
-        "print(sum(reads), monkey.is_module_patched('socket'))\n"
+        "patched = monkey.is_module_patched('socket')\n"
+        "from podstate.pyinfra_api import cli\n"
+        "cli._cli()\n"
+        "print(sum(reads), patched, monkey.is_module_patched('socket'))\n"
     )
     out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
-    assert out.stdout.split() == ["1", "True"], out.stderr
+    assert out.stdout.split() == ["1", "False", "True"], out.stderr
+
+
+def test_a_command_runs_and_prints_as_pyinfra_runs_it(state, caplog):
+    """A command with the operation's connector arguments, its output as lines; a failed
+    one's output printed as pyinfra prints it, one error line per line, with the pod."""
+    (host,) = state.inventory
+    op_hash = shell(state, "env", "true")
+    pyinfra_api.set_timeout(state, host, op_hash, 5)
+    arguments = execute.connector_arguments(host, state, op_hash)
+    assert arguments["_timeout"] == 5 and arguments["_sudo"] is False
+    status, lines = execute.run_shell(state, host, "echo out; echo err >&2; exit 3", arguments)
+    assert not status and ("stdout", "out") in lines and ("stderr", "err") in lines
+    execute.print_failed_output(host, lines)
+    said = [pyinfra_cli_line(r.getMessage()) for r in caplog.records]
+    assert ("@local", "out") in said and ("@local", "err") in said
+
+
+def pyinfra_cli_line(message: str) -> tuple[str, str] | None:
+    from podstate.pyinfra_api.logs import pod_line
+
+    return pod_line(message)
+
+
+def test_verify_passes_on_the_installed_pyinfra():
+    """The installed pyinfra is one podstate supports, and has every internal it uses."""
+    assert metadata.version("pyinfra").rsplit(".", 1)[0] in PYINFRA_MINORS
+    verify()
+
+
+BREAKS = {  # the internal the line names: a program that breaks it, as a release might
+    "op_hash_order": (
+        "from pyinfra.api import Host\n"
+        "init = Host.__init__\n"
+        "def changed(self, *args, **kwargs):\n"
+        "    init(self, *args, **kwargs)\n"
+        "    self.op_hash_order = {}\n"
+        "Host.__init__ = changed\n"
+    ),
+    "CONNECTOR_ARGUMENT_KEYS": "import pyinfra.api.arguments as m\ndel m.CONNECTOR_ARGUMENT_KEYS\n",
+    "make_unix_command_for_host": (
+        "import pyinfra.connectors.util as m\n"
+        "m.make_unix_command_for_host = lambda host, state, command: None\n"
+    ),
+    "print_prefix": (
+        "from pyinfra.api import Host\n"
+        "Host.print_prefix = property(lambda self: f'{self.name}: ')\n"
+    ),
+}
+
+
+def _one_line(out: subprocess.CompletedProcess, name: str) -> str:
+    """Return the line naming the supported minors and ``name``; assert there is one, and
+    no traceback."""
+    supported = " and ".join(f"{minor}.x" for minor in PYINFRA_MINORS)
+    start = f"podstate supports pyinfra {supported}; the installed pyinfra "
+    said = [line for line in (out.stdout + out.stderr).splitlines() if start in line]
+    assert out.returncode == 1 and len(said) == 1, out.stdout + out.stderr
+    assert "Traceback" not in out.stdout + out.stderr
+    assert f"{start}{metadata.version('pyinfra')} " in said[0] and name in said[0]
+    return said[0]
+
+
+@pytest.mark.parametrize("name", sorted(BREAKS))
+def test_podstate_names_a_broken_internal_in_one_line(name):
+    """With an internal removed or changed, a ``podstate`` command stops at its start with
+    one line naming the supported minors and the internal."""
+    program = (
+        BREAKS[name]
+        + "import sys\nfrom podstate.cli import main\nsys.exit(main(['sandbox', 'status']))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    assert _one_line(out, name).startswith("podstate: ")
+    assert out.stdout == ""  # the command did not run
+
+
+def test_a_deploy_stops_at_a_broken_internal_before_connecting():
+    """``pyinfra -y inventories/pods.py deploy/pod.py`` stops with the same line while it loads
+    the inventory, before it connects to any pod."""
+    program = (
+        BREAKS["CONNECTOR_ARGUMENT_KEYS"]
+        + "import sys\nsys.argv = ['pyinfra', '-y', 'inventories/pods.py', 'deploy/pod.py']\n"
+        "from pyinfra_cli.main import main\nmain()\n"
+    )
+    env = {**os.environ, "PODSTATE_PODS": "inventories/pods.example.yaml"}
+    out = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, cwd=ROOT, env=env
+    )
+    _one_line(out, "CONNECTOR_ARGUMENT_KEYS")
+    assert "Connecting" not in out.stdout + out.stderr
+
+
+def test_the_check_plans_deploy_files_as_pyinfra_s_cli(tmp_path):
+    """In a process of its own (pyinfra's CLI patches the standard library): each file is
+    numbered by its place, planned with the run's config (not one an earlier file changed),
+    and a file that raises fails its pod with the file's own exception, the later files
+    unplanned there."""
+    first, second, third = (tmp_path / f"{n}.py" for n in ("first", "second", "third"))
+    first.write_text(
+        "from pyinfra import config\nfrom pyinfra.operations import server\n"
+        "config.SUDO = True\nserver.shell(name='one', commands=['true'])\n"
+    )
+    second.write_text("from pyinfra import config\nassert not config.SUDO\nraise KeyError('x')\n")
+    third.write_text("from pyinfra.operations import server\nserver.shell(commands=['true'])\n")
+    program = (
+        "import sys\n"
+        "from podstate.pyinfra_api import cli, plan\n"
+        "state, config = cli.new_state(5)\n"
+        "inventory = cli.load_inventory('@local')\n"
+        "from pyinfra.api import BaseStateCallback\n"
+        "cli.connect(state, inventory, config, None, BaseStateCallback())\n"
+        "failed = []\n"
+        "cli.load_deploy_files(state, sys.argv[1:], lambda h, d, e: failed.append((d, repr(e))))\n"
+        "(host,) = inventory\n"
+        "print([plan.file_number(state, h) for h in plan.host_order(state, host)], failed)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", program, str(first), str(second), str(third)],
+        capture_output=True,
+        text=True,
+    )
+    assert out.stdout.strip() == f"[0] [({str(second)!r}, \"KeyError('x')\")]", out.stderr

@@ -18,20 +18,16 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-import gevent
-import pyinfra
 from pyinfra import logger as pyinfra_logger
-from pyinfra.api import Config, State
-from pyinfra.api.connect import connect_all, disconnect_all
-from pyinfra.api.exceptions import PyinfraError
-from pyinfra.api.state import BaseStateCallback, StateStage
-from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state
+from pyinfra.api import BaseStateCallback, State
 
-from podstate import pyinfra_api, settings
+from podstate import settings
 from podstate.check.result import PodResult
 from podstate.check.shards import Shard
 from podstate.inventory import fleet, hostkeys
-from podstate.pyinfra_api import exec_file, make_inventory
+from podstate.pyinfra_api import cli as pyinfra_cli
+from podstate.pyinfra_api import logs
+from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import findings, lock
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -53,10 +49,9 @@ class _Errors(BaseStateCallback, logging.Handler):
         self.unreachable[host.name] = _ANSI.sub("", str(error.args[0] if error.args else error))
 
     def emit(self, record: logging.LogRecord) -> None:
-        text = _ANSI.sub("", record.getMessage()).strip()
-        match = re.match(r"^\[([^\]]+)\]\s*(.*)$", text, re.S)
-        if match:
-            self.errors.setdefault(match.group(1), []).append(match.group(2).strip())
+        line = logs.pod_line(record.getMessage())
+        if line:
+            self.errors.setdefault(line[0], []).append(line[1])
 
 
 def deploy_files(directory: str = "deploy") -> list[str]:
@@ -79,18 +74,10 @@ def _load_deploys(state: State, deploys: list[str], failures: dict[str, str]) ->
     """Plan every deploy file on every active pod, in order, each pod in parallel; an
     exception fails only the pod it happened on, with one line naming the file and line."""
 
-    def plan(host, deploy: str) -> None:
-        try:
-            with ctx_config.use(state.config.copy()), ctx_host.use(host):
-                exec_file(deploy)
-        except Exception as e:  # noqa: BLE001 - a broken pod must not stop the others
-            failures[host.name] = _where(getattr(e, "exception", e), deploy)
+    def failed(host, deploy: str, error: BaseException) -> None:
+        failures[host.name] = _where(error, deploy)
 
-    for number, deploy in enumerate(deploys):
-        state.current_deploy_filename = deploy
-        pyinfra_api.set_file_number(state, number)
-        hosts = [h for h in state.inventory.get_active_hosts() if h.name not in failures]
-        gevent.joinall([state.pool.spawn(plan, host, deploy) for host in hosts])
+    pyinfra_cli.load_deploy_files(state, deploys, failed)
 
 
 def _limit(inventory, patterns: list[str]) -> list | None:
@@ -131,36 +118,24 @@ def run(
     for path, what in [(inventory_file, "inventory"), *((d, "deploy file") for d in deploys)]:
         if not os.path.isfile(path):
             raise CheckFailed(f"no {what} at {path} (run from the repository root)")
-    pyinfra.is_cli = True
     lock.probe_wait = 0  # a check reads each pod as it is, another run's lock or not
     findings.reset()
-    state = State(check_for_changes=True)
-    config = Config(CONNECT_TIMEOUT=timeout)
-    ctx_state.set(state)
-    ctx_config.set(config)
+    state, config = pyinfra_cli.new_state(timeout)
     errors = _Errors()
     pyinfra_logger.addHandler(errors)
     try:
         try:
             with fleet.strict_host_keys(strict_host_keys):
-                inventory = make_inventory(inventory_file, cwd=os.getcwd())
+                inventory = pyinfra_cli.load_inventory(inventory_file)
         except SystemExit as e:
             raise CheckFailed(str(e.code).removeprefix("podstate: ")) from None
-        ctx_inventory.set(inventory)
         hosts = _limit(inventory, limit)
         if shard is not None:
             hosts = [h for h in (inventory if hosts is None else hosts) if shard.holds(h.name)]
             if not hosts:
                 return {}
         config.PARALLEL = min(settings.PARALLEL, len(hosts or inventory) or 1)
-        state.init(inventory, config, initial_limit=hosts)
-        state.add_callback_handler(errors)
-        state.set_stage(StateStage.Connect)
-        try:
-            connect_all(state)
-        except PyinfraError:
-            pass  # every pod unreachable: reported below
-        state.set_stage(StateStage.Prepare)
+        pyinfra_cli.connect(state, inventory, config, hosts, errors)  # unreachable: below
         failures: dict[str, str] = {}
         _load_deploys(state, deploys, failures)
         results = {
@@ -168,8 +143,7 @@ def run(
         }
         for host in hosts or inventory:
             _host_key(results[host.name], host)
-        state.set_stage(StateStage.Disconnect)
-        disconnect_all(state)
+        pyinfra_cli.disconnect(state)
         return results
     finally:
         pyinfra_logger.removeHandler(errors)
@@ -183,7 +157,7 @@ def _verdict(
         result.status = "unreachable"
         result.error = errors.unreachable.get(host.name, "could not connect")
         return result
-    if host.name in failures or host in state.failed_hosts:
+    if host.name in failures or pyinfra_cli.failed(state, host):
         result.status = "error"
         result.error = (
             failures.get(host.name)
@@ -208,14 +182,14 @@ def _verdict(
     ]
     result.stale_waivers = sorted_.stale
     result.checked = list(found.roles)
-    with ctx_host.use(host):
-        for op_hash in state.get_op_order():
-            if op_hash not in state.ops[host] or op_hash in found.bookkeeping:
+    with pyinfra_cli.current_host(host):
+        for op_hash in pyinfra_plan.host_order(state, host):
+            if op_hash in found.bookkeeping:
                 continue
             if op_hash not in found.ops:
-                deploy = deploys[pyinfra_api.file_number(state, op_hash)]
+                deploy = deploys[pyinfra_plan.file_number(state, op_hash)]
                 result.checked += [] if deploy in result.checked else [deploy]
-            if not pyinfra_api.will_change(state, host, op_hash):
+            if not pyinfra_plan.will_change(state, host, op_hash):
                 continue
             result.changes.append(_change(state, found, op_hash, deploys))
     result.restarted, result.ready, result.boot = found.restarted, found.ready, found.boot
@@ -232,10 +206,10 @@ def _change(
     """Return one pending change: the role of one of podstate's own operations, or else the
     deploy file of a team's own; the operation as pyinfra names it, or
     what it would change on this pod in words; the file's diff, unless it is a secret."""
-    number = pyinfra_api.file_number(state, op_hash)
+    number = pyinfra_plan.file_number(state, op_hash)
     deploy = deploys[number] if 0 <= number < len(deploys) else ""
     role = found.ops.get(op_hash) or deploy
-    name = sorted(state.op_meta[op_hash].names)[0] if state.op_meta[op_hash].names else ""
+    name = pyinfra_plan.op_name(state, op_hash)
     operation = found.labels.get(op_hash) or name.removeprefix(f"{role} | ")
     change: dict[str, Any] = {"role": role, "operation": operation, "file": deploy}
     if op_hash in found.secret:

@@ -58,6 +58,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from podstate.pyinfra_api import cli as pyinfra_cli
+from podstate.pyinfra_api import logs
+
 DEFAULT_DIR = Path("~/.local/state/podstate/hostkeys")
 
 NEW = "new"  # no key stored: trust on first use
@@ -207,22 +210,9 @@ def record(trust: HostKeyTrust) -> None:
         ]
         if moved != [line + "\n" for line in lines]:
             _write_atomic(trust.known_hosts, "".join(moved))
-    forget_cached_host_keys()
-
-
-def forget_cached_host_keys() -> None:
-    """Drop pyinfra's in-process cache of parsed known_hosts files.
-
-    pyinfra parses each known_hosts file once per process; after the store changed, a
-    second run in the same process (``podstate check`` called twice) must read it again.
-    """
-    try:
-        from pyinfra.connectors.sshuserclient import client
-    except ImportError:  # pragma: no cover - pyinfra is a dependency
-        return
-    cache = getattr(client.get_host_keys, "cache", None)
-    if isinstance(cache, dict):
-        cache.clear()
+    # pyinfra parses each known_hosts file once per process; after the store changed, a
+    # second run in the same process (``podstate check`` called twice) must read it again.
+    pyinfra_cli.forget_known_hosts()
 
 
 def fingerprint(path: Path) -> str | None:
@@ -306,8 +296,8 @@ class _RemovalHint(logging.Filter):
             message = record.getMessage()
         except (TypeError, ValueError):
             return True
-        found = re.match(r"^\s*ssh-keygen -R (\S+)\s*$", message)
-        trust = self.pods.get(found.group(1)) if found else None
+        address = logs.removal_hint(message)
+        trust = self.pods.get(address) if address else None
         if trust is not None:
             since = f"startedAt {trust.recorded_at}" if trust.recorded_at else "an unknown start"
             record.msg = (

@@ -17,14 +17,12 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyinfra import host, logger
-from pyinfra.api import Host, State, operation
-from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
-from pyinfra.api.command import FileUploadCommand, FunctionCommand, StringCommand
-from pyinfra.api.util import print_host_combined_output
+from pyinfra import host
+from pyinfra.api import FileUploadCommand, FunctionCommand, Host, State, operation
 
 from podstate import settings
 from podstate.facts.venv import SNAPSHOT_CURRENT, VENV_RECORD, normalize
+from podstate.pyinfra_api import execute
 from podstate.run import lock
 from podstate.run.lock import changing
 from podstate.shell import b64, quote_path, script
@@ -244,25 +242,18 @@ def _restore(
     is logged for the pod. Any other failure prints the command's output, as pyinfra does
     for a failed command, and returns False.
     """
-    status, output = host.run_shell_command(
-        StringCommand(lock.command_for(host, command.inner, command.ttl)),
-        print_output=state.print_output,
-        print_input=state.print_input,
-        **arguments,
+    status, output = execute.run_shell(
+        state, host, lock.command_for(host, command.inner, command.ttl), arguments, output=True
     )
     lock.ran(host, status)
     if status:
         return True
-    bad = [line.line for line in output if line.line.startswith(BAD_SNAPSHOT)]
+    bad = [line for _, line in output if line.startswith(BAD_SNAPSHOT)]
     if bad and can_build:
         outcome["bad"] = bad[-1]
-        host.log_styled(
-            f"{bad[-1]}; building instead, and packing the snapshot again",
-            fg="yellow",
-            log_func=logger.warning,
-        )
+        execute.log(host, f"{bad[-1]}; building instead, and packing the snapshot again", "yellow")
         return True
-    print_host_combined_output(host, output)
+    execute.print_failed_output(host, output)
     return False
 
 
@@ -306,11 +297,7 @@ def venv(
     # The generator runs again when the operation executes, and goes on after each command
     # has run: what follows the restore depends on how it went.
     outcome: dict[str, str] = {}
-    arguments = {
-        key: value
-        for key, value in (host.current_op_global_arguments or {}).items()
-        if key in CONNECTOR_ARGUMENT_KEYS
-    }
+    arguments = execute.connector_arguments(host)
     command = changing(venv_command(want, uv, restore), ttl=settings.VENV_TIMEOUT)
     yield FunctionCommand(_restore, (command, arguments, outcome, fallback is not None), {})
     if "bad" not in outcome or fallback is None:

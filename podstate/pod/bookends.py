@@ -16,7 +16,8 @@ from typing import Any
 
 from pyinfra import host, state
 
-from podstate import pyinfra_api
+from podstate.pyinfra_api import plan as pyinfra_plan
+from podstate.pyinfra_api.verify import verify
 from podstate.run import bookkeeping as operations
 from podstate.run import findings
 
@@ -27,21 +28,23 @@ def _add(*ops: tuple[Any, str, dict[str, Any]]) -> list[str]:
     """Add ``ops`` (operation, name, arguments) for the current pod; return their hashes."""
     hashes = []
     for add_op, name, args in ops:
-        before = set(state.ops.get(host, ()))
+        before = pyinfra_plan.op_hashes(state, host)
         add_op(name=name, **args)
-        hashes += set(state.ops.get(host, ())) - before
+        hashes += pyinfra_plan.op_hashes(state, host) - before
     findings.of(host).bookkeeping |= set(hashes)
     return hashes
 
 
 def start() -> None:
-    """Add the lock and fold operations, before every deploy file's operations."""
+    """Add the lock and fold operations, before every deploy file's operations (once the
+    installed pyinfra is verified: a release that lacks an internal stops the run here)."""
+    verify()
     first = _add(
         (operations.lock_other_files, "Pod lock for other deploy files", {}),
         (operations.fold_changes, "Fold podstate's changes into one command", {}),
     )
     _FIRST[host.name] = first
-    pyinfra_api.bookend(host, first=first, last=[])
+    pyinfra_plan.bookend(host, first=first, last=[])
 
 
 def finish(wanted: dict[str, Any], probe: dict[str, Any] | None) -> None:
@@ -50,12 +53,12 @@ def finish(wanted: dict[str, Any], probe: dict[str, Any] | None) -> None:
     desired state's waivers)."""
     from podstate.roles import ready
 
-    before = set(state.ops.get(host, ()))
+    before = pyinfra_plan.op_hashes(state, host)
     if probe is not None:
         ready.apply(wanted, probe)
-    marked = [h for h in state.get_op_order() if h in set(state.ops.get(host, ())) - before]
+    marked = [h for h in pyinfra_plan.host_order(state, host) if h not in before]
     last = marked + _add(
         (operations.release_lock, "Release the pod lock", {}),
         (operations.violations, "Report what apply cannot fix", {}),
     )
-    pyinfra_api.bookend(host, first=_FIRST.pop(host.name, []), last=last)
+    pyinfra_plan.bookend(host, first=_FIRST.pop(host.name, []), last=last)

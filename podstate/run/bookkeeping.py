@@ -13,11 +13,11 @@ from typing import Any
 
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, operation
-from pyinfra.api.util import format_text
 
-from podstate import pyinfra_api
 from podstate.facts.files import FileInfo
 from podstate.limits import MAX_FILE
+from podstate.pyinfra_api import execute
+from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import findings, fold, lock
 from podstate.run.lock import changing
 from podstate.shell import b64, quote_path, script
@@ -213,11 +213,11 @@ def lock_other_files():
     found = findings.of(host)
     others = [
         op_hash
-        for op_hash in pyinfra_api.host_ops_after(state, host, host.current_op_hash)
+        for op_hash in pyinfra_plan.host_ops_after(state, host, pyinfra_plan.current_op(host))
         if op_hash not in found.ops and op_hash not in found.bookkeeping
     ]
     for op_hash in others:
-        pyinfra_api.before_first_command(state, host, op_hash, _lock_for_others)
+        pyinfra_plan.before_first_command(state, host, op_hash, _lock_for_others)
     host.noop(f"{len(others)} operation(s) of other deploy files take the pod lock to change")
     return
     yield  # a generator, as every operation
@@ -236,7 +236,7 @@ def fold_changes():
         return
     found = findings.of(host)
     groups: list[list[str]] = [[]]
-    for op_hash in pyinfra_api.host_ops_after(state, host, host.current_op_hash):
+    for op_hash in pyinfra_plan.host_ops_after(state, host, pyinfra_plan.current_op(host)):
         if op_hash in found.ops:
             groups[-1].append(op_hash)
         elif op_hash not in found.bookkeeping and groups[-1]:
@@ -257,7 +257,7 @@ def _others_after(group: list[str]) -> bool:
     found = findings.of(host)
     return any(
         op_hash not in found.ops and op_hash not in found.bookkeeping
-        for op_hash in pyinfra_api.host_ops_after(state, host, group[-1])
+        for op_hash in pyinfra_plan.host_ops_after(state, host, group[-1])
     )
 
 
@@ -295,7 +295,7 @@ def violations():
             for v, w in sorted_.waived
         ] + sorted_.stale
         for note in notes:
-            logger.warning(f"{host.print_prefix}{format_text('note', 'yellow')}: {visible(note)}")
+            logger.warning(f"{execute.labelled(host, 'note', 'yellow')}: {visible(note)}")
     messages = [f"{v.finding}: {v.message}" for v in sorted_.failing]
     if not messages:
         host.noop("no violations")
@@ -303,10 +303,7 @@ def violations():
 
     def fail(state, host) -> bool:
         for message in messages:
-            logger.error(
-                f"{host.print_prefix}{format_text('violation', 'red', bold=True)}: "
-                + visible(message)
-            )
+            logger.error(f"{execute.labelled(host, 'violation', 'red', True)}: {visible(message)}")
         return False
 
     yield FunctionCommand(fail, (), {})

@@ -16,6 +16,8 @@ from typing import Any, NamedTuple
 from pyinfra import host as current_host
 from pyinfra.api import Host
 
+from podstate.pyinfra_api import plan as pyinfra_plan
+
 
 class Violation(NamedTuple):
     """Something apply cannot fix: the role that found it, its stable id, and the message."""
@@ -79,7 +81,7 @@ def violation(message: str, finding: str | None = None) -> None:
     ``finding`` is its stable id (``shm.min_size``, ``gpu.healthy``, ``dirs.TMPDIR``), which
     every report carries and waivers match; by default the role's name.
     """
-    role = current_host.current_deploy_name or "podstate"
+    role = pyinfra_plan.current_deploy(current_host) or "podstate"
     entry = Violation(role, finding or role.lower().replace(" ", "_"), message)
     found = of(current_host)
     if entry not in found.violations:
@@ -94,7 +96,7 @@ def record_diff(path: str, old: str | None, new: str) -> None:
         fromfile=f"{path} (pod)" if old is not None else "/dev/null",
         tofile=f"{path} (desired)",
     )
-    of(current_host).diffs[current_host.current_op_hash] = "".join(lines)
+    of(current_host).diffs[pyinfra_plan.current_op(current_host)] = "".join(lines)
 
 
 def restorable(path: str, content: str, mode: str) -> None:
@@ -105,14 +107,14 @@ def restorable(path: str, content: str, mode: str) -> None:
 
 def describe(text: str) -> None:
     """Record what the current operation would change on the current pod, in words."""
-    of(current_host).labels[current_host.current_op_hash] = text
+    of(current_host).labels[pyinfra_plan.current_op(current_host)] = text
 
 
 def mark_secret() -> None:
     """Record that the current operation uploads a secret: its change never has a diff."""
-    found = of(current_host)
-    found.secret.add(current_host.current_op_hash)
-    found.diffs.pop(current_host.current_op_hash, None)
+    found, op_hash = of(current_host), pyinfra_plan.current_op(current_host)
+    found.secret.add(op_hash)
+    found.diffs.pop(op_hash, None)
 
 
 @dataclass

@@ -27,17 +27,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import click
 from paramiko import Channel, SSHException
-from pyinfra import logger
-from pyinfra.api import FunctionCommand, Host, State, StringCommand
-from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
-from pyinfra.api.command import FileUploadCommand, PyinfraCommand
-from pyinfra.api.util import print_host_combined_output
-from pyinfra.connectors.util import CommandOutput, OutputLine
+from pyinfra.api import FileUploadCommand, FunctionCommand, Host, State
+from pyinfra.api.command import PyinfraCommand
 
-from podstate import pyinfra_api, settings
+from podstate import settings
 from podstate.limits import COMMAND_MAX
+from podstate.pyinfra_api import execute
+from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import lock
 
 MARK = f"@@podstate-{lock.TOKEN[:12]}"
@@ -54,7 +51,7 @@ class Segment:
     ttls: list[int] = field(default_factory=list)
     release: bool = False
     done: set[int] = field(default_factory=set)
-    output: dict[int, list[OutputLine]] = field(default_factory=dict)  # -1: before any step
+    output: dict[int, execute.Lines] = field(default_factory=dict)  # -1: before any step
 
     def add(self, shell: str, stdin: str | None, ttl: int) -> bool:
         """Add a step; return False, adding nothing, if the command would grow past
@@ -116,9 +113,9 @@ def plan(state: State, host: Host, ops: list[str], release: bool) -> int:
     """
     segments: list[Segment] = []
     segment: Segment | None = None
-    with pyinfra_api.op_context_kept(host):
+    with pyinfra_plan.op_context_kept(host):
         for op_hash in ops:
-            produced = pyinfra_api.commands(state, host, op_hash)
+            produced = pyinfra_plan.commands(state, host, op_hash)
             items: list[tuple[Segment, int] | PyinfraCommand] = []
             for command in produced:
                 step = _step(command)
@@ -134,11 +131,11 @@ def plan(state: State, host: Host, ops: list[str], release: bool) -> int:
                     segment.add(*step)
                 items.append((segment, len(segment.steps) - 1))
             folded = _replay(items, produced)
-            pyinfra_api.replace_commands(state, host, op_hash, lambda folded=folded: folded)
+            pyinfra_plan.replace_commands(state, host, op_hash, lambda folded=folded: folded)
     if segment is not None:
         segment.release = release
     for one in segments:
-        pyinfra_api.set_timeout(state, host, one.op_hash, one.timeout)
+        pyinfra_plan.set_timeout(state, host, one.op_hash, one.timeout)
     return len(segments)
 
 
@@ -169,21 +166,19 @@ def _run(state: State, host: Host, segment: Segment) -> bool:
     as it would be with one command per step. A step that fails, or that a lost connection
     or time limit cuts short, is reported by its own operation; so this returns True.
     """
-    data = state.get_op_data_for_host(host, segment.op_hash)
-    arguments = {k: v for k, v in data.global_arguments.items() if k in CONNECTOR_ARGUMENT_KEYS}
+    arguments = execute.connector_arguments(host, state, segment.op_hash)
     current, limit = -1, segment.ttls[0]
     deadline = [time.monotonic() + limit]  # moved on at each step's marker
     try:
         command = segment.command(lock.holds(host), lock.seen(host))
-        channel = pyinfra_api.start_command(state, host, command, arguments)
+        channel = execute.start_command(state, host, command, arguments)
         with channel:
             channel.sendall("".join(line + "\n" for line in segment.stdin).encode())
             channel.shutdown_write()
             for line in _lines(channel, deadline):
                 if not line.startswith(MARK + " "):
-                    segment.output.setdefault(current, []).append(OutputLine("stdout", line))
-                    if state.print_output:
-                        click.echo(f"{host.print_prefix}{line}", err=True)
+                    segment.output.setdefault(current, []).append(("stdout", line))
+                    execute.echo_output(state, host, line)
                 elif line.startswith(f"{MARK} ok "):
                     segment.done.add(int(line.rsplit(" ", 1)[1]))
                 else:
@@ -192,7 +187,7 @@ def _run(state: State, host: Host, segment: Segment) -> bool:
                     deadline[0] = time.monotonic() + limit
     except (TimeoutError, OSError, EOFError, SSHException) as e:
         why = f"no answer within {limit} s" if isinstance(e, TimeoutError) else str(e)
-        segment.output.setdefault(current, []).append(OutputLine("stderr", f"podstate: {why}"))
+        segment.output.setdefault(current, []).append(("stderr", f"podstate: {why}"))
     lock.ran(host, not segment.release and len(segment.done) == len(segment.steps))
     return True
 
@@ -202,17 +197,12 @@ def _hold(state: State, host: Host) -> bool:
     already (the usual case: a segment before the upload took it); return whether it could."""
     if lock.holds(host):
         return True
-    arguments = {
-        key: value
-        for key, value in (host.current_op_global_arguments or {}).items()
-        if key in CONNECTOR_ARGUMENT_KEYS
-    }
-    status, output = host.run_shell_command(
-        StringCommand(lock.command_for(host, ":")), print_input=state.print_input, **arguments
+    status, output = execute.run_shell(
+        state, host, lock.command_for(host, ":"), execute.connector_arguments(host)
     )
     if not status:
         lock.ran(host, False)
-        print_host_combined_output(host, output)
+        execute.print_failed_output(host, output)
     return status
 
 
@@ -239,7 +229,7 @@ def _report(state: State, host: Host, segment: Segment, index: int) -> bool:
         return True
     lines = segment.output.get(index) or segment.output.get(-1) or []
     if lines:
-        print_host_combined_output(host, CommandOutput(lines))
+        execute.print_failed_output(host, lines)
     else:
-        host.log_styled("the step did not run", fg="red", log_func=logger.error)
+        execute.log(host, "the step did not run", "red", error=True)
     return False

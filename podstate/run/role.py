@@ -14,6 +14,7 @@ from pyinfra.api import deploy
 from podstate import settings
 from podstate.facts.probe import PodProbe
 from podstate.facts.request import Request
+from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import findings, lock
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -32,13 +33,13 @@ def role(name: str) -> Callable[[F], F]:
 
         @wraps(func)
         def call(*args: Any, **kwargs: Any) -> Any:
-            before = set(state.ops.get(host, ()))
+            before = pyinfra_plan.op_hashes(state, host)
             try:
                 return deployed(*args, **kwargs)
             finally:
                 found = findings.of(host)
                 found.roles.setdefault(name, None)
-                for op_hash in set(state.ops.get(host, ())) - before:
+                for op_hash in pyinfra_plan.op_hashes(state, host) - before:
                     found.ops[op_hash] = name
 
         return call  # type: ignore[return-value]

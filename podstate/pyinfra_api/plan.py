@@ -1,8 +1,5 @@
-"""The few pyinfra internals podstate relies on, in one place.
-
-pyinfra has no public API for these, so each is used here only, and
-``tests/test_pyinfra_api.py`` fails loudly if a pyinfra release changes what they do.
-"""
+"""Operations as pyinfra plans them: each pod's operations, their order, commands and
+arguments, and two of pyinfra's planning functions replaced by faster ones."""
 
 from __future__ import annotations
 
@@ -11,47 +8,47 @@ import sys
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from importlib import metadata
 from typing import Any
 
 import pyinfra
-from paramiko import Channel
-from pyinfra.api import Host, State, StringCommand, arguments, facts
-from pyinfra.api.util import PYINFRA_INSTALL_DIR
-from pyinfra.connectors.util import make_unix_command_for_host
+from pyinfra.api import Host, State, StringCommand, arguments, facts, util
+
+from podstate.pyinfra_api.verify import verify
+
+api_operation = sys.modules["pyinfra.api.operation"]  # the module, not the decorator
 
 
-@contextmanager
-def _entry_points_read_once() -> Iterator[None]:
-    """Within the block, read the installed packages' entry points once, not at each asking.
-
-    Importing pyinfra's CLI package monkey-patches the standard library with gevent, which
-    asks for the entry points of a plugin group 25 times; each asking reads the metadata of
-    every installed package: a quarter of a second before podstate's first connection, with
-    the 80 packages of a test environment.
-    """
-    asking = metadata.entry_points
-    read: list[metadata.EntryPoints] = []  # none when pyinfra's CLI is imported already
-
-    def read_once(**select: Any) -> metadata.EntryPoints:
-        if not read:
-            read.append(asking())
-        return read[0].select(**select) if select else read[0]
-
-    metadata.entry_points = read_once
-    try:
-        yield
-    finally:
-        metadata.entry_points = asking
+def op_hashes(state: State, host: Host) -> set[str]:
+    """Return the hashes of the operations planned on ``host`` so far."""
+    return set(state.ops.get(host, ()))
 
 
-with _entry_points_read_once():
-    from pyinfra_cli.inventory import make_inventory  # gevent patches the stdlib here
-    from pyinfra_cli.util import exec_file
+def host_order(state: State, host: Host) -> list[str]:
+    """Return ``host``'s operations in the order the run executes them."""
+    planned = state.ops.get(host, {})
+    return [h for h in state.get_op_order() if h in planned]
 
-__all__ = ["exec_file", "make_inventory"]  # pyinfra's CLI functions podstate's check calls
 
-RUN_ONLY = ("_timeout", "_stdin", "_get_pty", "_success_exit_codes")  # not for the command line
+def host_ops_after(state: State, host: Host, op_hash: str) -> list[str]:
+    """Return the host's operations that run after ``op_hash``, in order."""
+    order = host_order(state, host)
+    return order[order.index(op_hash) + 1 :]
+
+
+def op_name(state: State, op_hash: str) -> str:
+    """Return an operation's name as pyinfra prints it ("" if it has none)."""
+    names = state.op_meta[op_hash].names
+    return sorted(names)[0] if names else ""
+
+
+def current_op(host: Host) -> str:
+    """Return the hash of the operation being planned or run on ``host``."""
+    return host.current_op_hash
+
+
+def current_deploy(host: Host) -> str | None:
+    """Return the name of the deploy (podstate: the role) being planned on ``host``."""
+    return host.current_deploy_name
 
 
 class _Bookended(list):
@@ -71,8 +68,8 @@ def bookend(host: Host, first: list[str], last: list[str]) -> None:
     """Make the operations ``first`` run before, and ``last`` after, every other operation of
     ``host``: those added so far and those later deploy files add.
 
-    pyinfra runs operations in the order each host added them (``host.op_hash_order``,
-    merged over hosts), whatever deploy file they came from.
+    pyinfra runs operations in the order each host added them (``host.op_hash_order``, a
+    list it appends to, merged over hosts), whatever deploy file they came from.
     """
     host.op_hash_order = _Bookended(list(host.op_hash_order), first, last)
 
@@ -85,12 +82,6 @@ def set_file_number(state: State, number: int) -> None:
 def file_number(state: State, op_hash: str) -> int:
     """Return the number of the deploy file an operation comes from (its place in the run)."""
     return state.op_meta[op_hash].op_order[0]
-
-
-def host_ops_after(state: State, host: Host, op_hash: str) -> list[str]:
-    """Return the host's operations that run after ``op_hash``, in order."""
-    order = [h for h in state.get_op_order() if h in state.ops[host]]
-    return order[order.index(op_hash) + 1 :]
 
 
 def before_first_command(
@@ -132,6 +123,11 @@ def set_timeout(state: State, host: Host, op_hash: str, seconds: int) -> None:
     data.global_arguments = {**data.global_arguments, "_timeout": seconds}
 
 
+def will_change(state: State, host: Host, op_hash: str) -> bool:
+    """Return whether an operation, as planned, would run any command on ``host``."""
+    return state.ops[host][op_hash].operation_meta.will_change
+
+
 @contextmanager
 def op_context_kept(host: Host) -> Iterator[None]:
     """Keep the host's record of the operation it runs across the block, in which other
@@ -151,27 +147,6 @@ def op_context_kept(host: Host) -> Iterator[None]:
             host.current_op_global_arguments,
             host.current_op_deploy_data,
         ) = kept
-
-
-def start_command(state: State, host: Host, command: str, arguments: dict[str, Any]) -> Channel:
-    """Start ``command`` on ``host`` as pyinfra would run it with the connector ``arguments``
-    (``_sudo``, ``_env``...); return its SSH channel, stdout and stderr in one stream, to read
-    as it runs (pyinfra's ``run_shell_command`` returns the output only once it is done)."""
-    wrapped = make_unix_command_for_host(
-        state,
-        host,
-        StringCommand(command),
-        **{k: v for k, v in arguments.items() if k not in RUN_ONLY},
-    )
-    channel = host.connector.client.get_transport().open_session()
-    channel.set_combine_stderr(True)
-    channel.exec_command(wrapped.get_raw_value())
-    return channel
-
-
-def will_change(state: State, host: Host, op_hash: str) -> bool:
-    """Return whether an operation, as planned, would run any command on ``host``."""
-    return state.ops[host][op_hash].operation_meta.will_change
 
 
 @contextmanager
@@ -212,14 +187,23 @@ def _operation_order(state: State) -> list[int]:
                 break
     order = [state.current_op_file_number] if pyinfra.is_cli else []
     for frame in frames[start:]:
-        if not frame.f_code.co_filename.startswith(PYINFRA_INSTALL_DIR):
+        if not frame.f_code.co_filename.startswith(util.PYINFRA_INSTALL_DIR):
             order.append(frame.f_lineno)
     return order
 
 
 @functools.cache
+def _originals() -> dict[str, Callable[..., Any]]:
+    """Return the two pyinfra functions ``plan_faster`` replaces, as pyinfra has them."""
+    return {
+        "get_operation_order_from_stack": api_operation.get_operation_order_from_stack,
+        "all_global_arguments": arguments.all_global_arguments,
+    }
+
+
+@functools.cache
 def _global_argument_types() -> tuple[tuple[str, type], ...]:
-    return tuple(ORIGINALS["all_global_arguments"]())
+    return tuple(_originals()["all_global_arguments"]())
 
 
 def _all_global_arguments() -> list[tuple[str, type]]:
@@ -228,19 +212,13 @@ def _all_global_arguments() -> list[tuple[str, type]]:
     return list(_global_argument_types())
 
 
-ORIGINALS = {
-    "get_operation_order_from_stack": sys.modules[
-        "pyinfra.api.operation"
-    ].get_operation_order_from_stack,
-    "all_global_arguments": arguments.all_global_arguments,
-}
-
-
 def plan_faster() -> None:
     """Replace two pyinfra functions that planning calls for every operation with ones that
     return the same values without pyinfra's cost (``_operation_order``,
     ``_all_global_arguments``): a check of 24 pods takes about a second less CPU, and a
-    fleet's planning runs on one core."""
-    sys.modules["pyinfra.api.operation"].get_operation_order_from_stack = _operation_order
+    fleet's planning runs on one core. Verifies the installed pyinfra first (``verify``)."""
+    verify()
+    _originals()
+    api_operation.get_operation_order_from_stack = _operation_order
     arguments.all_global_arguments = _all_global_arguments
     facts.all_global_arguments = _all_global_arguments

@@ -1,0 +1,167 @@
+"""``verify()``: the installed pyinfra has every internal podstate relies on, as it uses it.
+
+``PYINFRA_MINORS`` is the one list of the pyinfra minors podstate supports: pyproject's pin
+follows it, and scripts/pyinfra-compat.sh tests each of them.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib
+import inspect
+from collections.abc import Callable, Iterator
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pyinfra
+from pyinfra.api import Config, Inventory, State
+from pyinfra.api.exceptions import PyinfraError
+
+from podstate.pyinfra_api.logs import pod_line
+
+PYINFRA_MINORS = ("3.9", "3.10")  # the pyinfra minors podstate supports and CI tests
+
+# Each internal and the parameters its signature starts with, as podstate calls it.
+_CALLED = {
+    "pyinfra.api.arguments.all_global_arguments": [],
+    "pyinfra.api.operation.get_operation_order_from_stack": ["state"],
+    "pyinfra.api.util.format_text": ["text"],
+    "pyinfra.api.util.print_host_combined_output": ["host", "output"],
+    "pyinfra.connectors.util.make_unix_command_for_host": ["state", "host", "command"],
+    "pyinfra.connectors.util.OutputLine": ["buffer_name", "line"],
+    "pyinfra.connectors.util.CommandOutput": ["combined_lines"],
+    "pyinfra.api.connect.connect_all": ["state"],
+    "pyinfra.api.connect.disconnect_all": ["state"],
+    "pyinfra.api.host.Host.log_styled": ["self", "message", "log_func"],
+    "pyinfra.api.host.Host.run_shell_command": ["self"],
+    "pyinfra.api.config.Config.lock_current_state": ["self"],
+    "pyinfra.api.config.Config.reset_locked_state": ["self"],
+}
+# Internals used as they are, and the attributes classes declare (set on each instance).
+_USED = """pyinfra.is_cli pyinfra.api.arguments.CONNECTOR_ARGUMENT_KEYS
+pyinfra.api.facts.all_global_arguments pyinfra.api.util.PYINFRA_INSTALL_DIR
+pyinfra.api.state.MAX_PARALLEL pyinfra.api.state.StateStage.Connect
+pyinfra.api.state.StateStage.Prepare pyinfra.api.state.StateStage.Disconnect
+pyinfra.api.operation.OperationMeta.will_change pyinfra.api.host.Host.print_prefix
+pyinfra.context.ctx_state pyinfra.context.ctx_config pyinfra.context.ctx_host
+pyinfra.context.ctx_inventory pyinfra.connectors.sshuserclient.client.get_host_keys.cache
+pyinfra.api.state.State.get_op_order pyinfra.api.state.State.init""".split()
+_DECLARED = {
+    "pyinfra.api.host.Host": "connector in_op current_op_hash current_op_global_arguments "
+    "current_op_deploy_data current_deploy_name loop_position",
+    "pyinfra.api.state.State": "print_input print_output current_op_file_number "
+    "current_deploy_filename",
+    "pyinfra.api.state.StateOperationHostData": "command_generator global_arguments operation_meta",
+    "pyinfra.api.state.StateOperationMeta": "names op_order",
+    "pyinfra.connectors.ssh.SSHConnector": "client",
+}
+
+
+class Unsupported(PyinfraError):
+    """The installed pyinfra lacks or changed an internal podstate relies on: one line (a
+    PyinfraError, so that pyinfra's CLI prints it as one line, without a traceback)."""
+
+
+def _resolve(dotted: str) -> Any:
+    """Return the object a dotted name names: the longest importable module, then attributes."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            found = getattr(found, name)
+        return found
+    raise ImportError(dotted, name=dotted)
+
+
+def _cli_source(module: str) -> str:
+    """Return the source of a module of pyinfra's CLI, read: importing the CLI patches the
+    standard library with gevent."""
+    path = Path(pyinfra.__file__).parent.parent / "pyinfra_cli" / f"{module}.py"
+    return path.read_text(encoding="utf-8")
+
+
+def _cli_parameters(module: str, function: str) -> list[str]:
+    """Return the parameters of a function of pyinfra's CLI, from its source."""
+    for node in ast.parse(_cli_source(module)).body:
+        if isinstance(node, ast.FunctionDef) and node.name == function:
+            return [a.arg for a in node.args.args + node.args.kwonlyargs]
+    raise AttributeError(f"pyinfra_cli.{module} has no {function}")
+
+
+def _checks() -> Iterator[tuple[str, Callable[[], object]]]:
+    """Yield each internal podstate relies on, with a test of the shape it uses: true, and
+    raising nothing, while the installed pyinfra has it as podstate uses it."""
+    for dotted, start in _CALLED.items():
+        yield (
+            dotted,
+            lambda d=dotted, s=start: (
+                list(inspect.signature(_resolve(d)).parameters)[: len(s)] == s
+            ),
+        )
+    for dotted in _USED:
+        yield dotted, lambda d=dotted: [_resolve(d)]
+    for owner, names in _DECLARED.items():
+        for name in names.split():
+            yield f"{owner}.{name}", lambda o=owner, n=name: n in _resolve(o).__annotations__
+    yield (
+        "pyinfra_cli.inventory.make_inventory(inventory, cwd)",
+        lambda: {"inventory", "cwd"} <= set(_cli_parameters("inventory", "make_inventory")),
+    )
+    yield (
+        "pyinfra_cli.util.exec_file(filename)",
+        lambda: _cli_parameters("util", "exec_file")[:1] == ["filename"],
+    )
+    yield (
+        "pyinfra_cli.exceptions.UnexpectedExternalError.exception",
+        lambda: "self.exception = e" in _cli_source("exceptions"),
+    )
+    yield (
+        "the changed-host-key advice (ssh-keygen -R)",
+        lambda: "ssh-keygen -R {" in inspect.getsource(_resolve("pyinfra.connectors.ssh")),
+    )
+    inventory = Inventory((["@local"], {}))
+    state = State(inventory, Config())
+    (host,) = inventory
+    yield (
+        "Host.op_hash_order (a list pyinfra appends to)",
+        lambda: (
+            type(host.op_hash_order) is list
+            and "host.op_hash_order.append(" in inspect.getsource(_resolve("pyinfra.api.operation"))
+        ),
+    )
+    yield (
+        "Host.print_prefix (the pod's log lines)",
+        lambda: pod_line(f"{host.print_prefix}sample") == (host.name, "sample"),
+    )
+    for name in ("ops", "op_meta", "failed_hosts", "pool"):
+        yield f"State.{name}", lambda n=name: [getattr(state, n)]
+
+
+@functools.cache
+def verify() -> None:
+    """Raise Unsupported, one line naming the supported pyinfra minors and the first internal
+    the installed pyinfra lacks or changed; return None when it has every one.
+
+    Called at the start of every ``podstate`` command and of a deploy, so that a pyinfra
+    release that changed an internal stops the run before any pod is touched, instead of
+    misbehaving in it."""
+    supported = " and ".join(f"{minor}.x" for minor in PYINFRA_MINORS)
+    try:
+        version = metadata.version("pyinfra")
+    except metadata.PackageNotFoundError:
+        version = "(of no known version)"
+    start = f"podstate supports pyinfra {supported}; the installed pyinfra {version}"
+    for name, test in _checks():
+        try:
+            passed = test()
+        except (AttributeError, ImportError, KeyError, OSError) as e:
+            raise Unsupported(f"{start} lacks {name} ({e})") from None
+        except Exception as e:  # noqa: BLE001 - any other failure: it changed
+            raise Unsupported(f"{start} changed {name} ({type(e).__name__}: {e})") from None
+        if passed is False:
+            raise Unsupported(f"{start} changed {name}")
