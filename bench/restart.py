@@ -115,7 +115,7 @@ class Api:
         api = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's API
+            def do_GET(self) -> None:  # http.server's API
                 given = (self.headers.get("Authorization") or "").encode()
                 if not hmac.compare_digest(given, f"Bearer {api.key}".encode()):
                     status, doc = 401, {"title": "Unauthorized", "status": 401}

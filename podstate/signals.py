@@ -29,12 +29,12 @@ _MESSAGE = {
 _installed = False
 
 
-def _exit(signum: int, frame: object) -> None:  # noqa: ARG001 - signal handler signature
+def _exit(signum: int, frame: object) -> None:  # signal handler signature
     # Nothing here may raise or depend on the interpreter's state (it can run late in a
     # run, while objects are being torn down): bytes prepared in advance, raw writes.
     try:
         sys.stdout.flush()
-    except Exception:  # noqa: BLE001 - a closed or broken stdout must not stop the exit
+    except Exception:  # a closed or broken stdout must not stop the exit
         pass
     try:
         os.write(2, _MESSAGE.get(signum, _MESSAGE[signal.SIGTERM]))

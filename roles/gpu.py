@@ -35,7 +35,7 @@ NEEDS = {
 }
 
 
-def reads(wanted: dict[str, Any]) -> Request:  # noqa: ARG001 - the roles' contract
+def reads(wanted: dict[str, Any]) -> Request:  # the roles' contract
     """Return what the probe reads for this role: nothing more than it always reads (the
     GPUs)."""
     return Request()

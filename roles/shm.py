@@ -10,7 +10,7 @@ from podstate.run.role import read_probe, role
 from podstate.sizes import format_size
 
 
-def reads(wanted: dict[str, Any]) -> Request:  # noqa: ARG001 - the roles' contract
+def reads(wanted: dict[str, Any]) -> Request:  # the roles' contract
     """Return what the probe reads for this role: nothing more than it always reads
     (/dev/shm, and whether the pod may mount)."""
     return Request()

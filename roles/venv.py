@@ -301,7 +301,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
         if restore:  # uv only if the snapshot turns out bad: the venv operation then gets it
             fallback = venv_ops.Fallback(uv=uv, upload=upload, pip_uv=upload is None)
         elif upload:
-            venv_ops.upload_file(
+            upload.upload_file(
                 name=f"Upload uv to {uv} (the pod has none)",
                 src=upload[0],
                 dest=uv,

@@ -114,7 +114,7 @@ def test_a_pod_that_came_back_without_gpus(converged, unfit, tmp_path):
 class _Files(http.server.BaseHTTPRequestHandler):
     """``/fast`` streams as fast as the link goes; ``/slow`` 64 KiB every 0.1 s (5 Mbit/s)."""
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's API
+    def do_GET(self) -> None:  # http.server's API
         self.send_response(200)
         self.send_header("Content-Length", str(1 << 30))
         self.end_headers()

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from podstate.inventory.fleet import desired
 from podstate.facts.gpu import GpuDevice, GpuState
 from podstate.facts.mounts import Mount, mount_of
 from podstate.facts.request import Request
+from podstate.inventory.fleet import desired
 from podstate.nccl import variables
 from podstate.pod import probe as deploy_probe
 from podstate.roles import gpu, shm

@@ -81,7 +81,7 @@ class FakeApi:
         api = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's API
+            def do_GET(self) -> None:  # http.server's API
                 parts = urlsplit(self.path)
                 api.requests.append(
                     {"path": parts.path, "query": parse_qs(parts.query), "headers": self.headers}

@@ -4,7 +4,4 @@ podstate resolves it, from the JSON file PLAIN_PYINFRA_HOSTS names (bench/plain.
 import json
 import os
 
-pods = [
-    (name, data)
-    for name, data in json.load(open(os.environ["PLAIN_PYINFRA_HOSTS"])).items()  # noqa: SIM115
-]
+pods = [(name, data) for name, data in json.load(open(os.environ["PLAIN_PYINFRA_HOSTS"])).items()]

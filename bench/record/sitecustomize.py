@@ -42,15 +42,15 @@ if os.environ.get("PODSTATE_BENCH_RECORD"):
     _exec, _subsystem = paramiko.Channel.exec_command, paramiko.Channel.invoke_subsystem
     _sendall = paramiko.Channel.sendall
 
-    def exec_command(self, command):  # noqa: ANN001, ANN201
+    def exec_command(self, command):
         _record(self, command=command if isinstance(command, str) else command.decode())
         return _exec(self, command)
 
-    def invoke_subsystem(self, subsystem):  # noqa: ANN001, ANN201
+    def invoke_subsystem(self, subsystem):
         _record(self, subsystem=subsystem)
         return _subsystem(self, subsystem)
 
-    def sendall(self, s):  # noqa: ANN001, ANN201
+    def sendall(self, s):
         record = _RECORDS.get(id(self))
         if record is not None and "command" in record:
             record["stdin"] += s if isinstance(s, bytes) else s.encode()

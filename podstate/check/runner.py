@@ -45,7 +45,7 @@ class _Errors(BaseStateCallback, logging.Handler):
         self.unreachable: dict[str, str] = {}
         self.errors: dict[str, list[str]] = {}
 
-    def host_connect_error(self, state, host, error) -> None:  # noqa: ARG002 - pyinfra's API
+    def host_connect_error(self, state, host, error) -> None:  # pyinfra's API
         self.unreachable[host.name] = _ANSI.sub("", str(error.args[0] if error.args else error))
 
     def emit(self, record: logging.LogRecord) -> None:

@@ -22,6 +22,7 @@ from pyinfra.api import FileUploadCommand, FunctionCommand, Host, State, operati
 
 from podstate import settings
 from podstate.facts.venv import SNAPSHOT_CURRENT, VENV_RECORD, normalize
+from podstate.operations.upload import upload_commands
 from podstate.pyinfra_api import execute
 from podstate.run import lock
 from podstate.run.lock import changing
@@ -306,7 +307,7 @@ def venv(
     if fallback.uv:
         installer = fallback.uv
         if fallback.upload:
-            yield from _upload_commands(fallback.upload[0], fallback.uv, "755", fallback.upload[1])
+            yield from upload_commands(fallback.upload[0], fallback.uv, "755", fallback.upload[1])
         elif fallback.pip_uv:
             yield changing(uv_install_command(want, fallback.uv), ttl=settings.VENV_TIMEOUT)
     yield from requirements_upload(want)
@@ -345,46 +346,6 @@ def venv_snapshot(want: Venv, directory: str, current: str | None, zstd: bool):
         host.noop(f"{want.path} is at {want.version}: packed after its next build")
         return
     yield changing(snapshot_command(want, directory, zstd), ttl=settings.VENV_TIMEOUT)
-
-
-@operation()
-def upload_file(src: str, dest: str, mode: str = "755", gzipped: bool = False):
-    """
-    Upload a local file to the pod, atomically (the role calls it when the probe found
-    no ``dest``).
-
-    The file goes over SFTP to a temporary name beside ``dest`` (unpacked there when it is
-    a gzip copy) and is renamed over it.
-
-    + src: the file on the control machine
-    + dest: absolute path on the pod
-    + mode: octal mode of the file
-    + gzipped: ``src`` is gzip-compressed; ``dest`` gets it unpacked
-
-    **Example:**
-
-    .. code:: python
-
-        upload_file(name="Upload uv", src=gzcache.gzipped(find_uv_bin()),
-                    dest="/opt/.podstate/uv", gzipped=True)
-    """
-    yield from _upload_commands(src, dest, mode, gzipped)
-
-
-def _upload_commands(src: str, dest: str, mode: str, gzipped: bool) -> list[Any]:
-    """Return the commands of ``upload_file``: the upload to a temporary name, then the
-    rename (after unpacking a gzip copy); a list, so callers can yield them in turn."""
-    temp = f"{dest}.podstate-upload"
-    ready = quote_path(f"{dest}.podstate-new" if gzipped else temp)
-    unpack = f"gzip -dc <{quote_path(temp)} >{ready} && " if gzipped else ""
-    return [
-        changing(f"mkdir -p -- {quote_path(posixpath.dirname(dest))}"),
-        FileUploadCommand(src, temp),
-        changing(
-            f"{{ {unpack}chmod {mode} -- {ready} && mv -f -- {ready} {quote_path(dest)}; }} "
-            f"|| {{ rm -f -- {quote_path(temp)} {ready}; exit 1; }}; rm -f -- {quote_path(temp)}"
-        ),
-    ]
 
 
 @operation()

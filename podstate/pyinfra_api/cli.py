@@ -103,7 +103,7 @@ def load_deploy_files(
         try:
             with context.ctx_config.use(state.config.copy()), context.ctx_host.use(host):
                 cli.util.exec_file(deploy)
-        except Exception as e:  # noqa: BLE001 - a broken pod must not stop the others
+        except Exception as e:  # a broken pod must not stop the others
             failures.add(host.name)
             failed(host, deploy, getattr(e, "exception", e))  # the CLI wraps the file's error
 

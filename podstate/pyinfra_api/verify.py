@@ -161,7 +161,7 @@ def verify() -> None:
             passed = test()
         except (AttributeError, ImportError, KeyError, OSError) as e:
             raise Unsupported(f"{start} lacks {name} ({e})") from None
-        except Exception as e:  # noqa: BLE001 - any other failure: it changed
+        except Exception as e:  # any other failure: it changed
             raise Unsupported(f"{start} changed {name} ({type(e).__name__}: {e})") from None
         if passed is False:
             raise Unsupported(f"{start} changed {name}")

@@ -161,7 +161,7 @@ class _Handler(BaseHTTPRequestHandler):
     root: Path
     key: str
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's API
+    def do_GET(self) -> None:  # http.server's API
         """Answer one GET: 401 without the key, 404 for another path, else the pod list."""
         given = self.headers.get("Authorization") or ""
         if not hmac.compare_digest(given.encode(), f"Bearer {self.key}".encode()):

@@ -22,7 +22,7 @@ def _podstate_environment(declared: str = "/etc/profile.d/podstate.json") -> Non
                 with open(source, encoding="utf-8") as f:
                     words = shlex.split(f.read(), comments=True)
                 variables.update(w.partition("=")[::2] for w in words if w != "export")
-    except Exception:  # noqa: BLE001 - a kernel must start whatever is on the pod
+    except Exception:  # a kernel must start whatever is on the pod
         return
     os.environ.update(variables)
     entries = os.environ.get("PATH", "").split(os.pathsep)

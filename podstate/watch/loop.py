@@ -313,7 +313,7 @@ class Watch:
                 pass
         self.woken = False
 
-    def _wake(self, signum: int, frame: object) -> None:  # noqa: ARG002 - handler signature
+    def _wake(self, signum: int, frame: object) -> None:  # handler signature
         self.woken = True
         self._poke()
 
