@@ -29,6 +29,7 @@ from podstate.facts.mounts import Mount, mount_of
 from podstate.facts.request import Request
 from podstate.facts.venv import normalize
 from podstate.operations import venv as venv_ops
+from podstate.operations.upload import upload_file
 from podstate.roles import disk, scratch
 from podstate.run import findings
 from podstate.run.role import read_probe, role
@@ -301,7 +302,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
         if restore:  # uv only if the snapshot turns out bad: the venv operation then gets it
             fallback = venv_ops.Fallback(uv=uv, upload=upload, pip_uv=upload is None)
         elif upload:
-            upload.upload_file(
+            upload_file(
                 name=f"Upload uv to {uv} (the pod has none)",
                 src=upload[0],
                 dest=uv,
