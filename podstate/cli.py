@@ -10,10 +10,8 @@ from pathlib import Path
 
 from podstate import settings, signals
 from podstate.check import markdown as report_markdown
-from podstate.check import merge, reports, result, shards
-from podstate.check import runner as check
+from podstate.check import merge, reports, result, runner, shards
 from podstate.check.result import PodResult
-from podstate.check.runner import CheckFailed
 from podstate.desired.errors import SpecError
 from podstate.pyinfra_api.verify import Unsupported, verify
 from podstate.watch import loop as watch
@@ -77,7 +75,7 @@ def _wait(args: argparse.Namespace) -> int:
     """Wait until every selected pod is ready for the current desired state."""
     from podstate.check import wait
 
-    deploys = args.deploy or check.deploy_files()
+    deploys = args.deploy or runner.deploy_files()
     return wait.run(args.inventory, deploys, args.limit or [], args.timeout, args.interval)
 
 
@@ -86,14 +84,14 @@ def _write(path: str, text: str) -> None:
     try:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as e:
-        raise CheckFailed(f"cannot write the report {path}: {e.strerror or e}") from None
+        raise runner.CheckFailed(f"cannot write the report {path}: {e.strerror or e}") from None
 
 
 def _check(args: argparse.Namespace) -> int:
     """Run the drift check, write the reports asked for; return the check's exit status."""
-    deploys = args.deploy or check.deploy_files()
+    deploys = args.deploy or runner.deploy_files()
     shard = shards.parse(args.shard) if args.shard else None
-    results = check.run(
+    results = runner.run(
         args.inventory,
         deploys,
         args.limit or [],
@@ -169,7 +167,7 @@ def _watch(args: argparse.Namespace) -> int:
     """Watch the fleet (``podstate.watch.loop``); return 0 when stopped by a signal, or with
     ``--once`` the fleet's status after the pass."""
     options = watch.Options(
-        deploys=args.deploy or check.deploy_files(),
+        deploys=args.deploy or runner.deploy_files(),
         interval=args.interval,
         check_every=args.check_every,
         max_backoff=args.max_backoff,
@@ -332,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except (
         Unsupported,
-        check.CheckFailed,
+        runner.CheckFailed,
         SpecError,
         shards.ShardError,
         watch.WatchError,

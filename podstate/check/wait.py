@@ -11,7 +11,7 @@ import sys
 import time
 from typing import TextIO
 
-from podstate.check import runner as check
+from podstate.check import runner
 from podstate.check.reports import restart_line
 from podstate.check.result import PodResult
 
@@ -49,7 +49,7 @@ def run(
     waiting: dict[str, PodResult] = {}
     total: int | None = None
     while True:
-        results = check.run(inventory, deploys, sorted(waiting) or limit)  # those not ready
+        results = runner.run(inventory, deploys, sorted(waiting) or limit)  # those not ready
         total = len(results) if total is None else total
         now_ready = {name for name, r in results.items() if is_ready(r)}
         waiting = {name: r for name, r in results.items() if name not in now_ready}

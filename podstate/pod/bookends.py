@@ -18,8 +18,7 @@ from pyinfra import host, state
 
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.pyinfra_api.verify import verify
-from podstate.run import bookkeeping as operations
-from podstate.run import findings
+from podstate.run import bookkeeping, findings
 
 _FIRST: dict[str, list[str]] = {}  # each pod's first operations, from start() to finish()
 
@@ -40,8 +39,8 @@ def start() -> None:
     installed pyinfra is verified: a release that lacks an internal stops the run here)."""
     verify()
     first = _add(
-        (operations.lock_other_files, "Pod lock for other deploy files", {}),
-        (operations.fold_changes, "Fold podstate's changes into one command", {}),
+        (bookkeeping.lock_other_files, "Pod lock for other deploy files", {}),
+        (bookkeeping.fold_changes, "Fold podstate's changes into one command", {}),
     )
     _FIRST[host.name] = first
     pyinfra_plan.bookend(host, first=first, last=[])
@@ -58,7 +57,7 @@ def finish(wanted: dict[str, Any], probe: dict[str, Any] | None) -> None:
         ready.apply(wanted, probe)
     marked = [h for h in pyinfra_plan.host_order(state, host) if h not in before]
     last = marked + _add(
-        (operations.release_lock, "Release the pod lock", {}),
-        (operations.violations, "Report what apply cannot fix", {}),
+        (bookkeeping.release_lock, "Release the pod lock", {}),
+        (bookkeeping.violations, "Report what apply cannot fix", {}),
     )
     pyinfra_plan.bookend(host, first=_FIRST.pop(host.name, []), last=last)
