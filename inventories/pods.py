@@ -5,10 +5,14 @@ Each pod's desired state is merged from PODSTATE_VARS (default inventories/) and
 here, so an invalid file stops the run before any pod is contacted.
 """
 
-from podstate import signals
-from podstate.desired.errors import SpecError
-from podstate.inventory.fleet import inventory_groups, load_pods
-from podstate.pyinfra_api import plan as pyinfra_plan
+from podstate.pyinfra_api.verify import verify
+
+verify()  # before the modules that use pyinfra's internals: one line on a pyinfra without one
+
+from podstate import signals  # noqa: E402
+from podstate.desired.errors import SpecError  # noqa: E402
+from podstate.inventory.fleet import inventory_groups, load_pods  # noqa: E402
+from podstate.pyinfra_api import plan as pyinfra_plan  # noqa: E402
 
 signals.install()
 pyinfra_plan.plan_faster()  # pyinfra plans each operation without reading source files

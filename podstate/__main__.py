@@ -1,3 +1,23 @@
-from podstate.cli import main
+"""The ``podstate`` command's entry: pyinfra verified before anything that uses its
+internals is imported, so that a release without one of them is one line, not a traceback."""
 
-raise SystemExit(main())
+import sys
+
+from podstate.pyinfra_api.verify import Unsupported, verify
+
+
+def main() -> int:
+    """Return the command's exit status: 1, with one line, on a pyinfra that lacks or changed
+    an internal podstate relies on (a whole module included); else the subcommand's."""
+    try:
+        verify()
+    except Unsupported as e:
+        print(f"podstate: {e}", file=sys.stderr)
+        return 1
+    from podstate.cli import main as run
+
+    return run()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -256,6 +256,19 @@ def test_podstate_names_a_broken_internal_in_one_line(name):
     assert out.stdout == ""  # the command did not run
 
 
+def test_the_command_names_a_removed_internal_module_in_one_line():
+    """A release without a whole module podstate imports: the ``podstate`` command still
+    stops with one line (it verifies before importing the modules that use one)."""
+    program = (
+        "import sys\nsys.modules['pyinfra.api.connect'] = None  # no such module\n"
+        "sys.argv = ['podstate', 'sandbox', 'status']\n"
+        "from podstate.__main__ import main\nsys.exit(main())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    assert _one_line(out, "pyinfra.api.connect").startswith("podstate: ")
+    assert out.stdout == ""
+
+
 def test_a_deploy_stops_at_a_broken_internal_before_connecting():
     """``pyinfra -y inventories/pods.py deploy/pod.py`` stops with the same line while it loads
     the inventory, before it connects to any pod."""

@@ -387,30 +387,34 @@ def test_down_leaves_no_process_and_no_mount(
     with pytest.raises(SandboxError, match="disk size"):
         lifecycle.up(3, disk="lots")
     lifecycle.up(3, disk="64M")
-    other = Box(root)
-    assert other.ssh("pod-3", "df -B1 --output=size / | tail -n 1").stdout.strip() == str(64 << 20)
-    assert not Path("/workspace").exists()
-    sleeper = other.ssh("pod-1", "nohup sleep 600 >/dev/null 2>&1 & echo $!").stdout
-    container.stop_pod("pod-2")
-    assert [p.running for p in lifecycle.status()] == [True, False, True]
-    with pytest.raises(SandboxError, match="not running"):
-        inside.pod_exec("pod-2", "true")
-    meta = json.loads((root / "sandbox.json").read_text())
-    pids = [int(sleeper), meta["storage"]["pid"], meta["api"]["pid"]]
-    for pod in other.pods.values():
-        pids += [pod["pid"]] + ([pod["sshfs_pid"]] if pod.get("sshfs_pid") else [])
-    assert len(pids) == 8
+    try:
+        other = Box(root)
+        assert other.ssh("pod-3", "df -B1 --output=size / | tail -n 1").stdout.strip() == str(
+            64 << 20
+        )
+        assert not Path("/workspace").exists()
+        sleeper = other.ssh("pod-1", "nohup sleep 600 >/dev/null 2>&1 & echo $!").stdout
+        container.stop_pod("pod-2")
+        assert [p.running for p in lifecycle.status()] == [True, False, True]
+        with pytest.raises(SandboxError, match="not running"):
+            inside.pod_exec("pod-2", "true")
+        meta = json.loads((root / "sandbox.json").read_text())
+        pids = [int(sleeper), meta["storage"]["pid"], meta["api"]["pid"]]
+        for pod in other.pods.values():
+            pids += [pod["pid"]] + ([pod["sshfs_pid"]] if pod.get("sshfs_pid") else [])
+        assert len(pids) == 8
 
-    lifecycle.down()
+        lifecycle.down()
 
-    assert [pid for pid in pids if not _gone(pid)] == []
-    mounts = _host_mount_points()
-    assert [m for m in mounts if m == str(root) or m.startswith(f"{root}/")] == []
-    assert "/workspace" not in mounts
-    assert not Path("/workspace").exists()
-    assert not root.exists()
-    assert lifecycle.status() == []
-    lifecycle.down()  # a second down is harmless
+        assert [pid for pid in pids if not _gone(pid)] == []
+        mounts = _host_mount_points()
+        assert [m for m in mounts if m == str(root) or m.startswith(f"{root}/")] == []
+        assert "/workspace" not in mounts
+        assert not Path("/workspace").exists()
+        assert not root.exists()
+        assert lifecycle.status() == []
+    finally:
+        lifecycle.down()  # a second down is harmless; and a failed assertion leaks nothing
     assert box.ssh("pod-1", "hostname").stdout.strip() == "pod-1"  # the other sandbox is fine
 
 
