@@ -21,8 +21,8 @@ check and saved after it) or a team can commit it to its repository.
 The rules, applied when the inventory is built (before any connection):
 
 * no key stored yet: trust on first use (``ssh_strict_host_key_checking: accept-new``), or,
-  with ``PODSTATE_STRICT_HOST_KEYS=1`` (``podstate check --strict-host-keys``), refuse the
-  pod: a team that pre-seeds the store wants no key it has not reviewed;
+  with ``PODSTATE_STRICT_HOST_KEYS=1`` (or ``podstate check --strict-host-keys``, for one
+  check), refuse the pod: a team that pre-seeds the store wants no key it has not reviewed;
 * RunPod's ``startedAt`` is later than ``recorded_at``: the container restarted since its key
   was recorded, so its old key is stale; it is moved aside and the new one accepted;
 * otherwise: the stored key must match (``yes``). A different key from a container that has
@@ -113,8 +113,8 @@ class HostKeyTrust:
 
 def strict_from_env() -> bool:
     """Return whether ``PODSTATE_STRICT_HOST_KEYS`` asks to refuse keys seen for the first time
-    (``1``, ``true`` or ``yes``): set by ``podstate check --strict-host-keys``, or by hand for
-    an apply."""
+    (``1``, ``true`` or ``yes``), for an apply or a check; ``podstate check --strict-host-keys``
+    asks the same for one check without it (``fleet.strict_host_keys``)."""
     return os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
