@@ -424,14 +424,15 @@ def _reading(table: dict, counts: list[int], rtts: list[float], raw: dict[str, A
             f"{bound:.1f} s on {cores} cores: {bound / check_cell.median:.1f} × podstate's "
             f"check ({check_cell.median:.2f} s)."
         )
-    same, check = table.get(("same_check", top, many)), table.get(("check", top, many))
-    if same and check and same.cpu is not None and check.cpu is not None:
+    same = table.get(("same_check", top, many))
+    if same and check_cell and same.cpu is not None and check_cell.cpu is not None:
         lines.append(
             f"- **The same work, without podstate.** At {many} pods and {top:g} ms, the check's "
             f"own commands sent with OpenSSH took {same.median:.2f} s, podstate's check "
-            f"{check.median:.2f} s: the OpenSSH clients used {same.cpu:.2f} s of CPU (a process "
-            f"per command, a master per pod), podstate's one process {check.cpu:.2f} s. What "
-            "either takes above the floor is the pods' work, on these cores."
+            f"{check_cell.median:.2f} s: the OpenSSH clients used {same.cpu:.2f} s of CPU (a "
+            f"process per command, a master per pod), podstate's one process "
+            f"{check_cell.cpu:.2f} s. What either takes above the floor is the pods' work, on "
+            "these cores."
         )
     plain_noop, noop_cell = table.get(("plain_noop", top, few)), table.get(("noop", top, few))
     if top > 0 and plain_noop and noop_cell:
