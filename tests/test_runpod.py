@@ -265,13 +265,13 @@ def test_fleet_names_groups_and_skipped_pods(api, env):
     assert set(pods) == {
         "trainer-1",
         "trainer-2",
-        "worker-wrk001",  # two pods named "worker": each gets its id
+        "worker",  # two pods named "worker", created at once: the lower id keeps the name
         "worker-wrk002",
         "my-pod-test-bad001",  # "my pod (test)" is no host name
         "cpu-box",
     }
     assert pods["trainer-2"]["groups"] == ["secure", "gpu_h100_80gb_hbm3", "dc_us_ks_2", "gpus_8"]
-    assert pods["worker-wrk001"]["groups"] == [
+    assert pods["worker"]["groups"] == [
         "community",
         "gpu_a100_sxm4_80gb",
         "dc_ca_mtl_1",
@@ -326,7 +326,7 @@ def test_group_rules_and_group_vars_reach_the_state(api, env):
     api.serve(fixture("fleet.json"))
     pods = {pod["name"]: pod for pod in inventory(env)["pods"]}
     assert pods["trainer-2"]["groups"][-1] == "trainers"
-    assert "all_workers" in pods["worker-wrk001"]["groups"]  # its RunPod name matches
+    assert "all_workers" in pods["worker-wrk002"]["groups"]  # its RunPod name matches
     assert "trainers" not in pods["cpu-box"]["groups"]
     hosts, _ = debug_inventory(env)
     # groups.yaml groups come after the automatic ones, so their vars win
@@ -578,8 +578,8 @@ def test_key_is_sent_to_the_api_only_and_printed_nowhere(api, env):
 # --- names, groups, host keys (no server) -------------------------------------------------
 
 
-def _api_pod(pod_id: str, name: str) -> runpod_pods.ApiPod:
-    return runpod_pods.ApiPod(pod_id, name, "h", 22, "root", "SECURE", None, 0, None, None)
+def _api_pod(pod_id: str, name: str, created: str = "2026-06-01T12:00:00Z") -> runpod_pods.ApiPod:
+    return runpod_pods.ApiPod(pod_id, name, "h", 22, "root", "SECURE", None, 0, None, None, created)
 
 
 def test_host_names_are_unique_and_valid():
@@ -588,16 +588,77 @@ def test_host_names_are_unique_and_valid():
         _api_pod("b2", "web"),
         _api_pod("c3", "ok-name"),
         _api_pod("d4", "!!!"),
-        _api_pod("e5", "web-a1"),  # valid, but the name the first "web" gets
+        _api_pod("e5", "web-b2"),  # valid, and the name the second "web" would get
         _api_pod("f6", "x" * 80),
     ]
     names = runpod.host_names(pods)
-    assert names["a1"] == "web-a1" and names["b2"] == "web-b2"
+    assert names["a1"] == "web" and names["b2"] == "web-b2-2"
     assert names["c3"] == "ok-name"
     assert names["d4"] == "d4"
-    assert names["e5"] == "web-a1-e5"
+    assert names["e5"] == "web-b2"  # a pod's own valid name is never taken from it
     assert len(names["f6"]) <= 63 and names["f6"].endswith("-f6")
     assert len(set(names.values())) == len(pods)
+
+
+def test_a_newcomer_never_renames_the_pod_that_had_the_name():
+    old = _api_pod("zz9", "trainer", "2026-06-01T12:00:00Z")
+    assert runpod.host_names([old]) == {"zz9": "trainer"}
+    newer = _api_pod("aa1", "trainer", "2026-06-02T08:00:00+00:00")
+    for listing in ([old, newer], [newer, old]):  # whatever order the API lists them in
+        assert runpod.host_names(listing) == {"zz9": "trainer", "aa1": "trainer-aa1"}
+    # the same instant written another way is not older: then the pod id decides
+    twin = _api_pod("aa0", "trainer", "2026-06-01T14:00:00+02:00")
+    assert runpod.host_names([old, twin])["aa0"] == "trainer"
+
+
+def test_a_stopped_pod_keeps_its_name_from_a_newer_running_one(api, env):
+    vars_dir = Path(env["PODSTATE_VARS"])
+    (vars_dir / "host_vars" / "trainer.yaml").write_text("watch: {hold: true}\n")
+    old = copy.deepcopy(fixture("example.json")["pods"][0])
+    old.update(id="old001", name="trainer", createdAt="2026-05-01T00:00:00Z")
+    api.serve({"pods": [old]})
+    first, _ = debug_inventory(env)
+    assert first["trainer"]["data"]["pod_id"] == "old001"
+    newer = copy.deepcopy(old)
+    newer.update(id="new001", createdAt="2026-06-01T00:00:00Z")
+    newer["ssh"]["direct"]["port"] += 1
+    api.serve({"pods": [newer, old]})
+    hosts, _ = debug_inventory(env)
+    assert hosts["trainer"]["data"]["pod_id"] == "old001"  # still its own host_vars
+    assert hosts["trainer"]["data"]["podstate"]["watch"] == {"hold": True}
+    assert hosts["trainer-new001"]["data"]["pod_id"] == "new001"
+    assert "watch" not in hosts["trainer-new001"]["data"]["podstate"]
+    stopped = copy.deepcopy(old)
+    stopped.update(status="EXITED", ssh={"proxy": None, "direct": None}, runtime=None)
+    api.serve({"pods": [newer, stopped]})
+    listing = inventory(env)
+    assert [pod["name"] for pod in listing["pods"]] == ["trainer-new001"]
+    assert listing["skipped"] == [{"id": "old001", "name": "trainer", "reason": "status EXITED"}]
+
+
+def test_inventory_json_has_its_documented_fields(api, env):
+    api.serve(fixture("fleet.json"))
+    listing = inventory(env)
+    assert set(listing) == {"pods", "skipped"}
+    assert all(
+        set(pod) == {"name", "pod_id", "address", "port", "user", "groups"}
+        for pod in listing["pods"]
+    )
+    assert all(set(item) == {"id", "name", "reason"} for item in listing["skipped"])
+    documented = (ROOT / "docs" / "runpod.md").read_text()
+    for fields in (
+        '"name", "pod_id", "address", "port", "user", "groups"',
+        '"id", "name", "reason"',
+    ):
+        assert "{" + fields + "}" in documented
+
+
+def test_a_pod_without_a_creation_time_is_one_line(api, env):
+    doc = copy.deepcopy(fixture("example.json"))
+    doc["pods"][0]["createdAt"] = "yesterday"
+    api.queue(200, json.dumps(doc).encode())
+    line = one_error_line(run("podstate", "inventory", env=env))
+    assert "pods[0] (id 7h9k2m4n6p).createdAt: not a date-time: yesterday" in line
 
 
 @pytest.mark.parametrize(
@@ -610,7 +671,9 @@ def test_host_names_are_unique_and_valid():
     ],
 )
 def test_gpu_groups(gpu, group):
-    pod = runpod_pods.ApiPod("i", "n", "h", 22, "root", "COMMUNITY", gpu, 2, "EU-RO-1", None)
+    pod = runpod_pods.ApiPod(
+        "i", "n", "h", 22, "root", "COMMUNITY", gpu, 2, "EU-RO-1", None, "2026-06-01T12:00:00Z"
+    )
     assert runpod.auto_groups(pod) == ["community", group, "dc_eu_ro_1", "gpus_2"]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,34 +26,38 @@ _RESERVED_GROUPS = ("community", "secure")
 _RESERVED_PREFIXES = ("gpu_", "gpus_", "dc_")
 
 
-def host_names(pods: list[ApiPod]) -> dict[str, str]:
-    """Return pyinfra host names by pod id: the pod's name where it is a valid, unique one.
+def host_names(pods: Sequence[ApiPod | Skipped]) -> dict[str, str]:
+    """Return pyinfra host names by pod id: the pod's own name where it is a valid host name
+    no older pod has, else ``<name>-<pod id>`` (the name cleaned up, or the id alone when
+    nothing of it is left).
 
-    A name that several pods share, or that is not a valid host name, becomes
-    ``<name>-<pod id>`` (the name cleaned up, or just the id when nothing is left), so
-    every pod has a stable host name of its own for ``--limit`` and ``host_vars/``.
+    ``pods`` is every pod RunPod lists, skipped ones included, so a pod keeps its name while
+    an older one of that name is stopped. Among pods that share a name the oldest
+    (``createdAt``, then the pod id) keeps it: a pod that appears later never renames one that
+    was there before, which would hand it another pod's ``host_vars/`` (a ``watch`` hold) or
+    take its own away, and every run and every CI shard names a fleet alike from the listing
+    alone. Plain names are given first, so a generated name never takes one; a generated
+    name that is already taken (a pod named ``web-a1`` beside the second ``web``, of id
+    ``a1``) gets ``-2``, ``-3``, ... in the same order.
     """
-    counts = Counter(pod.name for pod in pods)
+    ordered = sorted(pods, key=lambda pod: (hostkeys.parse_time(pod.created_at), pod.id))
     names: dict[str, str] = {}
-    for pod in pods:
-        if counts[pod.name] == 1 and HOST_NAME.match(pod.name):
-            names[pod.id] = pod.name
-        else:
-            names[pod.id] = _with_id(_clean(pod.name), pod.id)
-    taken = Counter(names.values())
-    for pod in pods:  # a kept name equal to another pod's generated one
-        if taken[names[pod.id]] > 1 and names[pod.id] == pod.name:
-            names[pod.id] = _with_id(_clean(pod.name), pod.id)
-    final: dict[str, str] = {}
     used: set[str] = set()
-    for pod_id, name in names.items():
+    for pod in ordered:
+        if HOST_NAME.match(pod.name) and pod.name not in used:
+            names[pod.id] = pod.name
+            used.add(pod.name)
+    for pod in ordered:
+        if pod.id in names:
+            continue
+        name = _with_id(_clean(pod.name), pod.id)
         unique, number = name, 2
         while unique in used:
             suffix = f"-{number}"
             unique, number = name[: 63 - len(suffix)] + suffix, number + 1
         used.add(unique)
-        final[pod_id] = unique
-    return final
+        names[pod.id] = unique
+    return names
 
 
 def _clean(text: str) -> str:
@@ -137,6 +141,7 @@ def to_pods(
     api_pods: list[ApiPod],
     rules: dict[str, list[str]],
     config: Settings,
+    skipped: Sequence[Skipped] = (),
     record_host_keys: bool = True,
     host_key_dir: Path | None = None,
     strict_host_keys: bool | None = None,
@@ -147,10 +152,11 @@ def to_pods(
     ``data_center``, ``started_at``, ``ssh_key`` from PODSTATE_SSH_KEY, and the host-key
     settings of ``podstate.inventory.hostkeys`` (recorded in the store unless
     ``record_host_keys`` is false; ``strict_host_keys`` as ``hostkeys.plan``'s ``strict``).
+    The host names are ``host_names``' of these pods and the ``skipped`` ones together.
     A pod joins each ``groups.yaml`` group one of whose globs
     matches its host name or its RunPod name, after its automatic groups, in the file's order.
     """
-    names = host_names(api_pods)
+    names = host_names([*api_pods, *skipped])
     pods: list[Pod] = []
     trusts: list[hostkeys.HostKeyTrust] = []
     for api in api_pods:
@@ -198,5 +204,7 @@ def load(
     config = settings()
     rules = load_group_rules(groups_path(vars_dir))
     api_pods, skipped = parse(fetch(config), config.include_cluster)
-    pods = to_pods(api_pods, rules, config, record_host_keys, strict_host_keys=strict_host_keys)
+    pods = to_pods(
+        api_pods, rules, config, skipped, record_host_keys, strict_host_keys=strict_host_keys
+    )
     return pods, skipped

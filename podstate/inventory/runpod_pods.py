@@ -23,6 +23,7 @@ class Skipped:
     id: str
     name: str
     reason: str
+    created_at: str  # RunPod's createdAt: who keeps a shared name (runpod.host_names)
 
     def line(self) -> str:
         """Return the one stderr line that reports this pod as skipped."""
@@ -43,6 +44,7 @@ class ApiPod:
     gpu_count: int
     data_center: str | None
     started_at: str | None
+    created_at: str  # RunPod's createdAt: who keeps a shared name (runpod.host_names)
 
 
 def parse(raw: list[Any], include_cluster: bool = False) -> tuple[list[ApiPod], list[Skipped]]:
@@ -68,6 +70,7 @@ def parse(raw: list[Any], include_cluster: bool = False) -> tuple[list[ApiPod], 
         where = f"{where} (id {_shown(pod_id)})"
         name = _field(item, "name", where, str)
         status = _field(item, "status", where, str)
+        created_at = _time(item, "createdAt", where)
         cluster = item.get("cluster")
         if cluster is not None and not include_cluster:
             cluster_id = cluster.get("id") if isinstance(cluster, dict) else None
@@ -77,16 +80,17 @@ def parse(raw: list[Any], include_cluster: bool = False) -> tuple[list[ApiPod], 
                     pod_id,
                     name,
                     f"member of cluster{which} (set PODSTATE_CLUSTER_PODS=1 to manage it)",
+                    created_at,
                 )
             )
             continue
         if status != "RUNNING":
-            skipped.append(Skipped(pod_id, name, f"status {_shown(status)}"))
+            skipped.append(Skipped(pod_id, name, f"status {_shown(status)}", created_at))
             continue
         ssh = _field(item, "ssh", where, dict)
         direct = _field(ssh, "direct", f"{where}.ssh", dict, nullable=True)
         if direct is None:
-            skipped.append(Skipped(pod_id, name, _no_direct_reason(item)))
+            skipped.append(Skipped(pod_id, name, _no_direct_reason(item), created_at))
             continue
         here = f"{where}.ssh.direct"
         host = _field(direct, "host", here, str)
@@ -101,14 +105,7 @@ def parse(raw: list[Any], include_cluster: bool = False) -> tuple[list[ApiPod], 
         if gpu is not None:
             gpu_id = _field(gpu, "id", f"{where}.gpu", str)
             gpu_count = _field(gpu, "count", f"{where}.gpu", int, required=False)
-        started_at = _field(item, "startedAt", where, str, nullable=True)
-        if started_at is not None:
-            try:
-                hostkeys.parse_time(started_at)
-            except ValueError:
-                raise _unexpected(
-                    f"{where}.startedAt", f"not a date-time: {_shown(started_at)}"
-                ) from None
+        started_at = _time(item, "startedAt", where, nullable=True)
         pods.append(
             ApiPod(
                 id=pod_id,
@@ -121,9 +118,22 @@ def parse(raw: list[Any], include_cluster: bool = False) -> tuple[list[ApiPod], 
                 gpu_count=(1 if gpu_count is None else gpu_count) if gpu_id else 0,
                 data_center=_field(item, "dataCenterId", where, str, nullable=True),
                 started_at=started_at,
+                created_at=created_at,
             )
         )
     return pods, skipped
+
+
+def _time(item: dict[str, Any], key: str, where: str, nullable: bool = False) -> Any:
+    """Return ``item[key]``, an RFC 3339 date-time (or None where ``nullable``);
+    InventoryError naming it otherwise."""
+    value = _field(item, key, where, str, nullable=nullable)
+    if value is not None:
+        try:
+            hostkeys.parse_time(value)
+        except ValueError:
+            raise _unexpected(f"{where}.{key}", f"not a date-time: {_shown(value)}") from None
+    return value
 
 
 def _no_direct_reason(item: dict[str, Any]) -> str:
