@@ -17,7 +17,9 @@ from typing import Any
 from podstate.inventory import hostkeys
 
 STATUSES = ("ok", "drift", "restarted", "violation", "unreachable", "error")
-# 2: violation ids, waived findings, stale waivers; 3: restarted, ready; fields are only added
+# 2: violation ids, waived findings, stale waivers; 3: the status restarted (out of drift),
+# restarted, ready. Fields are never removed or renamed; a version may add a status
+# (docs/reports.md, "Compatibility").
 FORMAT_VERSION = 3
 HOST_KEY_COUNTS = {
     hostkeys.FIRST_USE: "first_use",
