@@ -10,6 +10,7 @@ the real ``pyinfra`` CLI over real SSH.
 from __future__ import annotations
 
 import copy
+import email.utils
 import json
 import logging
 import os
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -480,6 +482,42 @@ def test_rate_limit_gives_up_after_bounded_tries_and_waiting(api):
     with pytest.raises(runpod_client.InventoryError, match="after 1 try .*3600 s"):
         runpod_client.fetch(_settings(api), sleep=waits.append)
     assert waits == [4.0, 4.0]  # no hour-long wait
+
+
+def test_an_unavailable_api_says_so_with_the_wait_it_asked_for(api, env):
+    problem = {"title": "Service Unavailable", "status": 503, "detail": "maintenance"}
+    in_an_hour = email.utils.format_datetime(datetime.now(UTC) + timedelta(hours=1), usegmt=True)
+    api.queue(503, problem, {"Retry-After": in_an_hour})
+    with pytest.raises(runpod_client.ApiUnavailable) as unavailable:
+        runpod_client.fetch(_settings(api))
+    assert unavailable.value.kind == "api-unavailable"
+    assert 3000 < unavailable.value.retry_after <= 3600  # an HTTP date, read as seconds
+    api.queue(503, problem)
+    with pytest.raises(runpod_client.ApiUnavailable) as unavailable:
+        runpod_client.fetch(_settings(api))
+    assert unavailable.value.retry_after is None  # it said nothing
+    api.queue(429, fixture("429.json"), {"Retry-After": "3600"})
+    with pytest.raises(runpod_client.RateLimited) as limited:
+        runpod_client.fetch(_settings(api))
+    assert (limited.value.kind, limited.value.retry_after) == ("rate-limited", 3600)
+    api.queue(401, fixture("401.json"))
+    with pytest.raises(runpod_client.InventoryError) as refused:
+        runpod_client.fetch(_settings(api))
+    assert not isinstance(refused.value, runpod_client.ApiUnavailable)  # no waiting fixes it
+    assert len(api.requests) == 4
+
+
+def test_a_handed_listing_is_read_instead_of_the_api(api, env, tmp_path):
+    listing = tmp_path / "listing.json"
+    listing.write_text(json.dumps(fixture("fleet.json")))
+    env["PODSTATE_API_LISTING"] = str(listing)
+    names = {pod["name"] for pod in inventory(env)["pods"]}
+    assert "trainer-1" in names and api.requests == []
+    listing.write_text("{")
+    line = one_error_line(run("podstate", "inventory", env=env))
+    assert line == (
+        f"podstate: PODSTATE_API_LISTING: cannot read a pod listing from {listing}: not JSON"
+    )
 
 
 def _settings(api: FakeApi) -> runpod_client.Settings:

@@ -23,8 +23,10 @@ import pytest
 import yaml
 
 from podstate.sandbox import container
+from podstate.sandbox.api import list_pods
 from tests.e2e import BIN, ROOT, Fleet, apply, exec_count, start_apply
 from tests.test_fold import BLOCKED
+from tests.test_runpod import FakeApi
 
 SANDBOX = {"pods": 3}
 UNIT = ROOT / "examples" / "systemd" / "podstate-watch.service"
@@ -302,6 +304,30 @@ def test_a_restart_runpod_reports_is_put_back_host_key_included(pods: Fleet, tmp
         meta["recorded_at"]
         == json.loads((pods.state / "pods.json").read_text())["pod-2"]["started_at"]
     )  # re-keyed after the restart RunPod reported
+
+
+def test_a_pass_lists_the_pods_once_and_leaves_no_listing_behind(pods: Fleet, tmp_path):
+    """The check and the apply of a pass read the listing the watch made, not the API: one
+    request a pass, and the listing's private file is gone after it."""
+    api = FakeApi()
+    try:
+        api.serve(list_pods(pods.state))
+        env = pods.api_env(tmp_path / "hostkeys")
+        temp = tmp_path / "tmp"
+        temp.mkdir()
+        env.update(RUNPOD_API_URL=api.url, TMPDIR=str(temp))
+        pods.out("pod-1", f"rm {PROFILE}")
+        watching = Watching(pods, "--once", env=env)
+        try:
+            status = watching.finish()
+        finally:
+            watching.stop()
+    finally:
+        api.close()
+    assert status == 0, watching.stderr()
+    assert applied(watching.events) == {"pod-1": [(1, "ok")]}  # checked, then applied
+    assert len(api.requests) == 1
+    assert list(temp.iterdir()) == []
 
 
 def accept_new_key(fleet: Fleet, pod: str) -> None:

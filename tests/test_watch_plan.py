@@ -1,9 +1,13 @@
 """What ``podstate watch`` decides at each pass (``podstate.watch.decisions``): pure functions of
-what the passes saw, no pods needed."""
+what the passes saw, no pods needed; and the loop itself against a fake RunPod API, its
+clock, its sleep and its child runs stood in for."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import stat
 from fnmatch import fnmatch
 from pathlib import Path
 
@@ -23,9 +27,13 @@ from podstate.watch.decisions import (
     exit_code,
     from_report,
     limit_pattern,
+    listing_delay,
     next_try,
     sighting,
 )
+from podstate.watch.loop import Options, Watch
+from tests.e2e import new_vars_dir
+from tests.test_runpod import KEY, FakeApi, fixture
 
 
 def api_pod(name: str, started: str | None, port: int = 40000, pod_id: str = "id1", **state):
@@ -105,6 +113,79 @@ def test_backoff_doubles_in_passes_up_to_the_cap():
     assert [next_try(n, 10, 30) - 10 for n in range(1, 8)] == [2, 4, 8, 16, 30, 30, 30]
     assert next_try(1, 3, 0) == 4  # a cap under one pass is one pass
     assert next_try(10**6, 1, 5) == 6  # no huge powers
+
+
+def test_a_failed_listing_puts_the_next_pass_off_at_least_as_long_as_the_api_asked():
+    assert [listing_delay(n, 30, 900, None) for n in range(1, 7)] == [60, 120, 240, 480, 900, 900]
+    assert listing_delay(1, 30, 900, 600) == 600  # Retry-After longer than the backoff
+    assert listing_delay(5, 30, 900, 5) == 900  # and shorter: the backoff holds
+    assert listing_delay(1, 30, 900, 10**9) == 3600  # an hour at most, whatever it says
+    assert listing_delay(3, 30, 10, None) == 30  # never under the interval
+    assert listing_delay(10**6, 1, 900, None) == 900  # no huge powers
+
+
+class Recorded(Watch):
+    """The watch, with its child runs stood in for: each records its command, its
+    environment and the listing file handed to it, and writes no report."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.children: list[dict] = []
+
+    def _child(self, command, started=None):
+        path = Path(self.child_env["PODSTATE_API_LISTING"])
+        self.children.append(
+            {
+                "command": command,
+                "path": path,
+                "mode": stat.S_IMODE(path.stat().st_mode),
+                "dir_mode": stat.S_IMODE(path.parent.stat().st_mode),
+                "text": path.read_text(),
+            }
+        )
+        if started:
+            started()
+        return 1, "", "stood in for: no report"
+
+
+def test_api_failures_back_off_as_the_api_asks_and_a_pass_lists_once(monkeypatch, tmp_path):
+    api = FakeApi()
+    try:
+        for name in [k for k in os.environ if k.startswith(("PODSTATE_", "RUNPOD_"))]:
+            monkeypatch.delenv(name)
+        monkeypatch.setenv("RUNPOD_API_KEY", KEY)
+        monkeypatch.setenv("RUNPOD_API_URL", api.url)
+        monkeypatch.setenv("PODSTATE_VARS", str(new_vars_dir(tmp_path / "vars")))
+        monkeypatch.setenv("PODSTATE_HOSTKEYS", str(tmp_path / "hostkeys"))
+        doc = fixture("example.json")
+        doc["pods"][0]["env"] = {"HF_TOKEN": "hf_not_for_files"}
+        api.serve(doc)
+        api.queue(429, fixture("429.json"), {"Retry-After": "120"})
+        api.queue(503, {"title": "Service Unavailable", "status": 503, "detail": "down"})
+        out, waits = io.StringIO(), []
+        options = Options(["deploy/pod.py"], interval=1, check_every=100, json=True, passes=4)
+        watch = Recorded(options, out, sleep=waits.append, clock=lambda: 0.0)
+        assert watch.run() == 0
+    finally:
+        api.close()
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    first, second = (next(e for e in events if e["pass"] == n) for n in (1, 2))
+    assert (first["seen"], first["action"], first["pod"]) == ("rate-limited", "none", None)
+    assert first["detail"].endswith("next listing in 120s")
+    assert (second["seen"], second["action"]) == ("api-unavailable", "none")
+    assert "answered 503 Service Unavailable: down" in second["detail"]
+    assert second["detail"].endswith("next listing in 4s")
+    assert waits == [120, 4, 1]  # Retry-After; the backoff (2 failures in a row); the interval
+    assert len(api.requests) == 4  # one a pass: the check and the apply were handed it
+    check, apply = watch.children  # pass 3: the check put off from pass 1, and the new pod
+    assert "check" in check["command"] and "--limit" in apply["command"]
+    for child in (check, apply):
+        assert (child["mode"], child["dir_mode"]) == (0o600, 0o700)
+        listing = json.loads(child["text"])
+        assert [pod["id"] for pod in listing["pods"]] == ["7h9k2m4n6p"]
+        assert "env" not in listing["pods"][0]  # a pod's environment may hold tokens
+        assert KEY not in child["text"]
+        assert not child["path"].exists()  # gone with its pass
 
 
 def test_check_report_decides_apply_failure_or_nothing():

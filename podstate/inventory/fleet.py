@@ -50,6 +50,7 @@ class Inventory:
     pods: list[Pod]
     skipped: list[Skipped]
     source: str  # "pods file <path>" or "RunPod API"
+    listing: list[Any] | None = None  # the API's pod records (runpod.load); None: a pods file
 
 
 @contextmanager
@@ -91,8 +92,8 @@ def load_inventory(record_host_keys: bool = True) -> Inventory:
         vars_dir = _vars_dir()
         return Inventory(_resolved(read_pods_file(path), vars_dir), [], f"pods file {path}")
     vars_dir = _vars_dir()
-    pods, skipped = runpod.load(vars_dir, record_host_keys, _STRICT_HOST_KEYS.get())
-    return Inventory(_resolved(pods, vars_dir), skipped, "RunPod API")
+    pods, skipped, listing = runpod.load(vars_dir, record_host_keys, _STRICT_HOST_KEYS.get())
+    return Inventory(_resolved(pods, vars_dir), skipped, "RunPod API", listing)
 
 
 def load_pods() -> list[Pod]:

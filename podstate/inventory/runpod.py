@@ -10,6 +10,7 @@ to hosts: host names, automatic groups, ``groups.yaml`` groups and host data.
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,8 +20,8 @@ from podstate.desired.errors import SpecError
 from podstate.desired.load import display_path, load_yaml
 from podstate.inventory import hostkeys
 from podstate.inventory.podsfile import GROUP_NAME, HOST_NAME, Pod, cloud_group
-from podstate.inventory.runpod_client import Settings, fetch, settings
-from podstate.inventory.runpod_pods import ApiPod, Skipped, parse
+from podstate.inventory.runpod_client import LISTING_ENV, Settings, fetch, read_listing, settings
+from podstate.inventory.runpod_pods import ApiPod, Skipped, kept, parse
 
 _RESERVED_GROUPS = ("community", "secure")
 _RESERVED_PREFIXES = ("gpu_", "gpus_", "dc_")
@@ -195,16 +196,21 @@ def to_pods(
 
 def load(
     vars_dir: Path, record_host_keys: bool = True, strict_host_keys: bool | None = None
-) -> tuple[list[Pod], list[Skipped]]:
-    """Return the pods to manage and the skipped ones, from the API named by the environment
-    (host keys as ``to_pods`` says).
+) -> tuple[list[Pod], list[Skipped], list[Any]]:
+    """Return the pods to manage, the skipped ones, and the listing they come from (each pod
+    record with only the fields podstate reads, ``runpod_pods.kept``), from the API named by
+    the environment (host keys as ``to_pods`` says).
 
     The group rules are read before the API is asked, so a bad groups.yaml costs no request.
+    With ``PODSTATE_API_LISTING`` set (by ``podstate watch``, for the runs it starts), the
+    listing is that file's and the API is not asked.
     """
     config = settings()
     rules = load_group_rules(groups_path(vars_dir))
-    api_pods, skipped = parse(fetch(config), config.include_cluster)
+    handed = os.environ.get(LISTING_ENV)
+    raw = read_listing(Path(handed)) if handed else fetch(config)
+    api_pods, skipped = parse(raw, config.include_cluster)
     pods = to_pods(
         api_pods, rules, config, skipped, record_host_keys, strict_host_keys=strict_host_keys
     )
-    return pods, skipped
+    return pods, skipped, kept(raw)

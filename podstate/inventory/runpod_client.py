@@ -2,7 +2,9 @@
 
 Only the standard library talks HTTP, and the key goes nowhere but the ``Authorization``
 header of requests to the configured API: redirects are refused, and no message, log line
-or host data ever contains it. Rate limits (429) are waited out within a bound.
+or host data ever contains it. Rate limits (429) are waited out within a bound; what may
+pass (a 429 past that bound, a 5xx, no answer) is an ``ApiUnavailable``, with the wait the
+API asked for, so ``podstate watch`` can back off.
 
 Environment:
 
@@ -12,6 +14,9 @@ Environment:
 ``PODSTATE_CLUSTER_PODS`` 1: manage cluster member pods too (``includeClusterPods=true``)
 ``PODSTATE_SSH_KEY``      private key file for every pod (host data ``ssh_key``); unset:
                           pyinfra's defaults (SSH agent, ~/.ssh/id_*)
+``PODSTATE_API_LISTING``  set by ``podstate watch`` for the runs it starts: a file holding
+                          the listing it made this pass (``read_listing``), read instead of
+                          asking the API again
 """
 
 from __future__ import annotations
@@ -42,8 +47,31 @@ MAX_WAIT_S = 30.0  # total seconds podstate waits out rate limits before giving 
 MAX_BODY = 32 << 20  # bytes of response podstate reads at most
 
 
+LISTING_ENV = "PODSTATE_API_LISTING"
+
+
 class InventoryError(SpecError):
     """The live inventory could not be built: one line that says what to fix."""
+
+
+class ApiUnavailable(InventoryError):
+    """The API cannot list the pods now and may later: a 5xx, no answer, a rate limit.
+
+    ``retry_after``: the seconds the API asked to wait (``Retry-After``), None when it said
+    nothing; ``kind``: the word ``podstate watch`` reports it as.
+    """
+
+    kind = "api-unavailable"
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class RateLimited(ApiUnavailable):
+    """The API refused the listing for its rate limit (429), after the waits ``fetch`` allows."""
+
+    kind = "rate-limited"
 
 
 @dataclass(frozen=True)
@@ -183,14 +211,18 @@ def fetch(
                 sleep(wait)
                 waited += wait
                 continue
-            raise InventoryError(
+            raise RateLimited(
                 f"RunPod API rate limit: still refused after {attempt} "
                 f"{'try' if attempt == 1 else 'tries'} (it asks to wait {wait:g} s more); "
-                "try again later"
+                "try again later",
+                wait,
             )
         if status == 200:
             return _pods_list(body, headers, config)
-        raise InventoryError(_status_message(status, headers, body, config))
+        message = _status_message(status, headers, body, config)
+        if status >= 500:
+            raise ApiUnavailable(message, _retry_after(headers))
+        raise InventoryError(message)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -217,35 +249,44 @@ def _get(
         return e.code, e.headers, body
     except urllib.error.URLError as e:
         if isinstance(e.reason, TimeoutError):
-            raise InventoryError(_timeout_message(where, config)) from None
+            raise ApiUnavailable(_timeout_message(where, config)) from None
         reason = e.reason.strerror if isinstance(e.reason, OSError) else None
-        raise InventoryError(
+        raise ApiUnavailable(
             f"cannot reach {where}: {_scrub(str(reason or e.reason), config)}"
         ) from None
     except TimeoutError:
-        raise InventoryError(_timeout_message(where, config)) from None
+        raise ApiUnavailable(_timeout_message(where, config)) from None
     except (OSError, http.client.HTTPException, ValueError) as e:
         detail = _scrub(str(e) or type(e).__name__, config)
-        raise InventoryError(f"cannot reach {where}: {detail}") from None
+        raise ApiUnavailable(f"cannot reach {where}: {detail}") from None
 
 
 def _timeout_message(where: str, config: Settings) -> str:
     return f"no answer from {where} within {config.timeout:g} s (RUNPOD_API_TIMEOUT)"
 
 
+def _retry_after(headers: Message) -> float | None:
+    """Return the seconds ``Retry-After`` asks to wait (seconds, or an HTTP date); None
+    when there is no such header or it is neither."""
+    retry_after = (headers.get("Retry-After") or "").strip()
+    if not retry_after:
+        return None
+    try:
+        return max(0.0, float(retry_after))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(retry_after)
+        return max(0.0, (when - datetime.now(UTC)).total_seconds())
+    except (TypeError, ValueError):
+        return None
+
+
 def _retry_wait(headers: Message) -> float:
     """Return the seconds a 429 asks to wait: Retry-After, else RateLimit's spent windows."""
-    retry_after = (headers.get("Retry-After") or "").strip()
-    if retry_after:
-        try:
-            return max(0.0, float(retry_after))
-        except ValueError:
-            pass
-        try:
-            when = parsedate_to_datetime(retry_after)
-            return max(0.0, (when - datetime.now(UTC)).total_seconds())
-        except (TypeError, ValueError):
-            pass
+    retry_after = _retry_after(headers)
+    if retry_after is not None:
+        return retry_after
     waits = []
     for member in (headers.get("RateLimit") or "").split(","):
         remaining = re.search(r";\s*r=(\d+)", member)
@@ -291,6 +332,23 @@ def _problem_detail(body: bytes, config: Settings) -> str:
 def _scrub(text: str, config: Settings) -> str:
     """Return ``text`` with the API key blanked out, whatever sent it back."""
     return text.replace(config.key, "<RUNPOD_API_KEY>")
+
+
+def read_listing(path: Path) -> list[Any]:
+    """Return the raw ``pods`` list in the file ``path`` (``{"pods": [...]}``, as
+    ``podstate watch`` writes the listing it made); InventoryError naming ``LISTING_ENV``
+    when it cannot be read. It exists so that the runs a watch starts read the pods it
+    listed, instead of asking the API again within one pass."""
+    try:
+        doc = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        why = e.strerror if isinstance(e, OSError) else "not JSON"
+        raise InventoryError(
+            f"{LISTING_ENV}: cannot read a pod listing from {path}: {why}"
+        ) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("pods"), list):
+        raise InventoryError(f"{LISTING_ENV}: {path} holds no 'pods' list")
+    return doc["pods"]
 
 
 def _pods_list(body: bytes, headers: Message, config: Settings) -> list[Any]:

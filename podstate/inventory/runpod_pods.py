@@ -15,6 +15,21 @@ from podstate.inventory import hostkeys
 from podstate.inventory.podsfile import CLOUDS
 from podstate.inventory.runpod_client import InventoryError
 
+# The fields of a pod record that ``parse`` reads: all a listing handed on needs to keep.
+READ = (
+    "id",
+    "name",
+    "status",
+    "createdAt",
+    "cluster",
+    "ssh",
+    "ports",
+    "cloud",
+    "gpu",
+    "startedAt",
+    "dataCenterId",
+)
+
 
 @dataclass(frozen=True)
 class Skipped:
@@ -134,6 +149,16 @@ def _time(item: dict[str, Any], key: str, where: str, nullable: bool = False) ->
         except ValueError:
             raise _unexpected(f"{where}.{key}", f"not a date-time: {_shown(value)}") from None
     return value
+
+
+def kept(raw: list[Any]) -> list[Any]:
+    """Return the pod records of ``raw`` with only the fields ``parse`` reads: what a listing
+    handed to another run holds, so the rest (a pod's ``env``, which may hold a user's
+    tokens) is never written anywhere."""
+    return [
+        {k: v for k, v in item.items() if k in READ} if isinstance(item, dict) else item
+        for item in raw
+    ]
 
 
 def _no_direct_reason(item: dict[str, Any]) -> str:

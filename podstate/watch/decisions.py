@@ -104,6 +104,21 @@ def next_try(failures: int, now: int, cap: int) -> int:
     return now + min(2 ** min(failures, 62), max(cap, 1))
 
 
+RETRY_AFTER_MAX = 3600.0  # the longest Retry-After the watch honours, in seconds
+
+
+def listing_delay(
+    failures: int, interval: float, max_backoff: float, retry_after: float | None
+) -> float:
+    """Return the seconds from the start of a pass whose listing failed, the ``failures``-th
+    in a row, to the next pass: ``interval`` times 2, 4, 8, ..., at most ``max_backoff``
+    (never less than ``interval``), and never less than the API asked (``retry_after``, up
+    to ``RETRY_AFTER_MAX``). A rate-limited or failing API is asked less often, not at every
+    interval whatever it said."""
+    backoff = min(interval * 2.0 ** min(failures, 62), max(max_backoff, interval))
+    return max(backoff, min(retry_after or 0.0, RETRY_AFTER_MAX))
+
+
 def from_report(
     report: dict[str, dict[str, Any]], listed: Iterable[str]
 ) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
@@ -189,6 +204,29 @@ def limit_pattern(name: str, groups: set[str]) -> str:
     matches exactly the host named ``xrest`` (host names hold no glob characters).
     """
     return f"[{name[0]}]{name[1:]}" if name in groups else name
+
+
+def summary(
+    source: str,
+    listed: dict[str, Sighting],
+    results: dict[str, str | None],
+    pending: dict[str, Pending],
+    number: int,
+) -> str:
+    """Return the detail of pass ``number``'s own line: how many pods it listed from
+    ``source``, what its apply did (``results``: each pod's error, None for ok), how many
+    are held, and who waits for a later pass."""
+    ok = sum(error is None for error in results.values())
+    waiting = sorted(f"{name} (pass {p.due})" for name, p in pending.items() if p.due > number)
+    held = sum(1 for s in listed.values() if s.held)
+    parts = [f"{len(listed)} pods from the {source}"]
+    if results:
+        parts.append(f"applied to {len(results)}: {ok} ok, {len(results) - ok} failed")
+    if held:
+        parts.append(f"{held} held")
+    if waiting:
+        parts.append(f"waiting: {', '.join(waiting)}")
+    return "; ".join(parts)
 
 
 def exit_code(statuses: Iterable[str]) -> int:

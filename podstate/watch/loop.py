@@ -1,12 +1,15 @@
 """``podstate watch``: a loop that puts pods back, for an always-on machine or a cron job.
 
-Every ``--interval`` seconds a pass lists the pods the way the inventory does (one
-``GET /v2/pods``, or the pods file read again; host keys are not recorded by the listing),
-and applies, in one pyinfra run, to the pods that are new, restarted or moved
-(``podstate.watch.decisions``). Every ``--check-every`` passes, the first included, it runs the
-drift check of the whole fleet instead and applies to the pods found drifted or restarted.
-A pod that fails is tried again with exponential backoff, counted in passes; a held pod
-(``watch: {hold: true}`` in its vars, or ``--exclude``) is checked and logged, never changed.
+Every ``--interval`` seconds a pass lists the pods as the inventory does (one ``GET
+/v2/pods``, handed to the runs it starts: ``podstate.watch.children``; or the pods file read
+again; no host key recorded), and applies, in one pyinfra run, to the pods that are new,
+restarted or moved (``podstate.watch.decisions``). Every ``--check-every`` passes, the
+first included, it runs the drift check of the whole fleet instead and applies to the pods
+found drifted or restarted.
+A pod that fails is tried again with exponential backoff, counted in passes; a listing the
+API refused for now puts the next pass off, exponentially, and as long as its
+``Retry-After`` at least; a held pod (``watch: {hold: true}`` in its vars, or
+``--exclude``) is checked and logged, never changed.
 
 The check and the apply are the commands a user runs, as child processes: ``podstate check
 --json`` and ``pyinfra -y --json inventories/pods.py DEPLOY... --limit POD...``. They take
@@ -22,13 +25,13 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -36,6 +39,8 @@ from typing import Any, TextIO
 from podstate import signals
 from podstate.desired.errors import SpecError
 from podstate.inventory.fleet import Inventory, load_inventory
+from podstate.inventory.runpod_client import ApiUnavailable
+from podstate.watch.children import handed, pyinfra
 from podstate.watch.decisions import (
     Event,
     Pending,
@@ -45,8 +50,10 @@ from podstate.watch.decisions import (
     exit_code,
     from_report,
     limit_pattern,
+    listing_delay,
     next_try,
     sighting,
+    summary,
     violation_text,
 )
 
@@ -74,11 +81,25 @@ class Options:
 
 class Watch:
     """The loop's state: what earlier passes saw, the pods waiting for an apply, the child
-    process in flight, and the signals received."""
+    process in flight, the signals received. Its only ties to time are ``sleep`` (the wait
+    between passes) and ``clock`` (``time.monotonic``), which unit tests give."""
 
-    def __init__(self, options: Options, out: TextIO = sys.stdout) -> None:
+    def __init__(
+        self,
+        options: Options,
+        out: TextIO = sys.stdout,
+        sleep: Callable[[float], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.options = options
         self.out = out
+        self.sleep = sleep or self._sleep
+        self.clock = clock
+        self.delay = options.interval  # from this pass's start to the next one's
+        self.api_failures = 0  # listings in a row the API failed
+        self.next_check = 1  # the first pass that may run the drift check
+        self.pass_dir: Path | None = None  # this pass's private files (``children.handed``)
+        self.child_env: dict[str, str] | None = None  # the environment of its runs
         self.known: dict[str, Sighting] = {}  # every pod's last sighting
         self.present: set[str] = set()  # the pods the last pass listed
         self.pending: dict[str, Pending] = {}
@@ -95,42 +116,66 @@ class Watch:
 
     def run(self) -> int:
         """Run passes until a signal (exit 0), the ``--passes`` asked for (0), or, with
-        ``--once``, one pass (the fleet's status after it: 0, 2 drift left, 1 worse).
-
-        The first listing's SpecError (an invalid desired state, an API that refuses the
-        key) propagates: the watch stops before its first pass, with one line."""
+        ``--once``, one pass (the fleet's status after it: 0, 2 drift left, 1 worse). The
+        first listing's SpecError (an invalid desired state, an API that refuses the
+        key) propagates: the watch stops before its first pass, with one line; a rate-limited
+        or unavailable API does not stop it. Its signal handlers go when it returns."""
+        handlers = {n: signal.getsignal(n) for n in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._stop)
         signal.signal(signal.SIGHUP, self._wake)
-        while True:
-            started = time.monotonic()
-            self.number += 1
-            self.busy = True
-            status = self.one_pass()
-            self.busy = False
-            if self.options.once:
-                return status
-            if self.stopping or self.number == self.options.passes:
-                return 0
-            self._sleep(started + self.options.interval - time.monotonic())
-            if self.stopping:
-                return 0
+        try:
+            while True:
+                started = self.clock()
+                self.number += 1
+                self.busy = True
+                status = self.one_pass()
+                self.busy = False
+                if self.options.once:
+                    return status
+                if self.stopping or self.number == self.options.passes:
+                    return 0
+                self.sleep(started + self.delay - self.clock())
+                if self.stopping:
+                    return 0
+        finally:
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
 
     def one_pass(self) -> int:
         """Run one pass; return the fleet's status after it (``watch_plan.exit_code``)."""
-        started = time.monotonic()
+        started = self.clock()
+        self.delay = self.options.interval
         try:
             found = load_inventory(record_host_keys=False)
+        except ApiUnavailable as e:  # not the desired state's fault: ask again, later
+            self.api_failures += 1
+            o = self.options
+            self.delay = listing_delay(self.api_failures, o.interval, o.max_backoff, e.retry_after)
+            detail = f"{e}; next listing in {self.delay:.0f}s"
+            self.emit(Event(None, e.kind, "none", "nothing applied", detail=detail))
+            return 1
         except SpecError as e:
             if self.number == 1:
                 raise
             self.emit(Event(None, "invalid", "none", "nothing applied", detail=str(e)))
             return 1
+        self.api_failures = 0
+        with handed(found.listing) as (self.pass_dir, self.child_env):
+            status, line = self._act(found)
+        self.emit(replace(line, seconds=self.clock() - started))  # its files gone: it ends
+        return status
+
+    def _act(self, found: Inventory) -> tuple[int, Event]:
+        """Run the rest of a pass on what it listed: check, note, apply; return the fleet's
+        status after it, and the pass's own line."""
         listed = {pod.name: sighting(pod, self.options.exclude) for pod in found.pods}
         reasons = changed(self.known, listed)
         failed: dict[str, str] = {}
         statuses: dict[str, str] = {}
-        checked = (self.number - 1) % self.options.check_every == 0
+        checked = self.number >= self.next_check  # put off by a pass that could not list
+        if checked:
+            self.next_check = self.number + self.options.check_every
         report = self._check() if checked and not self.stopping else None
         if report is not None:
             from_check, failed, statuses = from_report(report, listed)
@@ -149,10 +194,11 @@ class Watch:
             statuses[name] = "error" if error else "ok"
         self.known.update(listed)
         self.present = set(listed)
-        self._summary(found, checked, results, listed, time.monotonic() - started)
+        detail = summary(found.source, listed, results, self.pending, self.number)
+        line = Event(None, "pass", "check" if checked else "list", "done", 0, detail)
         if checked and report is None:
-            return 1  # no report: the fleet's state is unknown
-        return exit_code(statuses.values())
+            return 1, line  # no report: the fleet's state is unknown
+        return exit_code(statuses.values()), line
 
     def _event(self, listed: dict[str, Sighting], name: str, seen: str, error: str) -> None:
         """Emit a pod's check finding that no apply fixes: held, or a failure."""
@@ -217,10 +263,10 @@ class Watch:
 
         groups = {group for pod in found.pods for group in pod.groups}
         limits = [arg for name in due for arg in ("--limit", limit_pattern(name, groups))]
-        command = [*_pyinfra(), "-y", "--json", *limits, INVENTORY, *self.options.deploys]
-        started = time.monotonic()
+        command = [*pyinfra(), "-y", "--json", *limits, INVENTORY, *self.options.deploys]
+        started = self.clock()
         returncode, stdout, stderr = self._child(command, announce)
-        took = time.monotonic() - started
+        took = self.clock() - started
         outcomes = apply_outcomes(due, returncode, stdout, stderr)
         for name in due:
             pending = self.pending[name]
@@ -235,42 +281,18 @@ class Watch:
         """Run the drift check of the whole fleet; return its report's pods, or None (and
         an event saying why) when it wrote no report."""
         deploys = [arg for deploy in self.options.deploys for arg in ("--deploy", deploy)]
-        started = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="podstate-watch-") as tmp:
-            path = Path(tmp) / "check.json"
-            command = [sys.executable, "-m", "podstate", "check", "--json", str(path), *deploys]
-            returncode, _, stderr = self._child(command)
-            try:
-                return json.loads(path.read_text())["pods"]
-            except (OSError, ValueError, KeyError, TypeError):
-                lines = [line for line in stderr.splitlines() if line.strip()]
-                why = lines[-1] if lines else f"podstate check exited with status {returncode}"
-        self.emit(Event(None, "check", "check", "failed", time.monotonic() - started, why))
+        started = self.clock()
+        assert self.pass_dir is not None  # within _handed
+        path = self.pass_dir / "check.json"
+        command = [sys.executable, "-m", "podstate", "check", "--json", str(path), *deploys]
+        returncode, _, stderr = self._child(command)
+        try:
+            return json.loads(path.read_text())["pods"]
+        except (OSError, ValueError, KeyError, TypeError):
+            lines = [line for line in stderr.splitlines() if line.strip()]
+            why = lines[-1] if lines else f"podstate check exited with status {returncode}"
+        self.emit(Event(None, "check", "check", "failed", self.clock() - started, why))
         return None
-
-    def _summary(
-        self,
-        found: Inventory,
-        checked: bool,
-        results: dict[str, str | None],
-        listed: dict[str, Sighting],
-        took: float,
-    ) -> None:
-        """Emit the pass's own line: what it listed and did, and who is waiting."""
-        ok = sum(error is None for error in results.values())
-        waiting = sorted(
-            f"{name} (pass {p.due})" for name, p in self.pending.items() if p.due > self.number
-        )
-        held = sum(1 for s in listed.values() if s.held)
-        parts = [f"{len(listed)} pods from the {found.source}"]
-        if results:
-            parts.append(f"applied to {len(results)}: {ok} ok, {len(results) - ok} failed")
-        if held:
-            parts.append(f"{held} held")
-        if waiting:
-            parts.append(f"waiting: {', '.join(waiting)}")
-        detail = "; ".join(parts)
-        self.emit(Event(None, "pass", "check" if checked else "list", "done", took, detail))
 
     # --- processes, output, signals ------------------------------------------------------
 
@@ -279,9 +301,11 @@ class Watch:
     ) -> tuple[int, str, str]:
         """Run ``command`` from the working directory, stdin closed, in a session of its
         own (a terminal's Ctrl-C is for the watch, which lets the child finish), calling
-        ``started`` once it runs; return its status, stdout and stderr."""
+        ``started`` once it runs; return its status, stdout and stderr. Its environment is
+        the watch's, with this pass's listing (``children.handed``)."""
         self.child = subprocess.Popen(
             command,
+            env=self.child_env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -341,6 +365,8 @@ class Watch:
                 child.send_signal(signal.SIGTERM)  # pyinfra stops between two commands
             except ProcessLookupError:
                 pass
+        if self.pass_dir is not None:  # exit_now cleans nothing up: the listing goes now
+            shutil.rmtree(self.pass_dir, ignore_errors=True)
         signals.exit_now(signum)
 
     def _poke(self) -> None:
@@ -360,12 +386,6 @@ def _write_raw(out: TextIO, text: str) -> None:
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _pyinfra() -> list[str]:
-    """Return the command that runs the pyinfra CLI of this installation."""
-    script = Path(sys.executable).parent / "pyinfra"
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "pyinfra"]
 
 
 def run(options: Options) -> int:
