@@ -29,7 +29,8 @@ def drift(values: dict[str, Secret], found: dict[str, Any]) -> str | None:
 
     Each name whose value differs (or is missing from the file) is named; a file
     that differs otherwise (a line added by hand, a name no longer wanted), or that is not
-    root's with mode 600, is said to be so.
+    root's with mode 600, is said to be so, and so are copies of it that a run killed
+    between its upload and its install left beside it (the apply removes them).
     """
     if found["state"] == "absent":
         return f"{SECRETS_FILE} absent: " + ", ".join(f"{n} missing" for n in sorted(values))
@@ -42,6 +43,9 @@ def drift(values: dict[str, Secret], found: dict[str, Any]) -> str | None:
         for name in sorted(values)
         if not found["values"].get(name)
     ]
+    if found["leftovers"]:
+        names = ", ".join(path.rsplit("/", 1)[-1] for path in found["leftovers"])
+        words.append(f"copies left by an interrupted run ({names})")
     return ", ".join(words) or None
 
 

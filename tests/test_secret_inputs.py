@@ -204,6 +204,30 @@ def test_the_probe_reads_no_value_from_a_file_anyone_else_may_read(shell, tmp_pa
     assert probe(shell, path, {"A": Secret("k", "a")})["state"] == "absent"
 
 
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_probe_names_copies_an_interrupted_upload_left(shell, tmp_path):
+    wanted = {"A": Secret("k", "a")}
+    path = tmp_path / "env.sh"
+    path.write_text(render(wanted))
+    path.chmod(0o600)
+    assert probe(shell, path, wanted)["leftovers"] == []
+    Path(f"{path}.podstate-check").write_text(render(wanted))
+    found = probe(shell, path, wanted)
+    assert found["leftovers"] == [f"{SECRETS_FILE}.podstate-check"]
+    if os.getuid() == 0:
+        assert secrets_role.drift(wanted, found) == (
+            "copies left by an interrupted run (env.sh.podstate-check)"
+        )
+    path.unlink()
+    Path(f"{path}.podstate-upload").symlink_to(tmp_path / "nowhere")
+    found = probe(shell, path, wanted)
+    assert found["state"] == "absent"
+    assert found["leftovers"] == [
+        f"{SECRETS_FILE}.podstate-upload",
+        f"{SECRETS_FILE}.podstate-check",
+    ]
+
+
 @pytest.mark.skipif(os.getuid() != 0, reason="the install makes the file root's")
 def test_the_install_proves_the_content_against_its_second_copy(tmp_path):
     dest, upload, check = (tmp_path / n for n in ("env.sh", "env.sh.up", "env.sh.check"))

@@ -386,3 +386,72 @@ def test_podstate_inventory_does_not_show_values(fleet, secrets):
         stdin=subprocess.DEVNULL,
     )
     assert MARKER not in result.stdout + result.stderr
+
+
+# A chown on pod-1's PATH (its container disk is its own) that stops install_secret.sh at
+# its first command, writes the pids of that script's shell and its own, and waits: the test
+# kills both, as an OOM kill or a dropped connection would, before the install could run its
+# trap.
+STOPPED = "/tmp/install-stopped"
+STOPPING_CHOWN = f"""#!/bin/sh
+case "$*" in
+*.podstate-upload) echo "$PPID $$" >{STOPPED}.new && mv {STOPPED}.new {STOPPED}; exec sleep 600 ;;
+esac
+exec /usr/bin/chown "$@"
+"""
+
+
+def test_copies_left_by_a_run_killed_before_the_install_go_at_the_next_run(fleet, secrets):
+    copies = f"{SECRETS_FILE}.podstate-upload {SECRETS_FILE}.podstate-check"
+    assert apply(fleet, "--limit", "pod-1").returncode == 0
+    fleet.out(
+        "pod-1",
+        "cat > /usr/local/sbin/chown && chmod 755 /usr/local/sbin/chown",
+        STOPPING_CHOWN.encode(),
+    )
+    try:
+        assert fleet.out("pod-1", "command -v chown").strip() == "/usr/local/sbin/chown"
+        env = {**fleet.env(), TOKEN_VAR: f"{MARKER}-pasted-by-mistake"}
+        run = subprocess.Popen(
+            [
+                str(BIN / "pyinfra"),
+                "-y",
+                "--limit",
+                "pod-1",
+                "inventories/pods.py",
+                "deploy/pod.py",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
+        try:
+            wait = (
+                f"timeout 120 sh -c 'while [ ! -e {STOPPED} ]; do sleep 0.1; done'; cat {STOPPED}"
+            )
+            pids = fleet.out("pod-1", wait).split()
+            assert len(pids) == 2, pids
+            fleet.out("pod-1", f"kill -9 {' '.join(pids)}")  # the install dies untrapped
+            _, stderr = run.communicate(timeout=300)
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+        assert run.returncode != 0, stderr
+    finally:
+        fleet.out("pod-1", f"rm -f /usr/local/sbin/chown {STOPPED}")
+    assert fleet.ssh("pod-1", f"ls {copies}").returncode == 0  # the kill left both
+    assert fleet.out("pod-1", "echo $HF_TOKEN").strip() != f"{MARKER}-pasted-by-mistake"
+    # The state is as it was, so the next run has no secret to write; the copies (of a
+    # value no longer wanted) are drift all the same, and go.
+    result = check(fleet, "--limit", "pod-1")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "copies left by an interrupted run" in result.stdout
+    assert MARKER not in result.stdout + result.stderr
+    again = apply(fleet, "--limit", "pod-1")
+    assert again.returncode == 0, again.stderr
+    assert fleet.out("pod-1", f"ls -A {SECRETS_FILE.rsplit('/', 1)[0]}").split() == ["env.sh"]
+    assert check(fleet, "--limit", "pod-1").returncode == 0

@@ -61,11 +61,13 @@ def parse(output: list[str]) -> dict[str, Any]:
     """Return the probe's ``secrets`` dict from its ``secrets.*`` lines.
 
     ``{"state": "file" | "absent" | KIND, "owner": 0, "mode": "600", "same": True,
-    "values": {NAME: True}}``: ``same``, whether the file is byte for byte the wanted one;
-    ``values``, for each name the file sets, whether its value is the wanted one (read only
-    from a file of root with mode 600: podstate reads no other).
+    "values": {NAME: True}, "leftovers": [PATH]}``: ``same``, whether the file is byte for
+    byte the wanted one; ``values``, for each name the file sets, whether its value is the
+    wanted one (read only from a file of root with mode 600: podstate reads no other);
+    ``leftovers``, the copies of it an upload left beside it (``SECRETS_FILE`` with
+    ``.podstate-upload`` or ``.podstate-check``: a run was killed before it installed them).
     """
-    words, values = ["absent"], {}
+    words, values, leftovers = ["absent"], {}, []
     for line in output:
         key, _, rest = line.partition(" ")
         if key == "secrets.file":
@@ -73,6 +75,8 @@ def parse(output: list[str]) -> dict[str, Any]:
         elif key == "secrets.value":
             name, _, answer = rest.partition(" ")
             values[name] = answer == "same"
+        elif key == "secrets.leftover" and rest in ("podstate-upload", "podstate-check"):
+            leftovers.append(f"{SECRETS_FILE}.{rest}")
     if len(words) == 3:
         return {
             "state": "file",
@@ -80,5 +84,13 @@ def parse(output: list[str]) -> dict[str, Any]:
             "mode": words[1],
             "same": words[2] == "same",
             "values": values,
+            "leftovers": leftovers,
         }
-    return {"state": words[0], "owner": None, "mode": None, "same": False, "values": {}}
+    return {
+        "state": words[0],
+        "owner": None,
+        "mode": None,
+        "same": False,
+        "values": {},
+        "leftovers": leftovers,
+    }

@@ -48,7 +48,8 @@ def secrets_file(content: str, found: dict[str, Any], drift: str | None):
     Make the secrets file hold ``content``: uploaded, root-only, mode 600, verified.
 
     + content: the whole desired file (``podstate.desired.secret.render``)
-    + found: the probe's ``secrets`` dict
+    + found: the probe's ``secrets`` dict; copies of the file a killed run left beside it
+      (``leftovers``) are removed, by the upload that replaces them or on their own
     + drift: what differs, in words without any value (``HF_TOKEN differs``), or None
 
     The change is marked secret: no report shows a diff for it, and none is recorded.
@@ -60,9 +61,13 @@ def secrets_file(content: str, found: dict[str, Any], drift: str | None):
         secrets_file(name="Secrets file", content=render(values),
                      found=probe["secrets"], drift="HF_TOKEN differs")
     """
+    findings.mark_secret()
     if found["same"] and (found["owner"], found["mode"]) == (0, "600"):
-        host.noop(f"{SECRETS_FILE} is up to date")
+        if not found["leftovers"]:
+            host.noop(f"{SECRETS_FILE} is up to date")
+            return
+        findings.describe(drift or "copies of the secrets file left by an interrupted run")
+        yield changing("rm -f -- " + " ".join(shlex.quote(p) for p in found["leftovers"]))
         return
     findings.describe(drift or "the secrets file differs")
-    findings.mark_secret()
     yield from upload(content, SECRETS_FILE)

@@ -11,11 +11,17 @@
 # probe sources the file in a subshell of its own for each name, with the name unset first,
 # so a value from elsewhere is never counted); prints "secrets.value NAME same|differs", or
 # nothing for an unset NAME.
+# secrets_file also prints "secrets.leftover SUFFIX" for each copy of FILE an upload left
+# (FILE.podstate-upload, FILE.podstate-check: a run killed before install_secret.sh ran, or
+# before its trap removed them), so the next run removes them.
 # Nothing else leaves the pod: no value, and nothing computed from one (no digest), so no
 # output or log lets a guess at a secret be tested. Values are compared by the shell's own
 # test, and passed to these functions only, never to a program: none is in a command line.
 # Needs b64, which the probe defines.
 secrets_file() {
+    for c in "$1.podstate-upload" "$1.podstate-check"; do
+        if [ -e "$c" ] || [ -L "$c" ]; then echo "secrets.leftover ${c##*.}"; fi
+    done
     if [ -L "$1" ]; then
         echo "secrets.file symbolic_link"
         return 1
