@@ -330,6 +330,36 @@ def test_a_pass_lists_the_pods_once_and_leaves_no_listing_behind(pods: Fleet, tm
     assert list(temp.iterdir()) == []
 
 
+def test_a_newer_pod_of_a_held_pods_name_leaves_it_its_name_and_its_hold(pods: Fleet, tmp_path):
+    """RunPod lists a second pod named ``trainer``, newer: the first keeps the name, so its
+    ``host_vars/trainer.yaml`` (its hold) is still its own, and the watch leaves it alone."""
+    listed = {doc["name"]: doc for doc in list_pods(pods.state)["pods"]}
+    old, newer = listed["pod-1"], listed["pod-2"]
+    old.update(name="trainer", createdAt="2026-05-01T00:00:00Z")
+    newer.update(name="trainer", createdAt="2026-06-01T00:00:00Z")
+    api = FakeApi()
+    pods.host_vars("trainer", {"watch": {"hold": True}})
+    try:
+        api.serve({"pods": [newer, old]})
+        env = {**pods.api_env(tmp_path / "hostkeys"), "RUNPOD_API_URL": api.url}
+        pods.out("pod-1", f"rm {PROFILE}")
+        watching = Watching(pods, "--once", env=env)
+        try:
+            status = watching.finish()
+        finally:
+            watching.stop()
+    finally:
+        api.close()
+        pods.host_vars("trainer", None)
+    assert status == 2, watching.stderr()  # drift left, on the held pod
+    held = {e["pod"]: e for e in watching.events if e["result"] == "held"}
+    assert set(held) == {"trainer"} and held["trainer"]["seen"] == "drift"
+    assert applied(watching.events) == {}
+    assert not has(pods, "pod-1", PROFILE)
+    (summary,) = [e for e in watching.events if e["pod"] is None]
+    assert summary["detail"].startswith("2 pods from the RunPod API")
+
+
 def accept_new_key(fleet: Fleet, pod: str) -> None:
     """Make the pods file's known_hosts hold ``pod``'s key of now (a restart changed it), as
     a user does after checking it."""
