@@ -21,8 +21,6 @@ ENV_FILES = [PROFILE, *HOOKED.values(), DECLARED, KERNEL_STARTUP]
 
 READY_COMMAND = "/usr/local/bin/podstate-ready"
 
-# On the volume: what must outlive a restart.
+# On the volume: what must outlive a restart. The volume is boot.volume, this by default;
+# podstate.operations.boot.Layout names every path podstate keeps on it.
 VOLUME = "/workspace"
-ON_VOLUME = f"{VOLUME}/.podstate"
-APPLIED_RECORD = f"{ON_VOLUME}/applied"  # which pod was applied, and when
-VOLUME_READY_COMMAND = f"{ON_VOLUME}/bin/podstate-ready"

@@ -27,6 +27,7 @@ from typing import Any
 from pyinfra import host
 
 from podstate import settings
+from podstate.facts.boot import ENVIRON
 from podstate.facts.marker import digest, read
 from podstate.facts.request import Request
 from podstate.facts.venv import SNAPSHOT_CURRENT
@@ -34,17 +35,40 @@ from podstate.limits import MAX_FILE
 from podstate.operations import boot as boot_ops
 from podstate.operations import venv as venv_ops
 from podstate.operations.boot import FLAG, Layout
-from podstate.paths import READY_MARKER
+from podstate.paths import READY_MARKER, VOLUME
 from podstate.roles import env, scratch, venv
 from podstate.run import bookkeeping, findings, lock
 from podstate.run.role import read_probe, role
 from podstate.shell import b64, quote_path
 
 
+def volume(wanted: dict[str, Any]) -> Layout:
+    """Return where podstate keeps what outlives the container: on the volume at
+    ``boot.volume`` (``/workspace`` by default), with or without the hook."""
+    return Layout((wanted.get("boot") or {}).get("volume", VOLUME))
+
+
 def layout(wanted: dict[str, Any]) -> Layout | None:
     """Return where the hook lives, None when no hook is asked for."""
-    boot = wanted.get("boot") or {}
-    return Layout(boot["volume"]) if boot.get("hook") else None
+    return volume(wanted) if (wanted.get("boot") or {}).get("hook") else None
+
+
+def has_volume(probe: dict[str, Any], where: Layout) -> bool:
+    """Return whether a filesystem is mounted at ``where.volume``: a plain directory there
+    is on the container disk, which a restart wipes (RunPod's start script makes
+    /workspace on a pod without a volume)."""
+    info = probe["paths"].get(where.volume) or {}
+    mount = info.get("mount")
+    return info.get("kind") == "directory" and mount is not None and mount.target == info["real"]
+
+
+def gpus(probe: dict[str, Any]) -> str:
+    """Return the GPUs as the hook compares them at a container start (scripts/boot.sh):
+    their count and ``nvlink`` (every pair on NVLink) or ``other``; ``unknown -`` when they
+    cannot be read."""
+    if not probe["gpu"].readable:
+        return "unknown -"
+    return f"{len(probe['gpus'])} {'nvlink' if probe['nvlink'] else 'other'}"
 
 
 def reads(wanted: dict[str, Any]) -> Request:
@@ -111,7 +135,10 @@ def entries(wanted: dict[str, Any], probe: dict[str, Any], marker: bool) -> list
 
     boot, found = wanted["boot"], findings.of(host)
     volume = boot["volume"]
-    out = ["keys\n"] if boot["host_keys"] == "keep" else []
+    out = [f"gpus {gpus(probe)}\n"]
+    public = (probe["boot"] or {}).get("public")
+    if boot["host_keys"] == "keep" and public:
+        out.append(f"keys {public}\n")
     for path, item in (wanted.get("scratch") or {}).items():
         info = probe["paths"][path]
         mount = info["mount"]
@@ -128,9 +155,13 @@ def entries(wanted: dict[str, Any], probe: dict[str, Any], marker: bool) -> list
             out.append(f"dir {env.STICKY.get(name, '-')} {path}\n")
     if wanted.get("shm") and probe["can_mount"]:
         out.append(f"shm {_kib(wanted['shm']['min_size'])}\n")
-    for path, (content, mode) in found.restorable.items():
-        if not _on(path, volume):
+    for path, (content, mode, safe) in found.restorable.items():
+        if _on(path, volume):
+            continue
+        if safe is None or safe == content:
             out.append(boot_ops.file_entry("file", f"{mode} {path}", content))
+        else:
+            out.append(boot_ops.file_entry("guarded", f"{mode} {path}", content) + b64(safe) + "\n")
     marks = f"{b64(env.MARK_BEGIN)} {b64(env.MARK_END)}"
     for path in found.hooked:
         out.append(boot_ops.file_entry("hook", f"{marks} {path}", env.HOOK))
@@ -209,16 +240,25 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
         return
     found = findings.of(host)
     found.boot = report(wanted, probe, where)
-    if probe["paths"][where.volume]["kind"] != "directory":
+    if not has_volume(probe, where):
+        found.boot = None
         findings.violation(
-            f"boot.hook: there is no volume at {where.volume}, where the hook must be to "
-            "outlive the container: give the pod a volume, or set boot.volume to its mount "
-            "point",
+            f"boot.hook: this pod has no volume at {where.volume} (nothing is mounted there; "
+            "a directory there is on the container disk, which a restart wipes), so the hook "
+            "cannot work on it: give the pod a volume, or set boot.volume to its mount point",
             "boot.hook",
         )
         return
+    pod_id = (probe["boot"] or {}).get("pod_id")
+    if pod_id is None:
+        findings.violation(
+            f"boot.hook: this container's environment ({ENVIRON}) has no RUNPOD_POD_ID, so "
+            "the hook cannot tell this pod's data on the volume from another pod's, and "
+            "restores nothing at a container start: run the pod on RunPod, or give its "
+            "container RUNPOD_POD_ID",
+            "boot.hook",
+        )
     failing = findings.waive(found.violations, wanted.get("waivers") or [], date.today()).failing
-    pod_id = host.data.get("pod_id") or (probe["boot"] or {}).get("pod_id")
     state = boot_ops.render_state(host.name, pod_id, entries(wanted, probe, not failing))
     if len(state.encode("utf-8", "surrogateescape")) > MAX_FILE:
         findings.violation(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import replace
 from importlib.resources import files
 from typing import Any
 
@@ -184,8 +185,18 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
         found=probe["files"][KERNEL_STARTUP],
         own=True,
     )
-    for path, content in ((PROFILE, profile), (DECLARED, declared_text), (KERNEL_STARTUP, startup)):
-        findings.restorable(path, content, "644")
+    # What the boot hook puts back where the GPUs it finds are not these: the NCCL guards
+    # as for GPUs that cannot be read (an unknown never drops a guard).
+    unknown = {**probe, "gpu": replace(probe["gpu"], readable=False)}
+    guards = nccl.variables(wanted.get("nccl"), cloud, unknown)
+    safe = {**dirs, **env, **guards}
+    safe_declared = {"variables": safe, "path": prepend, "sources": sources}
+    for path, content, guarded in (
+        (PROFILE, profile, render_profile(safe, prepend, sources)),
+        (DECLARED, declared_text, json.dumps(safe_declared, indent=1) + "\n"),
+        (KERNEL_STARTUP, startup, startup),
+    ):
+        findings.restorable(path, content, "644", guarded)
     for process in stale_processes({**dirs, **env, **extra}, probe["processes"]):
         findings.violation(process, "env.stale_process")
     unchanged = probe["files"][PROFILE].content == profile

@@ -3,11 +3,14 @@
 An apply that succeeds on a pod (every step done, no unwaived violation) ends by writing
 ``MARKER`` on the container disk: the applied state's digest and the time. A restart wipes
 the container disk and the marker with it, so a marker is never left over from before one.
-The apply also writes ``RECORD`` on the volume, which a restart keeps: which pod podstate
-applied to, and when. A pod whose volume has its own record but whose container disk has
-no marker has been re-created since podstate applied to it: the check names it
-*restarted*. ``podstate-ready`` (on PATH, and on the volume for a job that starts before
-podstate is back) lets a job wait for the marker.
+The apply also writes a record on the volume (``<boot.volume>/.podstate/applied``), which a
+restart keeps: which pod podstate applied to, and when; only where a volume is mounted,
+since a directory on the container disk vanishes with the marker. A pod whose volume has
+its own record but whose container disk has no marker has been re-created since podstate
+applied to it: the check names it *restarted*. ``podstate-ready`` (on PATH, and on the
+volume for a job that starts before podstate is back) lets a job wait for the marker; it
+is installed on every pod podstate reaches, violations or not, so that a job waits rather
+than fails.
 """
 
 from __future__ import annotations
@@ -21,21 +24,13 @@ from pyinfra import host
 
 from podstate.facts.marker import digest, read
 from podstate.facts.request import Request
-from podstate.paths import (
-    APPLIED_RECORD,
-    READY_COMMAND,
-    READY_MARKER,
-    VOLUME,
-)
-from podstate.paths import (
-    VOLUME_READY_COMMAND as VOLUME_COMMAND,
-)
+from podstate.paths import READY_COMMAND, READY_MARKER
 from podstate.roles import boot
 from podstate.run import bookkeeping, findings
 from podstate.run.role import read_probe, role
 from podstate.shell import script_file
 
-MARKER, RECORD, COMMAND = READY_MARKER, APPLIED_RECORD, READY_COMMAND
+MARKER, COMMAND = READY_MARKER, READY_COMMAND
 READY_SH = script_file("podstate-ready.sh")
 
 
@@ -43,15 +38,19 @@ def reads(wanted: dict[str, Any]) -> Request:
     """Return what the probe reads for this role: the marker, the record and the command
     (on the container disk and on the volume), the volume, and what the boot hook's role,
     which this one runs, reads."""
-    own = Request(paths=(VOLUME,), files=(MARKER, RECORD, COMMAND, VOLUME_COMMAND))
+    where = boot.volume(wanted)
+    own = Request(paths=(where.volume,), files=(MARKER, where.record, COMMAND, where.ready_command))
     return own.merge(boot.reads(wanted))
 
 
-def restart(probe: dict[str, Any], pod: str, started_at: str | None) -> dict[str, Any] | None:
+def restart(
+    probe: dict[str, Any], record_path: str, pod: str, started_at: str | None
+) -> dict[str, Any] | None:
     """Return how this pod restarted since podstate last applied to it (``applied_at``; and
     ``since``, RunPod's ``startedAt`` when it is known), or None: no restart, or never
-    applied to (a volume whose record names another pod says nothing about this one)."""
-    record = read(probe["files"].get(RECORD))
+    applied to (a volume whose record, at ``record_path``, names another pod says nothing
+    about this one)."""
+    record = read(probe["files"].get(record_path))
     if record is None or record.get("pod") != pod or read(probe["files"].get(MARKER)):
         return None
     return {"applied_at": record.get("applied_at"), "since": started_at}
@@ -76,13 +75,12 @@ def _failing(wanted: dict[str, Any]) -> bool:
 
 @role("Ready")
 def _command(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
-    """Name a restart; install podstate-ready, unless a violation stands."""
-    found = findings.of(host)
-    found.restarted = restart(probe, host.name, host.data.get("started_at"))
+    """Name a restart; install podstate-ready, violations or not (only the marker waits for
+    an apply without one)."""
+    found, where = findings.of(host), boot.volume(wanted)
+    found.restarted = restart(probe, where.record, host.name, host.data.get("started_at"))
     found.ready = (read(probe["files"].get(MARKER)) or {}).get("digest") == digest(wanted)
-    if _failing(wanted):
-        return
-    for path in [COMMAND] + ([VOLUME_COMMAND] if _has_volume(probe) else []):
+    for path in [COMMAND] + ([where.ready_command] if boot.has_volume(probe, where) else []):
         bookkeeping.managed_file(
             name=f"Command {path}",
             path=path,
@@ -105,12 +103,9 @@ def _marker(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     marker = json.dumps({"digest": wanted_digest, "applied_at": now}) + "\n"
     record = json.dumps({"pod": host.name, "digest": wanted_digest, "applied_at": now}) + "\n"
+    where = boot.volume(wanted)
     bookkeeping.mark_ready(
         name="Ready marker",
         marker=(MARKER, marker),
-        record=(RECORD, record) if _has_volume(probe) else None,
+        record=(where.record, record) if boot.has_volume(probe, where) else None,
     )
-
-
-def _has_volume(probe: dict[str, Any]) -> bool:
-    return probe["paths"].get(VOLUME, {}).get("kind") == "directory"

@@ -308,7 +308,7 @@ def test_a_corrupt_data_file_boots_the_pod_and_the_check_says_why(fleet, store, 
     fleet.host_vars("pod-3", BASE)
     api = fleet.api_env(store)
     assert apply(fleet, "--limit", "pod-3", env=api).returncode == 0
-    fleet.out("pod-3", f"sed -i '3s/^scratch dir /scratch tmpfs /' {STATE}")
+    fleet.out("pod-3", f"sed -i 's/^scratch dir /scratch tmpfs /' {STATE}")
 
     restart("pod-3", "exec " + TEMPLATE.replace("bash -c", "bash -ec"))  # even under set -e
 

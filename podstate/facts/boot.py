@@ -1,5 +1,7 @@
-"""The probe's boot section: the RunPod pod id, and whether the host keys the boot hook keeps
-on the volume are the pod's own (compared on the pod: no key ever leaves it)."""
+"""The probe's boot section: the RunPod pod id of this container, and the host keys the boot
+hook keeps on the volume (whether they are the pod's own, compared on the pod, and the sha256
+of the pod's public keys, which binds the saved keys to the hook's data: no private key ever
+leaves the pod)."""
 
 from __future__ import annotations
 
@@ -8,33 +10,40 @@ from typing import Any
 from podstate.facts.decode import by_key, decode
 from podstate.shell import quote_path
 
+# The container's environment: RunPod gives every container RUNPOD_POD_ID there. It is read
+# from the container's first process, never from a file a start script writes later, nor
+# from what an inventory says is at this address.
+ENVIRON = "/proc/1/environ"
+
 
 def probe_lines(args: dict[str, Any] | None) -> list[str]:
-    """Return the probe's lines for the hook (read-only): ``boot.pod_id``, the RunPod pod
-    id the container's start script wrote to /etc/rp_environment, and with ``keys`` (the
-    data directory) ``boot.keys``: ``same`` when the host keys saved there are the pod's
-    own, compared on the pod (no key ever leaves it), else ``differs``."""
+    """Return the probe's lines for the hook (read-only): ``boot.pod_id``, the
+    ``RUNPOD_POD_ID`` of the container's environment (``ENVIRON``; no line when it has none
+    or cannot be read), and with ``keys`` (the data directory) ``boot.keys``: ``same`` when
+    the host keys saved there are the pod's own, compared on the pod, else ``differs``; and
+    ``boot.public``: the sha256 of the pod's public host keys (none: there are none)."""
     if not args:
         return []
     lines = [
-        "if [ -r /etc/rp_environment ]; then"
-        " i=$(sed -n 's/^export RUNPOD_POD_ID=//p' /etc/rp_environment); enc \"$i\";"
-        ' echo "boot.pod_id $enc_v"; fi'
+        f"i=$(tr '\\0' '\\n' <{ENVIRON} 2>/dev/null | sed -n 's/^RUNPOD_POD_ID=//p');"
+        ' if [ -n "$i" ]; then enc "$i"; echo "boot.pod_id $enc_v"; fi'
     ]
     if args.get("keys"):
         d = quote_path(args["keys"])
         lines.append(
             f"k=differs; if [ -f {d}/hostkeys.tar ] && {{ read -r s _ <{d}/hostkeys.sum; }}"
             ' 2>/dev/null && [ "$(cat /etc/ssh/ssh_host_* 2>/dev/null | sha256sum)" = "$s  -" ];'
-            ' then k=same; fi; echo "boot.keys $k"'
+            ' then k=same; fi; echo "boot.keys $k"; set -- /etc/ssh/ssh_host_*.pub;'
+            ' if [ -f "$1" ]; then p=$(cat -- "$@" | sha256sum); echo "boot.public ${p%% *}";'
+            " fi"
         )
     return lines
 
 
 def parse(output: list[str]) -> dict[str, Any]:
-    """Return the probe's ``boot`` dict from its ``boot.*`` lines: ``pod_id`` (None when not
-    found) and ``keys``."""
+    """Return the probe's ``boot`` dict from its ``boot.*`` lines: ``pod_id`` (None when the
+    container's environment has none, or cannot be read), ``keys`` and ``public`` (None
+    when the pod has no public host keys)."""
     fields = by_key(output)
-    ids = [line.strip().strip("\"'") for line in decode(fields.get("pod_id", "=")).splitlines()]
-    ids = [i for i in ids if i]
-    return {"pod_id": ids[-1] if ids else None, "keys": fields.get("keys")}
+    pod_id = decode(fields["pod_id"]).strip() if "pod_id" in fields else ""
+    return {"pod_id": pod_id or None, "keys": fields.get("keys"), "public": fields.get("public")}

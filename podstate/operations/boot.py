@@ -32,9 +32,21 @@ _DEFAULT_LINE = "_podstate_boot=/workspace/.podstate/boot.sh\n"
 
 @dataclass(frozen=True)
 class Layout:
-    """Where the hook and its data are, on the volume mounted at ``volume``."""
+    """Where podstate keeps what must outlive the container on the volume mounted at
+    ``volume`` (``boot.volume``): the hook and its data, the applied record, the copy of
+    podstate-ready."""
 
     volume: str
+
+    @property
+    def record(self) -> str:
+        """The applied record: which pod podstate applied to, and when (roles/ready.py)."""
+        return posixpath.join(self.volume, ".podstate", "applied")
+
+    @property
+    def ready_command(self) -> str:
+        """podstate-ready, for a job that starts before podstate is back."""
+        return posixpath.join(self.volume, ".podstate", "bin", "podstate-ready")
 
     @property
     def hook(self) -> str:
@@ -57,8 +69,12 @@ class Layout:
         return posixpath.join(self.data, "status")
 
     def start_command(self) -> str:
-        """Return the template's container start command for RunPod's images."""
-        return f"bash -c '. {shlex.quote(self.hook)}; exec /start.sh'"
+        """Return the template's container start command for RunPod's images: one shell
+        word for ``bash -c``, whatever the volume's path holds (a space, a quote)."""
+        hook = shlex.quote(self.hook)
+        if hook != self.hook and not set(self.hook) & set('"$`\\'):
+            hook = f'"{self.hook}"'  # reads better than nested single quotes
+        return "bash -c " + shlex.quote(f". {hook}; exec /start.sh")
 
 
 def render_hook(layout: Layout) -> str:

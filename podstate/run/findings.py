@@ -41,10 +41,10 @@ class Findings:
     shows a diff of; ``restarted``: how the pod was re-created since podstate last applied
     to it (``applied_at``, ``since``), None if it was not; ``ready``: the pod's ready
     marker is for the desired state being planned; ``restorable``: the files podstate's
-    roles write on this pod (path -> (content, mode)) and ``hooked``: the user's files
-    they put podstate's block in, which the boot hook puts back at a container start;
-    ``boot``: what the boot hook did at this container's start (roles/boot.py), None when
-    no hook is asked for.
+    roles write on this pod (path -> (content, mode, content for unknown GPUs)) and
+    ``hooked``: the user's files they put podstate's block in, which the boot hook puts
+    back at a container start; ``boot``: what the boot hook did at this container's start
+    (roles/boot.py), None when no hook is asked for (or it cannot work on this pod).
     """
 
     violations: list[Violation] = field(default_factory=list)
@@ -57,7 +57,7 @@ class Findings:
     secret: set[str] = field(default_factory=set)
     restarted: dict[str, Any] | None = None
     ready: bool = False
-    restorable: dict[str, tuple[str, str]] = field(default_factory=dict)
+    restorable: dict[str, tuple[str, str, str | None]] = field(default_factory=dict)
     hooked: list[str] = field(default_factory=list)
     boot: dict[str, Any] | None = None
 
@@ -99,10 +99,12 @@ def record_diff(path: str, old: str | None, new: str) -> None:
     of(current_host).diffs[pyinfra_plan.current_op(current_host)] = "".join(lines)
 
 
-def restorable(path: str, content: str, mode: str) -> None:
+def restorable(path: str, content: str, mode: str, safe: str | None = None) -> None:
     """Record a file a role writes on the current pod (``path`` with ``content`` and
-    ``mode``), which the boot hook can put back after a restart (roles/boot.py)."""
-    of(current_host).restorable[path] = (content, mode)
+    ``mode``), which the boot hook can put back after a restart (roles/boot.py); ``safe``:
+    its content for GPUs that cannot be read, which the hook puts back instead when the
+    GPUs it finds are not the ones ``content`` was rendered for."""
+    of(current_host).restorable[path] = (content, mode, safe)
 
 
 def describe(text: str) -> None:

@@ -11,21 +11,33 @@
 #
 # It never stops a start: sourced, it never exits and always succeeds; what goes wrong is
 # written to its status (boot/status beside it on the volume, and /etc/podstate/boot on the
-# container disk), which the next `podstate check` reports. It restores only the data
-# recorded for this pod (RUNPOD_POD_ID), only when its checksum holds; else it does nothing
-# and says why. The restore runs as a child process with a time limit; a venv restore goes
-# on in the background, and the ready marker follows it. What needs the machine running
-# podstate (secrets, apt packages, repositories, authorized_keys) is left pending for the
-# next apply, and then the pod gets no ready marker from the hook.
+# container disk), which the next `podstate check` reports. It reads its data once (a copy,
+# which it then checks and uses: an apply from another pod sharing the volume may replace
+# the file meanwhile), and restores it only when its checksum holds and it names this
+# container's RUNPOD_POD_ID: data that names no pod id, or a container without one, gets
+# nothing restored, since it may be another pod's. Else it does nothing and says why. The
+# restore runs as a child process with a time limit; a venv restore goes on in the
+# background, and the ready marker follows it. What needs the machine running podstate
+# (secrets, apt packages, repositories, authorized_keys) is left pending for the next
+# apply, and then the pod gets no ready marker from the hook; so are GPUs other than the
+# data was rendered for, or that cannot be read.
 #
 # The data (boot/state, root-only): "podstate-boot 1", "pod NAME ID", entries, then "sum
 # SHA256" of everything before it. Entries, applied in order (PATH last on its line; "~/"
 # is $HOME):
-#   keys                        put back the host keys saved in boot/hostkeys.tar
+#   gpus COUNT TOPOLOGY         the GPUs the data was rendered for (TOPOLOGY: nvlink, every
+#                               pair on NVLink, else other), compared with one nvidia-smi
+#                               call; when they differ or cannot be read, "guarded" files
+#                               get their safe rendering, and the marker waits for an apply
+#   keys SHA256                 put back the host keys saved in boot/hostkeys.tar, when the
+#                               sha256 of their public halves is SHA256
 #   scratch tmpfs|dir KIB MODE PATH   a tmpfs of KIB KiB (else a directory) of MODE
 #   dir MODE|- PATH             a directory (of MODE)
 #   shm KIB                     /dev/shm grown to KIB KiB where it is smaller
 #   file MODE PATH              a file podstate owns; its base64 content on the next line
+#   guarded MODE PATH           a file podstate owns whose content depends on the GPUs: as
+#                               rendered, then as rendered for unknown GPUs (the NCCL guards
+#                               at their safe values), on the next two lines
 #   hook BEGIN END PATH         podstate's block (base64 on the next line) first and last in
 #                               PATH, the user's file, whose blocks between lines starting
 #                               with BEGIN and END (both base64) are replaced
@@ -87,7 +99,31 @@ if [ "${PODSTATE_BOOT_PART:-}" = restore ] || [ "${PODSTATE_BOOT_PART:-}" = back
         r=${r# }
     }
 
-    keys() {
+    gpus() { # COUNT TOPOLOGY
+        seen=unknown
+        if ! command -v nvidia-smi >/dev/null 2>&1; then
+            seen="0 other"
+        elif topo=$(timeout 5 nvidia-smi topo -m 2>/dev/null); then
+            # the matrix's GPU rows, and whether every pair of them is on NVLink (NV#)
+            seen=$(printf '%s\n' "$topo" | awk -F '\t' '
+                { gsub(/\033\[[0-9;]*m/, "") }
+                !head && NF { for (i = 1; i <= NF; i++) { c = $i; gsub(/ /, "", c)
+                    if (c ~ /^GPU[0-9]+$/) col[i] = c }; head = 1; next }
+                { r = $1; gsub(/ /, "", r) }
+                r ~ /^GPU[0-9]+$/ { n++; for (i in col) { c = $i; gsub(/ /, "", c)
+                    if (col[i] != r && c !~ /^NV/) other = 1 } }
+                END { print n + 0, (n >= 2 && !other) ? "nvlink" : "other" }')
+        fi
+        [ "$seen" != "$1 $2" ] || return 0
+        unsafe=1
+        case $seen in
+        unknown) seen="GPUs that nvidia-smi cannot read" ;;
+        *) seen="${seen%% *} GPUs (${seen#* })" ;;
+        esac
+        pend "gpus: the data was written for $1 GPUs ($2), and this container has $seen: the NCCL guards are at their safe values until the next apply"
+    }
+
+    keys() { # SHA256
         if [ ! -f "$D/hostkeys.tar" ] || [ ! -f "$D/hostkeys.sum" ]; then
             fault "host keys: none are saved in $D; new ones are made"
             return
@@ -100,8 +136,11 @@ if [ "${PODSTATE_BOOT_PART:-}" = restore ] || [ "${PODSTATE_BOOT_PART:-}" = back
         got=$(cat -- "$W/keys"/ssh_host_* 2>/dev/null | sha256sum)
         want=
         read -r want _ <"$D/hostkeys.sum"
+        public=$(cat -- "$W/keys"/ssh_host_*.pub 2>/dev/null | sha256sum)
         if [ "${got%% *}" != "$want" ]; then
             fault "host keys: $D/hostkeys.tar does not match its checksum; new ones are made"
+        elif [ "${public%% *}" != "$1" ]; then
+            fault "host keys: the keys in $D/hostkeys.tar are not the ones this pod's data names (another pod saved its own since); new ones are made"
         elif { mkdir -p /etc/ssh && cp -p -- "$W/keys"/ssh_host_* /etc/ssh/; } 2>"$W/err"; then
             note "restored host keys"
         else
@@ -213,30 +252,42 @@ if [ "${PODSTATE_BOOT_PART:-}" = restore ] || [ "${PODSTATE_BOOT_PART:-}" = back
             note "skipped no hook data at $S: run podstate apply with boot.hook"
             return 1
         fi
-        sum=$(sed '$d' "$S" | sha256sum)
-        last=$(tail -n 1 "$S")
+        # One read of the data: everything below checks and uses this copy alone.
+        if ! cp -- "$S" "$W/state" 2>"$W/err"; then
+            note "skipped the hook's data $S cannot be read ($(why)): nothing was restored"
+            return 1
+        fi
+        sum=$(sed '$d' "$W/state" | sha256sum)
+        last=$(tail -n 1 "$W/state")
         if [ "$last" != "sum ${sum%% *}" ]; then
             note "skipped the hook's data $S does not match its checksum: nothing was restored; the next apply writes it again"
             return 1
         fi
         pod='' id=''
         read -r kind pod id <<EOF
-$(sed -n 2p "$S")
+$(sed -n 2p "$W/state")
 EOF
         if [ "$kind" != pod ]; then
             note "skipped the hook's data $S names no pod: nothing was restored"
             return 1
         fi
         note "pod $pod $id"
-        if [ "$id" != - ] && [ "${RUNPOD_POD_ID:-}" != "$id" ]; then
-            note "skipped the hook's data on this volume is for pod $pod ($id), not this one (RUNPOD_POD_ID=${RUNPOD_POD_ID:-unset}): nothing was restored; an apply to this pod writes its own"
+        if [ -z "$id" ] || [ "$id" = - ]; then
+            note "skipped the hook's data on this volume (for pod $pod) names no RunPod pod id: the apply that wrote it could not read its container's RUNPOD_POD_ID, so it may be another pod's: nothing was restored"
+            return 1
+        elif [ -z "${RUNPOD_POD_ID:-}" ]; then
+            note "skipped this container has no RUNPOD_POD_ID, so the hook cannot tell whether the data on this volume (for pod $pod, $id) is its own: nothing was restored"
+            return 1
+        elif [ "$RUNPOD_POD_ID" != "$id" ]; then
+            note "skipped the hook's data on this volume is for pod $pod ($id), not this one (RUNPOD_POD_ID=$RUNPOD_POD_ID): nothing was restored; an apply to this pod writes its own"
             return 1
         fi
-        venv='' digest=''
+        venv='' digest='' unsafe=''
         while IFS= read -r r <&3; do
             next
             case $f in
-            keys) keys ;;
+            gpus) next && gpus "$f" "$r" ;;
+            keys) keys "$r" ;;
             scratch)
                 next && k=$f && next && n=$f && next
                 scratch "$k" "$n" "$f" "$r"
@@ -245,6 +296,11 @@ EOF
             shm) shm "$r" ;;
             file)
                 next && IFS= read -r data <&3
+                owned "$f" "$r" "$data"
+                ;;
+            guarded)
+                next && IFS= read -r data <&3 && IFS= read -r safe <&3
+                [ -z "$unsafe" ] || data=$safe
                 owned "$f" "$r" "$data"
                 ;;
             hook)
@@ -263,7 +319,7 @@ EOF
                 ;;
             marker) digest=$r ;;
             esac
-        done 3<"$S"
+        done 3<"$W/state"
         if [ -n "$digest" ] && [ -z "$blocked" ]; then
             echo "$digest" >"$W/marker"
         fi

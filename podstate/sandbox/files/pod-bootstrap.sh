@@ -134,6 +134,12 @@ HOME=/root
 export HOME
 # shellcheck source=/dev/null
 . "$ENV"
+# The container's environment, where a RunPod container has it: its first process's
+# (/proc/1/environ). The pod has no pid namespace of its own, so this is shown there.
+if ! { env -0 >/run/podstate-sandbox/environ &&
+    mount --bind /run/podstate-sandbox/environ /proc/1/environ; }; then
+    fail "cannot show the container's environment as /proc/1/environ"
+fi
 exec 5>&-
 if [ ! -f /run/podstate-sandbox/start_command ]; then
     exec_in_container /bin/sh /start.sh
