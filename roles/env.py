@@ -27,13 +27,15 @@ from podstate.run import bookkeeping, findings
 from podstate.run.role import read_probe, role
 
 # HOOKED: the file each login shell podstate can hook reads in every kind of shell.
+# HOOK is an `if`, not `[ -r P ] && . P`: that list fails when P is missing, and a `set -e`
+# script sourcing ~/.bashrc would stop there.
 # DECLARED and KERNEL_STARTUP: what a notebook kernel reads, the declared values as data and
 # IPython's startup file that applies them (the Jupyter server predates the apply).
 MARK_BEGIN = "# >>> podstate >>>"
 MARK_END = "# <<< podstate <<<"
 HOOK = (
     f"{MARK_BEGIN} managed: sources {PROFILE}, keep this block first and last\n"
-    f"[ -r {PROFILE} ] && . {PROFILE}\n"
+    f"if [ -r {PROFILE} ]; then . {PROFILE}; fi\n"
     f"{MARK_END}\n"
 )
 STICKY = {"TMPDIR": "1777"}
