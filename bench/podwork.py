@@ -99,7 +99,7 @@ def _measure(pod: str, runs: int, run: Any) -> dict[str, Any]:
     record = next(p for p in lifecycle.status() if p.name == pod)
     cpu, programs, nvidia_smi = [], [], []
     names: Counter[str] = Counter()
-    with cpu_meter(record.pid) as used:
+    with cpu_meter(record.sshd_pid) as used:
         for i in range(runs):
             before = used()
             run(i)

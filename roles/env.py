@@ -28,16 +28,37 @@ from podstate.run import bookkeeping, findings
 from podstate.run.role import read_probe, role
 
 # HOOKED: the file each login shell podstate can hook reads in every kind of shell.
+# HOOK is an `if`, not `[ -r P ] && . P`: that list fails when P is missing, and a `set -e`
+# script sourcing ~/.bashrc would stop there.
 # DECLARED and KERNEL_STARTUP: what a notebook kernel reads, the declared values as data and
 # IPython's startup file that applies them (the Jupyter server predates the apply).
 MARK_BEGIN = "# >>> podstate >>>"
 MARK_END = "# <<< podstate <<<"
 HOOK = (
     f"{MARK_BEGIN} managed: sources {PROFILE}, keep this block first and last\n"
-    f"[ -r {PROFILE} ] && . {PROFILE}\n"
+    f"if [ -r {PROFILE} ]; then . {PROFILE}; fi\n"
     f"{MARK_END}\n"
 )
 STICKY = {"TMPDIR": "1777"}
+# Processes (their /proc/PID/comm) whose old values cannot reach Python, pip or uv work: a
+# keep-alive (RunPod's start script ends in `sleep infinity`), web servers (its nginx),
+# cron and syslog daemons, sshd. Every other process matters: an interpreter, a Jupyter
+# server or kernel, a shell that outlived its session, a supervisor and what it runs. The
+# desired state's `processes: {inert: [...], matter: [...]}` adds names to this list or
+# takes them off.
+INERT = frozenset(
+    {"sleep", "tail", "nginx", "apache2", "httpd", "caddy", "cron", "crond", "atd",
+     "rsyslogd", "syslogd", "dbus-daemon", "sshd"}
+)  # fmt: skip
+BOOT_ADVICE = (
+    "it was started with the container (not from an SSH session), so every container start "
+    "brings it back with the old values: arm the boot hook (boot: {hook: true}), which gives "
+    "the start script the declared values"
+)
+BOOT_ARMED = (
+    "it was started with the container (not from an SSH session); the boot hook gives the "
+    "start script the declared values from the next container start on"
+)
 # What RunPod's start script appends to ~/.bashrc at every container start.
 RUNPOD_LINE = "source /etc/rp_environment\n"
 
@@ -52,15 +73,37 @@ def reads(wanted: dict[str, Any]) -> Request:
         paths=tuple((wanted.get("dirs") or {}).values()),
         files=tuple(ENV_FILES),
         environ=tuple(sorted(names)),
+        inert=tuple(sorted(inert_names(wanted))),
     )
     return scratch.reads(wanted).merge(own)
 
 
-def stale_processes(declared: dict[str, str], processes: list[dict[str, Any]]) -> list[str]:
-    """Return, for each process started before the apply with a declared variable at another
-    value, what it has and what to do. podstate never restarts or signals it."""
+def inert_names(wanted: dict[str, Any]) -> frozenset[str]:
+    """Return the process names (/proc/PID/comm) whose old values do not matter: INERT, with
+    the desired state's ``processes.inert`` added and its ``processes.matter`` taken off."""
+    mine = wanted.get("processes") or {}
+    return (INERT | frozenset(mine.get("inert", ()))) - frozenset(mine.get("matter", ()))
+
+
+def stale_processes(
+    declared: dict[str, str],
+    processes: list[dict[str, Any]],
+    inert: frozenset[str] = INERT,
+    hook: bool = False,
+) -> list[str]:
+    """Return, for each process that matters (its name is not in ``inert``) started before
+    the apply with a declared variable at another value, what it has and what to do.
+    podstate never restarts or signals it.
+
+    One started with the container, not from an SSH session (``ssh`` False), comes back
+    with the old values at every container start: its message also says to arm the boot
+    hook, or, where ``hook`` is armed, that the next container start gives it the declared
+    values.
+    """
     stale = []
     for process in processes:
+        if process["command"] in inert:
+            continue
         old = {
             name: value
             for name, value in sorted(process["environ"].items())
@@ -69,10 +112,13 @@ def stale_processes(declared: dict[str, str], processes: list[dict[str, Any]]) -
         if old:
             has = ", ".join(f"{name}={value}" for name, value in old.items())
             want = ", ".join(f"{name}={declared[name]}" for name in old)
-            stale.append(
+            message = (
                 f"{process['command']} (pid {process['pid']}) still has {has}; restart it to "
                 f"pick up {want}"
             )
+            if not process.get("ssh", True):
+                message += "; " + (BOOT_ARMED if hook else BOOT_ADVICE)
+            stale.append(message)
     return stale
 
 
@@ -197,7 +243,9 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
         (KERNEL_STARTUP, startup, startup),
     ):
         findings.restorable(path, content, "644", guarded)
-    for process in stale_processes({**dirs, **env, **extra}, probe["processes"]):
+    hook = bool((wanted.get("boot") or {}).get("hook"))
+    inert = inert_names(wanted)
+    for process in stale_processes({**dirs, **env, **extra}, probe["processes"], inert, hook):
         findings.violation(process, "env.stale_process")
     unchanged = probe["files"][PROFILE].content == profile
     for path in hooked_files(probe["user"], probe["shell"]):

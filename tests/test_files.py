@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -28,10 +29,11 @@ def probe(*paths: Path) -> dict:
     return PodProbe().process(out.stdout.splitlines())["files"]
 
 
-def write(path: Path, content: str = TEXT, own: bool = False, mode: str = "644"):
-    return subprocess.run(
-        ["sh", "-c", write_command(str(path), content, own, mode)], capture_output=True, text=True
-    )
+def write(path: Path, content: str = TEXT, own: bool = False, mode: str = "644", env=None):
+    """Write ``path`` as podstate does; an edit applies to the file as it is now."""
+    was = path.read_bytes().decode("utf-8", "surrogateescape") if path.is_file() else None
+    command = write_command(str(path), content, own, mode, was)
+    return subprocess.run(["sh", "-c", command], capture_output=True, text=True, env=env)
 
 
 def leftovers(directory: Path) -> list[str]:
@@ -186,3 +188,65 @@ def test_write_checks_what_it_wrote(tree):
     result = subprocess.run(["sh", "-c", wrong], capture_output=True, text=True)
     assert result.returncode == 1
     assert "does not hold the content podstate wrote" in result.stderr
+
+
+RUNPOD_LINE = "source /etc/rp_environment\n"
+CHANGED = "changed since podstate read it (another program wrote it); it is left as it is"
+
+
+def test_an_edit_of_a_file_changed_since_the_probe_is_refused_and_loses_nothing(tree):
+    """RunPod's start script appends its line to ~/.bashrc after sshd answers: an edit
+    computed from the file before that must not replace it."""
+    bashrc = tree / "volume" / "bashrc"
+    read = bashrc.read_text()
+    with open(bashrc, "a") as f:
+        f.write(RUNPOD_LINE)
+    for path in (bashrc, tree / "link"):
+        result = subprocess.run(
+            ["sh", "-c", write_command(str(path), TEXT, False, "644", read)],
+            capture_output=True,
+            text=True,
+        )
+        assert result.returncode == 1
+        assert result.stderr.count("\n") == 1 and CHANGED in result.stderr, result.stderr
+        assert bashrc.read_text() == read + RUNPOD_LINE
+        assert leftovers(tree) == []
+
+
+def test_an_edit_of_a_file_created_since_the_probe_is_refused(tree):
+    (tree / "new").write_text(RUNPOD_LINE)
+    command = write_command(str(tree / "new"), TEXT, False, "644", None)
+    result = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
+    assert result.returncode == 1 and CHANGED in result.stderr, result.stderr
+    assert (tree / "new").read_text() == RUNPOD_LINE
+    assert leftovers(tree) == []
+
+
+def test_an_edit_of_a_missing_file_creates_it(tree):
+    result = write(tree / "new")
+    assert result.returncode == 0, result.stderr
+    assert (tree / "new").read_text() == TEXT
+    assert leftovers(tree) == []
+
+
+def test_an_append_during_the_rename_is_put_back(tree):
+    """A line appended to the old file after the check and before the rename (here by an
+    ``mv`` that appends first, as the start script's ``>>`` can) is not lost: the old file
+    is put back and the edit refused."""
+    bashrc = tree / "volume" / "bashrc"
+    before = bashrc.read_text()
+    bin_dir = tree / "bin"
+    bin_dir.mkdir()
+    mv = bin_dir / "mv"
+    mv.write_text(
+        "#!/bin/sh\n"
+        f"if [ ! -e {tree}/appended ]; then : >{tree}/appended; echo 'source /etc/rp_environment'"
+        ' >>"$4"; fi\n'
+        f'exec {shutil.which("mv")} "$@"\n'
+    )
+    mv.chmod(0o755)
+    result = write(bashrc, env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert (tree / "appended").exists()
+    assert result.returncode == 1 and CHANGED in result.stderr, result.stderr
+    assert bashrc.read_text() == before + RUNPOD_LINE
+    assert leftovers(tree) == []

@@ -15,6 +15,7 @@ import json
 import pytest
 
 from podstate.limits import MAX_FILE
+from podstate.roles import env
 from podstate.sandbox import inside
 from tests.e2e import apply, check
 
@@ -144,3 +145,29 @@ def test_a_malformed_probe_answer_fails_that_pod_alone(lived_in, tmp_path):
     assert "\n" not in pods["pod-1"]["error"]
     assert pods["pod-3"]["status"] == "ok" and pods["pod-2"]["status"] == "violation"
     assert "Traceback" not in result.stdout + result.stderr
+
+
+APPEND = """from pyinfra.operations import server
+
+server.shell(name="RunPod's line", commands=["echo 'source /etc/rp_environment' >> ~/.bashrc"])
+"""
+RUNPOD_LINE = "source /etc/rp_environment\n"
+
+
+def test_an_edit_of_bashrc_that_races_an_append_loses_nothing(lived_in, tmp_path):
+    """Another program appends to ~/.bashrc after the probe read it and before podstate's
+    edit runs (as RunPod's start script does after sshd answers; here a team file that
+    runs first): the edit is refused, saying so, and the appended line is kept; the next
+    apply edits the file as it is then."""
+    fleet, *_ = lived_in
+    pod = "pod-3"
+    fleet.out(pod, "sed -i '/# >>> podstate >>>/,/# <<< podstate <<</d' ~/.bashrc")
+    unhooked = fleet.out(pod, "cat ~/.bashrc")
+    (tmp_path / "append.py").write_text(APPEND)
+    run = apply(fleet, "--limit", pod, deploys=[str(tmp_path / "append.py"), "deploy/pod.py"])
+    assert run.returncode == 1
+    assert "/root/.bashrc: changed since podstate read it" in run.stderr, run.stderr
+    assert fleet.out(pod, "cat ~/.bashrc") == unhooked + RUNPOD_LINE
+    assert apply(fleet, "--limit", pod).returncode == 0
+    hooked = fleet.out(pod, "cat ~/.bashrc")
+    assert hooked.startswith(env.HOOK) and hooked.endswith(RUNPOD_LINE + env.HOOK)

@@ -1,10 +1,12 @@
 """Unit tests of the roles' pure decisions: probe facts in, variables and file content out."""
 
+import base64
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from podstate.facts import processes
 from podstate.facts.gpu import GpuDevice, GpuState
 from podstate.facts.mounts import Mount, mount_of
 from podstate.facts.request import Request
@@ -13,7 +15,15 @@ from podstate.nccl import variables
 from podstate.pod import probe as deploy_probe
 from podstate.roles import gpu, shm
 from podstate.roles.disk import has_room, on_container_disk
-from podstate.roles.env import HOOK, render_hooks, render_profile
+from podstate.roles.env import (
+    BOOT_ADVICE,
+    BOOT_ARMED,
+    HOOK,
+    inert_names,
+    render_hooks,
+    render_profile,
+    stale_processes,
+)
 
 H100 = "NVIDIA H100 80GB HBM3"
 UNREADABLE = GpuState(readable=False, error="Failed to initialize NVML: Unknown Error")
@@ -290,3 +300,55 @@ def test_the_deploy_probe_reads_what_every_role_reads():
                 assert set(map(str, value)) <= set(map(str, whole[key])), (role.__name__, key)
             elif value is not None:
                 assert whole[key] == value, (role.__name__, key)
+
+
+RUNPOD_ENV = {"PIP_CACHE_DIR": "/workspace/.cache/pip"}
+DECLARED_ENV = {"PIP_CACHE_DIR": "/scratch/pip"}
+
+
+def process(pid: int, command: str, ssh: bool, environ=RUNPOD_ENV) -> dict:
+    return {"pid": pid, "command": command, "environ": environ, "ssh": ssh}
+
+
+def test_inert_processes_with_old_values_are_no_violation():
+    """RunPod's start script leaves nginx and `sleep infinity` with the image's values for
+    the container's whole life: neither can run Python, pip or uv work."""
+    found = [process(7, "nginx", False), process(1, "sleep", False), process(9, "cron", True)]
+    assert stale_processes(DECLARED_ENV, found) == []
+
+
+def test_what_the_start_script_started_says_to_arm_the_boot_hook():
+    found = [process(12, "jupyter-lab", False), process(40, "python3", True)]
+    assert stale_processes(DECLARED_ENV, found) == [
+        "jupyter-lab (pid 12) still has PIP_CACHE_DIR=/workspace/.cache/pip; restart it to "
+        "pick up PIP_CACHE_DIR=/scratch/pip; " + BOOT_ADVICE,
+        "python3 (pid 40) still has PIP_CACHE_DIR=/workspace/.cache/pip; restart it to "
+        "pick up PIP_CACHE_DIR=/scratch/pip",
+    ]
+    armed = stale_processes(DECLARED_ENV, found[:1], hook=True)
+    assert armed[0].endswith("; " + BOOT_ARMED)
+
+
+def test_the_desired_state_moves_names_to_either_side():
+    inert = inert_names({"processes": {"inert": ["supervisord"], "matter": ["nginx"]}})
+    assert "supervisord" in inert and "nginx" not in inert and "sleep" in inert
+    found = [process(3, "nginx", False), process(4, "supervisord", False)]
+    assert [m.split(" ")[0] for m in stale_processes(DECLARED_ENV, found, inert)] == ["nginx"]
+    assert inert_names({}) == inert_names({"processes": {}})
+
+
+def test_the_probe_tells_a_process_of_an_ssh_session_from_one_of_the_container():
+    def line(pid: int, comm: str, environ: str) -> str:
+        return f"proc {pid} ={comm} {base64.b64encode(environ.encode()).decode()}"
+
+    parsed = processes.parse(
+        [
+            line(5, "jupyter-lab", "PIP_CACHE_DIR=/w"),
+            line(6, "python3", "PIP_CACHE_DIR=/w\nSSH_CONNECTION=1.2.3.4 5 6.7.8.9 22"),
+            line(7, "bash", "SSH_CONNECTION=1.2.3.4 5 6.7.8.9 22"),  # no asked variable
+        ]
+    )
+    assert parsed == [
+        {"pid": 5, "command": "jupyter-lab", "environ": {"PIP_CACHE_DIR": "/w"}, "ssh": False},
+        {"pid": 6, "command": "python3", "environ": {"PIP_CACHE_DIR": "/w"}, "ssh": True},
+    ]

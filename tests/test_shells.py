@@ -82,3 +82,16 @@ def test_second_apply_is_quiet_and_check_reports_fish(fleet, converged, tmp_path
     lines = {line.split()[0]: line.split()[1] for line in result.stdout.splitlines()[:3]}
     assert lines == {"pod-1": "ok", "pod-2": "ok", "pod-3": "violation"}
     assert result.returncode == 1
+
+
+def test_a_set_e_script_sourcing_bashrc_survives_a_missing_profile(fleet, converged):
+    """A script under ``set -e`` that sources ~/.bashrc goes on when the profile is gone (a
+    restart without the boot hook wipes /etc/profile.d, not the hooks of a ~/.bashrc on the
+    volume): podstate's hook must not be the failing command that stops it."""
+    profile = "/etc/profile.d/podstate.sh"
+    fleet.out("pod-1", f"mv {profile} /root/profile.moved")
+    try:
+        result = fleet.ssh("pod-1", "bash -ec '. ~/.bashrc; echo survived'")
+    finally:
+        fleet.out("pod-1", f"mv /root/profile.moved {profile}")
+    assert (result.returncode, result.stdout.strip()) == (0, "survived"), result.stderr

@@ -104,6 +104,11 @@ def test_pods_from_the_same_files_share_a_state_but_not_its_object(fleet):
         ("nccl: {p2p: off}", "nccl.p2p: False is not one of: auto, disable, leave"),
         ("scratch: {/s: {mode: '700'}}", "scratch./s: 'size' is required"),
         ("disk_reserve: plenty", "disk_reserve: 'plenty' is not a size"),
+        (
+            "processes: {inert: [jupyter-lab], matter: [jupyter-lab]}",
+            "processes: jupyter-lab is listed both in inert and in matter; keep one",
+        ),
+        ("processes: {inert: [a-name-over-15-chars]}", "processes.inert.0: 'a-name-over-15"),
         ("- a list", "expected a mapping of keys at the top, got a list"),
         ("env: {A: [unclosed", "invalid YAML at line 1"),
     ],

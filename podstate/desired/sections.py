@@ -1,6 +1,6 @@
-"""The sections with rules of their own: boot, repos, secrets, waivers, and URLs that must
-hold no credential. Each returns its part of the normalized state, or raises a SpecError
-that starts with the key it is about.
+"""The sections with rules of their own: boot, processes, repos, secrets, waivers, and URLs
+that must hold no credential. Each returns its part of the normalized state, or raises a
+SpecError that starts with the key it is about.
 """
 
 from __future__ import annotations
@@ -38,6 +38,16 @@ def boot(item: dict[str, Any]) -> dict[str, Any]:
         )
     if section["volume"] == "/":
         raise SpecError("boot.volume: must name the volume's mount point, such as /workspace")
+    return section
+
+
+def processes(item: dict[str, Any]) -> dict[str, list[str]]:
+    """Return the ``processes`` section: the names of ``inert`` and of ``matter``, each once.
+    A name in both says two things at once, so it is refused."""
+    section = {key: list(dict.fromkeys(item.get(key) or [])) for key in ("inert", "matter")}
+    both = [name for name in section["inert"] if name in section["matter"]]
+    if both:
+        raise SpecError(f"processes: {both[0]} is listed both in inert and in matter; keep one")
     return section
 
 

@@ -117,6 +117,8 @@ def normalize(state: dict[str, Any], root: Path | None = None) -> dict[str, Any]
         out["secrets"] = sections.secrets(state["secrets"], root, state)
     if "boot" in state:
         out["boot"] = sections.boot(state["boot"])
+    if "processes" in state:
+        out["processes"] = sections.processes(state["processes"])
     if "waivers" in state:
         out["waivers"] = [sections.waiver(i, item) for i, item in enumerate(state["waivers"])]
     if "watch" in state:  # read by podstate watch only, no role

@@ -39,6 +39,7 @@ class PodProbe(FactBase[dict[str, Any]]):
     + repos: repositories (``path``, ``ref``, ``ask``: ask origin where a branch is) whose
       checkout matters, or None
     + environ: variables whose value in running processes matters
+    + inert: names (/proc/PID/comm) of processes whose environment is not read
     + free: paths whose free space matters
     + download: the download test (``url``, ``seconds``), or None
     + lock_wait: seconds to wait for another run's live pod lock
@@ -66,8 +67,9 @@ class PodProbe(FactBase[dict[str, Any]]):
             "free": {"/workspace": 53687091200},  # bytes free at each path asked; None: unknown
             "download": {"mbps": 812.5, "status": 0},  # None: not asked; mbps None: failed
             "processes": [{"pid": 212, "command": "jupyter-lab",   # processes of the pod whose
-                           "environ": {"PIP_CACHE_DIR": "..."}}],  # environment sets an
-                                         # ``environ`` variable (only those variables)
+                           "environ": {"PIP_CACHE_DIR": "..."},  # environment sets an
+                           "ssh": False}],  # ``environ`` variable (only those variables);
+                                         # ssh: started from an SSH session
             "user": "root",              # the SSH user
             "shell": "/bin/bash",        # its login shell (passwd), "" if unreadable
             "arch": "x86_64",            # uname -m; None unless venv was asked for
@@ -90,6 +92,7 @@ class PodProbe(FactBase[dict[str, Any]]):
         repos: list[dict[str, Any]] | None = None,
         secrets: list[str] | None = None,
         environ: list[str] | None = None,
+        inert: list[str] | None = None,
         lock_wait: int = 0,
         boot: dict[str, Any] | None = None,
     ) -> str:
@@ -129,7 +132,7 @@ class PodProbe(FactBase[dict[str, Any]]):
             ' s=${s##*:}; fi; enc "$u"; echo "user $enc_v"; enc "$s"; echo "shell $enc_v"',
             *files_section.probe_lines(paths, files),
             *(venv_section.probe_lines(venv) if venv else []),
-            *processes.probe_lines(environ or []),
+            *processes.probe_lines(environ or [], inert or []),
             *space.free_lines(free or []),
             *(
                 [download_section.probe_line(download["url"], download["seconds"])]

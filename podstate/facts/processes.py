@@ -2,41 +2,49 @@
 
 A process started before an apply keeps the values it started with; the environment role
 names each one that has a declared variable at another value (scripts/processes.sh reads
-only the variables asked for).
+only the variables asked for, and SSH_CONNECTION, which sshd gives every session and so
+every process started from one: a process without it was started with the container).
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
 from typing import Any
 
 from podstate.facts.decode import decode
 from podstate.shell import script
 
+SSH = "SSH_CONNECTION"
 
-def probe_lines(environ: list[str]) -> list[str]:
+
+def probe_lines(environ: list[str], inert: Sequence[str] = ()) -> list[str]:
     """Return the probe lines that list the processes setting any of ``environ``
-    (``proc PID COMMAND ENVIRON``), read-only."""
+    (``proc PID COMMAND ENVIRON``), but for those named in ``inert``, read-only."""
     if not environ:
         return []
-    names = "|".join(re.escape(name) for name in environ)
-    return [script("processes.sh"), f"processes {shlex.quote(names)}"]
+    names = "|".join(re.escape(name) for name in [*environ, SSH])
+    return [
+        script("processes.sh"),
+        f"processes {shlex.quote(names)} {shlex.quote(' '.join(inert))}",
+    ]
 
 
 def parse(output: list[str]) -> list[dict[str, Any]]:
     """Return the probe's ``processes`` from its ``proc`` lines: each one's ``pid``,
-    ``command`` and the asked variables of its ``environ``."""
+    ``command`` (its /proc/PID/comm), the asked variables of its ``environ`` and ``ssh``,
+    whether it was started from an SSH session (it has SSH_CONNECTION, which is not kept in
+    ``environ``). A process that sets none of the asked variables is left out."""
     processes = []
     for line in output:
         pid, comm, environ_b64 = line.partition(" ")[2].split(" ")
-        processes.append(
-            {
-                "pid": int(pid),
-                "command": decode(comm).strip(),
-                "environ": dict(
-                    item.split("=", 1) for item in decode(environ_b64).splitlines() if "=" in item
-                ),
-            }
+        environ = dict(
+            item.split("=", 1) for item in decode(environ_b64).splitlines() if "=" in item
         )
+        ssh = environ.pop(SSH, None) is not None
+        if environ:
+            processes.append(
+                {"pid": int(pid), "command": decode(comm).strip(), "environ": environ, "ssh": ssh}
+            )
     return processes

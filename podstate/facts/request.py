@@ -30,6 +30,7 @@ class Request:
     repos: tuple[dict[str, Any], ...] = ()
     secrets: dict[str, Secret] | None = None  # None: the secrets file is not read
     environ: tuple[str, ...] = ()  # variables whose value in running processes matters
+    inert: tuple[str, ...] = ()  # names of processes whose values do not (none is read)
     boot: dict[str, Any] | None = None
 
     def merge(self, other: Request) -> Request:
@@ -60,6 +61,7 @@ class Request:
             "repos": list(self.repos) or None,
             "secrets": None if self.secrets is None else sorted(self.secrets),
             "environ": list(self.environ),
+            "inert": list(self.inert),
             "boot": self.boot,
         }
 

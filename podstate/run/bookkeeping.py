@@ -30,23 +30,34 @@ PAGE = 4096
 WRITE_FILE = script("write_file.sh")
 
 
-def write_command(path: str, content: str, own: bool, mode: str) -> str:
+def write_command(path: str, content: str, own: bool, mode: str, was: str | None = None) -> str:
     """Return a sh command that replaces ``path`` with ``content`` in one rename, and proves it.
 
     Its exit status is 0 only if every step succeeded and the path then reads back with the
     content (and, for a file podstate owns, the mode); see scripts/write_file.sh. The
     content travels base64-encoded, so no byte of it is ever seen by a shell. It runs in a
     subshell of the shell that runs it, which starts no shell of its own.
+
+    A file the user owns (not ``own``) is an edit of ``was``, the content the probe read
+    (None: no file was there), and is refused, left as it is, if the file no longer holds
+    it when the command runs: another program wrote it since, and replacing it would lose
+    that (RunPod's start script appends its ~/.bashrc line after sshd answers).
     """
-    data = content.encode("utf-8", "surrogateescape")
     arguments = [
         quote_path(path),
         "own" if own else "edit",
         mode,
-        hashlib.sha256(data).hexdigest(),
+        _sha256(content),
         b64(content),
     ]
+    if not own:
+        arguments.append("absent" if was is None else _sha256(was))
     return f"(set -- {' '.join(arguments)}\n{WRITE_FILE})"
+
+
+def _sha256(text: str) -> str:
+    """Return the hex SHA-256 of ``text`` as the pod's bytes (surrogates back to bytes)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def file_problem(path: str, found: FileInfo, own: bool) -> str | None:
@@ -90,7 +101,8 @@ def managed_file(path: str, content: str, found: FileInfo, own: bool, mode: str 
     + mode: octal mode of the file podstate owns, or of a new file
 
     Anything else at the path (a directory, a dangling link, a file too large to read) is a
-    violation: nothing is written.
+    violation: nothing is written. A file the user owns that another program wrote after the
+    probe read it is left as it is, and the write fails saying so (``write_command``).
 
     **Example:**
 
@@ -108,7 +120,7 @@ def managed_file(path: str, content: str, found: FileInfo, own: bool, mode: str 
         return
     if found.content != content:
         findings.record_diff(path, found.content, content)
-    yield changing(write_command(path, content, own, mode))
+    yield changing(write_command(path, content, own, mode, found.content))
 
 
 @operation()

@@ -29,14 +29,16 @@ def stop_pod(name: str) -> None:
 
 def restart(name: str) -> None:
     """Restart sandbox pod ``name`` as RunPod re-creates a container at a stop and start, a
-    restart, a migration or a spot interruption; return once its new sshd answers.
+    restart, a migration or a spot interruption; return once its start script has finished
+    (its new sshd answers, its ~/.bashrc line is there).
 
     Every process of the pod ends (its sshd, its sessions, its sshfs, whatever else runs in
     it) and its namespaces go with them, so its container disk (everything outside the
     volume: /root, /etc, /scratch, ...) is gone. Then it starts again from its image, on
     the same address and port: its start command, if it has one (``set_start_command``),
     then RunPod's start script (PUBLIC_KEY into authorized_keys, a new host key, unless the
-    start command put one back, /etc/rp_environment, its ~/.bashrc line), then sshd. The
+    start command put one back, sshd, Jupyter where JUPYTER_PASSWORD is set,
+    /etc/rp_environment, its ~/.bashrc line) with nginx and `sleep infinity`. The
     volume (/workspace) is kept as it is. pods.json gets the new processes and
     ``started_at`` (RunPod's ``startedAt``: the restart's time, which the sandbox API
     reports); the pod's own known_hosts (``ssh_command``) gets the new key, the pods
@@ -49,7 +51,7 @@ def restart(name: str) -> None:
         raise SandboxError(f"no sandbox pod named {name!r}")
     pod_dir = pod_state_dir(root, name)
     stop(pod_dir)
-    record = {k: v for k, v in pod.items() if not k.startswith("sshfs_")}
+    record = {k: v for k, v in pod.items() if not k.startswith(("sshfs_", "sshd_"))}
     record.update(start_pod(pod_dir, pod.get("started_at")))
     save_pod(root, name, record)
     wait_for_banners({name: (record["port"], record, pod_dir / "bootstrap.log")})
@@ -64,8 +66,9 @@ def set_start_command(name: str, command: str | None) -> None:
     as the container's command, with the container's environment (``RUNPOD_*``,
     ``PUBLIC_KEY``, ...; HOME=/root) and the pod's capabilities, once /workspace is mounted:
     ``/bin/sh`` sources it, then execs the image's ``/start.sh`` (RunPod's start script,
-    which ends by exec'ing sshd), unless the command execs it itself. So what the command
-    exports reaches the start script, what it starts and /etc/rp_environment. A RunPod
+    which starts sshd and ends in ``sleep infinity``), unless the command execs it itself.
+    So what the command exports reaches the start script, what it starts and
+    /etc/rp_environment. A RunPod
     template's start command is the container's command itself: prefix it with ``exec``
     (``exec bash -c '. /workspace/.podstate/boot.sh; exec /start.sh'``), so that no shell
     is left waiting with the container's first environment. Its output goes to the pod's

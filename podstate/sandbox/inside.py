@@ -84,7 +84,7 @@ def programs_started(name: str) -> Iterator[list[str]]:
     with tempfile.TemporaryDirectory(prefix="podstate-trace-") as tmp:
         tracer = subprocess.Popen(
             ["strace", "-f", "-ff", "-ttt", "-e", "trace=execve", "-e", "signal=none",
-             "-o", f"{tmp}/t", "-p", str(pod["pid"])],
+             "-o", f"{tmp}/t", "-p", str(pod["sshd_pid"])],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             text=True,
         )  # fmt: skip

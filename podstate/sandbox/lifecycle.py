@@ -25,7 +25,14 @@ from podstate.sandbox.api import API_KEY_FILE, start_api
 from podstate.sandbox.prepare import FILES, prepare_pod, software_mounts
 from podstate.sandbox.processes import alive, marked, proc_start, spawn, stop
 from podstate.sandbox.shapes import Shape, shape_for
-from podstate.sandbox.ssh import SSHD, free_ports, keygen, public_key, wait_for_banners
+from podstate.sandbox.ssh import (
+    SSHD,
+    free_ports,
+    keygen,
+    public_key,
+    wait_for_banners,
+    wait_for_start_script,
+)
 from podstate.sandbox.state import (
     SandboxError,
     load_pods,
@@ -57,8 +64,9 @@ class PodStatus:
 
     name: str
     port: int
-    pid: int  # the pod's sshd
-    running: bool  # its sshd is alive
+    pid: int  # the container's main process (its start script, then its sleep infinity)
+    sshd_pid: int | None  # the pod's sshd, which the start script started
+    running: bool  # its container is alive
     shape: Shape  # str(shape) is a one-line summary
 
 
@@ -146,7 +154,8 @@ def down() -> None:
 
 
 def status() -> list[PodStatus]:
-    """Return every sandbox pod with its port, sshd pid, whether it runs, and its shape."""
+    """Return every sandbox pod with its port, its container's and its sshd's pids, whether
+    it runs, and its shape."""
     result = []
     for name, pod in load_pods().items():
         result.append(
@@ -154,6 +163,7 @@ def status() -> list[PodStatus]:
                 name=name,
                 port=pod["port"],
                 pid=pod["pid"],
+                sshd_pid=pod.get("sshd_pid"),
                 running=alive(pod["pid"], pod.get("pid_start")),
                 shape=shape_for(pod["number"]),
             )
@@ -271,11 +281,14 @@ def _pod_record(name: str, number: int, port: int, shape: Shape, pod_dir: Path) 
         "dir": str(pod_dir),
         "pid": None,
         "pid_start": None,
+        "sshd_pid": None,
+        "sshd_pid_start": None,
     }
 
 
 def start_pod(pod_dir: Path, last_start: str | None = None) -> dict[str, Any]:
-    """Start a pod's bootstrap (which becomes its sshd); return its pid record and
+    """Start a pod's bootstrap (which becomes its container's main process); return its pid
+    record and
     ``started_at``, its start time (later than ``last_start``, the pod's previous one)."""
     command = ["/bin/sh", str(FILES / "pod-bootstrap.sh")]
     started_at = start_time(last_start)
@@ -284,9 +297,12 @@ def start_pod(pod_dir: Path, last_start: str | None = None) -> dict[str, Any]:
 
 
 def finish_start(root: Path, name: str, record: dict[str, Any]) -> str:
-    """Complete the record of a pod whose sshd answers (its sshfs) and write
-    its own known_hosts with the host key its start made; return that known_hosts line."""
+    """Wait for the start script of a pod whose sshd answers to finish, complete its record
+    (its sshd, its sshfs) and write its own known_hosts with the host key its start made;
+    return that known_hosts line."""
     pod_dir = pod_state_dir(root, name)
+    sshd = wait_for_start_script(name, record, pod_dir)
+    record["sshd_pid"], record["sshd_pid_start"] = sshd, proc_start(sshd)
     if record["workspace"] == "sshfs":
         pid = int((pod_dir / "sshfs.pid").read_text())
         record["sshfs_pid"], record["sshfs_pid_start"] = pid, proc_start(pid)

@@ -2,7 +2,8 @@
 
 ``seed/`` is the pod's image on top of the host's files: its /etc (sshd_config, hostname,
 hosts, root's account; no host key, as RunPod's base image has none), /root as the image
-has it, /tmp, /workspace, RunPod's start script (/start.sh) and the nvidia-smi stand-in.
+has it, /tmp, /workspace, RunPod's start script (/start.sh), the nvidia-smi stand-in and
+those of nginx and Jupyter Lab, which the start script starts.
 Beside it: ``container.env``, the container's environment (RunPod's variables and
 ``PUBLIC_KEY``), which the container's command gets at every container start, and
 ``pod.env``, the settings ``files/pod-bootstrap.sh`` reads.
@@ -116,10 +117,11 @@ def prepare_pod(
     (seed / "workspace").mkdir(mode=0o755)
     shutil.copyfile(FILES / "start.sh", seed / "start.sh")  # RunPod's start script
     (seed / "start.sh").chmod(0o755)
+    _daemons(seed / "usr/local")
 
     if shape.gpus:
         local = seed / "usr/local"
-        (local / "bin").mkdir(parents=True)
+        (local / "bin").mkdir(parents=True, exist_ok=True)
         shutil.copyfile(FILES / "nvidia-smi", local / "bin/nvidia-smi")
         (local / "bin/nvidia-smi").chmod(0o755)
         (local / "share/nvidia-smi-standin").mkdir(parents=True)
@@ -148,6 +150,24 @@ def prepare_pod(
     (pod_dir / "pod.env").write_text(
         "".join(f"{k}={shell_quote(v)}\n" for k, v in settings.items())
     )
+
+
+def _daemons(local: Path) -> None:
+    """Put in the image (``local`` is its /usr/local) the stand-ins for what RunPod's start
+    script starts besides sshd: nginx (``sbin/nginx``, sleep under that name: its
+    /proc/PID/comm reads nginx) and Jupyter Lab (``bin/jupyter-lab``, a Python script that
+    waits: a Python interpreter whose comm reads jupyter-lab, as the real one's does)."""
+    (local / "sbin").mkdir(parents=True, exist_ok=True)
+    (local / "bin").mkdir(parents=True, exist_ok=True)
+    sleep = shutil.which("sleep", path=POD_PATH) or "/bin/sleep"
+    (local / "sbin/nginx").symlink_to(sleep)
+    python = shutil.which("python3", path=POD_PATH) or "/usr/bin/python3"
+    (local / "bin/jupyter-lab").write_text(
+        f"#!{python}\n"
+        '"""Jupyter Lab\'s stand-in in a sandbox pod: a Python process that waits."""\n'
+        "import signal\n\nsignal.pause()\n"
+    )
+    (local / "bin/jupyter-lab").chmod(0o755)
 
 
 def _mirror_host_dirs(seed: Path) -> None:

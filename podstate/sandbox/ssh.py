@@ -112,6 +112,29 @@ def wait_for_banners(targets: dict[str, tuple[int, dict[str, Any], Path]]) -> No
         time.sleep(0.05)
 
 
+def wait_for_start_script(name: str, record: dict[str, Any], pod_dir: Path) -> int:
+    """Wait until pod ``name``'s start script has finished (its ``started`` file says so)
+    and return its sshd's pid.
+
+    RunPod's start script appends its ~/.bashrc line and writes /etc/rp_environment after
+    sshd answers; ``up`` and ``restart`` return only once it has, so that what a test does
+    next meets the pod as the start script left it.
+    """
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            lines = (pod_dir / "started").read_text().splitlines()
+        except OSError:
+            lines = []
+        if "finished" in lines:
+            return int(next(line for line in lines if line.startswith("sshd "))[5:])
+        if not alive(record["pid"], record.get("pid_start")):
+            raise SandboxError(f"{name} did not start: {_why(pod_dir / 'bootstrap.log')}")
+        if time.monotonic() > deadline:
+            raise SandboxError(f"{name}'s start script did not finish in time")
+        time.sleep(0.05)
+
+
 def _ssh_banner(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:

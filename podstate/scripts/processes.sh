@@ -1,12 +1,16 @@
 #!/bin/sh
-# Defines processes, which the probe calls once: processes PATTERN
+# Defines processes, which the probe calls once: processes PATTERN INERT
 # prints "proc PID COMM ENVIRON" for each process of this container (same mount namespace)
 # whose environment sets a variable PATTERN matches (an extended regex of names); COMM is
 # encoded by enc, ENVIRON (the matching NAME=VALUE lines) is base64. Skipped: kernel threads
 # (they have an empty environment), the container's init (pid 1: restarting it is restarting
 # the pod) and every process of an SSH session, sshd included: those are podstate's own
 # commands (this probe, another run's) and shells whose next login reads the profile anyway.
-# A job started over SSH that outlived its session belongs to init, and is listed.
+# A job started over SSH that outlived its session belongs to init, and is listed; what it
+# started it with, SSH_CONNECTION among them, tells it from what the start script started
+# (PATTERN asks for SSH_CONNECTION too: podstate.facts.processes).
+# Skipped too, before their environment is read: the processes whose COMM is a word of
+# INERT (names without spaces, separated by spaces).
 # Needs enc and b64, which the probe defines.
 
 # shellcheck disable=SC2154 # enc_v is set by enc, which the probe defines
@@ -37,8 +41,9 @@ processes() {
         # -ef (same file: the same namespace) is in dash, bash and busybox, and forks nothing
         # shellcheck disable=SC3013
         [ "$d/ns/mnt" -ef /proc/self/ns/mnt ] || continue
-        in_ssh_session "$pid" 2>/dev/null && continue
         { read -r comm <"$d/comm"; } 2>/dev/null || continue
+        case " $2 " in *" $comm "*) continue ;; esac
+        in_ssh_session "$pid" 2>/dev/null && continue
         e=$({ tr '\0' '\n' <"$d/environ"; } 2>/dev/null | grep -E "^($1)=") || continue
         enc "$comm"
         echo "proc $pid $enc_v $(printf %s "$e" | b64)"

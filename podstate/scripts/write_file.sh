@@ -1,11 +1,17 @@
 #!/bin/sh
 # Replace a file's whole content atomically, then prove on the pod that it holds it.
-# Usage: (set -- PATH HOW MODE SHA256 CONTENT_BASE64; <this script>): a subshell of the
-# caller's shell, not a shell of its own (podstate.run.bookkeeping.write_command).
+# Usage: (set -- PATH HOW MODE SHA256 CONTENT_BASE64 [WAS]; <this script>): a subshell of
+# the caller's shell, not a shell of its own (podstate.run.bookkeeping.write_command).
 #   HOW=own   podstate owns PATH: a regular file of MODE; anything else there is refused.
 #   HOW=edit  the user owns PATH: a symbolic link is followed and its target replaced in its
 #             own directory (the link stays); an existing file keeps its mode and owner;
-#             MODE is for a file that does not exist yet.
+#             MODE is for a file that does not exist yet. WAS is the SHA256 of the content
+#             the edit was computed from, or "absent": the edit applies to that file only.
+#             A file that changed since (RunPod's start script appends to ~/.bashrc after
+#             sshd answers) is refused and left as it is: the next apply edits it as it is
+#             then. The old file is kept under a second name (a hard link) across the
+#             rename, so a write that lands in it during the rename is seen too, and the
+#             old file is put back.
 # Exit status 0 only when every step succeeded and PATH reads back with SHA256 (and, for
 # HOW=own, MODE); otherwise one line on stderr saying what is wrong. Each step is checked on
 # its own: no `set -e`, which a caller's `&&` would switch off.
@@ -50,7 +56,33 @@ trap 'rm -f -- "$tmp"' EXIT
 printf %s "$5" | base64 -d >"$tmp" || exit 1
 [ -z "$k" ] || chmod "$mode" -- "$tmp" || exit 1
 [ -z "$owner" ] || chown "$owner" -- "$tmp" || exit 1
-mv -f -- "$tmp" "$target" || exit 1
+changed() {
+    fail "changed since podstate read it (another program wrote it); it is left as it is: run apply again, which edits it as it is then"
+}
+if [ "$how" = own ]; then
+    mv -f -- "$tmp" "$target" || exit 1
+elif [ "$6" = absent ]; then
+    # creates it only where nothing is (mv where the filesystem has no hard links)
+    ln -- "$tmp" "$target" 2>/dev/null ||
+        { [ ! -e "$target" ] && [ ! -L "$target" ] && mv -f -- "$tmp" "$target"; } || changed
+    rm -f -- "$tmp"
+else
+    [ -f "$target" ] || changed
+    old=$tmp.old
+    if ln -- "$target" "$old" 2>/dev/null; then
+        trap 'rm -f -- "$tmp" "$old"' EXIT
+    else
+        old=$target # a filesystem without hard links: checked up to the rename only
+    fi
+    [ "$(sha256sum <"$old")" = "$6  -" ] || changed
+    mv -f -- "$tmp" "$target" || exit 1
+    if [ "$old" != "$target" ] && [ "$(sha256sum <"$old")" != "$6  -" ]; then
+        trap - EXIT
+        mv -f -- "$old" "$target" || fail "changed while podstate wrote it; what it held is in $old"
+        changed
+    fi
+    [ "$old" = "$target" ] || rm -f -- "$old"
+fi
 trap - EXIT
 [ -f "$path" ] || fail "is not a regular file after the write"
 [ "$(sha256sum <"$path")" = "$sum  -" ] || fail "does not hold the content podstate wrote"

@@ -5,9 +5,10 @@
 # pod's state directory as working directory and pod.env, container.env, submounts, seed/
 # and perhaps start_command (written by podstate.sandbox) in it. It builds the pod's root
 # filesystem, pivots into it, then execs the container's command: the pod's start command if
-# it has one, then (or else) the image's /start.sh, RunPod's start script, which execs sshd
-# in the foreground, so this shell's pid is the pod's sshd pid. It runs at every container
-# start: `podstate sandbox restart` starts it again.
+# it has one, then (or else) the image's /start.sh, RunPod's start script, which starts sshd
+# and ends in `sleep infinity`, so this shell's pid is the container's main process (its
+# sshd's pid goes to the pod's `started` file). It runs at every container start:
+# `podstate sandbox restart` starts it again.
 #
 # The pod's root is an overlayfs whose lower layer is the host's / and whose upper layer
 # lives on a tmpfs of $POD_DISK private to this mount namespace: the pod's container disk.
@@ -84,8 +85,7 @@ else
 fi
 
 # Files of the state directory still needed once it is out of reach.
-echo $$ >sshd.pid
-exec 4>>sshd.log 5>sshfs.pid 6>host_key.pub
+exec 4>>sshd.log 5>sshfs.pid 6>host_key.pub 7>started
 
 cd "$R"
 pivot_root . . || fail "pivot_root into the pod's root failed"
@@ -100,7 +100,7 @@ if [ "$POD_WORKSPACE" = sshfs ]; then
         -o StrictHostKeyChecking=yes -o BatchMode=yes \
         -o reconnect,ServerAliveInterval=15,ServerAliveCountMax=3 \
         -o idmap=none,allow_other,default_permissions \
-        "root@127.0.0.1:$STORAGE_DIR" /workspace </dev/null 4>&- 5>&- 6>&- &
+        "root@127.0.0.1:$STORAGE_DIR" /workspace </dev/null 4>&- 5>&- 6>&- 7>&- &
     SSHFS_PID=$!
     echo "$SSHFS_PID" >&5
     tries=0
@@ -124,12 +124,13 @@ exec_in_container() {
 ENV=/run/podstate-sandbox/container.env
 # The container's command, with the container's environment (HOME=/root): the pod's start
 # command (the template's container start command) if it has one, else the image's
-# /start.sh (RunPod's start script: files/start.sh, which execs sshd). The start
-# command is sourced by /bin/sh, which then goes on with /start.sh unless the command
-# execs it itself (`bash -c '. /workspace/.podstate/boot.sh; exec /start.sh'`, as on
-# RunPod), so what a sourced command exports reaches the start script and sshd. A start
-# command that fails, or exits, fails the start. Everything runs as the container's
-# processes do (exec_in_container); this shell's pid stays the pod's sshd pid.
+# /start.sh (RunPod's start script: files/start.sh, which starts sshd, nginx and perhaps
+# Jupyter, then sleeps). The start command is sourced by /bin/sh, which then goes on with
+# /start.sh unless the command execs it itself (`bash -c '. /workspace/.podstate/boot.sh;
+# exec /start.sh'`, as on RunPod), so what a sourced command exports reaches the start
+# script and all it starts. A start command that fails, or exits, fails the start.
+# Everything runs as the container's processes do (exec_in_container); this shell's pid
+# stays the container's main process.
 HOME=/root
 export HOME
 # shellcheck source=/dev/null

@@ -1,23 +1,37 @@
 #!/bin/sh
 # /start.sh of a podstate sandbox pod's image: what RunPod's start script
-# (runpod/containers container-template/start.sh) does at every container start.
+# (runpod/containers container-template/start.sh) does at every container start, in its
+# order.
 #
 # It is the container's command: the pod's bootstrap execs it, or the pod's start command
 # does (`exec /start.sh`, as a RunPod template's start command ends), so it runs with the
-# environment the start command left (a sourced boot hook's values among it). File
-# descriptor 4 is the pod's sshd log and 6 where the host key's public half goes; the
-# bootstrap opened both. It appends PUBLIC_KEY to authorized_keys, makes the host key if it
-# is missing (RunPod's base image has none, so a start gets a new one unless the start
-# command put one back), appends this script's own values of the container's variables to
-# /etc/rp_environment (as RunPod's printenv does) and its source line to ~/.bashrc, runs the
-# image's /post_start.sh if there is one (in the foreground, as RunPod's does), then execs
-# sshd.
+# environment the start command left (a sourced boot hook's values among it), and so does
+# everything it starts. File descriptor 4 is the pod's sshd log, 6 where the host key's
+# public half goes and 7 the pod's `started` file; the bootstrap opened them.
+#
+# In RunPod's order: it starts nginx (`service nginx start`: here a stand-in, sleep under
+# the name nginx, as a daemon); appends PUBLIC_KEY to authorized_keys and makes the host key
+# if it is missing (RunPod's base image has none, so a start gets a new one unless the start
+# command put one back); starts sshd in the background (`service ssh start`), so SSH
+# answers from here on and writes "sshd PID" to fd 7; with JUPYTER_PASSWORD set, starts
+# Jupyter Lab (a stand-in: a Python process named jupyter-lab); only then appends this
+# script's own values of the container's variables to /etc/rp_environment (as RunPod's
+# printenv does) and its source line to ~/.bashrc; runs the image's /post_start.sh if there
+# is one (in the foreground, as RunPod's does); writes "finished" to fd 7 and ends in
+# `sleep infinity`, the container's keep-alive, which keeps this script's pid.
 fail() {
     echo "$(hostname): $*" >&2
     exit 1
 }
 
 ENV=/run/podstate-sandbox/container.env
+# What RunPod's daemons get: no descriptor of the pod's bootstrap.
+daemon() {
+    "$@" </dev/null >/dev/null 2>&1 4>&- 6>&- 7>&- &
+}
+
+daemon nginx infinity
+
 [ -n "${PUBLIC_KEY:-}" ] || fail "no PUBLIC_KEY in the container's environment"
 { mkdir -p /root/.ssh && chmod 700 /root/.ssh &&
     printf '%s\n' "$PUBLIC_KEY" >>/root/.ssh/authorized_keys &&
@@ -27,6 +41,13 @@ if [ ! -f /etc/ssh/ssh_host_ed25519_key ]; then
         </dev/null >/dev/null || fail "cannot make the host key"
 fi
 cat /etc/ssh/ssh_host_ed25519_key.pub >&6 || fail "cannot read the host key"
+/usr/sbin/sshd -D -e -f /etc/ssh/sshd_config </dev/null >/dev/null 2>&4 4>&- 6>&- 7>&- &
+echo "sshd $!" >&7 || fail "cannot record sshd's pid"
+
+if [ -n "${JUPYTER_PASSWORD:-}" ]; then
+    cd / && daemon jupyter-lab --allow-root --no-browser --port=8888 --ip='*'
+fi
+
 while IFS= read -r line; do
     name=${line#export }
     name=${name%%=*}
@@ -39,5 +60,6 @@ if [ -f /post_start.sh ]; then
     bash /post_start.sh </dev/null
 fi
 
-exec 2>&4 4>&- 5>&- 6>&- </dev/null >/dev/null
-exec /usr/sbin/sshd -D -e -f /etc/ssh/sshd_config
+echo finished >&7 || fail "cannot record the end of the start script"
+exec 4>&- 6>&- 7>&- </dev/null >/dev/null
+exec sleep infinity
