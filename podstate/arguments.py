@@ -153,7 +153,7 @@ def _wait(commands) -> None:
         type=_number(int, 0),
         default=600,
         metavar="SECONDS",
-        help="how long to wait (0: check once)",
+        help="how long to wait; 0 checks once",
     )
     waiting.add_argument(
         "--interval",
