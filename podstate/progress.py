@@ -8,7 +8,7 @@ run that finishes sooner prints nothing. Nothing goes to stdout: a report there 
 
 from __future__ import annotations
 
-import shutil
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -73,8 +73,7 @@ class Progress:
         """Show the progress: redrawn on a terminal; in a log, a line when LOG_EVERY seconds
         have passed since the last one and a pod is still running (or none is known yet)."""
         if self.tty:
-            width = shutil.get_terminal_size().columns - 1
-            self.out.write("\r" + self.line()[:width] + "\x1b[K")
+            self.out.write("\r" + self.line()[: self._width() - 1] + "\x1b[K")
             self.shown = True
         elif self.clock() - self.last_line >= LOG_EVERY and not self._all_done():
             self.out.write(self.line() + "\n")
@@ -89,6 +88,17 @@ class Progress:
             self.out.write("\r\x1b[K")
             self.out.flush()
             self.shown = False
+
+    def _width(self) -> int:
+        """Return the terminal's width: ``COLUMNS``, else the output's own terminal's."""
+        try:
+            return int(os.environ.get("COLUMNS", "")) or 80
+        except ValueError:
+            pass
+        try:
+            return os.get_terminal_size(self.out.fileno()).columns or 80
+        except (OSError, ValueError, AttributeError):  # not a terminal, or no descriptor
+            return 80
 
     def _all_done(self) -> bool:
         return bool(self.stages) and all(s == self.done for s, _ in self.stages.values())
