@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
 
-from podstate import settings, signals
+from podstate import progress, signals
+from podstate.arguments import parser
 from podstate.check import markdown as report_markdown
 from podstate.check import merge, reports, result, runner, shards
 from podstate.check.result import PodResult
 from podstate.desired.errors import SpecError
+from podstate.progress import Progress
 from podstate.pyinfra_api.verify import Unsupported, verify
 from podstate.watch import loop as watch
 
@@ -71,16 +74,61 @@ def _sandbox(args: argparse.Namespace) -> int:
     return 0
 
 
+def _progress(command: str, done: str = "checked") -> Progress:
+    """Return the progress display of a long run, on stderr (redrawn there on a terminal)."""
+    return Progress(command, sys.stderr, sys.stderr.isatty(), done)
+
+
 def _wait(args: argparse.Namespace) -> int:
     """Wait until every selected pod is ready for the current desired state."""
     from podstate.check import wait
 
     deploys = args.deploy or runner.deploy_files()
-    return wait.run(args.inventory, deploys, args.limit or [], args.timeout, args.interval)
+    display = _progress("wait", done="ready")
+    with progress.shown(display):
+        return wait.run(
+            args.inventory,
+            deploys,
+            args.limit or [],
+            args.timeout,
+            args.interval,
+            strict_host_keys=True if args.strict_host_keys else None,
+            progress=display,
+        )
+
+
+def _report_paths(args: argparse.Namespace) -> list[str]:
+    """Return the paths of the reports asked for, each checked before any pod is contacted:
+    its directory exists and may be written, and ``-`` (stdout) is given once at most;
+    CheckFailed, one line, if not."""
+    paths = [path for path in (args.json, args.junit, args.markdown) if path]
+    if paths.count("-") > 1:
+        raise runner.CheckFailed("only one report can be written to stdout (-)")
+    for path in paths:
+        target = Path(path)
+        if path == "-":
+            continue
+        if target.is_dir():
+            raise runner.CheckFailed(f"cannot write the report {path}: it is a directory")
+        if not target.parent.is_dir():
+            raise runner.CheckFailed(
+                f"cannot write the report {path}: no directory {target.parent}"
+            )
+        if (
+            not os.access(target.parent, os.W_OK)
+            or not os.access(target, os.W_OK)
+            and target.exists()
+        ):
+            raise runner.CheckFailed(f"cannot write the report {path}: permission denied")
+    return paths
 
 
 def _write(path: str, text: str) -> None:
-    """Write a report; a path that cannot be written is CheckFailed, one line."""
+    """Write a report (``-``: to stdout); a path that cannot be written is CheckFailed."""
+    if path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
     try:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as e:
@@ -89,23 +137,29 @@ def _write(path: str, text: str) -> None:
 
 def _check(args: argparse.Namespace) -> int:
     """Run the drift check, write the reports asked for; return the check's exit status."""
+    _report_paths(args)
     deploys = args.deploy or runner.deploy_files()
     shard = shards.parse(args.shard) if args.shard else None
-    results = runner.run(
-        args.inventory,
-        deploys,
-        args.limit or [],
-        timeout=args.timeout,
-        shard=shard,
-        strict_host_keys=True if args.strict_host_keys else None,  # else as the environment says
-    )
+    display = _progress("check")
+    with progress.shown(display):
+        results = runner.run(
+            args.inventory,
+            deploys,
+            args.limit or [],
+            timeout=args.timeout,
+            shard=shard,
+            strict_host_keys=True if args.strict_host_keys else None,  # else the environment's
+            progress=display.pod,
+        )
     return _write_reports(results, args)
 
 
 def _write_reports(results: dict[str, PodResult], args: argparse.Namespace) -> int:
-    """Print the table, write the reports ``args`` asks for; return the fleet's exit status."""
-    sys.stdout.write(reports.table(results, diff=args.diff))
-    sys.stdout.flush()
+    """Print the table (to stderr when a report goes to stdout), write the reports ``args``
+    asks for; return the fleet's exit status."""
+    table = sys.stderr if "-" in _report_paths(args) else sys.stdout
+    table.write(reports.table(results, diff=args.diff))
+    table.flush()
     if args.json:
         _write(args.json, json.dumps(result.to_json(results), indent=2) + "\n")
     if args.junit:
@@ -119,10 +173,11 @@ def _merge(args: argparse.Namespace) -> int:
     """Merge shard reports into one (``podstate.check.merge``): write OUT.json and the JUnit and
     Markdown reports asked for, print the table; return the whole fleet's exit status, 1
     when a shard report is missing or unreadable (named on stderr)."""
+    args.json = args.out
+    _report_paths(args)
     results = merge.merge_files(args.reports)
     for line in merge.problems(results):
         print(f"podstate: {line}", file=sys.stderr)
-    args.json = args.out
     return _write_reports(results, args)
 
 
@@ -179,155 +234,29 @@ def _watch(args: argparse.Namespace) -> int:
     return watch.run(options)
 
 
-def _fleet_arguments(command: argparse.ArgumentParser, verb: str) -> None:
-    """Add the options that choose the pods and deploy files: --inventory, --deploy, --limit."""
-    command.add_argument("--inventory", default="inventories/pods.py")
-    command.add_argument(
-        "--deploy",
-        action="append",
-        metavar="FILE",
-        help=f"a deploy file to {verb} (repeatable; default: every deploy/*.py, in name order)",
-    )
-    command.add_argument(
-        "--limit",
-        action="append",
-        help="a group's name, or else a glob of pod names, as pyinfra's --limit: repeatable, "
-        "and a comma is part of the pattern",
-    )
-
-
-def parser() -> argparse.ArgumentParser:
-    """Return the argument parser for every subcommand."""
-    top = argparse.ArgumentParser(prog="podstate", description=__doc__)
-    commands = top.add_subparsers(dest="command", required=True)
-    box = commands.add_parser("sandbox", help="local sandbox pods: real sshd, RunPod-shaped")
-    box.add_argument(
-        "action",
-        choices=["up", "down", "status", "restart", "api"],
-        help="restart POD: restart a pod as RunPod does (container disk wiped, volume kept, "
-        "new host key); api: print the shell lines that point podstate at the sandbox's "
-        "RunPod API",
-    )
-    box.add_argument("pod", nargs="?", help="the pod to restart (restart)")
-    box.add_argument("--pods", type=int, default=4, help="how many pods (up; default 4)")
-    box.add_argument(
-        "--nvidia-smi-delay", type=float, default=0, metavar="SECONDS",
-        help="how long each call of the pods' nvidia-smi takes (up; default 0; real multi-GPU "
-        "hosts without persistence mode take seconds)",
-    )  # fmt: skip
-    box.set_defaults(run=_sandbox)
-    drift = commands.add_parser(
-        "check",
-        help="report drift without changing any pod (exit 0 ok, 2 drift, 1 worse)",
-    )
-    _fleet_arguments(drift, "plan")
-    drift.add_argument("--json", metavar="PATH", help="write the JSON report here")
-    drift.add_argument("--junit", metavar="PATH", help="write a JUnit XML report here")
-    drift.add_argument("--diff", action="store_true", help="show unified diffs of managed files")
-    drift.add_argument(
-        "--markdown",
-        metavar="PATH",
-        help="write a compact Markdown report here (a CI job summary, a pull request comment)",
-    )
-    drift.add_argument(
-        "--strict-host-keys",
-        action="store_true",
-        help="refuse pods whose host key is not in the store yet, instead of trusting it",
-    )
-    drift.add_argument(
-        "--timeout", type=int, default=settings.CONNECT_TIMEOUT, help="SSH connect timeout, seconds"
-    )
-    drift.add_argument(
-        "--shard",
-        metavar="K/N",
-        help="check only shard K of N: the pods whose name hashes to it (a CI matrix job)",
-    )
-    drift.set_defaults(run=_check)
-    waiting = commands.add_parser(
-        "wait",
-        help="wait until every selected pod is ready for the current desired state "
-        "(exit 0 all ready, 1 not at the timeout)",
-    )
-    _fleet_arguments(waiting, "plan")
-    waiting.add_argument("--timeout", type=int, default=600, help="seconds (default 600)")
-    waiting.add_argument(
-        "--interval", type=int, default=5, help="seconds between checks (default 5)"
-    )
-    waiting.set_defaults(run=_wait)
-    report = commands.add_parser("report", help="work on check reports")
-    report_actions = report.add_subparsers(dest="action", required=True)
-    merging = report_actions.add_parser(
-        "merge",
-        help="merge shard reports (check --json) into one; exit 0 ok, 2 drift, 1 worse",
-    )
-    merging.add_argument("out", metavar="OUT.json", help="the merged JSON report to write")
-    merging.add_argument("reports", metavar="IN.json", nargs="+", help="the shards' reports")
-    merging.add_argument("--junit", metavar="PATH", help="write a JUnit XML report here")
-    merging.add_argument("--markdown", metavar="PATH", help="write a compact Markdown report here")
-    merging.add_argument("--diff", action="store_true", help="show unified diffs in the table")
-    merging.set_defaults(run=_merge)
-    listing = commands.add_parser(
-        "inventory", help="list the pods to manage (pods file or RunPod API) and skipped ones"
-    )
-    listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    listing.add_argument("--shard", metavar="K/N", help="only the pods of shard K of N")
-    listing.add_argument(
-        "--names",
-        action="store_true",
-        help="print only the names, one a line (for pyinfra --limit NAME ...)",
-    )
-    listing.set_defaults(run=_inventory)
-    looping = commands.add_parser(
-        "watch",
-        help="put new, restarted, moved and drifted pods back, in a loop (or --once)",
-    )
-    looping.add_argument(
-        "--deploy",
-        action="append",
-        metavar="FILE",
-        help="a deploy file to apply (repeatable; default: every deploy/*.py, in name order)",
-    )
-    looping.add_argument(
-        "--interval", type=float, default=30.0, help="seconds from one pass to the next (30)"
-    )
-    looping.add_argument(
-        "--check-every",
-        type=int,
-        default=10,
-        metavar="N",
-        help="a drift check of the whole fleet every N passes, the first included (10)",
-    )
-    looping.add_argument(
-        "--max-backoff",
-        type=float,
-        default=900.0,
-        metavar="SECONDS",
-        help="the longest wait before a failing pod is tried again (900)",
-    )
-    looping.add_argument(
-        "--exclude",
-        action="append",
-        metavar="POD",
-        help="hold this pod (name or glob; repeatable): checked and logged, never changed",
-    )
-    looping.add_argument("--json", action="store_true", help="one JSON object per event line")
-    looping.add_argument(
-        "--once",
-        action="store_true",
-        help="one pass with a check, then exit with the fleet's status (0 ok, 2 drift, 1 worse)",
-    )
-    looping.add_argument("--passes", type=int, help=argparse.SUPPRESS)  # tests: stop after N
-    looping.set_defaults(run=_watch)
-    return top
+COMMANDS = {
+    "check": _check,
+    "wait": _wait,
+    "merge": _merge,
+    "inventory": _inventory,
+    "watch": _watch,
+    "sandbox": _sandbox,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run a subcommand; errors are one line on stderr and exit status 1."""
-    args = parser().parse_args(argv)
+    """Run a subcommand; errors are one line on stderr and exit status 1, a usage error
+    too. A bare ``podstate`` prints the help, and exits 1: a CI line whose subcommand came
+    out empty must not pass."""
+    top = parser()
+    args = top.parse_args(argv)
+    if args.command is None:
+        top.print_help(sys.stderr)
+        return 1
     signals.install()
     try:
         verify()  # a pyinfra that lacks an internal podstate relies on: one line, nothing run
-        return args.run(args)
+        return COMMANDS[args.command](args)
     except (
         Unsupported,
         runner.CheckFailed,

@@ -13,6 +13,7 @@ the prose that starts with a checked program. No sandbox pod is started.
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import functools
 import glob
@@ -516,3 +517,99 @@ def test_the_docs_name_no_module_of_podstate():
     for doc in DOCS:
         named = re.findall(r"(?<![\w/.~-])podstate/[\w/]*\.py\b", doc.read_text())
         assert not named, f"{doc.relative_to(ROOT)} names {named}"
+
+
+# --- the reference pages ------------------------------------------------------------------
+
+OPTIONS_PAGE = ROOT / "docs" / "options.md"
+ENVIRONMENT_PAGE = ROOT / "docs" / "environment.md"
+# Names of RunPod's that are written on the pods, not read from the operator's environment:
+# the sandbox writes them to its pods' /etc/rp_environment, as RunPod's start script does.
+ON_THE_PODS = {
+    "RUNPOD_CPU_COUNT",
+    "RUNPOD_DC_ID",
+    "RUNPOD_GPU_COUNT",
+    "RUNPOD_POD_HOSTNAME",
+    "RUNPOD_PUBLIC_IP",
+    "RUNPOD_TCP_PORT_22",
+}
+
+
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    """Return every subcommand's parser by its words (``report merge`` included)."""
+    found, todo = {}, [((), cli.parser())]
+    while todo:
+        words, parser = todo.pop()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    found[" ".join((*words, name))] = sub
+                    todo.append(((*words, name), sub))
+    return found
+
+
+def options_shown(page: Path) -> dict[str, set[str]]:
+    """Return, per ``## podstate WORDS`` section of ``page``, the options its tables list
+    (the first cell of each row, as ``--name``)."""
+    shown: dict[str, set[str]] = {}
+    section = None
+    for line in prose(page).splitlines():
+        heading = re.match(r"^## podstate ([a-z ]+)$", line)
+        if heading:
+            section = heading.group(1)
+            shown[section] = set()
+        elif section and (row := re.match(r"^\| `(--[\w-]+)", line)):
+            shown[section].add(row.group(1))
+    return shown
+
+
+def test_every_option_is_in_the_options_page_and_every_one_there_exists():
+    shown = options_shown(OPTIONS_PAGE)
+    for words, parser in subcommands().items():
+        options = {
+            action.option_strings[-1]
+            for action in parser._actions
+            if action.option_strings
+            and action.help != argparse.SUPPRESS
+            and not isinstance(action, argparse._HelpAction)
+        }
+        if words == "report":
+            continue  # its one action, merge, has a section of its own
+        assert shown.get(words, set()) == options, f"docs/options.md, podstate {words}"
+    assert "`podstate --version`" in OPTIONS_PAGE.read_text()
+
+
+def environment_read() -> set[str]:
+    """Return every PODSTATE_*/RUNPOD_* name in a string of podstate's code (the package, the
+    inventory and deploy files, the roles, the tests' fixtures), but for those on the pods."""
+    sources = [
+        *(ROOT / "podstate").rglob("*.py"),
+        *(ROOT / "roles").glob("*.py"),
+        *(ROOT / "inventories").glob("*.py"),
+        *(ROOT / "deploy").glob("*.py"),
+        ROOT / "tests" / "conftest.py",
+    ]
+    names: set[str] = set()
+    for path in sources:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names |= set(re.findall(r"\b(?:PODSTATE|RUNPOD)_[A-Z0-9_]*[A-Z0-9]\b", node.value))
+    return names - ON_THE_PODS
+
+
+def test_every_environment_variable_read_is_in_the_environment_page():
+    read = environment_read()
+    assert {"PODSTATE_PODS", "RUNPOD_API_KEY", "PODSTATE_SKIP_E2E"} <= read, read
+    listed = set(re.findall(r"^\| `([A-Z0-9_]+)`", ENVIRONMENT_PAGE.read_text(), re.M))
+    page = ENVIRONMENT_PAGE.read_text()
+    missing = sorted(name for name in read if name not in listed and f"`{name}`" not in page)
+    assert not missing, f"docs/environment.md does not list {missing}"
+
+
+def test_a_missing_option_or_variable_would_be_caught(tmp_path):
+    page = tmp_path / "options.md"
+    page.write_text("## podstate check\n\n| option | x |\n|---|---|\n| `--diff` | y |\n")
+    assert options_shown(page) == {"check": {"--diff"}}
+    assert "--json" in {
+        a.option_strings[-1] for a in subcommands()["check"]._actions if a.option_strings
+    }

@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,8 @@ from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import findings, lock
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# Told of each pod's stage as the run goes: connecting, planning, checked (podstate.progress).
+Progress = Callable[[str, str], None]
 
 
 class CheckFailed(Exception):
@@ -38,15 +41,21 @@ class CheckFailed(Exception):
 
 
 class _Errors(BaseStateCallback, logging.Handler):
-    """Collects connection errors and pyinfra's per-pod error lines, by pod name."""
+    """Collects connection errors and pyinfra's per-pod error lines, by pod name, and tells
+    ``progress`` (``run``'s) of each pod that connected or could not."""
 
-    def __init__(self) -> None:
+    def __init__(self, progress: Progress) -> None:
         logging.Handler.__init__(self, logging.WARNING)
         self.unreachable: dict[str, str] = {}
         self.errors: dict[str, list[str]] = {}
+        self.progress = progress
+
+    def host_connect(self, state, host) -> None:  # pyinfra's API
+        self.progress(host.name, "planning")
 
     def host_connect_error(self, state, host, error) -> None:  # pyinfra's API
         self.unreachable[host.name] = _ANSI.sub("", str(error.args[0] if error.args else error))
+        self.progress(host.name, "checked")
 
     def emit(self, record: logging.LogRecord) -> None:
         line = logs.pod_line(record.getMessage())
@@ -70,14 +79,18 @@ def _where(error: BaseException, deploy: str) -> str:
     return f"{at}: {type(error).__name__}: {text}"
 
 
-def _load_deploys(state: State, deploys: list[str], failures: dict[str, str]) -> None:
+def _load_deploys(
+    state: State, deploys: list[str], failures: dict[str, str], progress: Progress
+) -> None:
     """Plan every deploy file on every active pod, in order, each pod in parallel; an
     exception fails only the pod it happened on, with one line naming the file and line."""
 
     def failed(host, deploy: str, error: BaseException) -> None:
         failures[host.name] = _where(error, deploy)
 
-    pyinfra_cli.load_deploy_files(state, deploys, failed)
+    pyinfra_cli.load_deploy_files(
+        state, deploys, failed, planned=lambda host: progress(host.name, "checked")
+    )
 
 
 def _limit(inventory, patterns: list[str]) -> list | None:
@@ -104,15 +117,17 @@ def run(
     inventory_file: str,
     deploys: list[str],
     limit: list[str],
-    timeout: int = 10,
+    timeout: int = settings.CONNECT_TIMEOUT,
     shard: Shard | None = None,
     strict_host_keys: bool | None = None,
+    progress: Progress = lambda name, stage: None,
 ) -> dict[str, PodResult]:
     """Return the verdict for every pod of the inventory (after ``--limit``, then of those
     the ones in ``shard``), planning the deploy files in the
     order given, as ``pyinfra`` runs them. An empty shard is no pod and no connection.
     ``strict_host_keys`` (``--strict-host-keys``) refuses the keys of API pods seen for the
-    first time; None leaves it to ``PODSTATE_STRICT_HOST_KEYS`` (``fleet.strict_host_keys``)."""
+    first time; None leaves it to ``PODSTATE_STRICT_HOST_KEYS`` (``fleet.strict_host_keys``).
+    ``progress`` is told each pod's stage as the run goes, for a display of it."""
     if not deploys:
         raise CheckFailed("no deploy files to plan (run from the repository root)")
     for path, what in [(inventory_file, "inventory"), *((d, "deploy file") for d in deploys)]:
@@ -121,7 +136,7 @@ def run(
     lock.probe_wait = 0  # a check reads each pod as it is, another run's lock or not
     findings.reset()
     state, config = pyinfra_cli.new_state(timeout)
-    errors = _Errors()
+    errors = _Errors(progress)
     pyinfra_logger.addHandler(errors)
     try:
         try:
@@ -135,9 +150,11 @@ def run(
             if not hosts:
                 return {}
         config.PARALLEL = min(settings.PARALLEL, len(hosts or inventory) or 1)
+        for host in hosts or inventory:
+            progress(host.name, "connecting")
         pyinfra_cli.connect(state, inventory, config, hosts, errors)  # unreachable: below
         failures: dict[str, str] = {}
-        _load_deploys(state, deploys, failures)
+        _load_deploys(state, deploys, failures, progress)
         results = {
             h.name: _verdict(state, h, errors, failures, deploys) for h in hosts or inventory
         }

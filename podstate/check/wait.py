@@ -11,9 +11,11 @@ import sys
 import time
 from typing import TextIO
 
+from podstate import settings
 from podstate.check import runner
 from podstate.check.reports import restart_line
 from podstate.check.result import PodResult
+from podstate.progress import Progress
 
 
 def why_not(result: PodResult) -> str:
@@ -41,18 +43,39 @@ def run(
     timeout: int,
     interval: int = 5,
     out: TextIO = sys.stdout,
+    strict_host_keys: bool | None = None,
+    progress: Progress | None = None,
 ) -> int:
     """Check the pods every ``interval`` seconds until all are ready (return 0) or
-    ``timeout`` seconds have passed (return 1, naming each pod still missing and why)."""
+    ``timeout`` seconds have passed (return 1, naming each pod still missing and why).
+    Each check connects as ``podstate check`` does (``PODSTATE_CONNECT_TIMEOUT``,
+    ``strict_host_keys``); ``progress`` is told each pod's stage, and cleared before a line
+    is printed."""
     deadline = time.monotonic() + timeout
     ready: set[str] = set()
     waiting: dict[str, PodResult] = {}
     total: int | None = None
+    display = progress or Progress("wait", sys.stderr, tty=False, done="ready")
+
+    def told(name: str, stage: str) -> None:  # checked is not ready: said below
+        if stage != "checked":
+            display.pod(name, stage)
+
     while True:
-        results = runner.run(inventory, deploys, sorted(waiting) or limit)  # those not ready
+        results = runner.run(
+            inventory,
+            deploys,
+            sorted(waiting) or limit,  # those not ready
+            timeout=settings.CONNECT_TIMEOUT,
+            strict_host_keys=strict_host_keys,
+            progress=told,
+        )
         total = len(results) if total is None else total
         now_ready = {name for name, r in results.items() if is_ready(r)}
         waiting = {name: r for name, r in results.items() if name not in now_ready}
+        for name in results:
+            display.pod(name, "ready" if name in now_ready else "not ready")
+        display.clear()
         if now_ready or not total:
             ready |= now_ready
             print(f"{len(ready)} of {total} ready", file=out, flush=True)

@@ -89,30 +89,38 @@ def connect(
 
 
 def load_deploy_files(
-    state: State, deploys: list[str], failed: Callable[[Host, str, BaseException], None]
+    state: State,
+    deploys: list[str],
+    failed: Callable[[Host, str, BaseException], None],
+    planned: Callable[[Host], None] = lambda host: None,
 ) -> None:
     """Plan every deploy file on every active pod, in order, each pod in parallel, as
     pyinfra's CLI does (numbered by file, with the config each file changes put back after
     it); an exception a pod's file raises is ``failed(host, deploy, exception)``, and that
-    pod plans no further file."""
+    pod plans no further file. ``planned(host)`` is called as each pod is done: its last
+    file planned, or one failed."""
     cli = _cli()
     state.set_stage(api_state.StateStage.Prepare)
     failures: set[str] = set()
 
-    def load(host: Host, deploy: str) -> None:
+    def load(host: Host, deploy: str, last: bool) -> None:
         try:
             with context.ctx_config.use(state.config.copy()), context.ctx_host.use(host):
                 cli.util.exec_file(deploy)
         except Exception as e:  # a broken pod must not stop the others
             failures.add(host.name)
             failed(host, deploy, getattr(e, "exception", e))  # the CLI wraps the file's error
+            last = True
+        if last:
+            planned(host)
 
     for number, deploy in enumerate(deploys):
         state.config.lock_current_state()
         state.current_deploy_filename = deploy
         plan.set_file_number(state, number)
         hosts = [h for h in state.inventory.get_active_hosts() if h.name not in failures]
-        gevent.joinall([state.pool.spawn(load, host, deploy) for host in hosts])
+        last = number == len(deploys) - 1
+        gevent.joinall([state.pool.spawn(load, host, deploy, last) for host in hosts])
         state.config.reset_locked_state()
 
 

@@ -238,6 +238,7 @@ class Watch:
         pending.due = next_try(pending.failures, self.number, self._cap())
         wait = (pending.due - self.number) * self.options.interval
         detail = f"{error}; next try in pass {pending.due} (in about {wait:.{wait < 10:d}f}s)"
+        detail = error if self.options.once else detail  # --once: there is no next pass
         self.emit(Event(name, pending.why, action, "failed", took, detail))
 
     def _cap(self) -> int:
