@@ -17,6 +17,7 @@ import atexit
 import os
 import signal
 import sys
+from typing import TextIO
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 _MESSAGE = {
@@ -73,3 +74,12 @@ def install() -> None:
     if not _installed:
         _installed = True
         atexit.register(_finished)
+
+
+def write_raw(out: TextIO, text: str) -> None:
+    """Write ``text`` to ``out``'s file descriptor, past its buffer: safe in a signal
+    handler, where a buffered write could re-enter the buffer it interrupted."""
+    try:
+        os.write(out.fileno(), text.encode())
+    except (OSError, ValueError, AttributeError):
+        pass

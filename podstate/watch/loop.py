@@ -237,8 +237,8 @@ class Watch:
         pending.error = error
         pending.due = next_try(pending.failures, self.number, self._cap())
         wait = (pending.due - self.number) * self.options.interval
-        detail = f"{error}; next try in pass {pending.due} (in about {wait:.{wait < 10:d}f}s)"
-        detail = error if self.options.once else detail  # --once: there is no next pass
+        later = f"; next try in pass {pending.due} (in about {wait:.{wait < 10:d}f}s)"
+        detail = error if self.options.once else error + later  # --once: no next pass
         self.emit(Event(name, pending.why, action, "failed", took, detail))
 
     def _cap(self) -> int:
@@ -358,7 +358,7 @@ class Watch:
                 else None,
             )
             # Not self.out: the signal may have come in the middle of a write to it.
-            _write_raw(self.out, event.line(_now(), self.number, self.options.json))
+            signals.write_raw(self.out, event.line(_now(), self.number, self.options.json))
             return
         child = self.child
         if child is not None:
@@ -375,14 +375,6 @@ class Watch:
             os.write(self._wake_write, b"x")
         except BlockingIOError:
             pass  # the pipe is full: the watch will wake anyway
-
-
-def _write_raw(out: TextIO, text: str) -> None:
-    """Write ``text`` to ``out``'s file descriptor, past its buffer (safe in a handler)."""
-    try:
-        os.write(out.fileno(), text.encode())
-    except (OSError, ValueError, AttributeError):
-        pass
 
 
 def _now() -> str:
