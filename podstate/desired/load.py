@@ -181,6 +181,22 @@ def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+SPELLINGS = (".yaml", ".yml")  # a vars file's name ends in either, as Ansible reads them
+
+
+def spelled(stem: Path) -> Path | None:
+    """Return the file ``stem`` names with ``.yaml`` or ``.yml`` added, None when neither
+    is there; SpecError when both are, since which one is meant cannot be known."""
+    found = [stem.with_name(stem.name + end) for end in SPELLINGS]
+    found = [path for path in found if path.is_file()]
+    if len(found) > 1:
+        raise SpecError(
+            f"{display_path(found[0])} and {found[1].name} are both there: they are one file "
+            "in two spellings; keep one"
+        )
+    return found[0] if found else None
+
+
 @dataclass
 class VarsDir:
     """The vars directory (group_vars/, host_vars/), each file read at most once."""
@@ -188,13 +204,34 @@ class VarsDir:
     root: Path
     _cache: dict[Path, dict[str, Any]] = field(default_factory=dict)
 
+    def check(self) -> None:
+        """Raise SpecError when the directory holds no vars file (group_vars/*.yaml or
+        host_vars/*.yaml, or .yml), or one in both spellings: a wrong PODSTATE_VARS would
+        otherwise be an empty desired state, which every pod meets."""
+        found: list[Path] = []
+        for sub in ("group_vars", "host_vars"):
+            folder = self.root / sub
+            names = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+            stems = {n.removesuffix(e) for n in names for e in SPELLINGS if n.endswith(e)}
+            found += [p for stem in sorted(stems) if (p := spelled(folder / stem))]
+        if not found:
+            shown = display_path(self.root)
+            inside = [f"all{end}" for end in SPELLINGS if (self.root / f"all{end}").is_file()]
+            hint = f"; it holds {inside[0]}: is it group_vars/ itself?" if inside else ""
+            raise SpecError(
+                f"{shown}: no vars file in it (looked for group_vars/*.yaml and "
+                f"host_vars/*.yaml, or .yml): set PODSTATE_VARS to the directory that holds "
+                f"group_vars/{hint}"
+            )
+
     def layers(self, groups: Iterable[str], pod: str) -> list[Layer]:
         """Return the layers for a pod in merge order: all, each group, then the pod itself."""
-        files = [self.root / "group_vars" / f"{g}.yaml" for g in ("all", *groups)]
-        files.append(self.root / "host_vars" / f"{pod}.yaml")
+        stems = [self.root / "group_vars" / g for g in ("all", *groups)]
+        stems.append(self.root / "host_vars" / pod)
         layers = []
-        for path in files:
-            if path.is_file():
+        for stem in stems:
+            path = spelled(stem)
+            if path is not None:
                 if path not in self._cache:
                     self._cache[path] = load_yaml(path, display_path(path))
                 layers.append(Layer(display_path(path), self._cache[path], self.root))
