@@ -143,12 +143,32 @@ def test_paths_are_normalized():
         ("pods: {a: {groups: trainers}}", "pods.a.groups: expected a list of group names"),
         ("hosts: {}", "hosts: unknown key (allowed: defaults, pods)"),
         ("pods: []", "pods: expected a mapping"),
+        ("pods: {a: {ssh_prot: 1}}", "pods.a.ssh_prot: unknown key (did you mean ssh_port? "),
+        ("pods: {a: {ssh_host: x}}", "pods.a.ssh_host: unknown key (did you mean ssh_hostname?"),
+        ("defaults: {ssh_usr: root}\npods: {a: {}}", "defaults.ssh_usr: unknown key (did you"),
+        ("pods: {a: {cloud: SECRUE}}", "pods.a.cloud: 'SECRUE' is not one of: COMMUNITY, SECURE"),
+        ("defaults: {cloud: 1}\npods: {a: {}}", "defaults.cloud: 1 is not one of: COMMUNITY"),
     ],
 )
 def test_pods_file_errors(tmp_path, content, expected):
     path = write(tmp_path / "pods.yaml", content)
     with pytest.raises(SpecError, match=re.escape(expected)):
         read_pods_file(path)
+
+
+def test_pods_file_takes_every_key_of_the_ssh_connector_and_either_cloud(tmp_path):
+    path = write(
+        tmp_path / "pods.yaml",
+        """\
+        defaults: {ssh_connect_retries: 2, ssh_file_transfer_protocol: scp, ssh_allow_agent: no}
+        pods:
+          a: {ssh_hostname: 127.0.0.1, ssh_port: 1, cloud: secure}
+          b: {ssh_hostname: 127.0.0.1, ssh_config_file: ~/.ssh/config, cloud: COMMUNITY}
+        """,
+    )
+    a, b = read_pods_file(path)
+    assert (a.data["cloud"], a.groups, b.data["cloud"]) == ("SECURE", ["secure"], "COMMUNITY")
+    assert a.data["ssh_connect_retries"] == 2 and b.data["ssh_file_transfer_protocol"] == "scp"
 
 
 def test_invalid_state_stops_pyinfra_before_any_connection(fleet):
