@@ -35,7 +35,11 @@ def error(state: dict) -> str:
 @pytest.mark.parametrize(
     "source,expected",
     [
-        ({"from_env": TOKEN}, "secrets.X.from_env: the environment variable it names is not set"),
+        (
+            {"from_env": TOKEN},
+            "secrets.X.from_env: the environment variable it names is not set; this does not "
+            "look like a variable name: did you paste the value itself?",
+        ),
         ({"from_file": TOKEN}, "secrets.X.from_file: cannot read the file it names: No such"),
         (
             {"from_env": TOKEN, "from_file": TOKEN},
@@ -53,6 +57,16 @@ def error(state: dict) -> str:
 def test_a_secrets_message_names_the_key_never_the_value(source, expected):
     message = error({"secrets": {"X": source}})
     assert expected in message and TOKEN not in message
+
+
+@pytest.mark.parametrize("where", ["secrets.X", "repos./root/r.ssh_key"])
+def test_a_missing_variable_named_as_variables_are_is_named(monkeypatch, where):
+    """A name shaped like a variable (upper case, digits, _) cannot be a pasted token."""
+    monkeypatch.delenv("BAR_SECRET", raising=False)
+    source = {"from_env": "BAR_SECRET"}
+    item = {"url": "git@github.com:o/r.git", "ref": "main", "ssh_key": source}
+    state = {"repos": {"/root/r": item}} if "repos" in where else {"secrets": {"X": source}}
+    assert f"{where}.from_env: the environment variable BAR_SECRET is not set" in error(state)
 
 
 def test_a_deploy_keys_message_names_the_key_never_the_value():
