@@ -1,5 +1,7 @@
-"""pyinfra inventory: the pods in PODSTATE_PODS, else RunPod's API when RUNPOD_API_KEY is set,
-else inventories/pods.yaml. Pods the API lists but podstate cannot manage are named on stderr.
+"""pyinfra inventory: the pods of the sources PODSTATE_INVENTORY names (file, runpod), else
+of PODSTATE_PODS, else of RunPod's API when RUNPOD_API_KEY is set, else of
+inventories/pods.yaml (the file and the key together are refused: podstate.inventory.fleet).
+Pods the API lists but podstate cannot manage are named on stderr.
 
 Each pod's desired state is merged from PODSTATE_VARS (default inventories/) and validated
 here, so an invalid file stops the run before any pod is contacted.

@@ -205,7 +205,7 @@ def _inventory(args: argparse.Namespace) -> int:
     ]
     skipped = [{"id": s.id, "name": s.name, "reason": s.reason} for s in found.skipped]
     if args.json:
-        print(json.dumps({"pods": pods, "skipped": skipped}, indent=2))
+        print(json.dumps({"source": found.source, "pods": pods, "skipped": skipped}, indent=2))
         return 0
     width = max((len(pod["name"]) for pod in pods), default=0)
     for pod in pods:

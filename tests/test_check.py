@@ -61,6 +61,20 @@ def test_limit_chooses_pods_as_pyinfras_limit_does(limits, chosen):
     assert found is None if chosen is None else [host.name for host in found] == chosen
 
 
+@pytest.mark.parametrize(
+    ("limits", "named"),
+    [
+        (["train-1", "nosuch"], "--limit nosuch"),
+        (["trainers", "train_*", "eval-*", "nobody"], "--limit train_* --limit nobody"),
+    ],
+)
+def test_each_limit_that_matches_no_pod_is_an_error_naming_it(limits, named):
+    """A CI filter that checks fewer pods than it names must not pass."""
+    with pytest.raises(CheckFailed) as raised:
+        _limit(LIMIT_INVENTORY, limits)
+    assert str(raised.value) == f"{named} matches no pod"
+
+
 def test_limit_with_commas_that_matches_nothing_says_to_repeat_it():
     with pytest.raises(CheckFailed) as raised:
         _limit(LIMIT_INVENTORY, ["train-1,eval-1"])

@@ -11,7 +11,7 @@ import pytest
 from podstate.facts.gpu import all_nvlink, parse_gpu_list, parse_topology
 from podstate.facts.mounts import mount_of, parse_mounts
 from podstate.facts.probe import PodProbe, parse_probe
-from podstate.sizes import SIZE_PATTERN, format_size, parse_size
+from podstate.sizes import SIZE_PATTERN, SIZE_WORDS, format_size, parse_size
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = FIXTURES.parent.parent
@@ -28,13 +28,20 @@ ROOT = FIXTURES.parent.parent
         ("100", 100),
         ("2 GB", 2 << 30),
         (4096, 4096),
+        ("1P", 1 << 50),
+        ("16GB", 16 << 30),
+        ("512 M", 512 << 20),
+        ("100B", 100),
+        ("1.3K", 1331),  # rounded down to whole bytes
     ],
 )
 def test_sizes_use_binary_units(text, expected):
     assert parse_size(text) == expected
 
 
-@pytest.mark.parametrize("text", ["8X", "-1", "", " 8G", "G", "8 G B", True, -5, 1.5])
+@pytest.mark.parametrize(
+    "text", ["8X", "-1", "", " 8G", "G", "8 G B", True, -5, 1.5, "16g", "16iB", "8  G", "1.G"]
+)
 def test_bad_sizes_are_refused(text):
     with pytest.raises(ValueError):
         parse_size(text)
@@ -51,6 +58,16 @@ def test_schema_and_parser_agree_on_sizes():
     schema = json.loads((Path(__file__).parent.parent / "schema/pod.schema.json").read_text())
     assert schema["$defs"]["size"]["pattern"] == SIZE_PATTERN
     assert re.match(SIZE_PATTERN, "16G")
+
+
+def test_what_a_size_may_be_is_stated_as_the_parser_takes_it():
+    """The schema's message says exactly what is accepted, and each example in it is."""
+    schema = json.loads((ROOT / "schema/pod.schema.json").read_text())
+    assert schema["$defs"]["size"]["x-message"] == f"is not a size: {SIZE_WORDS}"
+    examples = SIZE_WORDS.rsplit(": ", 1)[1].split(", ")
+    assert len(examples) == 6 and all(parse_size(text) for text in examples)
+    with pytest.raises(ValueError):
+        parse_size("16g")  # the words say so
 
 
 def test_mounts_find_the_network_volume_of_runpod():

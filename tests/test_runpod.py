@@ -162,11 +162,11 @@ def env(api, tmp_path):
     return result
 
 
-def run(*args: str, env: dict) -> subprocess.CompletedProcess:
-    """Run a command from the repository root as a user would; stdin closed."""
+def run(*args: str, env: dict, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """Run a command from the repository root (or ``cwd``) as a user would; stdin closed."""
     result = subprocess.run(
         [str(BIN / args[0]), *args[1:]],
-        cwd=ROOT,
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
@@ -178,8 +178,8 @@ def run(*args: str, env: dict) -> subprocess.CompletedProcess:
     return result
 
 
-def inventory(env: dict) -> dict:
-    result = run("podstate", "inventory", "--json", env=env)
+def inventory(env: dict, cwd: Path = ROOT) -> dict:
+    result = run("podstate", "inventory", "--json", env=env, cwd=cwd)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -232,6 +232,7 @@ def test_the_specs_example_pod_becomes_a_host(api, env):
     api.serve(fixture("example.json"))
     listing = inventory(env)
     assert listing == {
+        "source": "RunPod API",
         "pods": [
             {
                 "name": "pytorch-training",
@@ -382,6 +383,83 @@ def test_pods_file_wins_over_the_api(api, env, tmp_path):
     assert [pod["name"] for pod in listing["pods"]] == ["mine"]
     assert listing["pods"][0]["pod_id"] is None
     assert api.requests == []
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A directory run from, holding the default pods file inventories/pods.yaml (one pod)."""
+    where = tmp_path / "project"
+    (where / "inventories").mkdir(parents=True)
+    (where / "inventories" / "pods.yaml").write_text(
+        "pods:\n  mine: {ssh_hostname: 127.0.0.1, ssh_port: 2222}\n"
+    )
+    return where
+
+
+def test_default_pods_file_beside_an_api_key_is_refused_naming_both(api, env, project):
+    """Neither source is taken silently: the key is exported for RunPod's own tools too."""
+    api.serve(fixture("example.json"))
+    commands = (
+        ["podstate", "inventory"],
+        ["pyinfra", str(ROOT / "inventories/pods.py"), "debug-inventory"],
+    )
+    for command in commands:
+        line = one_error_line(run(*command, env=env, cwd=project))
+        assert "inventories/pods.yaml" in line and "RUNPOD_API_KEY" in line, line
+        assert "PODSTATE_INVENTORY" in line
+    assert api.requests == []
+
+
+@pytest.mark.parametrize(
+    "source,names,shown",
+    [
+        ("file", ["mine"], "pods file inventories/pods.yaml"),
+        ("runpod", ["pytorch-training"], "RunPod API"),
+        ("runpod, file", ["pytorch-training", "mine"], "RunPod API and pods file"),
+    ],
+)
+def test_podstate_inventory_chooses_the_source_and_shows_it(
+    api, env, project, source, names, shown
+):
+    api.serve(fixture("example.json"))
+    env["PODSTATE_INVENTORY"] = source
+    listing = inventory(env, cwd=project)
+    assert [pod["name"] for pod in listing["pods"]] == names
+    assert listing["source"].startswith(shown)
+    assert bool(api.requests) == ("runpod" in source)
+    text = run("podstate", "inventory", env=env, cwd=project).stdout
+    assert f"pods from the {shown}" in text
+
+
+@pytest.mark.parametrize(
+    "variables,words",
+    [
+        (
+            {"PODSTATE_INVENTORY": "vast"},
+            "PODSTATE_INVENTORY: unknown source 'vast' (allowed: file, runpod",
+        ),
+        ({"PODSTATE_INVENTORY": "file,file"}, "names a source twice"),
+        (
+            {"PODSTATE_INVENTORY": "runpod", "PODSTATE_PODS": "inventories/pods.yaml"},
+            "PODSTATE_PODS names a pods file, which PODSTATE_INVENTORY=runpod does not read",
+        ),
+    ],
+)
+def test_a_wrong_source_is_one_line_before_any_request(api, env, project, variables, words):
+    api.serve(fixture("example.json"))
+    env.update(variables)
+    assert words in one_error_line(run("podstate", "inventory", env=env, cwd=project))
+    assert api.requests == []
+
+
+def test_a_pod_two_sources_name_is_refused(api, env, project):
+    api.serve(fixture("example.json"))
+    (project / "inventories" / "pods.yaml").write_text(
+        "pods:\n  pytorch-training: {ssh_hostname: 127.0.0.1}\n"
+    )
+    env["PODSTATE_INVENTORY"] = "file,runpod"
+    line = one_error_line(run("podstate", "inventory", env=env, cwd=project))
+    assert "pod pytorch-training is in more than one of PODSTATE_INVENTORY's sources" in line
 
 
 def test_no_source_says_what_to_set(monkeypatch, tmp_path):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from podstate.desired.errors import Layer, SpecError
+from podstate.desired.load import VarsDir
 from podstate.desired.secret import Secret, render
 from podstate.desired.spec import resolve
 from podstate.facts import secrets as secret_facts
@@ -35,7 +36,11 @@ def error(state: dict) -> str:
 @pytest.mark.parametrize(
     "source,expected",
     [
-        ({"from_env": TOKEN}, "secrets.X.from_env: the environment variable it names is not set"),
+        (
+            {"from_env": TOKEN},
+            "secrets.X.from_env: the environment variable it names is not set; this does not "
+            "look like a variable name: did you paste the value itself?",
+        ),
         ({"from_file": TOKEN}, "secrets.X.from_file: cannot read the file it names: No such"),
         (
             {"from_env": TOKEN, "from_file": TOKEN},
@@ -53,6 +58,26 @@ def error(state: dict) -> str:
 def test_a_secrets_message_names_the_key_never_the_value(source, expected):
     message = error({"secrets": {"X": source}})
     assert expected in message and TOKEN not in message
+
+
+@pytest.mark.parametrize("where", ["secrets.X", "repos./root/r.ssh_key"])
+def test_a_missing_variable_named_as_variables_are_is_named(monkeypatch, where):
+    """A name shaped like a variable (upper case, digits, _) cannot be a pasted token."""
+    monkeypatch.delenv("BAR_SECRET", raising=False)
+    source = {"from_env": "BAR_SECRET"}
+    item = {"url": "git@github.com:o/r.git", "ref": "main", "ssh_key": source}
+    state = {"repos": {"/root/r": item}} if "repos" in where else {"secrets": {"X": source}}
+    assert f"{where}.from_env: the environment variable BAR_SECRET is not set" in error(state)
+
+
+def test_a_number_read_from_yaml_under_a_secret_is_never_echoed(tmp_path):
+    """A value YAML reads as no string is named as written, except a secret's source."""
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "all.yaml").write_text("secrets: {X: {from_env: 0x4711}}\n")
+    with pytest.raises(SpecError) as raised:
+        resolve(VarsDir(tmp_path).layers([], "p"), "p")
+    assert "secrets.X.from_env: expected a string" in str(raised.value)
+    assert "4711" not in str(raised.value)
 
 
 def test_a_deploy_keys_message_names_the_key_never_the_value():

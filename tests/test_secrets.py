@@ -301,7 +301,7 @@ def test_a_missing_variable_stops_the_run_before_contact_naming_it(fleet, secret
         assert {pod: exec_count(fleet, pod) for pod in fleet.pods} == before
     finally:
         os.environ[TOKEN_VAR] = value
-    line = "secrets.HF_TOKEN.from_env: the environment variable it names is not set"
+    line = f"secrets.HF_TOKEN.from_env: the environment variable {TOKEN_VAR} is not set"
     assert run.returncode != 0 and line in run.stderr + run.stdout
     assert result.returncode == 1 and line in result.stdout + result.stderr
     assert "Traceback" not in run.stderr + result.stderr

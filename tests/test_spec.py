@@ -14,7 +14,7 @@ import pytest
 from podstate.desired.errors import Layer, SpecError
 from podstate.desired.load import merge
 from podstate.desired.spec import resolve
-from podstate.inventory.fleet import load_pods
+from podstate.inventory.fleet import desired, load_pods
 from podstate.inventory.podsfile import read_pods_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,9 +99,20 @@ def test_pods_from_the_same_files_share_a_state_but_not_its_object(fleet):
             "colour: blue",
             f"colour: unknown key (allowed: {', '.join(sorted(SCHEMA_KEYS))})",
         ),
-        ("env: {A: 1}", "env.A: expected a string, got an integer"),
+        (
+            "env: {A: 1}",
+            'env.A: 1 must be a string without NUL bytes (quote numbers: "1"); YAML read 1 as '
+            "an integer: quote it",
+        ),
+        ("env: {A: yes}", "env.A: yes must be a string without NUL bytes"),
+        ("env: {A: 0x1F}", "; YAML read 0x1F as an integer: quote it"),
+        ("packages: {apt: [vim, 1.10]}", "packages.apt.1: 1.10 is not a Debian package name"),
         ("env: {1A: x}", "'1A' is not a valid variable name"),
-        ("nccl: {p2p: off}", "nccl.p2p: False is not one of: auto, disable, leave"),
+        (
+            "nccl: {p2p: off}",
+            "nccl.p2p: off is not one of: auto, disable, leave; YAML read off as false: quote it",
+        ),
+        ("nccl: {<<: {p2p: On}, ib: auto}", "nccl.p2p: On is not one of: auto, disable, leave;"),
         ("scratch: {/s: {mode: '700'}}", "scratch./s: 'size' is required"),
         ("disk_reserve: plenty", "disk_reserve: 'plenty' is not a size"),
         (
@@ -121,6 +132,14 @@ def test_errors_name_file_key_and_problem(fleet, content, expected):
     assert "host_vars/a.yaml" in message
     assert expected in message
     assert "\n" not in message
+
+
+def test_a_deploy_files_wrong_type_gets_the_schemas_hint():
+    with pytest.raises(SpecError) as error:
+        desired({"env": {"A": 1}})
+    assert str(error.value) == (
+        'a deploy file: env.A: 1 must be a string without NUL bytes (quote numbers: "1") (pod any)'
+    )
 
 
 def test_error_names_the_file_that_set_the_bad_value():
@@ -148,12 +167,32 @@ def test_paths_are_normalized():
         ("pods: {a: {groups: trainers}}", "pods.a.groups: expected a list of group names"),
         ("hosts: {}", "hosts: unknown key (allowed: defaults, pods)"),
         ("pods: []", "pods: expected a mapping"),
+        ("pods: {a: {ssh_prot: 1}}", "pods.a.ssh_prot: unknown key (did you mean ssh_port? "),
+        ("pods: {a: {ssh_host: x}}", "pods.a.ssh_host: unknown key (did you mean ssh_hostname?"),
+        ("defaults: {ssh_usr: root}\npods: {a: {}}", "defaults.ssh_usr: unknown key (did you"),
+        ("pods: {a: {cloud: SECRUE}}", "pods.a.cloud: 'SECRUE' is not one of: COMMUNITY, SECURE"),
+        ("defaults: {cloud: 1}\npods: {a: {}}", "defaults.cloud: 1 is not one of: COMMUNITY"),
     ],
 )
 def test_pods_file_errors(tmp_path, content, expected):
     path = write(tmp_path / "pods.yaml", content)
     with pytest.raises(SpecError, match=re.escape(expected)):
         read_pods_file(path)
+
+
+def test_pods_file_takes_every_key_of_the_ssh_connector_and_either_cloud(tmp_path):
+    path = write(
+        tmp_path / "pods.yaml",
+        """\
+        defaults: {ssh_connect_retries: 2, ssh_file_transfer_protocol: scp, ssh_allow_agent: no}
+        pods:
+          a: {ssh_hostname: 127.0.0.1, ssh_port: 1, cloud: secure}
+          b: {ssh_hostname: 127.0.0.1, ssh_config_file: ~/.ssh/config, cloud: COMMUNITY}
+        """,
+    )
+    a, b = read_pods_file(path)
+    assert (a.data["cloud"], a.groups, b.data["cloud"]) == ("SECURE", ["secure"], "COMMUNITY")
+    assert a.data["ssh_connect_retries"] == 2 and b.data["ssh_file_transfer_protocol"] == "scp"
 
 
 def test_invalid_state_stops_pyinfra_before_any_connection(fleet):

@@ -258,7 +258,8 @@ def test_vars_made_invalid_while_it_runs_say_so_each_pass_and_apply_nothing(pods
             invalid = watching.end_of_pass(number)
             assert (invalid["seen"], invalid["action"]) == ("invalid", "none")
             assert invalid["detail"].endswith(
-                "host_vars/pod-2.yaml: env.COUNT: expected a string, got an integer (pod pod-2)"
+                "host_vars/pod-2.yaml: env.COUNT: 3 must be a string without NUL bytes (quote "
+                'numbers: "1"); YAML read 3 as an integer: quote it (pod pod-2)'
             )
         assert not has(pods, "pod-1", PROFILE)
         pods.host_vars("pod-2", None)

@@ -97,17 +97,20 @@ def _limit(inventory, patterns: list[str]) -> list | None:
     """Return the pods ``--limit`` names, as pyinfra's own ``--limit`` chooses them, so one
     list of limits means the same pods to ``podstate check`` and to an apply: each pattern
     is a group's name (its pods) or else a glob of pod names, a comma being part of it.
-    None (every pod) without a pattern; CheckFailed, one line, when they match no pod."""
+    None (every pod) without a pattern; CheckFailed, one line, when any pattern matches no
+    pod: a check of fewer pods than it was told to check must not pass."""
     if not patterns:
         return None
     chosen = set()
+    unmatched = []
     for pattern in patterns:
         group = inventory.get_group(pattern, None)
         if group is None:
             group = [host for host in inventory if fnmatch.fnmatch(host.name, pattern)]
         chosen.update(group)
-    if not chosen:
-        limits = " ".join(f"--limit {p}" for p in patterns)
+        unmatched += [] if group else [pattern]
+    if unmatched:
+        limits = " ".join(f"--limit {p}" for p in unmatched)
         comma = ": a comma is part of a name, as in pyinfra; repeat --limit for each pod"
         raise CheckFailed(f"{limits} matches no pod{comma if ',' in limits else ''}")
     return [host for host in inventory if host in chosen]

@@ -6,7 +6,7 @@ that sets the key it is about, so the user reads which file to fix and where.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +19,19 @@ class SpecError(Exception):
     """A problem with the user's files, worded as one line that says what to fix."""
 
 
+# By key path, the text as written of each value YAML read as no string (``off``: false).
+Written = dict[tuple[str | int, ...], str]
+
+
 @dataclass
 class Layer:
-    """One vars file's contribution to a pod's state, remembered so errors can name the file."""
+    """One vars file's contribution to a pod's state, remembered so errors can name the file
+    and a value as it was written."""
 
     display: str
     data: dict[str, Any]
     root: Path | None = None  # the vars directory the file belongs to
+    written: Written = field(default_factory=dict)
 
 
 def schema_error(layers: list[Layer], error: ValidationError, pod: str) -> SpecError:
@@ -33,7 +39,46 @@ def schema_error(layers: list[Layer], error: ValidationError, pod: str) -> SpecE
     one line with the file that set the key, the key and what is wrong, for pod ``pod``."""
     key_path = list(error.absolute_path)
     source = _source(layers, key_path, error)
-    return SpecError(f"{source}: {_key_text(key_path, error)}: {_message(error)} (pod {pod})")
+    message = _read_as(error, _written(layers, key_path)) or _message(error)
+    return SpecError(f"{source}: {_key_text(key_path, error)}: {message} (pod {pod})")
+
+
+def _written(layers: list[Layer], key_path: list[Any]) -> str | None:
+    """Return the text as written of the value at ``key_path`` in the last layer that sets
+    it, where YAML read that text as no string; else None."""
+    for layer in reversed(layers):
+        node: Any = layer.data
+        for key in key_path:
+            node = node[key] if isinstance(node, (dict, list)) and _has(node, key) else _MISSING
+        if node is not _MISSING:
+            return layer.written.get(tuple(key_path))
+    return None
+
+
+def _has(node: dict[str, Any] | list[Any], key: Any) -> bool:
+    if isinstance(node, dict):
+        return key in node
+    return isinstance(key, int) and 0 <= key < len(node)
+
+
+def _read_as(error: ValidationError, written: str | None) -> str | None:
+    """Return the message for a value YAML read as no string where a string would do
+    (``p2p: off``, read as false; ``A: 1``, an integer), naming it as ``written`` and saying
+    to quote it; None for anything else, and under ``x-hide`` (a secret's source)."""
+    schema = error.schema
+    if written is None or isinstance(error.instance, str) or schema.get("x-hide"):
+        return None
+    if error.validator == "enum" and any(isinstance(v, str) for v in schema["enum"]):
+        wrong = f"{written} is not one of: {', '.join(map(str, schema['enum']))}"
+    elif error.validator == "type" and "string" in (
+        schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+    ):
+        wrong = f"{written} {schema['x-message']}" if "x-message" in schema else _message(error)
+    else:
+        return None
+    value = error.instance
+    kind = str(value).lower() if isinstance(value, bool) else kind_of(value)
+    return f"{wrong}; YAML read {written} as {kind}: quote it"
 
 
 def located(layers: list[Layer], error: SpecError, pod: str) -> SpecError:
@@ -105,6 +150,9 @@ def _message(error: ValidationError) -> str:
         return error.message.replace("is a required property", "is required")
     if error.validator == "enum":
         return f"{short(error.instance)} is not one of: {', '.join(map(str, schema['enum']))}"
+    scalar = not isinstance(error.instance, (dict, list))
+    if error.validator == "type" and "x-message" in schema and scalar and not schema.get("x-hide"):
+        return f"{short(error.instance)} {schema['x-message']}"  # its hint: quote numbers: "1"
     if error.validator == "type":
         expected = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
         names = " or ".join(_TYPE_NAMES.get(t, t) for t in expected)

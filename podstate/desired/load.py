@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from podstate.desired.errors import Layer, SpecError, key_text, kind_of, short
+from podstate.desired.errors import Layer, SpecError, Written, key_text, kind_of, short
 
 # Bytes podstate reads at most of a file of yours it reads whole: a vars, pods or groups
 # file, a requirements file.
@@ -96,6 +96,13 @@ _Loader.yaml_implicit_resolvers = {
 
 def load_yaml(path: Path, display: str | None = None) -> dict[str, Any]:
     """Return the mapping in a YAML file ({} for an empty file); SpecError for anything else."""
+    return load_written(path, display)[0]
+
+
+def load_written(path: Path, display: str | None = None) -> tuple[dict[str, Any], Written]:
+    """Return ``load_yaml``'s mapping and, by key path, the text as written of each value
+    that YAML read as no string (``off`` read as false, ``1`` as an integer): so that an
+    error about such a value can name it as the user wrote it, and say to quote it."""
     shown = display or str(path)
     try:
         text = read_bounded(path, READ_MAX).decode("utf-8")
@@ -110,7 +117,7 @@ def load_yaml(path: Path, display: str | None = None) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise SpecError(f"{shown}: not UTF-8 text") from None
     try:
-        data = yaml.load(text, Loader=_Loader)  # a SafeLoader
+        node, data = _parse(text)
     except _Refused as e:
         raise SpecError(f"{shown}: {e}") from None
     except yaml.YAMLError as e:
@@ -121,11 +128,43 @@ def load_yaml(path: Path, display: str | None = None) -> dict[str, Any]:
     except RecursionError:
         raise SpecError(f"{shown}: invalid YAML: nested too deeply") from None
     if data is None:
-        return {}
+        return {}, {}
     if not isinstance(data, dict):
         raise SpecError(f"{shown}: expected a mapping of keys at the top, got {kind_of(data)}")
     _check_tree(data, [], shown)
-    return data
+    written: Written = {}
+    _note_written(node, (), written)
+    return data, written
+
+
+def _parse(text: str) -> tuple[yaml.Node | None, Any]:
+    """Return the document's node and what it holds, as ``yaml.load`` with ``_Loader`` (a
+    SafeLoader) would, keeping the node: it holds the text of each value as written."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        return node, None if node is None else loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+# Tags of the values YAML reads from plain words and numbers as no string.
+_NOT_TEXT = {f"tag:yaml.org,2002:{tag}" for tag in ("bool", "int", "float", "null")}
+
+
+def _note_written(node: yaml.Node, where: tuple[str | int, ...], written: Written) -> None:
+    """Add to ``written`` the text of each scalar under ``node`` that YAML read as no string,
+    by its key path. (Merge keys are already folded into their mappings, and the tree is
+    known to be shallow and bounded: ``load_written`` checked it first.)"""
+    if isinstance(node, yaml.ScalarNode):
+        if node.tag in _NOT_TEXT and node.value:
+            written[where] = node.value
+    elif isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            _note_written(value, (*where, key.value), written)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, value in enumerate(node.value):
+            _note_written(value, (*where, index), written)
 
 
 class TooLarge(Exception):
@@ -181,23 +220,61 @@ def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+SPELLINGS = (".yaml", ".yml")  # a vars file's name ends in either, as Ansible reads them
+
+
+def spelled(stem: Path) -> Path | None:
+    """Return the file ``stem`` names with ``.yaml`` or ``.yml`` added, None when neither
+    is there; SpecError when both are, since which one is meant cannot be known."""
+    found = [stem.with_name(stem.name + end) for end in SPELLINGS]
+    found = [path for path in found if path.is_file()]
+    if len(found) > 1:
+        raise SpecError(
+            f"{display_path(found[0])} and {found[1].name} are both there: they are one file "
+            "in two spellings; keep one"
+        )
+    return found[0] if found else None
+
+
 @dataclass
 class VarsDir:
     """The vars directory (group_vars/, host_vars/), each file read at most once."""
 
     root: Path
-    _cache: dict[Path, dict[str, Any]] = field(default_factory=dict)
+    _cache: dict[Path, tuple[dict[str, Any], Written]] = field(default_factory=dict)
+
+    def check(self) -> None:
+        """Raise SpecError when the directory holds no vars file (group_vars/*.yaml or
+        host_vars/*.yaml, or .yml), or one in both spellings: a wrong PODSTATE_VARS would
+        otherwise be an empty desired state, which every pod meets."""
+        found: list[Path] = []
+        for sub in ("group_vars", "host_vars"):
+            folder = self.root / sub
+            names = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+            stems = {n.removesuffix(e) for n in names for e in SPELLINGS if n.endswith(e)}
+            found += [p for stem in sorted(stems) if (p := spelled(folder / stem))]
+        if not found:
+            shown = display_path(self.root)
+            inside = [f"all{end}" for end in SPELLINGS if (self.root / f"all{end}").is_file()]
+            hint = f"; it holds {inside[0]}: is it group_vars/ itself?" if inside else ""
+            raise SpecError(
+                f"{shown}: no vars file in it (looked for group_vars/*.yaml and "
+                f"host_vars/*.yaml, or .yml): set PODSTATE_VARS to the directory that holds "
+                f"group_vars/{hint}"
+            )
 
     def layers(self, groups: Iterable[str], pod: str) -> list[Layer]:
         """Return the layers for a pod in merge order: all, each group, then the pod itself."""
-        files = [self.root / "group_vars" / f"{g}.yaml" for g in ("all", *groups)]
-        files.append(self.root / "host_vars" / f"{pod}.yaml")
+        stems = [self.root / "group_vars" / g for g in ("all", *groups)]
+        stems.append(self.root / "host_vars" / pod)
         layers = []
-        for path in files:
-            if path.is_file():
+        for stem in stems:
+            path = spelled(stem)
+            if path is not None:
                 if path not in self._cache:
-                    self._cache[path] = load_yaml(path, display_path(path))
-                layers.append(Layer(display_path(path), self._cache[path], self.root))
+                    self._cache[path] = load_written(path, display_path(path))
+                data, written = self._cache[path]
+                layers.append(Layer(display_path(path), data, self.root, written))
         return layers
 
 

@@ -16,10 +16,14 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# A variable's name as environment variables are named by convention: no token looks so.
+VARIABLE_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+
 
 class SecretError(ValueError):
-    """A secret could not be read; the message names the key, never the variable, the file
-    or the value (a token pasted where the name goes would be the value)."""
+    """A secret could not be read; the message names the key, never the file or the value,
+    nor the variable unless its name is shaped like one (``VARIABLE_NAME``): a token pasted
+    where the name goes would be the value."""
 
 
 @dataclass(frozen=True)
@@ -41,13 +45,20 @@ def read(key: str, source: dict[str, str], root: Path | None = None) -> Secret:
     is relative to ``root`` (the vars directory). Raises SecretError for a missing or
     unusable value. Its message starts with the key (``secrets.HF_TOKEN.from_env: …``) and
     never holds what ``from_env`` or ``from_file`` says: a token pasted there by mistake is
-    a secret too.
+    a secret too, unless it is a variable's name by convention (upper case, digits and _):
+    that is named, since no token is shaped so.
     """
     if "from_env" in source:
         where = f"{key}.from_env"
-        value = os.environ.get(source["from_env"])
+        name = source["from_env"]
+        value = os.environ.get(name)
+        if value is None and VARIABLE_NAME.fullmatch(name):
+            raise SecretError(f"{where}: the environment variable {name} is not set")
         if value is None:
-            raise SecretError(f"{where}: the environment variable it names is not set")
+            raise SecretError(
+                f"{where}: the environment variable it names is not set; this does not look "
+                "like a variable name: did you paste the value itself?"
+            )
     else:
         where = f"{key}.from_file"
         path = Path(source["from_file"]).expanduser()

@@ -53,7 +53,7 @@ def processes(item: dict[str, Any]) -> dict[str, list[str]]:
 
 def _secret(key: str, source: dict[str, str], root: Path | None) -> Secret:
     """Return the secret ``source`` names, read now; SpecError names ``key``, never the
-    variable, the file or the value."""
+    file or the value (the variable only as ``secret.read`` says)."""
     try:
         return secret.read(key, source, root)
     except secret.SecretError as e:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ from podstate.pod import fits
 
 DEFAULT_PODS = Path("inventories/pods.yaml")
 DEFAULT_VARS = Path("inventories")
+SOURCES = ("file", "runpod")  # PODSTATE_INVENTORY's words: the pods file, then each provider
+PROVIDER_KEYS = {"runpod": "RUNPOD_API_KEY"}  # the variable that selects each provider
 
 HostEntry = tuple[str, dict[str, Any]]
 
@@ -49,8 +52,8 @@ class Inventory:
 
     pods: list[Pod]
     skipped: list[Skipped]
-    source: str  # "pods file <path>" or "RunPod API"
-    listing: list[Any] | None = None  # the API's pod records (runpod.load); None: a pods file
+    source: str  # "pods file <path>", "RunPod API", or both joined by " and "
+    listing: list[Any] | None = None  # the API's pod records (runpod.load); None: no API
 
 
 @contextmanager
@@ -77,23 +80,89 @@ def strict_host_keys(strict: bool | None) -> Iterator[None]:
 def load_inventory(record_host_keys: bool = True) -> Inventory:
     """Return the inventory, each pod with its resolved state in ``data['podstate']``.
 
-    The source: the pods file when ``PODSTATE_PODS`` is set (it wins), else the RunPod API
-    when ``RUNPOD_API_KEY`` is set, else inventories/pods.yaml. ``record_host_keys=False``
+    The sources are ``sources()``'s; a pod two sources name is refused. ``record_host_keys=False``
     leaves the host-key store of API pods untouched (for commands that only show); whether
     a key seen for the first time is refused is ``strict_host_keys``'s.
     """
-    if os.environ.get("PODSTATE_PODS") or not os.environ.get("RUNPOD_API_KEY"):
-        path = pods_path()
-        if not path.is_file():
-            raise SpecError(
-                f"no pods file at {path}: copy inventories/pods.example.yaml to {DEFAULT_PODS} "
-                "or set PODSTATE_PODS, or set RUNPOD_API_KEY to list your pods from RunPod"
+    chosen = sources()
+    if "file" in chosen and not pods_path().is_file():
+        api = "" if os.environ.get("PODSTATE_INVENTORY") else ", or set RUNPOD_API_KEY to list"
+        raise SpecError(
+            f"no pods file at {pods_path()}: copy inventories/pods.example.yaml to "
+            f"{DEFAULT_PODS} or set PODSTATE_PODS{api and api + ' your pods from RunPod'}"
+        )
+    store = _vars_dir()
+    rules = runpod.load_group_rules(runpod.groups_path(store.root))
+    pods: list[Pod] = []
+    skipped: list[Skipped] = []
+    listing: list[Any] | None = None
+    shown: list[str] = []
+    for source in chosen:
+        if source == "file":
+            path = pods_path()
+            found = [_with_rules(pod, rules) for pod in read_pods_file(path)]
+            shown.append(f"pods file {path}")
+        else:
+            found, passed, listing = runpod.load(
+                store.root, record_host_keys, _STRICT_HOST_KEYS.get()
             )
-        vars_dir = _vars_dir()
-        return Inventory(_resolved(read_pods_file(path), vars_dir), [], f"pods file {path}")
-    vars_dir = _vars_dir()
-    pods, skipped, listing = runpod.load(vars_dir, record_host_keys, _STRICT_HOST_KEYS.get())
-    return Inventory(_resolved(pods, vars_dir), skipped, "RunPod API", listing)
+            skipped += passed
+            shown.append("RunPod API")
+        taken = {pod.name for pod in pods}
+        for pod in found:
+            if pod.name in taken:
+                raise SpecError(
+                    f"pod {pod.name} is in more than one of PODSTATE_INVENTORY's sources "
+                    f"({', '.join(chosen)}): rename one, or read one source"
+                )
+        pods += found
+    return Inventory(_resolved(pods, store), skipped, " and ".join(shown), listing)
+
+
+def sources() -> list[str]:
+    """Return the inventory sources to read, in order: ``file`` (the pods file), ``runpod``.
+
+    ``PODSTATE_INVENTORY`` names them (a comma list); else ``PODSTATE_PODS`` means the file;
+    else a provider's key (``RUNPOD_API_KEY``) means that provider; else the file. It exists
+    so that a pod list is never widened silently: with the default pods file present and a
+    provider's key exported (as it is for the provider's own tools), and neither variable set
+    to choose, SpecError names both sources instead of picking one.
+    """
+    named = os.environ.get("PODSTATE_INVENTORY", "").strip()
+    if named:
+        chosen = [part.strip() for part in named.split(",")]
+        for part in chosen:
+            if part not in SOURCES:
+                raise SpecError(
+                    f"PODSTATE_INVENTORY: unknown source {part!r} "
+                    f"(allowed: {', '.join(SOURCES)}, or a comma list of them)"
+                )
+        if len(set(chosen)) < len(chosen):
+            raise SpecError(f"PODSTATE_INVENTORY: {named}: names a source twice")
+        if os.environ.get("PODSTATE_PODS") and "file" not in chosen:
+            raise SpecError(
+                f"PODSTATE_PODS names a pods file, which PODSTATE_INVENTORY={named} does not "
+                "read: add file to PODSTATE_INVENTORY, or unset PODSTATE_PODS"
+            )
+        return chosen
+    if os.environ.get("PODSTATE_PODS"):
+        return ["file"]
+    providers = [source for source, key in PROVIDER_KEYS.items() if os.environ.get(key)]
+    if providers and DEFAULT_PODS.is_file():
+        keys = " and ".join(PROVIDER_KEYS[source] for source in providers)
+        raise SpecError(
+            f"both {DEFAULT_PODS} and {keys} name pods: set PODSTATE_INVENTORY to file or "
+            f"{' or '.join(providers)} to choose which"
+        )
+    return providers or ["file"]
+
+
+def _with_rules(pod: Pod, rules: dict[str, list[str]]) -> Pod:
+    """Return the pods file's ``pod`` in the groups of ``groups.yaml`` whose globs match its
+    name, after its own groups, as the live inventory does."""
+    matched = [g for g, globs in rules.items() if any(fnmatchcase(pod.name, x) for x in globs)]
+    pod.groups = list(dict.fromkeys([*pod.groups, *matched]))
+    return pod
 
 
 def load_pods() -> list[Pod]:
@@ -113,21 +182,22 @@ def load_pods() -> list[Pod]:
     return inventory.pods
 
 
-def _vars_dir() -> Path:
+def _vars_dir() -> VarsDir:
     vars_dir = vars_path()
     if not vars_dir.is_dir():
         raise SpecError(f"no vars directory at {vars_dir}: set PODSTATE_VARS to one")
-    return vars_dir
+    store = VarsDir(vars_dir)
+    store.check()
+    return store
 
 
-def _resolved(pods: list[Pod], vars_dir: Path) -> list[Pod]:
+def _resolved(pods: list[Pod], store: VarsDir) -> list[Pod]:
     """Return ``pods`` with each one's merged, validated state in ``data['podstate']``, and
     the connect and command time limits (``podstate.settings``) in its host data.
 
     Pods whose state comes from the same files (most of a fleet) are validated once: that is
     most of the time spent before the first connection, and it grew with the fleet.
     """
-    store = VarsDir(vars_dir)
     resolved: dict[tuple[str, ...], dict[str, Any]] = {}
     for pod in pods:
         pod.data = {**settings.host_data(), **pod.data}

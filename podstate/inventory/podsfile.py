@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from podstate.desired.errors import SpecError, key_text
+from podstate.desired.errors import SpecError, key_text, short
 from podstate.desired.load import load_yaml
+from podstate.pyinfra_api import ssh
 
 HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 GROUP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
@@ -64,8 +66,7 @@ def read_pods_file(path: Path, display: str | None = None) -> list[Pod]:
                 "(letters, digits and _)"
             )
         data = {**defaults, **{k: v for k, v in settings.items() if k != "groups"}}
-        cloud = str(data.get("cloud", "COMMUNITY")).upper()
-        data["cloud"] = cloud if cloud in CLOUDS else "COMMUNITY"
+        cloud = data["cloud"] = str(data.get("cloud", "COMMUNITY")).upper()
         for key in ("ssh_key", "ssh_known_hosts_file"):
             if isinstance(data.get(key), str):
                 data[key] = str(Path(data[key]).expanduser())
@@ -75,15 +76,26 @@ def read_pods_file(path: Path, display: str | None = None) -> list[Pod]:
 
 
 def _check_host_data(data: dict[str, Any], shown: str, where: str) -> None:
+    """Raise SpecError for a key that is neither podstate's (cloud, groups) nor one the SSH
+    connector reads (a typo would be passed on unread: ``ssh_prot`` connects to port 22),
+    suggesting the nearest, and for a value the key cannot take."""
+    allowed = sorted(ssh.data_keys() | set(_POD_KEYS))
     for key, value in data.items():
-        if not isinstance(key, str) or not (key.startswith("ssh_") or key in _POD_KEYS):
+        if not isinstance(key, str) or key not in allowed:
+            near = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
+            hint = f"did you mean {near[0]}? " if near else ""
             raise SpecError(
-                f"{shown}: {key_text([where, key])}: unknown key "
-                "(allowed: ssh_* connector settings, cloud, groups)"
+                f"{shown}: {key_text([where, key])}: unknown key ({hint}allowed: "
+                f"{', '.join(allowed)})"
             )
         if key == "ssh_port" and (
             isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536
         ):
             raise SpecError(f"{shown}: {where}.ssh_port: expected a port number, got {value!r}")
+        if key == "cloud" and (not isinstance(value, str) or value.upper() not in CLOUDS):
+            raise SpecError(
+                f"{shown}: {where}.cloud: {short(value)} is not one of: {', '.join(CLOUDS)} "
+                "(the cloud decides the NCCL guards)"
+            )
         if key != "groups" and isinstance(value, (dict, list)):
             raise SpecError(f"{shown}: {where}.{key}: expected a single value, got {value!r}")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from podstate.desired.errors import SpecError
-from podstate.desired.load import display_path, load_yaml
+from podstate.desired.load import display_path, load_yaml, spelled
 from podstate.inventory import hostkeys
 from podstate.inventory.podsfile import GROUP_NAME, HOST_NAME, Pod, cloud_group
 from podstate.inventory.runpod_client import LISTING_ENV, Settings, fetch, read_listing, settings
@@ -101,8 +101,8 @@ def auto_groups(pod: ApiPod) -> list[str]:
 
 
 def groups_path(vars_dir: Path) -> Path:
-    """Return the group rules file: ``groups.yaml`` in the vars directory."""
-    return vars_dir / "groups.yaml"
+    """Return the group rules file: ``groups.yaml`` (or ``groups.yml``) in the vars directory."""
+    return spelled(vars_dir / "groups") or vars_dir / "groups.yaml"
 
 
 def load_group_rules(path: Path) -> dict[str, list[str]]:

@@ -19,6 +19,7 @@ import pyinfra
 from pyinfra.api import Config, Inventory, State
 from pyinfra.api.exceptions import PyinfraError
 
+from podstate.pyinfra_api import ssh
 from podstate.pyinfra_api.logs import pod_line
 
 PYINFRA_MINORS = ("3.9", "3.10")  # the pyinfra minors podstate supports and CI tests
@@ -119,6 +120,10 @@ def _checks() -> Iterator[tuple[str, Callable[[], object]]]:
     yield (
         "pyinfra_cli.exceptions.UnexpectedExternalError.exception",
         lambda: "self.exception = e" in _cli_source("exceptions"),
+    )
+    yield (
+        "pyinfra.connectors.ssh.SSHConnector.data_meta (the keys of the pods file)",
+        lambda: ssh.USED_KEYS <= ssh.data_keys(),
     )
     yield (
         "the changed-host-key advice (ssh-keygen -R)",
