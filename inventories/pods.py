@@ -9,6 +9,10 @@ from podstate.pyinfra_api.verify import verify
 
 verify()  # before the modules that use pyinfra's internals: one line on a pyinfra without one
 
+from podstate.pyinfra_api import connect  # noqa: E402
+
+connect.quiet()  # a pod that cannot be reached: one line naming why, no traceback
+
 from podstate import signals  # noqa: E402
 from podstate.desired.errors import SpecError  # noqa: E402
 from podstate.inventory.fleet import inventory_groups, load_pods  # noqa: E402

@@ -33,6 +33,7 @@ _CALLED = {
     "pyinfra.connectors.util.OutputLine": ["buffer_name", "line"],
     "pyinfra.connectors.util.CommandOutput": ["combined_lines"],
     "pyinfra.api.connect.connect_all": ["state"],
+    "pyinfra.connectors.ssh.SSHConnector.connect": ["self"],
     "pyinfra.api.connect.disconnect_all": ["state"],
     "pyinfra.api.host.Host.log_styled": ["self", "message", "log_func"],
     "pyinfra.api.host.Host.run_shell_command": ["self"],
