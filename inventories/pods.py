@@ -9,8 +9,9 @@ from podstate.pyinfra_api.verify import verify
 
 verify()  # before the modules that use pyinfra's internals: one line on a pyinfra without one
 
-from podstate.pyinfra_api import connect  # noqa: E402
+from podstate.pyinfra_api import connect, open_files  # noqa: E402
 
+open_files.raise_limit()  # before podstate's settings read pyinfra's parallelism from it
 connect.quiet()  # a pod that cannot be reached: one line naming why, no traceback
 
 from podstate import signals  # noqa: E402
