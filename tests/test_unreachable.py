@@ -109,10 +109,14 @@ def pods_file(fleet, servers, other_key, tmp_path_factory) -> Path:
     """The sandbox's pods file (its defaults: user, key, known hosts) with a pod for each
     cause, the sandbox pod itself offered a key it does not know."""
     document = yaml.safe_load(fleet.pods_file.read_text())
+    assert document["defaults"]["ssh_strict_host_key_checking"] == "yes"
     (pod,) = document["pods"].values()
+    empty = tmp_path_factory.mktemp("known") / "known_hosts"
+    empty.touch()
     local = {"ssh_hostname": "127.0.0.1"}
     document["pods"] = {
         "key-refused": {**pod, "ssh_key": str(other_key)},
+        "host-key-unknown": {**pod, "ssh_known_hosts_file": str(empty)},
         "refused": {**local, "ssh_port": servers.refusing()},
         "silent": {**local, "ssh_port": servers.silent()},
         "closing": {**local, "ssh_port": servers.closing()},
@@ -124,9 +128,11 @@ def pods_file(fleet, servers, other_key, tmp_path_factory) -> Path:
     return path
 
 
-def _causes(ports: dict[str, int], key: Path) -> dict[str, str]:
+def _causes(ports: dict[str, int], key: Path, known: str) -> dict[str, str]:
     """Return each pod's error, as podstate words it, for the ports it was given."""
     return {
+        "host-key-unknown": f"host key refused: no key for 127.0.0.1:{ports['host-key-unknown']} "
+        f"in {known}, and ssh_strict_host_key_checking refuses a key it does not know",
         "key-refused": f"key refused: 127.0.0.1:{ports['key-refused']} did not accept the key "
         f"{key} for root",
         "refused": f"connection refused: nothing listens on 127.0.0.1:{ports['refused']}",
@@ -142,7 +148,8 @@ def _causes(ports: dict[str, int], key: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def causes(pods_file, other_key) -> dict[str, str]:
     pods = yaml.safe_load(pods_file.read_text())["pods"]
-    return _causes({name: pod.get("ssh_port", 22) for name, pod in pods.items()}, other_key)
+    ports = {name: pod.get("ssh_port", 22) for name, pod in pods.items()}
+    return _causes(ports, other_key, pods["host-key-unknown"]["ssh_known_hosts_file"])
 
 
 def _no_traceback(text: str) -> None:

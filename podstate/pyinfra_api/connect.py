@@ -101,6 +101,12 @@ def cause(error: BaseException, data: dict[str, Any], name: str, timeout: float)
         which = f"the key {key}" if key else "any key offered (ssh_key is not set)"
         user = data.get("ssh_user")
         return f"key refused: {where} did not accept {which}" + (f" for {user}" if user else "")
+    if any(text.startswith("StrictPolicy: No host key for") for text in texts):
+        known = data.get("ssh_known_hosts_file") or "~/.ssh/known_hosts"
+        return (
+            f"host key refused: no key for {where} in {known}, and "
+            "ssh_strict_host_key_checking refuses a key it does not know"
+        )
     if any(issubclass(k, socket.gaierror) for k in kinds):
         return f"name not resolved: {address}"
     for e in chain:
