@@ -9,6 +9,7 @@ queue is full: the kernel drops the SYN), a key file that does not exist.
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e import BIN, apply, check, run
+from tests.e2e import BIN, ROOT, apply, check, run
 
 SANDBOX = {"pods": 1}
 TIMEOUT = "1"  # seconds: connecting, the SSH banner
@@ -239,3 +240,23 @@ def test_a_key_file_missing_at_connect_is_named_for_its_pod(fleet, tmp_path):
     assert result.returncode == 1
     pod = json.loads(out.read_text())["pods"]["a"]
     assert (pod["status"], pod["error"]) == ("unreachable", f"no such key file: {missing}")
+
+
+def test_the_shipped_example_without_its_key_is_one_line(tmp_path):
+    """A new user's first run: the example pods file, and no ~/.ssh/id_ed25519 yet."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PODSTATE_", "RUNPOD_"))}
+    env.update(HOME=str(tmp_path), PODSTATE_PODS="inventories/pods.example.yaml")
+    result = subprocess.run(
+        [str(BIN / "podstate"), "check"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"podstate: no such SSH key file: {tmp_path}/.ssh/id_ed25519 (ssh_key of trainer-1, "
+        "eval-1): make it (ssh-keygen -t ed25519 -f FILE) or set ssh_key to the private key "
+        "your pods accept\n"
+    )

@@ -51,7 +51,7 @@ def _connect_error_only(connect: Any) -> Any:
 class _RaisedToCaller(logging.Filter):
     """Drops the errors paramiko's transport thread logs: each is the exception it hands
     to the caller (``saved_exception``), which pyinfra reports as the pod's one line. Kept
-    when logging is at DEBUG (pyinfra's ``-vvv``), for whoever is debugging paramiko."""
+    when logging is at DEBUG (pyinfra's ``--debug-all``), for whoever is debugging paramiko."""
 
     podstate = True
 
@@ -81,10 +81,12 @@ def _chain(error: BaseException) -> list[BaseException]:
 
 def cause(error: BaseException, data: dict[str, Any], name: str, timeout: float) -> str:
     """Return why connecting to the pod ``name`` (host data ``data``) failed with ``error``
-    (pyinfra's ConnectError), in one line that names the cause: no such key file, key
-    refused, connection refused, timed out, no SSH banner, name not resolved; else
-    pyinfra's own line. ``timeout`` is the connect time limit in seconds; the banner's,
-    where the host data sets one (podstate's does), is read from there."""
+    (pyinfra's ConnectError, or what it was raised from), in one line that names the cause:
+    no such key file, key refused, a host key strict checking does not know, name not
+    resolved, connection refused, no SSH banner, timed out; else pyinfra's own line (a
+    changed host key's among them, which the check words from what it knows of the pod).
+    ``timeout`` is the connect time limit in seconds; the banner's, where the host data sets
+    one (podstate's does), is read from there."""
     address = data.get("ssh_hostname") or name
     port = int(data.get("ssh_port") or 22)
     where = f"{address}:{port}"
