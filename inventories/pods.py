@@ -11,6 +11,11 @@ from podstate.pyinfra_api.verify import verify
 
 verify()  # before the modules that use pyinfra's internals: one line on a pyinfra without one
 
+from podstate.pyinfra_api import connect, open_files  # noqa: E402
+
+open_files.raise_limit()  # before podstate's settings read pyinfra's parallelism from it
+connect.quiet()  # a pod that cannot be reached: one line naming why, no traceback
+
 from podstate import signals  # noqa: E402
 from podstate.desired.errors import SpecError  # noqa: E402
 from podstate.inventory.fleet import inventory_groups, load_pods  # noqa: E402

@@ -14,6 +14,9 @@ def main() -> int:
     except Unsupported as e:
         print(f"podstate: {e}", file=sys.stderr)
         return 1
+    from podstate.pyinfra_api import open_files
+
+    open_files.raise_limit()  # before podstate's settings read pyinfra's parallelism
     from podstate.cli import main as run
 
     return run()

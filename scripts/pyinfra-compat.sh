@@ -28,5 +28,5 @@ for minor in $minors; do
   PYTHONWARNINGS=ignore "$venv/bin/pip" install -q "pyinfra==$minor.*" pytest $others
   PYTHONWARNINGS=ignore "$venv/bin/pip" install -q --no-deps -e .
   "$venv/bin/python" -m pytest -q -p no:cacheprovider \
-    tests/test_pyinfra_api.py tests/test_pyinfra_boundary.py
+    tests/test_pyinfra_api.py tests/test_pyinfra_boundary.py tests/test_connect_causes.py
 done

@@ -42,12 +42,10 @@ RUN_BY = {
         "tests/test_deploy_dir.py::test_a_regular_install_runs_the_deploy_and_the_check_from_a_clone"
     ),
     # the sharded apply: the shard's names as --limit options of one pyinfra apply
-    "limits=()": SHARDED_APPLY,
-    'for pod in $(podstate inventory --shard "$K/$N" --names); do limits+=(--limit "$pod"); done': (
-        SHARDED_APPLY
-    ),
-    'if [ "${#limits[@]}" -gt 0 ]; then pyinfra -y "${limits[@]}" inventories/pods.py '
-    "deploy/*.py; fi": SHARDED_APPLY,
+    "set --": SHARDED_APPLY,
+    'for pod in $(podstate inventory --shard "$K/$N" --names); do set -- "$@" --limit "$pod"; '
+    "done": SHARDED_APPLY,
+    'if [ "$#" -gt 0 ]; then pyinfra -y "$@" inventories/pods.py deploy/*.py; fi': SHARDED_APPLY,
     # the template's container start command, with which sandbox pods restart
     "bash -c '. /workspace/.podstate/boot.sh; exec /start.sh'": (
         "tests/test_boot.py::test_a_restart_with_the_hook_is_in_state_before_the_first_connection"
@@ -613,3 +611,15 @@ def test_a_missing_option_or_variable_would_be_caught(tmp_path):
     assert "--json" in {
         a.option_strings[-1] for a in subcommands()["check"]._actions if a.option_strings
     }
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_sh_blocks_are_posix_sh(doc):
+    """A block fenced as ``sh`` parses with dash (Debian's and Ubuntu's /bin/sh, which CI
+    runners' ``sh`` is): bash's arrays and the like belong in a ``bash`` block."""
+    for label, line, body in blocks(doc):
+        if label == "sh":
+            parsed = subprocess.run(
+                ["dash", "-n"], input="\n".join(body) + "\n", capture_output=True, text=True
+            )
+            assert parsed.returncode == 0, f"{doc.name}, line {line}: {parsed.stderr.strip()}"

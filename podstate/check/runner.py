@@ -27,6 +27,7 @@ from podstate.check.result import PodResult
 from podstate.check.shards import Shard
 from podstate.inventory import fleet, hostkeys
 from podstate.pyinfra_api import cli as pyinfra_cli
+from podstate.pyinfra_api import connect as pyinfra_connect
 from podstate.pyinfra_api import logs
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import findings, lock
@@ -138,6 +139,7 @@ def run(
             raise CheckFailed(f"no {what} at {path} (run from the repository root)")
     lock.probe_wait = 0  # a check reads each pod as it is, another run's lock or not
     findings.reset()
+    pyinfra_connect.quiet()  # every pod that cannot be reached: one line, no traceback
     state, config = pyinfra_cli.new_state(timeout)
     errors = _Errors(progress)
     pyinfra_logger.addHandler(errors)

@@ -21,7 +21,7 @@ from podstate import settings
 from podstate.desired import spec
 from podstate.desired.errors import Layer, SpecError, located
 from podstate.desired.load import VarsDir
-from podstate.inventory import runpod
+from podstate.inventory import keyfiles, runpod
 from podstate.inventory.podsfile import Pod, read_pods_file
 from podstate.inventory.runpod import Skipped
 from podstate.pod import fits
@@ -169,9 +169,11 @@ def load_pods() -> list[Pod]:
     """Return the pods to manage, with resolved states, for pyinfra's inventory.
 
     Skipped API pods are reported on stderr, one line each, and fail nothing; an API listing
-    with no pod to manage is a SpecError, since pyinfra would have nothing to do.
+    with no pod to manage is a SpecError, since pyinfra would have nothing to do, and so is
+    a key file that is not there (``keyfiles.check``).
     """
     inventory = load_inventory()
+    keyfiles.check(inventory.pods)
     for skipped in inventory.skipped:
         print(skipped.line(), file=sys.stderr)
     if not inventory.pods:

@@ -7,7 +7,9 @@ planned, the print prefix, the connector's transport) and the text of pyinfra's 
 Only this package touches them (tests/test_pyinfra_boundary.py fails otherwise), each in a
 function named for what podstate does with it: ``plan`` (operations as they are planned),
 ``execute`` (running commands and printing as pyinfra does), ``cli`` (the check's run, as
-pyinfra's CLI drives it), ``logs`` (pyinfra's log lines) and ``verify``; tests/test_pyinfra_api.py
+pyinfra's CLI drives it), ``connect`` (a failed connection: one line naming its cause),
+``logs`` (pyinfra's log lines), ``open_files`` (the limit that caps pyinfra's parallelism)
+and ``verify``; tests/test_pyinfra_api.py
 tries each on pyinfra's own API. Importing any of them changes nothing: ``pyinfra_cli``, whose
 import patches the standard library with gevent, is imported only when the check loads an
 inventory.

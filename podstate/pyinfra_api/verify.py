@@ -34,6 +34,7 @@ _CALLED = {
     "pyinfra.connectors.util.OutputLine": ["buffer_name", "line"],
     "pyinfra.connectors.util.CommandOutput": ["combined_lines"],
     "pyinfra.api.connect.connect_all": ["state"],
+    "pyinfra.connectors.ssh.SSHConnector.connect": ["self"],
     "pyinfra.api.connect.disconnect_all": ["state"],
     "pyinfra.api.host.Host.log_styled": ["self", "message", "log_func"],
     "pyinfra.api.host.Host.run_shell_command": ["self"],
@@ -43,7 +44,8 @@ _CALLED = {
 # Internals used as they are, and the attributes classes declare (set on each instance).
 _USED = """pyinfra.is_cli pyinfra.api.arguments.CONNECTOR_ARGUMENT_KEYS
 pyinfra.api.facts.all_global_arguments pyinfra.api.util.PYINFRA_INSTALL_DIR
-pyinfra.api.state.MAX_PARALLEL pyinfra.api.state.StateStage.Connect
+pyinfra.api.state.MAX_PARALLEL pyinfra.api.state.nofile_limit
+pyinfra.api.state.StateStage.Connect
 pyinfra.api.state.StateStage.Prepare pyinfra.api.state.StateStage.Disconnect
 pyinfra.api.operation.OperationMeta.will_change pyinfra.api.host.Host.print_prefix
 pyinfra.context.ctx_state pyinfra.context.ctx_config pyinfra.context.ctx_host
