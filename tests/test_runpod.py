@@ -957,7 +957,7 @@ def rotate_host_key(pod: str, port: int) -> str:
     public = inside.pod_exec(pod, "cat /etc/ssh/ssh_host_ed25519_key.pub").stdout
     new = " ".join(public.split()[:2])
     sshd = next(p for p in lifecycle.status() if p.name == pod)
-    os.kill(sshd.pid, signal.SIGHUP)
+    os.kill(sshd.sshd_pid, signal.SIGHUP)
     deadline = time.monotonic() + 30
     while served_key(port) != new:
         assert time.monotonic() < deadline, f"{pod}'s sshd did not pick up its new host key"
