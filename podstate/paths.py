@@ -10,6 +10,8 @@ READY_MARKER = "/etc/podstate/ready"  # the applied state's digest: the pod is i
 BOOT_FLAG = "/etc/podstate/boot"  # what the boot hook did at this start
 SECRETS_DIR = "/etc/podstate/secrets"  # root-only (0700): every secret podstate writes
 SECRETS_FILE = f"{SECRETS_DIR}/env.sh"  # root-only 0600 ``export NAME='value'`` lines
+MADE = "/etc/podstate/made"  # root-only: what podstate made on the container disk
+SAVED = "/etc/podstate/saved"  # root-only: the user's files podstate wrote over, kept
 GIT_KNOWN_HOSTS = "/etc/podstate/git_known_hosts"  # what a repo fetch with ssh_key records
 
 # The environment profile and the files each kind of shell or kernel reads.

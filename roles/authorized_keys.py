@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from podstate.facts import made
 from podstate.facts.request import Request
 from podstate.limits import MAX_FILE
 from podstate.run import bookkeeping, findings
@@ -24,7 +25,9 @@ BANNER = " managed: edit authorized_keys in the desired state, not this block"
 def reads(wanted: dict[str, Any]) -> Request:
     """Return what the probe reads for this role: the SSH user's authorized_keys when the
     desired state lists keys (an empty list too: the block then goes)."""
-    return Request(files=(FILE,) if wanted.get("authorized_keys") is not None else ())
+    if wanted.get("authorized_keys") is None:
+        return Request()
+    return Request(files=(FILE,), made=made.request(wanted))
 
 
 def render(current: str | None, keys: list[str]) -> str:
@@ -66,6 +69,9 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     if probe is None:
         return
     found = probe["files"][FILE]
+    # declared, whatever happens below; an empty list too: this role takes the block out
+    was = made.previous(probe.get("made")).get(FILE)
+    findings.made("block", FILE, *made.block(MARK_BEGIN, MARK_END, found.state == "absent", was))
     content = render(found.content, keys)
     if found.state == "absent" and not keys:
         return

@@ -28,6 +28,7 @@ from pyinfra import host
 
 from podstate import settings
 from podstate.facts.boot import ENVIRON
+from podstate.facts.made import sums
 from podstate.facts.marker import digest, read
 from podstate.facts.request import Request
 from podstate.facts.venv import SNAPSHOT_CURRENT
@@ -239,6 +240,10 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     if probe is None:
         return
     found = findings.of(host)
+    findings.made("hook", where.hook, sums(boot_ops.render_hook(where)))  # declared, whatever
+    findings.made("data", where.data)  # happens below
+    if wanted["boot"]["host_keys"] == "keep":
+        findings.made("keys", posixpath.join(where.data, "hostkeys.tar"))
     found.boot = report(wanted, probe, where)
     if not has_volume(probe, where):
         found.boot = None

@@ -21,6 +21,7 @@ from typing import Any
 from pyinfra import host
 
 from podstate import nccl
+from podstate.facts import made
 from podstate.facts.request import Request
 from podstate.paths import DECLARED, ENV_FILES, HOOKED, KERNEL_STARTUP, PROFILE, SECRETS_FILE
 from podstate.roles import scratch
@@ -243,6 +244,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
         (KERNEL_STARTUP, startup, startup),
     ):
         findings.restorable(path, content, "644", guarded)
+        findings.made("file", path, made.sums(content, guarded))
     hook = bool((wanted.get("boot") or {}).get("hook"))
     inert = inert_names(wanted)
     for process in stale_processes({**dirs, **env, **extra}, probe["processes"], inert, hook):
@@ -258,6 +260,10 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
             own=False,
         )
         findings.of(host).hooked.append(path)
+        was = made.previous(probe.get("made")).get(path)
+        findings.made(
+            "block", path, *made.block(MARK_BEGIN, MARK_END, found.state == "absent", was)
+        )
 
 
 def hooked_files(user: str, shell: str) -> list[str]:

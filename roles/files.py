@@ -2,19 +2,36 @@
 
 from __future__ import annotations
 
+import hashlib
+import posixpath
 from typing import Any
 
 from pyinfra import host
 
+from podstate.facts import made
+from podstate.facts.files import FileInfo
+from podstate.facts.made import Entry
 from podstate.facts.request import Request
+from podstate.paths import SAVED
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import bookkeeping, findings
 from podstate.run.role import read_probe, role
+from podstate.shell import b64
 
 
 def reads(wanted: dict[str, Any]) -> Request:
-    """Return what the probe reads for this role: every ``files`` path."""
-    return Request(files=tuple(wanted.get("files") or {}))
+    """Return what the probe reads for this role: every ``files`` path, and the records of
+    what podstate made (a file there before podstate wrote it is the user's, kept)."""
+    if not wanted.get("files"):
+        return Request()
+    return Request(files=tuple(wanted["files"]), made=made.request(wanted))
+
+
+def copy_of(path: str) -> str:
+    """Return where podstate keeps the user's file at ``path`` while its own is there."""
+    return posixpath.join(
+        SAVED, hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()
+    )
 
 
 @role("Files")
@@ -27,15 +44,40 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     probe = probe or read_probe(reads(wanted))
     if probe is None:
         return
+    old = made.previous(probe.get("made"))
     for path, item in items.items():
         name = f"File {path}"
+        found = probe["files"][path]
         with pyinfra_plan.keyed(host, name):
+            entry = _entry(path, item["content"], found, old.get(path))
+            if entry.kind == "saved" and path not in old:
+                bookkeeping.managed_file(
+                    name=f"Keep the user's {path}",
+                    path=copy_of(path),
+                    content=found.content or "",
+                    found=FileInfo("absent"),
+                    own=True,
+                    mode="600",
+                )
             bookkeeping.managed_file(
                 name=name,
                 path=path,
                 content=item["content"],
-                found=probe["files"][path],
+                found=found,
                 own=True,
                 mode=item["mode"],
             )
         findings.restorable(path, item["content"], item["mode"])
+        findings.made(entry.kind, path, *entry.fields)
+
+
+def _entry(path: str, content: str, found: FileInfo, was: Entry | None) -> Entry:
+    """Return the record's entry for the ``files`` path: ``saved`` (with the copy of the
+    user's file) where a file of other content was there before podstate wrote it, else
+    ``file``."""
+    sums = made.sums(content)
+    if was is not None and was.kind == "saved":
+        return Entry("saved", path, (sums, *was.fields[1:2]))
+    if was is None and found.state == "file" and found.content not in (None, content):
+        return Entry("saved", path, (sums, b64(copy_of(path))))
+    return Entry("file", path, (sums,))

@@ -22,10 +22,11 @@ from typing import Any
 
 from pyinfra import host
 
+from podstate.facts.made import sums
 from podstate.facts.marker import digest, read
 from podstate.facts.request import Request
 from podstate.paths import READY_COMMAND, READY_MARKER
-from podstate.roles import boot
+from podstate.roles import boot, removal
 from podstate.run import bookkeeping, findings
 from podstate.run.role import read_probe, role
 from podstate.shell import script_file
@@ -40,7 +41,7 @@ def reads(wanted: dict[str, Any]) -> Request:
     which this one runs, reads."""
     where = boot.volume(wanted)
     own = Request(paths=(where.volume,), files=(MARKER, where.record, COMMAND, where.ready_command))
-    return own.merge(boot.reads(wanted))
+    return own.merge(boot.reads(wanted)).merge(removal.reads(wanted))
 
 
 def restart(
@@ -65,6 +66,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
         return
     _command(wanted, probe)
     boot.apply(wanted, probe)
+    removal.apply(wanted, probe)  # after every role said what it makes
     _marker(wanted, probe)
 
 
@@ -90,6 +92,8 @@ def _command(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
             mode="755",
         )
     findings.restorable(COMMAND, READY_SH, "755")
+    for path in [COMMAND] + ([where.ready_command] if boot.has_volume(probe, where) else []):
+        findings.made("file", path, sums(READY_SH))
 
 
 @role("Ready")

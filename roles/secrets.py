@@ -15,6 +15,7 @@ from podstate.desired.secret import Secret, render
 from podstate.facts.request import Request
 from podstate.operations import secrets as secret_ops
 from podstate.paths import SECRETS_FILE
+from podstate.run import findings
 from podstate.run.role import read_probe, role
 
 
@@ -59,6 +60,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     if probe is None:
         return
     found = probe["secrets"]
+    findings.made("secrets", SECRETS_FILE)
     secret_ops.secrets_file(
         name=f"Secrets file {SECRETS_FILE}",
         content=render(values),

@@ -18,6 +18,7 @@ from podstate.facts import boot as boot_section
 from podstate.facts import download as download_section
 from podstate.facts import files as files_section
 from podstate.facts import gpu, lock, processes, space
+from podstate.facts import made as made_section
 from podstate.facts import repos as repos_section
 from podstate.facts import secrets as secrets_section
 from podstate.facts import venv as venv_section
@@ -45,6 +46,7 @@ class PodProbe(FactBase[dict[str, Any]]):
     + lock_wait: seconds to wait for another run's live pod lock
     + boot: the boot hook's (``keys``: the directory of the saved host keys to compare, or
       None), or None
+    + made: the records of what podstate made (``volume``: where the volume's is), or None
     + secrets: names of the secrets to compare, or None (the file is not read); the wanted
       file and values come on the command's stdin (``secrets.probe_stdin``, passed as
       pyinfra's ``_stdin``), and the probe answers only whether each is the same
@@ -78,6 +80,7 @@ class PodProbe(FactBase[dict[str, Any]]):
             "repos": None,               # None unless asked for; see repos.parse
             "secrets": None,             # None unless asked for; see secrets.parse
             "boot": None,                # None unless asked for; see boot.parse
+            "made": None,                # None unless asked for; see made.parse
         }
     """
 
@@ -95,6 +98,7 @@ class PodProbe(FactBase[dict[str, Any]]):
         inert: list[str] | None = None,
         lock_wait: int = 0,
         boot: dict[str, Any] | None = None,
+        made: dict[str, Any] | None = None,
     ) -> str:
         """Return the POSIX sh program the probe runs: one output line per item, read-only
         but for podstate's own GPU cache (GPU_CACHE, on the container disk).
@@ -142,6 +146,7 @@ class PodProbe(FactBase[dict[str, Any]]):
             *(apt_section.probe_lines(apt) if apt else []),
             *repos_section.probe_lines(repos or []),
             *boot_section.probe_lines(boot),
+            *made_section.probe_lines(made),
         ]
         if secrets is not None:
             lines.insert(0, secrets_section.KEEP_STDIN)
@@ -197,4 +202,5 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
         "secrets": secrets_section.parse(sections["secrets"]) if "secrets" in sections else None,
         "lock": lock.parse(value("lock")),
         "boot": boot_section.parse(sections["boot"]) if "boot" in sections else None,
+        "made": made_section.parse(sections["made"]) if "made" in sections else None,
     }

@@ -32,6 +32,7 @@ class Request:
     environ: tuple[str, ...] = ()  # variables whose value in running processes matters
     inert: tuple[str, ...] = ()  # names of processes whose values do not (none is read)
     boot: dict[str, Any] | None = None
+    made: dict[str, Any] | None = None  # the records of what podstate made (``volume``)
 
     def merge(self, other: Request) -> Request:
         """Return what reads both ``self`` and ``other``: each list once per item, in order.
@@ -63,6 +64,7 @@ class Request:
             "environ": list(self.environ),
             "inert": list(self.inert),
             "boot": self.boot,
+            "made": self.made,
         }
 
     def stdin(self) -> Hidden | None:

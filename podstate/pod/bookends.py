@@ -55,9 +55,13 @@ def finish(wanted: dict[str, Any], probe: dict[str, Any] | None) -> None:
     before = pyinfra_plan.op_hashes(state, host)
     if probe is not None:
         ready.apply(wanted, probe)
-    marked = [h for h in pyinfra_plan.host_order(state, host) if h not in before]
+    # The records' first write (roles/removal.py) goes first, before the order of every
+    # pod's operations is read: pods already planned have it there.
+    first = _FIRST.pop(host.name, []) + findings.of(host).first
+    pyinfra_plan.bookend(host, first=first, last=[])
+    marked = [h for h in pyinfra_plan.host_order(state, host) if h not in before | set(first)]
     last = marked + _add(
         (bookkeeping.release_lock, "Release the pod lock", {}),
         (bookkeeping.violations, "Report what apply cannot fix", {}),
     )
-    pyinfra_plan.bookend(host, first=_FIRST.pop(host.name, []), last=last)
+    pyinfra_plan.bookend(host, first=first, last=last)

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from pyinfra import host as current_host
 from pyinfra.api import Host
 
+from podstate.facts.made import Entry
 from podstate.pyinfra_api import plan as pyinfra_plan
 
 
@@ -44,7 +45,11 @@ class Findings:
     roles write on this pod (path -> (content, mode, content for unknown GPUs)) and
     ``hooked``: the user's files they put podstate's block in, which the boot hook puts
     back at a container start; ``boot``: what the boot hook did at this container's start
-    (roles/boot.py), None when no hook is asked for (or it cannot work on this pod).
+    (roles/boot.py), None when no hook is asked for (or it cannot work on this pod);
+    ``made``: what this run's roles make or edit on the pod, by path, for its record
+    (roles/removal.py), which removes what an earlier run made and this one does not;
+    ``left``: what a record names that now holds something else, which podstate leaves as
+    it is; ``first``: the operations that run before every other (the records' first write).
     """
 
     violations: list[Violation] = field(default_factory=list)
@@ -60,6 +65,9 @@ class Findings:
     restorable: dict[str, tuple[str, str, str | None]] = field(default_factory=dict)
     hooked: list[str] = field(default_factory=list)
     boot: dict[str, Any] | None = None
+    made: dict[str, Entry] = field(default_factory=dict)
+    left: dict[str, str] = field(default_factory=dict)
+    first: list[str] = field(default_factory=list)
 
 
 _BY_POD: dict[str, Findings] = {}
@@ -88,13 +96,14 @@ def violation(message: str, finding: str | None = None) -> None:
         found.violations.append(entry)
 
 
-def record_diff(path: str, old: str | None, new: str) -> None:
-    """Record the unified diff a managed file operation would apply on the current pod."""
+def record_diff(path: str, old: str | None, new: str, gone: bool = False) -> None:
+    """Record the unified diff a managed file operation would apply on the current pod
+    (``gone``: the file is removed)."""
     lines = difflib.unified_diff(
         (old or "").splitlines(keepends=True),
         new.splitlines(keepends=True),
         fromfile=f"{path} (pod)" if old is not None else "/dev/null",
-        tofile=f"{path} (desired)",
+        tofile="/dev/null" if gone else f"{path} (desired)",
     )
     of(current_host).diffs[pyinfra_plan.current_op(current_host)] = "".join(lines)
 
@@ -105,6 +114,17 @@ def restorable(path: str, content: str, mode: str, safe: str | None = None) -> N
     its content for GPUs that cannot be read, which the hook puts back instead when the
     GPUs it finds are not the ones ``content`` was rendered for."""
     of(current_host).restorable[path] = (content, mode, safe)
+
+
+def made(kind: str, path: str, *fields: str) -> None:
+    """Record that the current pod's deploy makes or edits ``path`` (an entry of the record
+    of what podstate made, podstate.facts.made: its ``kind`` and ``fields``)."""
+    of(current_host).made[path] = Entry(kind, path, fields)
+
+
+def left(path: str, message: str) -> None:
+    """Record that ``path``, which podstate made, now holds something else: left as it is."""
+    of(current_host).left[path] = message
 
 
 def describe(text: str) -> None:

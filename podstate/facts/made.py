@@ -1,0 +1,190 @@
+"""The probe's record section: what podstate made and edited on the pod, as its records say,
+and what is at each path they name now.
+
+podstate keeps two records, each where its subject lives: one on the container disk
+(``paths.MADE``, wiped with what it lists) and one on the volume, named for the pod's RunPod id
+(``<volume>/.podstate/made/<id>``, so a volume shared by two pods keeps each pod's apart).
+Both are root-only, line-based text (``render``), bound to the pod they were written for (its
+name and RunPod id), and never hold a secret value: a file podstate wrote is named with the
+sha256 of what it wrote, except the secrets file, named alone. The probe reads the records
+(scripts/made_state.sh) and, in the same command, every path they name: a file's content
+(a ``file`` line, for the files section) and its sha256 (``made.sum``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any
+
+from podstate.facts.boot import ENVIRON
+from podstate.facts.decode import decode
+from podstate.limits import MAX_FILE
+from podstate.paths import MADE, VOLUME
+from podstate.shell import b64, quote_path, script
+
+FORMAT = "podstate-made"
+VERSION = 1
+# What an entry is (the fields after its path):
+#   file SUMS           a file podstate created (SUMS: the sha256 of each content it wrote,
+#                       comma-separated); removed while it holds one of them
+#   saved SUMS COPY     a file that was there before podstate wrote it; the user's file is
+#                       kept at COPY, and put back while the file holds one of SUMS
+#   block BEGIN END     podstate's block (between lines starting with BEGIN and END, base64)
+#                       in the user's file; taken out, the rest of the file untouched
+#   hook SUMS           the boot hook; an apply disarms it (a stub), uninstall removes it
+#   stub SUMS           the disarmed boot hook; only uninstall removes it
+#   secrets             the secrets file (podstate's own path; no sum: nothing about a value)
+#   keys                the archived host keys (hostkeys.tar, and hostkeys.sum beside it)
+#   data                the boot hook's data directory (its files, then the directory)
+#   dir                 a directory podstate created; removed only when empty
+KINDS = ("file", "saved", "block", "hook", "stub", "secrets", "keys", "data", "dir")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One thing podstate made or edited: its kind, its path and its fields (``KINDS``)."""
+
+    kind: str
+    path: str
+    fields: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        """Return the entry as a line of the record."""
+        return " ".join([self.kind, b64(self.path), *self.fields]) + "\n"
+
+    @property
+    def sums(self) -> tuple[str, ...]:
+        """Return the sha256 sums of what podstate wrote at the path (none for most kinds)."""
+        if self.kind in ("file", "saved", "hook", "stub") and self.fields:
+            return tuple(s for s in self.fields[0].split(",") if s)
+        return ()
+
+
+@dataclass
+class Record:
+    """A record as the probe read it: ``state`` (absent, unreadable, file, or noid: the
+    container has no RunPod id to find its volume record by), the pod it names (``pod``,
+    ``pod_id``), its entries by path, and ``problem``: why podstate must not act on it
+    (unreadable, not a record, from a newer podstate), None when it can."""
+
+    state: str
+    pod: str | None = None
+    pod_id: str | None = None
+    entries: dict[str, Entry] = field(default_factory=dict)
+    problem: str | None = None
+    text: str | None = None  # the record as it is on the pod
+
+
+def request(wanted: dict[str, Any]) -> dict[str, Any]:
+    """Return the probe's ``made`` argument for ``wanted``: where the volume is (boot.volume,
+    ``/workspace`` by default), whose record the probe reads beside the container disk's."""
+    return {"volume": (wanted.get("boot") or {}).get("volume", VOLUME)}
+
+
+def previous(found: dict[str, Any] | None) -> dict[str, Entry]:
+    """Return the entries of the records the probe read (``found``: its ``made``), by path;
+    none from a record podstate cannot act on."""
+    entries: dict[str, Entry] = {}
+    for record in (found or {}).get("records", {}).values():
+        if record.problem is None:
+            entries.update(record.entries)
+    return entries
+
+
+def sums(*texts: str) -> str:
+    """Return an entry's SUMS field for a file that held each of ``texts``: their sha256."""
+    found = (hashlib.sha256(t.encode("utf-8", "surrogateescape")).hexdigest() for t in texts)
+    return ",".join(dict.fromkeys(found))
+
+
+def block(begin: str, end: str, absent: bool, was: Entry | None) -> tuple[str, ...]:
+    """Return a ``block`` entry's fields: its marks, and ``created`` when podstate made the
+    file for it (``absent`` now, or so an earlier record says: ``was``)."""
+    created = absent or (was is not None and "created" in was.fields[2:])
+    return (b64(begin), b64(end), *(("created",) if created else ()))
+
+
+def volume_record(volume: str, pod_id: str) -> str:
+    """Return the path of the volume's record for the pod whose RunPod id is ``pod_id``."""
+    return posixpath.join(volume, ".podstate", "made", pod_id)
+
+
+def render(pod: str, pod_id: str | None, entries: list[Entry]) -> str:
+    """Return a record: its format and version, the pod it is for (name and RunPod id, "-"
+    when unknown), then each entry, by path."""
+    head = f"{FORMAT} {VERSION}\npod {pod} {pod_id or '-'}\n"
+    return head + "".join(e.line() for e in sorted(entries, key=lambda e: (e.path, e.kind)))
+
+
+def parse_record(text: str) -> Record:
+    """Return the record ``text`` holds; one that is not a record, or is from a newer
+    podstate, has its ``problem`` said and no entry (podstate never guesses)."""
+    lines = text.split("\n")
+    head = lines[0].split(" ")
+    if len(head) != 2 or head[0] != FORMAT or not head[1].isdigit():
+        return Record("file", problem="it is not a podstate record")
+    if int(head[1]) > VERSION:
+        return Record("file", problem=f"it is from a newer podstate (version {head[1]})")
+    pod = lines[1].split(" ") if len(lines) > 1 else []
+    if len(pod) != 3 or pod[0] != "pod":
+        return Record("file", problem="it names no pod")
+    record = Record("file", pod=pod[1], pod_id=None if pod[2] == "-" else pod[2])
+    for line in lines[2:]:
+        if not line:
+            continue
+        kind, *rest = line.split(" ")
+        if kind not in KINDS or not rest:
+            return Record("file", problem=f"it has an entry podstate cannot read ({kind})")
+        try:
+            path = decode(rest[0])
+        except ValueError:
+            return Record("file", problem="it has a path podstate cannot read")
+        record.entries[path] = Entry(kind, path, tuple(rest[1:]))
+    return record
+
+
+def probe_lines(args: dict[str, Any] | None) -> list[str]:
+    """Return the probe's lines for the records (read-only): ``made.pod_id`` (the container's
+    RunPod id, from ``ENVIRON``), then each record and what is at the paths it names
+    (scripts/made_state.sh); ``args``: ``volume``, the volume's mount point."""
+    if not args:
+        return []
+    volume = quote_path(posixpath.join(args["volume"], ".podstate", "made"))
+    return [
+        script("file_state.sh"),
+        script("made_state.sh"),
+        f"i=$(tr '\\0' '\\n' <{ENVIRON} 2>/dev/null | sed -n 's/^RUNPOD_POD_ID=//p');"
+        ' if [ -n "$i" ]; then enc "$i"; echo "made.pod_id $enc_v"; fi',
+        f"made_state disk {quote_path(MADE)} {MAX_FILE}",
+        'case $i in "" | */* | .*) echo "made.record volume noid" ;;'
+        f' *) made_state volume {volume}/"$i" {MAX_FILE} ;; esac',
+    ]
+
+
+def parse(output: list[str]) -> dict[str, Any]:
+    """Return the probe's ``made`` dict from its ``made.*`` lines: ``pod_id`` (None when
+    the container has none), ``records`` (``disk``, ``volume``: a ``Record`` each), ``sums``
+    (path -> sha256 of the regular file there now) and ``kinds`` (path -> what is there, for
+    the entries whose content is not read)."""
+    found: dict[str, Any] = {"pod_id": None, "records": {}, "sums": {}, "kinds": {}}
+    for line in output:
+        key, _, rest = line.partition(" ")
+        words = rest.split(" ")
+        if key == "made.pod_id":
+            found["pod_id"] = decode(words[0]).strip() or None
+        elif key == "made.record":
+            where, state = words[0], words[1]
+            if state == "file":
+                text = decode(words[2]) if len(words) > 2 else ""
+                found["records"][where] = parse_record(text)
+                found["records"][where].text = text
+            else:
+                problem = "podstate cannot read it" if state == "unreadable" else None
+                found["records"][where] = Record(state, problem=problem)
+        elif key == "made.sum":
+            found["sums"][decode(words[0])] = words[1]
+        elif key == "made.kind":
+            found["kinds"][decode(words[0])] = words[1].replace("_", " ")
+    return found

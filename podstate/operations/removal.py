@@ -1,0 +1,122 @@
+"""The operations that take away what podstate made on a pod (roles/removal.py decides).
+
+Each removes one thing, in one step of the apply's folded command, and proves on the pod,
+when it runs, that the thing is still what podstate made: a file still holds what podstate
+wrote (its sha256), a user's file still holds what the probe read. What holds something else
+by then is left as it is, and the step fails saying so; the next run reports it as left.
+Each step leaves its item as before or as after, never between.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from collections.abc import Iterable
+
+from pyinfra import host
+from pyinfra.api import operation
+
+from podstate.run import findings
+from podstate.run.bookkeeping import write_command
+from podstate.run.lock import changing
+from podstate.shell import quote_path
+
+
+def remove_command(path: str, sums: Iterable[str]) -> str:
+    """Return sh that removes the file ``path`` while it holds one of ``sums`` (sha256);
+    nothing there is done; anything else there fails, and is left as it is."""
+    q = quote_path(path)
+    cases = "|".join(sums) or "-"
+    return (
+        f"if [ -L {q} ] || [ -e {q} ]; then s=$(sha256sum <{q}) && case ${{s%% *}} in "
+        f"{cases}) rm -f -- {q} ;; *) echo 'podstate: '{shlex.quote(path)}': holds what "
+        "podstate did not write; left as it is' >&2; exit 1 ;; esac; fi"
+    )
+
+
+@operation()
+def remove_file(path: str, content: str | None, sums: Iterable[str]):
+    """
+    Remove a file podstate created, while it still holds what podstate wrote.
+
+    + path: the file (``~/`` for the SSH user's home)
+    + content: what the probe read there, for the diff (None: not read, or a secret)
+    + sums: the sha256 of each content podstate wrote there
+
+    **Example:**
+
+    .. code:: python
+
+        remove_file(name="Remove /etc/x", path="/etc/x", content="x\\n", sums=[sha])
+    """
+    findings.describe(f"would remove: {path}")
+    if content is not None:
+        findings.record_diff(path, content, "", gone=True)
+    yield changing(remove_command(path, sums))
+
+
+@operation()
+def put_back(path: str, current: str, content: str | None, what: str):
+    """
+    Put a user's file back as it was before podstate wrote it, or edited it: ``content``
+    replaces ``current`` in one rename, only while the file still holds ``current``.
+
+    + path: the user's file
+    + current: what the probe read there
+    + content: what it held before (None: there was no file, which the step removes)
+    + what: what is put back, in words (the check's line)
+    """
+    findings.describe(what)
+    findings.record_diff(path, current, content or "", gone=content is None)
+    if content is None:
+        yield changing(remove_command(path, [_sha256(current)]))
+    else:
+        yield changing(write_command(path, content, own=False, mode="600", was=current))
+
+
+@operation()
+def remove_paths(paths: list[str], directories: list[str], what: str):
+    """
+    Remove podstate's own files (never read: a secret, an archive of host keys), then its
+    directories if nothing else is left in them.
+
+    + paths: files to remove
+    + directories: directories to remove once empty (one holding anything else stays)
+    + what: what goes, in words (the check's line)
+    """
+    findings.describe(what)
+    files = " ".join(quote_path(p) for p in paths)
+    steps = [f"rm -f -- {files}"] if paths else []
+    steps += [f"{{ rmdir -- {quote_path(d)} 2>/dev/null || :; }}" for d in directories]
+    if not steps:
+        host.noop("nothing to remove")
+        return
+    yield changing(" && ".join(steps))
+
+
+def _sha256(text: str) -> str:
+    """Return the hex sha256 of ``text`` as the pod's bytes."""
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+@operation()
+def write_record(
+    path: str, content: str, current: str | None, private: bool, what: str | None = None
+):
+    """
+    Write a record of what podstate made (podstate.facts.made), root-only, in one rename.
+
+    + path: the record
+    + content: the record to write
+    + current: the record the probe read (None: none)
+    + private: the record's directory holds records alone, and is made root-only
+    + what: what the write changes, in words, where the check reports it (None: it does not)
+    """
+    if what:
+        findings.describe(what)
+    if current == content:
+        host.noop(f"{path} is up to date")
+        return
+    directory = quote_path(path.rsplit("/", 1)[0])
+    make = f"mkdir -p -m 700 -- {directory} && " if private else ""
+    yield changing(make + write_command(path, content, own=True, mode="600"))

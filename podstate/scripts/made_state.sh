@@ -1,0 +1,45 @@
+#!/bin/sh
+# Defines made_state, which the probe calls once for each record of what podstate made on the
+# pod (podstate.facts.made), read-only:
+#   made_state WHERE RECORD LIMIT
+# prints "made.record WHERE absent|unreadable", or "made.record WHERE file CONTENT" (base64),
+# then, for each entry of the record, what is at its path now: a file_state line ("file ...")
+# and, for a regular file, "made.sum PATH SHA256" (PATH as the record has it, base64); for a
+# "secrets" entry only "made.kind PATH KIND" (its content is never read here); for a "saved"
+# entry the same of the copy of the user's file it names. The probe defines b64, enc and
+# file_state.
+made_path() {
+    f=$(printf %s "$1" | base64 -d) || return 1
+    # shellcheck disable=SC2088 # a literal "~/" in the record means $HOME
+    case $f in "~/"*) f=$HOME/${f#??} ;; esac
+}
+made_file() {
+    made_path "$1" || return 0
+    file_state "$1" "$f" "$2" -
+    if [ -f "$f" ] && s=$(sha256sum <"$f" 2>/dev/null); then echo "made.sum $1 ${s%% *}"; fi
+}
+made_state() {
+    if [ ! -e "$2" ] && [ ! -L "$2" ]; then
+        echo "made.record $1 absent"
+        return
+    fi
+    if [ ! -f "$2" ] || ! c=$(b64 <"$2"); then
+        echo "made.record $1 unreadable"
+        return
+    fi
+    echo "made.record $1 file $c"
+    # (file_state sets short names of its own: these are longer)
+    while read -r made_k made_p _ made_b; do
+        p=$made_p
+        case $made_k in
+        secrets | keys | data | dir)
+            made_path "$p" || continue
+            if [ -e "$f" ]; then echo "made.kind $p $(stat -c %F -- "$f" | tr ' ' _)"; fi
+            ;;
+        file | saved | block | hook | stub)
+            made_file "$made_p" "$3"
+            if [ "$made_k" = saved ]; then made_file "$made_b" "$3"; fi
+            ;;
+        esac
+    done <"$2"
+}

@@ -1,0 +1,245 @@
+"""Removal: what podstate made on a pod and no longer declares leaves it, and the record of
+what podstate made (podstate.facts.made) says what that is.
+
+Every role says what it makes or edits (``findings.made``). This role, planned after them,
+compares that with the records the probe read: what a record names and this run does not
+make is removed (a file podstate created, while it still holds what podstate wrote), or put
+back (a user's file podstate wrote over, podstate's block in a user's file), and the boot
+hook is disarmed (a stub that does nothing: the template's start command still sources it).
+What holds something else now is left as it is, and forgotten. A record podstate cannot act
+on (unreadable, from a newer podstate, another pod's) stops every removal on the pod, with
+a violation saying why.
+
+The records are written twice in the apply's one command: first (before any other change)
+naming both what was made and what this run makes, then, after the removals, what is made
+now. A run killed anywhere leaves each item as before or as after, and a record that names
+it, so the next run finishes the job.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from pyinfra import host, state
+
+from podstate.facts import made
+from podstate.facts.decode import decode
+from podstate.facts.made import Entry
+from podstate.facts.request import Request
+from podstate.operations import removal as ops
+from podstate.pyinfra_api import plan as pyinfra_plan
+from podstate.roles import boot
+from podstate.run import bookkeeping, findings
+from podstate.run.role import role
+
+STUB = (
+    "# podstate's boot hook, disarmed: it does nothing. The template's container start\n"
+    "# command can drop the hook ('. <this file>;'); `podstate uninstall` removes this file.\n"
+    ":\n"
+)
+
+
+def reads(wanted: dict[str, Any]) -> Request:
+    """Return what the probe reads for this role: the records, and what they name."""
+    return Request(made=made.request(wanted))
+
+
+def take_block(text: str, begin: str, end: str) -> str:
+    """Return ``text`` without podstate's blocks: each run of lines from one starting with
+    ``begin`` to one starting with ``end``, both included; every other line as it was."""
+    kept, inside = [], False
+    for line in text.splitlines(keepends=True):
+        if not inside and line.startswith(begin):
+            inside = True
+        elif inside and line.startswith(end):
+            inside = False
+        elif not inside:
+            kept.append(line)
+    return "".join(kept)
+
+
+def _on(path: str, volume: str) -> bool:
+    return path == volume or path.startswith(volume.rstrip("/") + "/")
+
+
+def trusted(probe: dict[str, Any]) -> dict[str, str]:
+    """Return, for each record podstate must not act on, why (empty: it may act on all):
+    unreadable, not a record, from a newer podstate, or another pod's."""
+    found = probe["made"]
+    problems = {}
+    for where, record in found["records"].items():
+        problem = record.problem
+        if problem is None and record.state == "file" and record.pod_id != found["pod_id"]:
+            problem = f"it is another pod's (RunPod id {record.pod_id or 'unknown'})"
+        if problem:
+            problems[where] = problem
+    return problems
+
+
+def undo(entry: Entry, probe: dict[str, Any], uninstall: bool) -> Entry | None:
+    """Plan taking ``entry`` away as the probe found it; return what the record names
+    afterwards (a disarmed boot hook's stub), None when nothing."""
+    path, files = entry.path, probe["files"]
+    info = files.get(path)
+    now = probe["made"]["sums"].get(path)
+    content = info.content if info is not None else None
+    if entry.kind in ("secrets", "keys", "data", "dir"):
+        if entry.kind == "secrets" and path in probe["made"]["kinds"]:
+            ops.remove_paths(
+                name=f"Remove {path}",
+                paths=[path],
+                directories=[posixpath.dirname(path)],
+                what=f"would remove: {path} (the secrets file)",
+            )
+        elif entry.kind in ("keys", "data") and path in probe["made"]["kinds"]:
+            keys = entry.kind == "keys"
+            directory = posixpath.dirname(path) if keys else path
+            names = ["hostkeys.tar", "hostkeys.sum"] + ([] if keys else ["state", "status"])
+            what = "the archived host keys" if keys else "the boot hook's data"
+            ops.remove_paths(
+                name=f"Remove {path}",
+                paths=[posixpath.join(directory, n) for n in names],
+                directories=[] if keys else [path],
+                what=f"would remove: {what} in {directory}",
+            )
+        return None
+    if info is None or info.state in ("absent", "dangling"):
+        return None  # gone already
+    if entry.kind == "block":
+        begin, end = (decode(f) for f in entry.fields[:2])
+        if content is None or begin not in content:
+            return None
+        rest = take_block(content, begin, end)
+        gone = "created" in entry.fields[2:] and not rest.strip()
+        ops.put_back(
+            name=f"Take podstate's block out of {path}",
+            path=path,
+            current=content,
+            content=None if gone else rest,
+            what=f"would remove: podstate's block in {path}",
+        )
+        return None
+    if now is None or now not in entry.sums:
+        if entry.kind == "stub" or (entry.kind == "hook" and now == ops._sha256(STUB)):
+            return Entry("stub", path, (made.sums(STUB),))  # the hook is disarmed already
+        findings.left(path, f"{path} holds what podstate did not write: left as it is")
+        return None
+    if entry.kind == "hook" and not uninstall:
+        bookkeeping.managed_file(
+            name=f"Disarm the boot hook {path}: a stub that does nothing; the template's "
+            "container start command can drop it",
+            path=path,
+            content=STUB,
+            found=info,
+            own=True,
+        )
+        return Entry("stub", path, (made.sums(STUB),))
+    if entry.kind == "stub" and not uninstall:
+        return entry
+    if entry.kind == "saved":
+        copy = decode(entry.fields[1])
+        original = files.get(copy)
+        if original is None or original.content is None:
+            findings.left(
+                path, f"{path}: the copy of the user's file is gone ({copy}): left as it is"
+            )
+            return None
+        ops.put_back(
+            name=f"Put back {path}",
+            path=path,
+            current=content or "",
+            content=original.content,
+            what=f"would put back: {path} as it was before podstate wrote it",
+        )
+        ops.remove_paths(
+            name=f"Remove {copy}", paths=[copy], directories=[], what=f"would remove: {copy}"
+        )
+        return None
+    ops.remove_file(name=f"Remove {path}", path=path, content=content, sums=entry.sums)
+    return None
+
+
+@role("Removal")
+def apply(wanted: dict[str, Any], probe: dict[str, Any], uninstall: bool = False) -> None:
+    """Take away what the records name and this run does not make; write the records."""
+    found = probe.get("made")
+    if found is None:
+        return
+    problems = trusted(probe)
+    for where, problem in problems.items():
+        findings.violation(
+            f"the record of what podstate made on this pod ({where}) cannot be used: "
+            f"{problem}; podstate removes nothing here, and never guesses: move it away "
+            "once what it names is checked by hand",
+            "removal.record",
+        )
+    if problems:
+        return
+    old = made.previous(found)
+    new = dict(findings.of(host).made)
+    after: dict[str, Entry] = {}
+    for path, entry in sorted(old.items()):
+        if path in new:
+            continue
+        with pyinfra_plan.keyed(host, path):
+            kept = undo(entry, probe, uninstall)
+        if kept is not None:
+            after[path] = kept
+    after.update(new)
+    _records(wanted, probe, old, after)
+
+
+def _records(
+    wanted: dict[str, Any], probe: dict[str, Any], old: dict[str, Entry], after: dict[str, Entry]
+) -> None:
+    """Plan the records' two writes: first (before every other change: podstate.pod.bookends)
+    what was made and what this run makes, each file with every content podstate wrote
+    there; last, what is made now. Neither is a change the check reports, unless the last
+    forgets what now holds something else."""
+    found, where = probe["made"], boot.volume(wanted)
+    pod_id = found["pod_id"]
+    volume = pod_id is not None and boot.has_volume(probe, where)
+    intent: dict[str, Entry] = dict(old)
+    for path, entry in after.items():
+        sums = [*(old[path].sums if path in old else ()), *entry.sums]
+        if entry.sums:
+            entry = Entry(entry.kind, path, (",".join(dict.fromkeys(sums)), *entry.fields[1:]))
+        intent[path] = entry
+    mine = findings.of(host)
+    for name in ("disk", "volume") if volume else ("disk",):
+        at = made.MADE if name == "disk" else made.volume_record(where.volume, pod_id or "-")
+
+        def here(entries: dict[str, Entry], name: str = name) -> list[Entry]:
+            return [
+                e
+                for p, e in entries.items()
+                if (volume and _on(p, where.volume)) == (name == "volume")
+            ]
+
+        record = found["records"].get(name)
+        text = record.text if record is not None else None
+        if text is None and not here(intent):
+            continue
+        first = made.render(host.name, pod_id, here(intent))
+        final = made.render(host.name, pod_id, here(after))
+        label, private = f"Record of what podstate made ({name})", name == "volume"
+        with pyinfra_plan.keyed(host, name):
+            before = pyinfra_plan.op_hashes(state, host)
+            ops.write_record(name=label, path=at, content=first, current=text, private=private)
+            added = pyinfra_plan.op_hashes(state, host) - before
+            mine.first += sorted(added)
+            mine.bookkeeping |= added
+            before = pyinfra_plan.op_hashes(state, host)
+            left = [m for p, m in mine.left.items() if here({p: Entry("file", p)})]
+            what = "; ".join(f"would forget: {m}" for m in left) if left else None
+            ops.write_record(
+                name=f"{label}, after",
+                path=at,
+                content=final,
+                current=first,
+                private=private,
+                what=what,
+            )
+            if not left:
+                mine.bookkeeping |= pyinfra_plan.op_hashes(state, host) - before
