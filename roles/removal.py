@@ -82,7 +82,7 @@ def undo(entry: Entry, probe: dict[str, Any], uninstall: bool) -> Entry | None:
     afterwards (a disarmed boot hook's stub), None when nothing."""
     path, files = entry.path, probe["files"]
     info = files.get(path)
-    now = probe["made"]["sums"].get(path)
+    same = probe["made"]["same"].get(path)
     content = info.content if info is not None else None
     if entry.kind in ("secrets", "keys", "data", "dir"):
         if entry.kind == "secrets" and path in probe["made"]["kinds"]:
@@ -120,8 +120,8 @@ def undo(entry: Entry, probe: dict[str, Any], uninstall: bool) -> Entry | None:
             what=f"would remove: podstate's block in {path}",
         )
         return None
-    if now is None or now not in entry.sums:
-        if entry.kind == "stub" or (entry.kind == "hook" and now == ops._sha256(STUB)):
+    if not same:
+        if entry.kind in ("hook", "stub") and content == STUB:
             return Entry("stub", path, (made.sums(STUB),))  # the hook is disarmed already
         findings.left(path, f"{path} holds what podstate did not write: left as it is")
         return None

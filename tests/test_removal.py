@@ -9,7 +9,6 @@ section out in turn: the check names each removal before the apply, and ``ok`` a
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 import yaml
@@ -77,28 +76,50 @@ def _desired(fleet, data: dict) -> None:
     (fleet.vars_dir / "group_vars" / "all.yaml").write_text(yaml.safe_dump(data))
 
 
-def _report(fleet, tmp_path) -> dict:
-    out = tmp_path / "report.json"
-    result = check(fleet, "--json", str(out))
+@pytest.fixture(scope="module")
+def api(fleet, tmp_path_factory) -> dict:
+    """The environment of a user whose pods come from the (sandbox's) RunPod API, which
+    vouches for the host keys a restart makes."""
+    return fleet.api_env(tmp_path_factory.mktemp("hostkeys"))
+
+
+def _apply(fleet, api) -> None:
+    run = apply(fleet, env=api)
+    assert run.returncode == 0, run.stderr
+
+
+def _report(fleet, api, tmp_path) -> dict:
+    """Return the check's JSON report; its text, JUnit and Markdown reports are checked to
+    name every removal the JSON one does."""
+    out, xml, md = tmp_path / "r.json", tmp_path / "r.xml", tmp_path / "r.md"
+    result = check(fleet, "--json", str(out), "--junit", str(xml), "--markdown", str(md), env=api)
     assert out.exists(), result.stderr
-    return json.loads(out.read_text())
+    report = json.loads(out.read_text())
+    for entry in report["pods"].values():
+        for change in entry["changes"]:
+            if change["operation"].startswith("would "):
+                for text in (result.stdout, xml.read_text(), md.read_text()):
+                    assert change["operation"].split(":")[0] in text
+    return report
 
 
 def _changes(report: dict, pod: str) -> list[str]:
     return [c["operation"] for c in report["pods"][pod]["changes"]]
 
 
+def _ok(report: dict) -> None:
+    assert report["summary"]["exit_code"] == 0, json.dumps(report["pods"], indent=1)
+
+
 @pytest.fixture(scope="module")
-def applied(fleet):
+def applied(fleet, api):
     """The fleet after a first apply of the full desired state (pod-1 has a motd of its
     own at the path a ``files`` entry names)."""
-    os.environ[TOKEN_VAR] = "hf_secret_value"
+    api[TOKEN_VAR] = "hf_secret_value"
     fleet.out("pod-1", f"printf '{USER_MOTD}' > /etc/motd-test")
     _desired(fleet, FULL)
-    run = apply(fleet)
-    assert run.returncode == 0, run.stderr
-    yield fleet
-    os.environ.pop(TOKEN_VAR, None)
+    _apply(fleet, api)
+    return fleet
 
 
 def test_the_record_names_what_podstate_made_and_no_secret(applied):
@@ -118,40 +139,61 @@ def test_the_record_names_what_podstate_made_and_no_secret(applied):
     assert on_volume["/workspace/notes/podstate.txt"].kind == "file"
 
 
-def test_each_section_removed_is_drift_then_gone(applied, tmp_path):
+def test_each_section_removed_is_drift_then_gone(applied, api, tmp_path):
     fleet = applied
-    report = _report(fleet, tmp_path)
-    assert report["pods"]["pod-1"]["status"] == "ok", report["pods"]["pod-1"]
+    _ok(_report(fleet, api, tmp_path))
+    desired = dict(FULL)
 
     # files: the file podstate created goes, the user's motd comes back
-    _desired(fleet, {**FULL, "files": {}})
-    report = _report(fleet, tmp_path)
+    desired["files"] = {}
+    _desired(fleet, desired)
+    report = _report(fleet, api, tmp_path)
     changes = report["pods"]["pod-1"]["changes"]
     gone = [c for c in changes if c["operation"] == "would remove: /etc/podstate-test/new.conf"]
     assert gone and "-made by podstate" in gone[0]["diff"]
     back = [c for c in changes if c["operation"].startswith("would put back: /etc/motd-test")]
-    print(json.dumps(report["pods"]["pod-1"], indent=1))
     assert back and f"+{USER_MOTD.strip()}" in back[0]["diff"]
     assert "would remove: /workspace/notes/podstate.txt" in _changes(report, "pod-2")
-    assert apply(fleet).returncode == 0
+    _apply(fleet, api)
     assert fleet.out("pod-1", "cat /etc/motd-test") == USER_MOTD
     assert fleet.ssh("pod-1", "test -e /etc/podstate-test/new.conf").returncode == 1
     assert fleet.ssh("pod-2", "test -e /workspace/notes/podstate.txt").returncode == 1
-    assert _report(fleet, tmp_path)["summary"]["exit_code"] == 0
+    _ok(_report(fleet, api, tmp_path))
 
     # authorized_keys: the block goes, the keys before it stay
     before = fleet.out("pod-1", "cat ~/.ssh/authorized_keys")
-    _desired(fleet, {k: v for k, v in FULL.items() if k not in ("files", "authorized_keys")})
+    del desired["authorized_keys"]
+    _desired(fleet, desired)
     assert "would remove: podstate's block in ~/.ssh/authorized_keys" in _changes(
-        _report(fleet, tmp_path), "pod-1"
+        _report(fleet, api, tmp_path), "pod-1"
     )
-    assert apply(fleet).returncode == 0
+    _apply(fleet, api)
     after = fleet.out("pod-1", "cat ~/.ssh/authorized_keys")
-    assert KEY not in after and after == made_block_out(before)
-    assert _report(fleet, tmp_path)["summary"]["exit_code"] == 0
+    assert KEY not in after and after == _without_keys_block(before)
+    _ok(_report(fleet, api, tmp_path))
+
+    # secrets: the file goes, with its directory
+    del desired["secrets"]
+    _desired(fleet, desired)
+    assert any("the secrets file" in c for c in _changes(_report(fleet, api, tmp_path), "pod-1"))
+    _apply(fleet, api)
+    assert fleet.ssh("pod-1", "test -e /etc/podstate/secrets").returncode == 1
+    _ok(_report(fleet, api, tmp_path))
+
+    # env (and every other section the profile is made of): the profile and its hooks go
+    del desired["env"]
+    desired.update(nccl={"p2p": "leave", "ib": "leave"})
+    _desired(fleet, desired)
+    changes = _changes(_report(fleet, api, tmp_path), "pod-1")
+    assert "would remove: /etc/profile.d/podstate.sh" in changes
+    assert "would remove: podstate's block in ~/.bashrc" in changes
+    _apply(fleet, api)
+    assert "podstate" not in fleet.out("pod-1", "cat ~/.bashrc")
+    assert fleet.ssh("pod-1", "test -e /etc/profile.d/podstate.sh").returncode == 1
+    _ok(_report(fleet, api, tmp_path))
 
 
-def made_block_out(text: str) -> str:
+def _without_keys_block(text: str) -> str:
     return take_block(
         text, "# >>> podstate authorized_keys >>>", "# <<< podstate authorized_keys <<<"
     )

@@ -8,7 +8,8 @@ Both are root-only, line-based text (``render``), bound to the pod they were wri
 name and RunPod id), and never hold a secret value: a file podstate wrote is named with the
 sha256 of what it wrote, except the secrets file, named alone. The probe reads the records
 (scripts/made_state.sh) and, in the same command, every path they name: a file's content
-(a ``file`` line, for the files section) and its sha256 (``made.sum``).
+(a ``file`` line, for the files section), and whether it still holds what podstate wrote
+(``made.same``: compared on the pod, so no digest is in the probe's output).
 """
 
 from __future__ import annotations
@@ -165,10 +166,11 @@ def probe_lines(args: dict[str, Any] | None) -> list[str]:
 
 def parse(output: list[str]) -> dict[str, Any]:
     """Return the probe's ``made`` dict from its ``made.*`` lines: ``pod_id`` (None when
-    the container has none), ``records`` (``disk``, ``volume``: a ``Record`` each), ``sums``
-    (path -> sha256 of the regular file there now) and ``kinds`` (path -> what is there, for
+    the container has none), ``records`` (``disk``, ``volume``: a ``Record`` each), ``same``
+    (path -> whether the regular file there holds one of the contents its entry names) and
+    ``kinds`` (path -> what is there, for
     the entries whose content is not read)."""
-    found: dict[str, Any] = {"pod_id": None, "records": {}, "sums": {}, "kinds": {}}
+    found: dict[str, Any] = {"pod_id": None, "records": {}, "same": {}, "kinds": {}}
     for line in output:
         key, _, rest = line.partition(" ")
         words = rest.split(" ")
@@ -183,8 +185,8 @@ def parse(output: list[str]) -> dict[str, Any]:
             else:
                 problem = "podstate cannot read it" if state == "unreadable" else None
                 found["records"][where] = Record(state, problem=problem)
-        elif key == "made.sum":
-            found["sums"][decode(words[0])] = words[1]
+        elif key == "made.same":
+            found["same"][decode(words[0])] = words[1] == "yes"
         elif key == "made.kind":
             found["kinds"][decode(words[0])] = words[1].replace("_", " ")
     return found

@@ -4,7 +4,8 @@
 #   made_state WHERE RECORD LIMIT
 # prints "made.record WHERE absent|unreadable", or "made.record WHERE file CONTENT" (base64),
 # then, for each entry of the record, what is at its path now: a file_state line ("file ...")
-# and, for a regular file, "made.sum PATH SHA256" (PATH as the record has it, base64); for a
+# and, for a regular file, "made.same PATH yes|no": whether it holds one of the contents the
+# entry names (SUMS, compared here: no digest is printed); PATH as the record has it; for a
 # "secrets" entry only "made.kind PATH KIND" (its content is never read here); for a "saved"
 # entry the same of the copy of the user's file it names. The probe defines b64, enc and
 # file_state.
@@ -16,7 +17,9 @@ made_path() {
 made_file() {
     made_path "$1" || return 0
     file_state "$1" "$f" "$2" -
-    if [ -f "$f" ] && s=$(sha256sum <"$f" 2>/dev/null); then echo "made.sum $1 ${s%% *}"; fi
+    if [ -f "$f" ] && s=$(sha256sum <"$f" 2>/dev/null); then
+        case ,$3, in *",${s%% *},"*) echo "made.same $1 yes" ;; *) echo "made.same $1 no" ;; esac
+    fi
 }
 made_state() {
     if [ ! -e "$2" ] && [ ! -L "$2" ]; then
@@ -29,7 +32,7 @@ made_state() {
     fi
     echo "made.record $1 file $c"
     # (file_state sets short names of its own: these are longer)
-    while read -r made_k made_p _ made_b; do
+    while read -r made_k made_p made_s made_b; do
         p=$made_p
         case $made_k in
         secrets | keys | data | dir)
@@ -37,8 +40,8 @@ made_state() {
             if [ -e "$f" ]; then echo "made.kind $p $(stat -c %F -- "$f" | tr ' ' _)"; fi
             ;;
         file | saved | block | hook | stub)
-            made_file "$made_p" "$3"
-            if [ "$made_k" = saved ]; then made_file "$made_b" "$3"; fi
+            made_file "$made_p" "$3" "$made_s"
+            if [ "$made_k" = saved ]; then made_file "$made_b" "$3" -; fi
             ;;
         esac
     done <"$2"
