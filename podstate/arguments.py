@@ -140,6 +140,55 @@ def _check(commands) -> None:
     drift.set_defaults(command="check")
 
 
+def _uninstall(commands) -> None:
+    gone = _command(
+        commands,
+        "uninstall",
+        "remove everything podstate put on the pods, as the records on them say",
+        "exit status: 0 nothing of podstate's is left on any pod; 1 a record podstate cannot "
+        "use, an unreachable pod, an error, or a usage error; 2 something is left (with "
+        "--dry-run: 2 something would be removed, 0 nothing would)",
+    )
+    gone.add_argument(
+        "--inventory",
+        default="inventories/pods.py",
+        metavar="FILE",
+        help="the pyinfra inventory file that lists the pods",
+    )
+    gone.add_argument(
+        "--limit",
+        action="append",
+        metavar="PATTERN",
+        help="a group's name, or else a glob of pod names (quoted), as pyinfra's --limit: "
+        "repeatable, and a comma is part of the pattern",
+    )
+    gone.add_argument(
+        "--dry-run", action="store_true", help="list what would be removed; change nothing"
+    )
+    gone.add_argument(
+        "--volume",
+        default="/workspace",
+        metavar="PATH",
+        help="the volume whose record is read, as boot.volume said (default: /workspace)",
+    )
+    gone.add_argument(
+        "--diff", action="store_true", help="show unified diffs of the files in the table"
+    )
+    gone.add_argument(
+        "--strict-host-keys",
+        action="store_true",
+        help="refuse pods whose host key is not in the store yet, instead of trusting it",
+    )
+    gone.add_argument(
+        "--timeout",
+        type=_number(int, 1),
+        default=settings.CONNECT_TIMEOUT,
+        metavar="SECONDS",
+        help="how long connecting to a pod may take (default: PODSTATE_CONNECT_TIMEOUT, or 10)",
+    )
+    gone.set_defaults(command="uninstall")
+
+
 def _wait(commands) -> None:
     waiting = _command(
         commands,
@@ -291,6 +340,6 @@ def parser() -> Parser:
     top.add_argument("--version", action="version", version=_version())
     top.set_defaults(command=None)
     commands = top.add_subparsers(metavar="COMMAND", parser_class=Parser)
-    for add in (_check, _wait, _report, _inventory, _watch, _sandbox):
+    for add in (_check, _wait, _uninstall, _report, _inventory, _watch, _sandbox):
         add(commands)
     return top

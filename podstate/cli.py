@@ -169,6 +169,27 @@ def _write_reports(results: dict[str, PodResult], args: argparse.Namespace) -> i
     return result.exit_code(results)
 
 
+def _uninstall(args: argparse.Namespace) -> int:
+    """Remove what podstate made on the chosen pods (or, with --dry-run, list it); print
+    the table of what is left (or would go); return the check's exit status, 1 when the
+    apply failed."""
+    from podstate.check import uninstall
+
+    display = _progress("uninstall")
+    with progress.shown(display):
+        results, status = uninstall.run(
+            args.inventory,
+            args.limit or [],
+            dry_run=args.dry_run,
+            volume=args.volume,
+            timeout=args.timeout,
+            strict_host_keys=True if args.strict_host_keys else None,
+            progress=display.pod,
+        )
+    sys.stdout.write(reports.table(results, diff=args.diff))
+    return 1 if status else result.exit_code(results)
+
+
 def _merge(args: argparse.Namespace) -> int:
     """Merge shard reports into one (``podstate.check.merge``): write OUT.json and the JUnit and
     Markdown reports asked for, print the table; return the whole fleet's exit status, 1
@@ -237,6 +258,7 @@ def _watch(args: argparse.Namespace) -> int:
 COMMANDS = {
     "check": _check,
     "wait": _wait,
+    "uninstall": _uninstall,
     "merge": _merge,
     "inventory": _inventory,
     "watch": _watch,

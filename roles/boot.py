@@ -229,6 +229,19 @@ def report(wanted: dict[str, Any], probe: dict[str, Any], where: Layout) -> dict
     return result
 
 
+def declare(wanted: dict[str, Any]) -> None:
+    """Say what the hook makes on the volume (for the record of what podstate made:
+    roles/removal.py), from the desired state alone: the hook, its data and, with ``keep``,
+    the archived host keys; so a violation that stops this role removes none of them."""
+    where = layout(wanted)
+    if where is None:
+        return
+    findings.made("hook", where.hook, sums(boot_ops.render_hook(where)))
+    findings.made("data", where.data)
+    if wanted["boot"]["host_keys"] == "keep":
+        findings.made("keys", posixpath.join(where.data, "hostkeys.tar"))
+
+
 @role("Boot")
 def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     """Write the hook and its data to the volume (and save the host keys, with ``keep``);
@@ -240,10 +253,6 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     if probe is None:
         return
     found = findings.of(host)
-    findings.made("hook", where.hook, sums(boot_ops.render_hook(where)))  # declared, whatever
-    findings.made("data", where.data)  # happens below
-    if wanted["boot"]["host_keys"] == "keep":
-        findings.made("keys", posixpath.join(where.data, "hostkeys.tar"))
     found.boot = report(wanted, probe, where)
     if not has_volume(probe, where):
         found.boot = None

@@ -24,6 +24,7 @@ from podstate import nccl
 from podstate.facts import made
 from podstate.facts.request import Request
 from podstate.paths import DECLARED, ENV_FILES, HOOKED, KERNEL_STARTUP, PROFILE, SECRETS_FILE
+from podstate.roles import files as files_role
 from podstate.roles import scratch
 from podstate.run import bookkeeping, findings
 from podstate.run.role import read_probe, role
@@ -70,8 +71,9 @@ def reads(wanted: dict[str, Any]) -> Request:
     files that hook it and what notebook kernels read; and, in running processes, every
     variable the profile may declare."""
     names = {*(wanted.get("dirs") or {}), *(wanted.get("env") or {}), *nccl.NAMES}
+    parents = (*made.ancestors(PROFILE), *made.ancestors(KERNEL_STARTUP))
     own = Request(
-        paths=tuple((wanted.get("dirs") or {}).values()),
+        paths=(*(wanted.get("dirs") or {}).values(), *parents),
         files=tuple(ENV_FILES),
         environ=tuple(sorted(names)),
         inert=tuple(sorted(inert_names(wanted))),
@@ -200,6 +202,10 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
                 f"dirs.{name}",
             )
         modes[path] = modes.get(path) or STICKY.get(name)
+    old = made.previous(probe.get("made"))
+    for path in modes:  # made by podstate: missing now, or so its record says
+        if probe["paths"][path]["kind"] is None or path in old:
+            findings.made("dir", path)
     if dirs:
         bookkeeping.directories(
             name="Directories named in dirs",
@@ -245,6 +251,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     ):
         findings.restorable(path, content, "644", guarded)
         findings.made("file", path, made.sums(content, guarded))
+        files_role.made_directories(path, probe, old)
     hook = bool((wanted.get("boot") or {}).get("hook"))
     inert = inert_names(wanted)
     for process in stale_processes({**dirs, **env, **extra}, probe["processes"], inert, hook):

@@ -24,7 +24,8 @@ def reads(wanted: dict[str, Any]) -> Request:
     what podstate made (a file there before podstate wrote it is the user's, kept)."""
     if not wanted.get("files"):
         return Request()
-    return Request(files=tuple(wanted["files"]), made=made.request(wanted))
+    parents = tuple(dict.fromkeys(p for path in wanted["files"] for p in made.ancestors(path)))
+    return Request(files=tuple(wanted["files"]), paths=parents, made=made.request(wanted))
 
 
 def copy_of(path: str) -> str:
@@ -68,7 +69,20 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
                 mode=item["mode"],
             )
         findings.restorable(path, item["content"], item["mode"])
+        if entry.kind == "saved":  # the hook puts the user's file back beside podstate's
+            kept = found if path not in old else probe["files"].get(copy_of(path))
+            if kept is not None and kept.content is not None:
+                findings.restorable(copy_of(path), kept.content, "600")
         findings.made(entry.kind, path, *entry.fields)
+        made_directories(path, probe, old)
+
+
+def made_directories(path: str, probe: dict[str, Any], old: dict[str, Entry]) -> None:
+    """Record the directories above ``path`` that podstate makes to write it (missing), or
+    made before (so ``old`` says)."""
+    for directory in made.ancestors(path):
+        if probe["paths"][directory]["kind"] is None or directory in old:
+            findings.made("dir", directory)
 
 
 def _entry(path: str, content: str, found: FileInfo, was: Entry | None) -> Entry:

@@ -23,7 +23,7 @@ from typing import Any
 from pyinfra import host
 
 from podstate.facts.made import sums
-from podstate.facts.marker import digest, read
+from podstate.facts.marker import applies_nothing, digest, read
 from podstate.facts.request import Request
 from podstate.paths import READY_COMMAND, READY_MARKER
 from podstate.roles import boot, removal
@@ -59,14 +59,16 @@ def restart(
 
 def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     """Name a restart; after every other change, mark the pod ready (unless a violation
-    stands) and record the apply on the volume; before the marker, the boot hook's data
+    stands) and record the apply on the volume; before the marker, the removal of what
+    podstate made and no longer declares (roles/removal.py) and the boot hook's data
     (roles/boot.py), which is written only once everything else has succeeded."""
     probe = probe or read_probe(reads(wanted))
     if probe is None:
         return
     _command(wanted, probe)
-    boot.apply(wanted, probe)
-    removal.apply(wanted, probe)  # after every role said what it makes
+    boot.declare(wanted)
+    removal.apply(wanted, probe)  # once every role said what it makes; the record is data
+    boot.apply(wanted, probe)  # the hook puts back, with the rest of the container disk
     _marker(wanted, probe)
 
 
@@ -82,6 +84,9 @@ def _command(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     found, where = findings.of(host), boot.volume(wanted)
     found.restarted = restart(probe, where.record, host.name, host.data.get("started_at"))
     found.ready = (read(probe["files"].get(MARKER)) or {}).get("digest") == digest(wanted)
+    if applies_nothing(wanted):  # nothing to be ready for (a pod after podstate uninstall)
+        found.ready = True
+        return
     for path in [COMMAND] + ([where.ready_command] if boot.has_volume(probe, where) else []):
         bookkeeping.managed_file(
             name=f"Command {path}",
@@ -101,7 +106,7 @@ def _marker(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Mark the pod ready and record the apply on the volume, unless a violation stands or
     the marker is there already."""
     found = findings.of(host)
-    if _failing(wanted) or (found.ready and not found.restarted):
+    if _failing(wanted) or (found.ready and not found.restarted) or applies_nothing(wanted):
         return
     wanted_digest = digest(wanted)
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -26,8 +26,10 @@ from pyinfra import host, state
 from podstate.facts import made
 from podstate.facts.decode import decode
 from podstate.facts.made import Entry
+from podstate.facts.marker import read
 from podstate.facts.request import Request
 from podstate.operations import removal as ops
+from podstate.paths import BOOT_FLAG, GIT_KNOWN_HOSTS, GPU_CACHE, READY_MARKER, SAVED
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.roles import boot
 from podstate.run import bookkeeping, findings
@@ -85,7 +87,14 @@ def undo(entry: Entry, probe: dict[str, Any], uninstall: bool) -> Entry | None:
     same = probe["made"]["same"].get(path)
     content = info.content if info is not None else None
     if entry.kind in ("secrets", "keys", "data", "dir"):
-        if entry.kind == "secrets" and path in probe["made"]["kinds"]:
+        if entry.kind == "dir" and probe["made"]["kinds"].get(path) == "directory":
+            ops.remove_paths(
+                name=f"Remove {path}",
+                paths=[],
+                directories=[path],
+                what=f"would remove: {path}, when nothing else is in it",
+            )
+        elif entry.kind == "secrets" and path in probe["made"]["kinds"]:
             ops.remove_paths(
                 name=f"Remove {path}",
                 paths=[path],
@@ -160,12 +169,9 @@ def undo(entry: Entry, probe: dict[str, Any], uninstall: bool) -> Entry | None:
     return None
 
 
-@role("Removal")
-def apply(wanted: dict[str, Any], probe: dict[str, Any], uninstall: bool = False) -> None:
-    """Take away what the records name and this run does not make; write the records."""
-    found = probe.get("made")
-    if found is None:
-        return
+def usable(probe: dict[str, Any]) -> bool:
+    """Return whether podstate may act on the records the probe read; a violation says why
+    for each it may not (unreadable, not a record, from a newer podstate, another pod's)."""
     problems = trusted(probe)
     for where, problem in problems.items():
         findings.violation(
@@ -174,16 +180,23 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any], uninstall: bool = False
             "once what it names is checked by hand",
             "removal.record",
         )
-    if problems:
+    return not problems
+
+
+@role("Removal")
+def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
+    """Take away what the records name and this run does not make; write the records."""
+    found = probe.get("made")
+    if found is None or not usable(probe):
         return
     old = made.previous(found)
     new = dict(findings.of(host).made)
     after: dict[str, Entry] = {}
-    for path, entry in sorted(old.items()):
+    for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
         if path in new:
             continue
         with pyinfra_plan.keyed(host, path):
-            kept = undo(entry, probe, uninstall)
+            kept = undo(entry, probe, uninstall=False)
         if kept is not None:
             after[path] = kept
     after.update(new)
@@ -223,6 +236,8 @@ def _records(
             continue
         first = made.render(host.name, pod_id, here(intent))
         final = made.render(host.name, pod_id, here(after))
+        if name == "disk":  # the boot hook puts it back with what it names
+            findings.restorable(at, final, "600")
         label, private = f"Record of what podstate made ({name})", name == "volume"
         with pyinfra_plan.keyed(host, name):
             before = pyinfra_plan.op_hashes(state, host)
@@ -243,3 +258,45 @@ def _records(
             )
             if not left:
                 mine.bookkeeping |= pyinfra_plan.op_hashes(state, host) - before
+
+
+def uninstall_reads(volume: str) -> Request:
+    """Return what ``podstate uninstall`` reads: the records (the volume's at ``volume``),
+    what they name, and the volume's applied record (roles/ready.py)."""
+    where = boot.Layout(volume)
+    return Request(paths=(volume,), files=(where.record,), made={"volume": volume})
+
+
+@role("Uninstall")
+def uninstall(probe: dict[str, Any], volume: str) -> None:
+    """Take away everything the records name (the boot hook and its stub too), then the
+    records and podstate's own files and directories: the ready marker, the hook's status,
+    the applied record on the volume where it names this pod. A pod without a record has
+    nothing taken away: podstate never guesses what it made."""
+    found = probe["made"]
+    if not usable(probe):
+        return
+    old = made.previous(found)
+    records = [r for r in found["records"].values() if r.state == "file"]
+    if not records:
+        host.noop("no record of what podstate made on this pod: nothing to remove")
+        return
+    for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
+        with pyinfra_plan.keyed(host, path):
+            undo(entry, probe, uninstall=True)
+    where = boot.Layout(volume)
+    mine = [made.MADE, READY_MARKER, BOOT_FLAG, GIT_KNOWN_HOSTS, GPU_CACHE]
+    applied = read(probe["files"].get(where.record))
+    if applied is not None and applied.get("pod") == host.name:
+        mine.append(where.record)
+    if found["records"].get("volume") and found["records"]["volume"].state == "file":
+        mine.append(made.volume_record(volume, found["pod_id"]))
+    base = posixpath.join(volume, ".podstate")
+    ops.remove_paths(
+        name="Remove podstate's records and own files",
+        paths=mine,
+        directories=[SAVED, posixpath.dirname(made.MADE)]
+        + [posixpath.join(base, d) for d in ("bin", "made", "")],
+        what="would remove: the records of what podstate made, its ready marker and status",
+        trees=[posixpath.join(posixpath.dirname(made.MADE), ".boot")],
+    )

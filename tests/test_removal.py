@@ -8,6 +8,7 @@ section out in turn: the check names each removal before the apply, and ``ok`` a
 
 from __future__ import annotations
 
+import difflib
 import json
 
 import pytest
@@ -15,8 +16,9 @@ import yaml
 
 from podstate.facts import made
 from podstate.facts.made import Entry
-from roles.removal import take_block
-from tests.e2e import apply, check
+from podstate.sandbox import container
+from roles.removal import STUB, take_block
+from tests.e2e import BIN, apply, check, run
 
 SANDBOX = {"pods": 2}
 TOKEN_VAR = "PODSTATE_TEST_REMOVAL_TOKEN"
@@ -33,6 +35,10 @@ FULL = {
     "secrets": {"HF_TOKEN": {"from_env": TOKEN_VAR}},
     "boot": {"hook": True, "host_keys": "keep"},
 }
+HOOK = "/workspace/.podstate/boot.sh"
+STATE = "/workspace/.podstate/boot/state"
+HOOKED = "/etc/hooked.conf"
+TEMPLATE = "bash -c '. /workspace/.podstate/boot.sh; exec /start.sh'"
 USER_MOTD = "the user motd, their own\n"
 
 
@@ -111,12 +117,28 @@ def _ok(report: dict) -> None:
     assert report["summary"]["exit_code"] == 0, json.dumps(report["pods"], indent=1)
 
 
+# Every file, directory and mount a pod's user or its image may have, with each regular
+# file's sha256, mode and owner; what a sandbox pod's sshd and the image's start script
+# change at every login or start is left out (logs, /run, /tmp, the host keys).
+LISTING = (
+    "cd / && { find etc root workspace -xdev -path etc/ssh -prune -o"
+    " -printf '%p %y %m %U:%G %l\\n';"
+    " find usr/local/bin -maxdepth 1 -printf '%p %y %m %U:%G %l\\n'; } | LC_ALL=C sort &&"
+    " { find etc root workspace -xdev -path etc/ssh -prune -o -type f -print0;"
+    " find usr/local/bin -maxdepth 1 -type f -print0; } | xargs -0 sha256sum | LC_ALL=C sort -k 2"
+    " && cut -d ' ' -f 1-3 /proc/self/mounts | LC_ALL=C sort"
+)
+BEFORE: dict[str, str] = {}
+
+
 @pytest.fixture(scope="module")
 def applied(fleet, api):
     """The fleet after a first apply of the full desired state (pod-1 has a motd of its
-    own at the path a ``files`` entry names)."""
+    own at the path a ``files`` entry names); each pod's listing before it in BEFORE."""
     api[TOKEN_VAR] = "hf_secret_value"
     fleet.out("pod-1", f"printf '{USER_MOTD}' > /etc/motd-test")
+    for pod in fleet.pods:
+        BEFORE[pod] = fleet.out(pod, LISTING)
     _desired(fleet, FULL)
     _apply(fleet, api)
     return fleet
@@ -193,7 +215,71 @@ def test_each_section_removed_is_drift_then_gone(applied, api, tmp_path):
     _ok(_report(fleet, api, tmp_path))
 
 
+def test_a_removed_boot_hook_is_disarmed_and_puts_nothing_back_at_a_restart(applied, api, tmp_path):
+    fleet = applied
+    hooked = {"shm": FULL["shm"], "boot": FULL["boot"], "files": {HOOKED: {"content": "x\n"}}}
+    _desired(fleet, hooked)
+    _apply(fleet, api)
+    _ok(_report(fleet, api, tmp_path))
+    assert HOOKED in fleet.out("pod-1", f"cat {STATE}")  # what the armed hook puts back
+
+    _desired(fleet, {"shm": FULL["shm"]})
+    changes = _changes(_report(fleet, api, tmp_path), "pod-1")
+    assert f"would remove: {HOOKED}" in changes
+    disarm = [c for c in changes if c.startswith(f"Disarm the boot hook {HOOK}")]
+    assert disarm and "start command can drop it" in disarm[0]
+    assert "would remove: the boot hook's data in /workspace/.podstate/boot" in changes
+    assert "would remove: the archived host keys in /workspace/.podstate/boot" in changes
+    _apply(fleet, api)
+    assert fleet.out("pod-1", f"cat {HOOK}") == STUB
+    assert fleet.out("pod-1", f"bash -c '. {HOOK}; echo $?'") == "0\n"
+    assert fleet.ssh("pod-1", "test -e /workspace/.podstate/boot").returncode == 1
+    _ok(_report(fleet, api, tmp_path))
+
+    container.set_start_command("pod-1", "exec " + TEMPLATE)  # as RunPod's template runs it
+    container.restart("pod-1")
+    assert fleet.ssh("pod-1", f"test -e {HOOKED}").returncode == 1  # nothing was put back
+    assert fleet.ssh("pod-1", "test -e /etc/podstate").returncode == 1
+    _apply(fleet, api)
+    _ok(_report(fleet, api, tmp_path))
+    assert fleet.out("pod-1", f"cat {HOOK}") == STUB  # until uninstall
+
+
 def _without_keys_block(text: str) -> str:
     return take_block(
         text, "# >>> podstate authorized_keys >>>", "# <<< podstate authorized_keys <<<"
     )
+
+
+def test_uninstall_leaves_each_pod_as_it_was_before_the_first_apply(applied, api, tmp_path):
+    fleet = applied
+    # the user's motd, which pod-1's restart (test above) wiped with its container disk
+    fleet.out("pod-1", f"[ -e /etc/motd-test ] || printf '{USER_MOTD}' > /etc/motd-test")
+    _desired(fleet, FULL)
+    _apply(fleet, api)
+    _ok(_report(fleet, api, tmp_path))
+    assert fleet.out("pod-2", LISTING) != BEFORE["pod-2"]
+
+    dry = run(fleet, [str(BIN / "podstate"), "uninstall", "--dry-run"], env=api)
+    assert dry.returncode == 2, dry.stdout + dry.stderr
+    for gone in (
+        "would remove: /etc/podstate-test/new.conf",
+        "would put back: /etc/motd-test",
+        "would remove: /workspace/.podstate/boot.sh",
+        "would remove: podstate's block",
+    ):
+        assert gone in dry.stdout, dry.stdout
+    assert fleet.out("pod-2", "test -e /etc/podstate-test/new.conf && echo there") == "there\n"
+
+    done = run(fleet, [str(BIN / "podstate"), "uninstall"], env=api)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for pod in fleet.pods:
+        after = fleet.out(pod, LISTING)
+        assert after == BEFORE[pod], "".join(
+            difflib.unified_diff(BEFORE[pod].splitlines(True), after.splitlines(True))
+        )
+    again = run(fleet, [str(BIN / "podstate"), "uninstall", "--dry-run"], env=api)
+    assert again.returncode == 0, again.stdout  # nothing left to remove
+
+    _desired(fleet, {})
+    _ok(_report(fleet, api, tmp_path))

@@ -107,6 +107,15 @@ def block(begin: str, end: str, absent: bool, was: Entry | None) -> tuple[str, .
     return (b64(begin), b64(end), *(("created",) if created else ()))
 
 
+def ancestors(path: str) -> list[str]:
+    """Return the directories above ``path`` (not ``/`` nor ``~``), nearest first: those
+    that are missing, podstate makes (and records, to remove them once empty)."""
+    found = []
+    while (path := posixpath.dirname(path)) not in ("/", "~", ""):
+        found.append(path)
+    return found
+
+
 def volume_record(volume: str, pod_id: str) -> str:
     """Return the path of the volume's record for the pod whose RunPod id is ``pod_id``."""
     return posixpath.join(volume, ".podstate", "made", pod_id)

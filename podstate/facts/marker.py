@@ -17,6 +17,12 @@ from podstate.facts.files import FileInfo
 NOT_APPLIED = ("gpu", "disk", "download", "waivers", "watch")
 
 
+def applies_nothing(wanted: dict[str, Any]) -> bool:
+    """Return whether ``wanted`` makes nothing on a pod (``{}``, or only what no pod is
+    changed for): then podstate puts nothing there, not even its ready marker."""
+    return not set(wanted) - {*NOT_APPLIED, "disk_reserve"}
+
+
 def digest(wanted: dict[str, Any]) -> str:
     """Return the digest of what a desired state applies to a pod: what a marker says was
     applied. Keys that change no pod (``NOT_APPLIED``) do not count; secrets count by where

@@ -19,7 +19,7 @@ from pyinfra.api import operation
 from podstate.run import findings
 from podstate.run.bookkeeping import write_command
 from podstate.run.lock import changing
-from podstate.shell import quote_path
+from podstate.shell import b64, quote_path
 
 
 def remove_command(path: str, sums: Iterable[str]) -> str:
@@ -75,7 +75,7 @@ def put_back(path: str, current: str, content: str | None, what: str):
 
 
 @operation()
-def remove_paths(paths: list[str], directories: list[str], what: str):
+def remove_paths(paths: list[str], directories: list[str], what: str, trees: Iterable[str] = ()):
     """
     Remove podstate's own files (never read: a secret, an archive of host keys), then its
     directories if nothing else is left in them.
@@ -83,10 +83,12 @@ def remove_paths(paths: list[str], directories: list[str], what: str):
     + paths: files to remove
     + directories: directories to remove once empty (one holding anything else stays)
     + what: what goes, in words (the check's line)
+    + trees: podstate's own working directories, removed with all they hold
     """
     findings.describe(what)
     files = " ".join(quote_path(p) for p in paths)
     steps = [f"rm -f -- {files}"] if paths else []
+    steps += [f"rm -rf -- {quote_path(t)}" for t in trees]
     steps += [f"{{ rmdir -- {quote_path(d)} 2>/dev/null || :; }}" for d in directories]
     if not steps:
         host.noop("nothing to remove")
@@ -117,6 +119,10 @@ def write_record(
     if current == content:
         host.noop(f"{path} is up to date")
         return
-    directory = quote_path(path.rsplit("/", 1)[0])
-    make = f"mkdir -p -m 700 -- {directory} && " if private else ""
-    yield changing(make + write_command(path, content, own=True, mode="600"))
+    directory, q = quote_path(path.rsplit("/", 1)[0]), quote_path(path)
+    make = f"mkdir -p -m 700 -- {directory}" if private else f"mkdir -p -- {directory}"
+    # short (the apply's one command holds every change): replaced in one rename, proved
+    yield changing(
+        f"{make} && (umask 077 && printf %s {b64(content)} | base64 -d >{q}.part) && "
+        f'mv -f -- {q}.part {q} && [ "$(sha256sum <{q})" = "{_sha256(content)}  -" ]'
+    )

@@ -1,0 +1,20 @@
+"""The deploy ``podstate uninstall`` runs (podstate.check.uninstall): everything podstate's
+records say it made on the pod is taken away, under the pod lock, in one command.
+
+It reads no desired state: only the records on the pod (roles/removal.py). The volume whose
+record it reads is ``PODSTATE_UNINSTALL_VOLUME`` (``/workspace`` by default).
+"""
+
+import os
+
+from podstate.paths import VOLUME
+from podstate.pod import bookends
+from podstate.roles import removal
+from podstate.run.role import read_probe
+
+volume = os.environ.get("PODSTATE_UNINSTALL_VOLUME") or VOLUME
+bookends.start()
+probe = read_probe(removal.uninstall_reads(volume))
+if probe is not None:
+    removal.uninstall(probe, volume)
+bookends.finish({}, None)
