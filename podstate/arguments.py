@@ -172,6 +172,11 @@ def _uninstall(commands) -> None:
         help="the volume whose record is read, as boot.volume said (default: /workspace)",
     )
     gone.add_argument(
+        "--packages",
+        action="store_true",
+        help="remove the apt packages podstate installed too (default: they are left, named)",
+    )
+    gone.add_argument(
         "--diff", action="store_true", help="show unified diffs of the files in the table"
     )
     gone.add_argument(

@@ -182,6 +182,7 @@ def _uninstall(args: argparse.Namespace) -> int:
             args.limit or [],
             dry_run=args.dry_run,
             volume=args.volume,
+            packages=args.packages,
             timeout=args.timeout,
             strict_host_keys=True if args.strict_host_keys else None,
             progress=display.pod,

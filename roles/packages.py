@@ -1,4 +1,5 @@
-"""Debian packages: every ``packages.apt`` package installed; none ever removed."""
+"""Debian packages: every ``packages.apt`` package installed. One podstate installed leaves
+with the list only where ``packages.remove_undeclared`` says so (roles/removal.py)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,20 @@ from typing import Any
 from pyinfra import host
 
 from podstate import settings
+from podstate.facts import made
 from podstate.facts.request import Request
 from podstate.operations import apt as apt_ops
 from podstate.pyinfra_api import plan as pyinfra_plan
+from podstate.run import findings
 from podstate.run.role import read_probe, role
 
 
 def reads(wanted: dict[str, Any]) -> Request:
     """Return what the probe reads for this role: the dpkg status of every listed package
-    (none listed: the probe asks nothing about packages)."""
-    return Request(apt=tuple((wanted.get("packages") or {}).get("apt") or ()))
+    (none listed: the probe asks nothing about packages), and the records of what podstate
+    made (which of them podstate installed)."""
+    apt = tuple((wanted.get("packages") or {}).get("apt") or ())
+    return Request(apt=apt, made=made.request(wanted)) if apt else Request()
 
 
 @role("Packages")
@@ -31,6 +36,10 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
         return
     found = probe["apt"]
     absent = apt_ops.missing(packages, found)
+    old = made.previous(probe.get("made"))
+    for package in packages:  # installed by podstate: missing now, or so its record says
+        if package in absent or f"apt:{package}" in old:
+            findings.made("apt", f"apt:{package}")
     # Named by what it installs, so the check reports each pod's own missing packages.
     name = f"Install {', '.join(absent)}" if absent else f"apt packages {', '.join(packages)}"
     with pyinfra_plan.keyed(host, name):

@@ -79,13 +79,20 @@ def trusted(probe: dict[str, Any]) -> dict[str, str]:
     return problems
 
 
-def undo(entry: Entry, probe: dict[str, Any], uninstall: bool) -> Entry | None:
-    """Plan taking ``entry`` away as the probe found it; return what the record names
-    afterwards (a disarmed boot hook's stub), None when nothing."""
+def undo(
+    entry: Entry, probe: dict[str, Any], uninstall: bool, packages: bool = False
+) -> Entry | None:
+    """Plan taking ``entry`` away as the probe found it (apt packages only with
+    ``packages``); return what the record names afterwards (a disarmed boot hook's stub),
+    None when nothing."""
     path, files = entry.path, probe["files"]
+    if entry.kind == "apt":
+        return _package(entry, probe, uninstall, packages)
     info = files.get(path)
     same = probe["made"]["same"].get(path)
     content = info.content if info is not None else None
+    if entry.kind == "mount":
+        return _unmount(entry, probe)
     if entry.kind in ("secrets", "keys", "data", "dir"):
         if entry.kind == "dir" and probe["made"]["kinds"].get(path) == "directory":
             ops.remove_paths(
@@ -183,6 +190,58 @@ def usable(probe: dict[str, Any]) -> bool:
     return not problems
 
 
+def _package(entry: Entry, probe: dict[str, Any], uninstall: bool, remove: bool) -> Entry | None:
+    """Plan removing the apt package podstate installed, with ``remove``; else it is left
+    in place, and named once."""
+    package = entry.path.removeprefix("apt:")
+    if probe["made"]["kinds"].get(entry.path) != "installed":
+        return None
+    if remove:
+        ops.remove_package(
+            name=f"Remove the apt package {package}",
+            package=package,
+            what=f"would remove: the apt package {package}",
+        )
+    elif uninstall:
+        findings.left(entry.path, f"the apt package {package} (--packages removes it)")
+    else:
+        findings.left(
+            entry.path,
+            f"the apt package {package}, which podstate installed, is left in place "
+            "(packages: {remove_undeclared: true} removes it)",
+        )
+    return None
+
+
+def _unmount(entry: Entry, probe: dict[str, Any]) -> Entry | None:
+    """Plan unmounting the tmpfs podstate mounted at ``entry.path`` (then removing its mount
+    point, when podstate made it and it is empty); one that a process uses stays mounted:
+    a violation naming the processes, and the record keeps it. Return what the record
+    names afterwards."""
+    path, made_it = entry.path, "made" in entry.fields
+    if probe["made"]["kinds"].get(path) != "mount":
+        if made_it and probe["made"]["kinds"].get(path) is None:
+            return Entry("dir", path)  # unmounted already: its mount point may be left
+        return None
+    busy = probe["made"]["busy"].get(path)
+    if busy:
+        who = ", ".join(f"{p['command']} (pid {p['pid']})" for p in busy)
+        findings.violation(
+            f"scratch {path} is no longer declared, but {who} still use it: podstate does not "
+            "unmount a tmpfs in use (what is on it would vanish from under them); stop them, "
+            "and the next apply unmounts it",
+            "removal.busy",
+        )
+        return entry
+    ops.unmount(
+        name=f"Unmount {path}",
+        path=path,
+        remove=made_it,
+        what=f"would remove: the tmpfs at {path}" + (" and its mount point" if made_it else ""),
+    )
+    return None
+
+
 @role("Removal")
 def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Take away what the records name and this run does not make; write the records."""
@@ -192,11 +251,12 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     old = made.previous(found)
     new = dict(findings.of(host).made)
     after: dict[str, Entry] = {}
+    packages = bool((wanted.get("packages") or {}).get("remove_undeclared"))
     for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
         if path in new:
             continue
         with pyinfra_plan.keyed(host, path):
-            kept = undo(entry, probe, uninstall=False)
+            kept = undo(entry, probe, uninstall=False, packages=packages)
         if kept is not None:
             after[path] = kept
     after.update(new)
@@ -268,7 +328,7 @@ def uninstall_reads(volume: str) -> Request:
 
 
 @role("Uninstall")
-def uninstall(probe: dict[str, Any], volume: str) -> None:
+def uninstall(probe: dict[str, Any], volume: str, packages: bool = False) -> None:
     """Take away everything the records name (the boot hook and its stub too), then the
     records and podstate's own files and directories: the ready marker, the hook's status,
     the applied record on the volume where it names this pod. A pod without a record has
@@ -283,7 +343,8 @@ def uninstall(probe: dict[str, Any], volume: str) -> None:
         return
     for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
         with pyinfra_plan.keyed(host, path):
-            undo(entry, probe, uninstall=True)
+            undo(entry, probe, uninstall=True, packages=packages)
+    left = findings.of(host).left.values()
     where = boot.Layout(volume)
     mine = [made.MADE, READY_MARKER, BOOT_FLAG, GIT_KNOWN_HOSTS, GPU_CACHE]
     applied = read(probe["files"].get(where.record))
@@ -297,6 +358,7 @@ def uninstall(probe: dict[str, Any], volume: str) -> None:
         paths=mine,
         directories=[SAVED, posixpath.dirname(made.MADE)]
         + [posixpath.join(base, d) for d in ("bin", "made", "")],
-        what="would remove: the records of what podstate made, its ready marker and status",
+        what="would remove: the records of what podstate made, its ready marker and status"
+        + ("; would leave in place: " + ", ".join(left) if left else ""),
         trees=[posixpath.join(posixpath.dirname(made.MADE), ".boot")],
     )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from podstate.facts import made
+from podstate.facts.made import Entry
 from podstate.facts.request import Request
 from podstate.run import bookkeeping, findings
 from podstate.run.role import read_probe, role
@@ -16,8 +18,11 @@ def paths(wanted: dict[str, Any]) -> list[str]:
 
 
 def reads(wanted: dict[str, Any]) -> Request:
-    """Return what the probe reads for this role: every scratch path."""
-    return Request(paths=tuple(paths(wanted)))
+    """Return what the probe reads for this role: every scratch path, and the records of
+    what podstate made (a mount or directory there before podstate is not podstate's)."""
+    if not paths(wanted):
+        return Request()
+    return Request(paths=tuple(paths(wanted)), made=made.request(wanted))
 
 
 def _mounted_at(info: dict[str, Any]) -> bool:
@@ -48,10 +53,12 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     probe = probe or read_probe(reads(wanted))
     if probe is None:
         return
+    old = made.previous(probe.get("made"))
     for path, item in (wanted.get("scratch") or {}).items():
         info = probe["paths"][path]
         mount = info["mount"]
         at_path = _mounted_at(info)
+        _declare(path, info, probe["can_mount"], old.get(path))
         size = format_size(item["size"])
         if at_path and mount.fstype != "tmpfs":
             findings.violation(
@@ -86,3 +93,16 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
                 paths={path: item["mode"]},
                 found=probe["paths"],
             )
+
+
+def _declare(path: str, info: dict[str, Any], can_mount: bool, was: Entry | None) -> None:
+    """Record what podstate makes at the scratch ``path``: a tmpfs it mounts (and the mount
+    point, when missing), or the directory it creates; what was there before is not its own."""
+    created = info["kind"] is None or (was is not None and "made" in was.fields)
+    if was is not None and was.kind == "dir":
+        created = True
+    mine = info["mount"] is not None and _mounted_at(info) and info["mount"].source == "podstate"
+    if can_mount and (not _mounted_at(info) or mine or (was is not None and was.kind == "mount")):
+        findings.made("mount", path, *(["made"] if created else []))
+    elif created and not _mounted_at(info):
+        findings.made("dir", path)

@@ -26,14 +26,19 @@ DEPLOY = str(Path(__file__).resolve().parent.parent / "pod" / "uninstall_deploy.
 
 
 @contextmanager
-def _nothing_declared(volume: str) -> Iterator[dict[str, str]]:
+def _nothing_declared(volume: str, packages: bool) -> Iterator[dict[str, str]]:
     """Within the block, ``PODSTATE_VARS`` is a vars directory that declares nothing (the
-    inventory still needs one) and ``PODSTATE_UNINSTALL_VOLUME`` is ``volume``; yield the
-    environment of a pyinfra run the same."""
+    inventory still needs one), ``PODSTATE_UNINSTALL_VOLUME`` is ``volume`` and
+    ``PODSTATE_UNINSTALL_PACKAGES`` says ``packages``; yield the environment of a pyinfra run
+    the same."""
     with tempfile.TemporaryDirectory(prefix="podstate-uninstall-") as directory:
         (Path(directory) / "group_vars").mkdir()
         (Path(directory) / "group_vars" / "all.yaml").write_text("{}\n")
-        new = {"PODSTATE_VARS": directory, "PODSTATE_UNINSTALL_VOLUME": volume}
+        new = {
+            "PODSTATE_VARS": directory,
+            "PODSTATE_UNINSTALL_VOLUME": volume,
+            "PODSTATE_UNINSTALL_PACKAGES": "1" if packages else "0",
+        }
         old = {name: os.environ.get(name) for name in new}
         os.environ.update(new)
         try:
@@ -57,6 +62,7 @@ def run(
     limit: list[str],
     dry_run: bool = False,
     volume: str = VOLUME,
+    packages: bool = False,
     timeout: int = settings.CONNECT_TIMEOUT,
     strict_host_keys: bool | None = None,
     progress: runner.Progress = lambda name, stage: None,
@@ -74,7 +80,7 @@ def run(
             progress=progress,
         )
 
-    with _nothing_declared(volume) as environment:
+    with _nothing_declared(volume, packages) as environment:
         planned = plan()
         chosen = sorted(name for name, r in planned.items() if r.status == "drift")
         if dry_run or not chosen:

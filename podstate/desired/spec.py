@@ -107,6 +107,8 @@ def normalize(state: dict[str, Any], root: Path | None = None) -> dict[str, Any]
         out["venv"] = content.venv(state["venv"], root or Path.cwd())
     if "packages" in state:
         out["packages"] = {"apt": list(dict.fromkeys(state["packages"].get("apt") or []))}
+        if state["packages"].get("remove_undeclared"):
+            out["packages"]["remove_undeclared"] = True
     if "files" in state:
         out["files"] = content.files(state["files"], root or Path.cwd())
     if "authorized_keys" in state:

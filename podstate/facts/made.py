@@ -40,7 +40,11 @@ VERSION = 1
 #   keys                the archived host keys (hostkeys.tar, and hostkeys.sum beside it)
 #   data                the boot hook's data directory (its files, then the directory)
 #   dir                 a directory podstate created; removed only when empty
-KINDS = ("file", "saved", "block", "hook", "stub", "secrets", "keys", "data", "dir")
+#   apt                 a Debian package podstate installed (path ``apt:NAME``), which was not
+#                       installed before; removed only when the desired state says so
+#   mount [made]        a tmpfs podstate mounted (and its mount point, with ``made``);
+#                       unmounted unless a process has a file on it
+KINDS = ("file", "saved", "block", "hook", "stub", "secrets", "keys", "data", "dir", "mount", "apt")
 
 
 @dataclass(frozen=True)
@@ -80,8 +84,12 @@ class Record:
 
 def request(wanted: dict[str, Any]) -> dict[str, Any]:
     """Return the probe's ``made`` argument for ``wanted``: where the volume is (boot.volume,
-    ``/workspace`` by default), whose record the probe reads beside the container disk's."""
-    return {"volume": (wanted.get("boot") or {}).get("volume", VOLUME)}
+    ``/workspace`` by default), whose record the probe reads beside the container disk's, and
+    the scratch paths it keeps (``keep``: whether a process uses them does not matter)."""
+    return {
+        "volume": (wanted.get("boot") or {}).get("volume", VOLUME),
+        "keep": tuple(wanted.get("scratch") or {}),
+    }
 
 
 def previous(found: dict[str, Any] | None) -> dict[str, Entry]:
@@ -162,7 +170,9 @@ def probe_lines(args: dict[str, Any] | None) -> list[str]:
     if not args:
         return []
     volume = quote_path(posixpath.join(args["volume"], ".podstate", "made"))
+    keep = " ".join(b64(path) for path in args.get("keep") or ())
     return [
+        f"made_keep='{keep}'",
         script("file_state.sh"),
         script("made_state.sh"),
         f"i=$(tr '\\0' '\\n' <{ENVIRON} 2>/dev/null | sed -n 's/^RUNPOD_POD_ID=//p');"
@@ -176,10 +186,10 @@ def probe_lines(args: dict[str, Any] | None) -> list[str]:
 def parse(output: list[str]) -> dict[str, Any]:
     """Return the probe's ``made`` dict from its ``made.*`` lines: ``pod_id`` (None when
     the container has none), ``records`` (``disk``, ``volume``: a ``Record`` each), ``same``
-    (path -> whether the regular file there holds one of the contents its entry names) and
-    ``kinds`` (path -> what is there, for
-    the entries whose content is not read)."""
-    found: dict[str, Any] = {"pod_id": None, "records": {}, "same": {}, "kinds": {}}
+    (path -> whether the regular file there holds one of the contents its entry names),
+    ``kinds`` (path -> what is there, for the entries whose content is not read) and ``busy``
+    (mount -> the processes using it: ``pid``, ``command``)."""
+    found: dict[str, Any] = {"pod_id": None, "records": {}, "same": {}, "kinds": {}, "busy": {}}
     for line in output:
         key, _, rest = line.partition(" ")
         words = rest.split(" ")
@@ -196,6 +206,9 @@ def parse(output: list[str]) -> dict[str, Any]:
                 found["records"][where] = Record(state, problem=problem)
         elif key == "made.same":
             found["same"][decode(words[0])] = words[1] == "yes"
+        elif key == "made.busy":
+            process = {"pid": int(words[1]), "command": decode(words[2])}
+            found["busy"].setdefault(decode(words[0]), []).append(process)
         elif key == "made.kind":
             found["kinds"][decode(words[0])] = words[1].replace("_", " ")
     return found

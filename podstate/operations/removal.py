@@ -102,6 +102,37 @@ def _sha256(text: str) -> str:
 
 
 @operation()
+def remove_package(package: str, what: str):
+    """
+    Remove a Debian package podstate installed (dpkg refuses, and the step fails, when
+    another installed package depends on it: podstate removes nothing else).
+
+    + package: its name
+    + what: what goes, in words (the check's line)
+    """
+    findings.describe(what)
+    yield changing(
+        f"DEBIAN_FRONTEND=noninteractive dpkg --remove -- {shlex.quote(package)} >/dev/null"
+    )
+
+
+@operation()
+def unmount(path: str, remove: bool, what: str):
+    """
+    Unmount the tmpfs podstate mounted at ``path`` (``umount`` refuses one in use, and the
+    step fails saying so), then remove the mount point when podstate made it and it is empty.
+
+    + path: the mount point
+    + remove: podstate made the mount point
+    + what: what goes, in words (the check's line)
+    """
+    findings.describe(what)
+    q = quote_path(path)
+    rest = f" && {{ rmdir -- {q} 2>/dev/null || :; }}" if remove else ""
+    yield changing(f"{{ ! mountpoint -q -- {q} || umount -- {q}; }}{rest}")
+
+
+@operation()
 def write_record(
     path: str, content: str, current: str | None, private: bool, what: str | None = None
 ):

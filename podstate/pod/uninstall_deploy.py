@@ -2,7 +2,8 @@
 records say it made on the pod is taken away, under the pod lock, in one command.
 
 It reads no desired state: only the records on the pod (roles/removal.py). The volume whose
-record it reads is ``PODSTATE_UNINSTALL_VOLUME`` (``/workspace`` by default).
+record it reads is ``PODSTATE_UNINSTALL_VOLUME`` (``/workspace`` by default); the apt
+packages podstate installed go only with ``PODSTATE_UNINSTALL_PACKAGES=1``.
 """
 
 import os
@@ -16,5 +17,5 @@ volume = os.environ.get("PODSTATE_UNINSTALL_VOLUME") or VOLUME
 bookends.start()
 probe = read_probe(removal.uninstall_reads(volume))
 if probe is not None:
-    removal.uninstall(probe, volume)
+    removal.uninstall(probe, volume, os.environ.get("PODSTATE_UNINSTALL_PACKAGES") == "1")
 bookends.finish({}, None)

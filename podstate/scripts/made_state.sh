@@ -7,8 +7,12 @@
 # and, for a regular file, "made.same PATH yes|no": whether it holds one of the contents the
 # entry names (SUMS, compared here: no digest is printed); PATH as the record has it; for a
 # "secrets" entry only "made.kind PATH KIND" (its content is never read here); for a "saved"
-# entry the same of the copy of the user's file it names. The probe defines b64, enc and
-# file_state.
+# entry the same of the copy of the user's file it names; for an "apt" entry (apt:NAME) whose
+# package dpkg has installed, "made.kind PATH installed"; for a "mount" entry mounted now,
+# "made.kind PATH mount", and unless PATH is one of made_keep (base64 words, the mounts the
+# desired state keeps) "made.busy PATH PID COMM" for each process with a file or its working
+# directory on it. The probe defines b64, enc and file_state.
+# shellcheck disable=SC2154 # enc_v is set by enc, which the probe defines
 made_path() {
     f=$(printf %s "$1" | base64 -d) || return 1
     # shellcheck disable=SC2088 # a literal "~/" in the record means $HOME
@@ -38,6 +42,23 @@ made_state() {
         secrets | keys | data | dir)
             made_path "$p" || continue
             if [ -e "$f" ]; then echo "made.kind $p $(stat -c %F -- "$f" | tr ' ' _)"; fi
+            ;;
+        apt)
+            made_path "$made_p" || continue
+            s=$(dpkg-query -W -f '${db:Status-Abbrev}' -- "${f#apt:}" 2>/dev/null) || s=
+            case $s in ?[iWt]*) echo "made.kind $made_p installed" ;; esac
+            ;;
+        mount)
+            made_path "$made_p" || continue
+            mountpoint -q -- "$f" 2>/dev/null || continue
+            echo "made.kind $made_p mount"
+            case " ${made_keep:-} " in *" $made_p "*) continue ;; esac
+            for u in $(find /proc/[0-9]*/cwd /proc/[0-9]*/fd -maxdepth 1 \( -lname "$f" -o -lname "$f/*" \) 2>/dev/null | cut -d / -f 3 | sort -u); do
+                if read -r c <"/proc/$u/comm"; then
+                    enc "$c"
+                    echo "made.busy $made_p $u $enc_v"
+                fi 2>/dev/null
+            done
             ;;
         file | saved | block | hook | stub)
             made_file "$made_p" "$3" "$made_s"

@@ -1,0 +1,96 @@
+"""A scratch tmpfs that leaves the desired state is unmounted, unless a process uses it: then
+a violation names the processes, and the mount stays until they stop (pod-4 may mount). An
+apt package podstate installed is left in place and named once when it leaves the list,
+unless ``packages.remove_undeclared`` says to remove it; one that was there before, never
+(pod-2, whose only apt source is a local repository)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from tests.apt_repo import build_deb, serve
+from tests.e2e import apply, check
+
+SANDBOX = {"pods": 4}
+SCRATCH = "/scratch-rm"
+BASE = {"shm": {"min_size": "32M"}}
+MOUNTED = f"mountpoint -q {SCRATCH} && echo mounted || echo not"
+
+
+def _desired(fleet, data: dict) -> None:
+    (fleet.vars_dir / "group_vars" / "all.yaml").write_text(yaml.safe_dump(data))
+
+
+def _entry(fleet, tmp_path: Path, pod: str = "pod-4") -> dict:
+    out = tmp_path / "r.json"
+    result = check(fleet, "--limit", pod, "--json", str(out))
+    assert out.exists(), result.stderr
+    return json.loads(out.read_text())["pods"][pod]
+
+
+def test_a_busy_tmpfs_stays_mounted_and_names_its_processes_then_goes(fleet, tmp_path):
+    _desired(
+        fleet,
+        {**BASE, "scratch": {SCRATCH: {"size": "64M"}}, "dirs": {"TMPDIR": f"{SCRATCH}/tmp"}},
+    )
+    assert apply(fleet, "--limit", "pod-4").returncode == 0
+    assert fleet.out("pod-4", MOUNTED) == "mounted\n"
+    pid = fleet.out(
+        "pod-4",
+        f"touch {SCRATCH}/tmp/held; setsid sleep 600 <{SCRATCH}/tmp/held >/dev/null 2>&1 & echo $!",
+    ).strip()
+    try:
+        _desired(fleet, BASE)
+        entry = _entry(fleet, tmp_path)
+        assert entry["status"] == "violation"
+        [busy] = [v for v in entry["violations"] if v["id"] == "removal.busy"]
+        assert f"sleep (pid {pid})" in busy["message"] and SCRATCH in busy["message"]
+        run = apply(fleet, "--limit", "pod-4")
+        assert run.returncode == 1 and "removal.busy" in run.stderr
+        assert fleet.out("pod-4", MOUNTED) == "mounted\n"
+    finally:
+        fleet.out("pod-4", f"kill {pid}; while kill -0 {pid} 2>/dev/null; do sleep 0.1; done")
+    changes = [c["operation"] for c in _entry(fleet, tmp_path)["changes"]]
+    assert f"would remove: the tmpfs at {SCRATCH} and its mount point" in changes
+    assert apply(fleet, "--limit", "pod-4").returncode == 0
+    assert fleet.out("pod-4", MOUNTED) == "not\n"
+    assert fleet.ssh("pod-4", f"test -e {SCRATCH}").returncode == 1
+    assert _entry(fleet, tmp_path)["status"] == "ok"
+
+
+def _installed(fleet, package: str) -> bool:
+    status = fleet.out("pod-2", f"dpkg-query -W -f '${{db:Status-Abbrev}}' {package} || :")
+    return status.startswith("ii")
+
+
+def test_an_apt_package_podstate_installed_is_left_named_once_or_removed_when_asked(
+    fleet, tmp_path
+):
+    mine, theirs, asked = "podstate-rm-mine", "podstate-rm-theirs", "podstate-rm-asked"
+    serve(fleet, "pod-2", [build_deb(tmp_path, name) for name in (mine, theirs, asked)])
+    fleet.out("pod-2", f"apt-get update -qq && apt-get install -y -qq {theirs} >/dev/null")
+    _desired(fleet, {**BASE, "packages": {"apt": [mine, theirs]}})
+    assert apply(fleet, "--limit", "pod-2").returncode == 0
+    assert _installed(fleet, mine) and _installed(fleet, theirs)
+
+    _desired(fleet, {**BASE, "packages": {"apt": []}})
+    changes = [c["operation"] for c in _entry(fleet, tmp_path, "pod-2")["changes"]]
+    named = [c for c in changes if mine in c]
+    assert len(named) == 1 and "left in place" in named[0] and "remove_undeclared" in named[0]
+    assert not [c for c in changes if theirs in c]  # there before podstate: not its own
+    assert apply(fleet, "--limit", "pod-2").returncode == 0
+    assert _installed(fleet, mine) and _installed(fleet, theirs)
+    assert _entry(fleet, tmp_path, "pod-2")["status"] == "ok"  # named once
+
+    _desired(fleet, {**BASE, "packages": {"apt": [asked]}})
+    assert apply(fleet, "--limit", "pod-2").returncode == 0
+    _desired(fleet, {**BASE, "packages": {"apt": [], "remove_undeclared": True}})
+    changes = [c["operation"] for c in _entry(fleet, tmp_path, "pod-2")["changes"]]
+    assert f"would remove: the apt package {asked}" in changes
+    assert apply(fleet, "--limit", "pod-2").returncode == 0
+    assert not _installed(fleet, asked)
+    assert _installed(fleet, mine) and _installed(fleet, theirs)
+    assert _entry(fleet, tmp_path, "pod-2")["status"] == "ok"
