@@ -26,10 +26,8 @@ from pyinfra import host, state
 from podstate.facts import made
 from podstate.facts.decode import decode
 from podstate.facts.made import Entry
-from podstate.facts.marker import read
 from podstate.facts.request import Request
 from podstate.operations import removal as ops
-from podstate.paths import BOOT_FLAG, GIT_KNOWN_HOSTS, GPU_CACHE, READY_MARKER, SAVED
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.roles import boot
 from podstate.run import bookkeeping, findings
@@ -93,6 +91,25 @@ def undo(
     content = info.content if info is not None else None
     if entry.kind == "mount":
         return _unmount(entry, probe)
+    if entry.kind == "repo":
+        if probe["made"]["kinds"].get(path) != "repo":
+            return None
+        if not probe["made"]["same"].get(path):
+            findings.left(
+                path,
+                f"{path} has work of someone's own in it (changes, untracked files, commits "
+                "no remote holds, or a stash): left as it is",
+            )
+            return None
+        emptied = "emptied" in entry.fields
+        ops.remove_checkout(
+            name=f"Remove {path}",
+            path=path,
+            keep_directory=emptied,
+            what=f"would remove: the checkout {path}"
+            + (", leaving the empty directory" if emptied else ""),
+        )
+        return None
     if entry.kind in ("secrets", "keys", "data", "dir"):
         if entry.kind == "dir" and probe["made"]["kinds"].get(path) == "directory":
             ops.remove_paths(
@@ -318,47 +335,3 @@ def _records(
             )
             if not left:
                 mine.bookkeeping |= pyinfra_plan.op_hashes(state, host) - before
-
-
-def uninstall_reads(volume: str) -> Request:
-    """Return what ``podstate uninstall`` reads: the records (the volume's at ``volume``),
-    what they name, and the volume's applied record (roles/ready.py)."""
-    where = boot.Layout(volume)
-    return Request(paths=(volume,), files=(where.record,), made={"volume": volume})
-
-
-@role("Uninstall")
-def uninstall(probe: dict[str, Any], volume: str, packages: bool = False) -> None:
-    """Take away everything the records name (the boot hook and its stub too), then the
-    records and podstate's own files and directories: the ready marker, the hook's status,
-    the applied record on the volume where it names this pod. A pod without a record has
-    nothing taken away: podstate never guesses what it made."""
-    found = probe["made"]
-    if not usable(probe):
-        return
-    old = made.previous(found)
-    records = [r for r in found["records"].values() if r.state == "file"]
-    if not records:
-        host.noop("no record of what podstate made on this pod: nothing to remove")
-        return
-    for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
-        with pyinfra_plan.keyed(host, path):
-            undo(entry, probe, uninstall=True, packages=packages)
-    left = findings.of(host).left.values()
-    where = boot.Layout(volume)
-    mine = [made.MADE, READY_MARKER, BOOT_FLAG, GIT_KNOWN_HOSTS, GPU_CACHE]
-    applied = read(probe["files"].get(where.record))
-    if applied is not None and applied.get("pod") == host.name:
-        mine.append(where.record)
-    if found["records"].get("volume") and found["records"]["volume"].state == "file":
-        mine.append(made.volume_record(volume, found["pod_id"]))
-    base = posixpath.join(volume, ".podstate")
-    ops.remove_paths(
-        name="Remove podstate's records and own files",
-        paths=mine,
-        directories=[SAVED, posixpath.dirname(made.MADE)]
-        + [posixpath.join(base, d) for d in ("bin", "made", "")],
-        what="would remove: the records of what podstate made, its ready marker and status"
-        + ("; would leave in place: " + ", ".join(left) if left else ""),
-        trees=[posixpath.join(posixpath.dirname(made.MADE), ".boot")],
-    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from podstate.facts import made
 from podstate.facts import repos as repo_facts
 from podstate.facts.origin import ask_origin
 from podstate.facts.request import Request
@@ -22,11 +23,14 @@ def reads(wanted: dict[str, Any]) -> Request:
     """Return what the probe reads for this role: each repository's path with its ref, and
     whether the probe asks origin where a branch is (not with a deploy key, which is on the
     pod only while apply fetches: this machine asks instead)."""
+    if not wanted.get("repos"):
+        return Request()
     return Request(
         repos=tuple(
             {"path": path, "ref": item["ref"], "ask": item["ssh_key"] is None}
             for path, item in (wanted.get("repos") or {}).items()
-        )
+        ),
+        made=made.request(wanted),
     )
 
 
@@ -77,10 +81,15 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     if probe is None:
         return
     found = probe["repos"] or {"git": False, "paths": {}}
+    old = made.previous(probe.get("made"))
     # git listed in packages.apt is installed earlier in this run: the checkout comes after.
     coming = not found["git"] and "git" in (wanted.get("packages") or {}).get("apt", [])
     for path, item in repos.items():
         state = repo_facts.UNKNOWN if coming else found["paths"].get(path)
+        kind, was = (state or {}).get("kind"), old.get(path)
+        if kind in ("absent", "empty") or (was is not None and was.kind == "repo"):
+            emptied = kind == "empty" or (was is not None and "emptied" in was.fields)
+            findings.made("repo", path, *(["emptied"] if emptied else []))  # podstate clones it
         why = problem(path, state, found["git"] or coming)
         if why or state is None:
             findings.violation(why or f"{path} could not be read", f"repos.{path}")

@@ -42,9 +42,24 @@ VERSION = 1
 #   dir                 a directory podstate created; removed only when empty
 #   apt                 a Debian package podstate installed (path ``apt:NAME``), which was not
 #                       installed before; removed only when the desired state says so
+#   repo [emptied]      a checkout podstate cloned (into an empty directory, with
+#                       ``emptied``); removed only while nothing of anyone's own is in it
 #   mount [made]        a tmpfs podstate mounted (and its mount point, with ``made``);
 #                       unmounted unless a process has a file on it
-KINDS = ("file", "saved", "block", "hook", "stub", "secrets", "keys", "data", "dir", "mount", "apt")
+KINDS = (
+    "file",
+    "saved",
+    "block",
+    "hook",
+    "stub",
+    "secrets",
+    "keys",
+    "data",
+    "dir",
+    "mount",
+    "apt",
+    "repo",
+)
 
 
 @dataclass(frozen=True)
@@ -85,10 +100,11 @@ class Record:
 def request(wanted: dict[str, Any]) -> dict[str, Any]:
     """Return the probe's ``made`` argument for ``wanted``: where the volume is (boot.volume,
     ``/workspace`` by default), whose record the probe reads beside the container disk's, and
-    the scratch paths it keeps (``keep``: whether a process uses them does not matter)."""
+    the scratch paths and repositories it keeps (``keep``: whether a process uses them, or
+    someone's work is in them, does not matter)."""
     return {
         "volume": (wanted.get("boot") or {}).get("volume", VOLUME),
-        "keep": tuple(wanted.get("scratch") or {}),
+        "keep": (*(wanted.get("scratch") or {}), *(wanted.get("repos") or {})),
     }
 
 
@@ -174,6 +190,7 @@ def probe_lines(args: dict[str, Any] | None) -> list[str]:
     return [
         f"made_keep='{keep}'",
         script("file_state.sh"),
+        script("repo_clean.sh"),
         script("made_state.sh"),
         f"i=$(tr '\\0' '\\n' <{ENVIRON} 2>/dev/null | sed -n 's/^RUNPOD_POD_ID=//p');"
         ' if [ -n "$i" ]; then enc "$i"; echo "made.pod_id $enc_v"; fi',

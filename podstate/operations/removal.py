@@ -19,7 +19,7 @@ from pyinfra.api import operation
 from podstate.run import findings
 from podstate.run.bookkeeping import write_command
 from podstate.run.lock import changing
-from podstate.shell import b64, quote_path
+from podstate.shell import b64, quote_path, script
 
 
 def remove_command(path: str, sums: Iterable[str]) -> str:
@@ -113,6 +113,26 @@ def remove_package(package: str, what: str):
     findings.describe(what)
     yield changing(
         f"DEBIAN_FRONTEND=noninteractive dpkg --remove -- {shlex.quote(package)} >/dev/null"
+    )
+
+
+@operation()
+def remove_checkout(path: str, keep_directory: bool, what: str):
+    """
+    Remove a checkout podstate cloned, while nothing of anyone's own is in it
+    (scripts/repo_clean.sh, checked again when the step runs; else it fails and is left).
+
+    + path: the checkout
+    + keep_directory: leave the (empty) directory it was cloned into
+    + what: what goes, in words (the check's line)
+    """
+    findings.describe(what)
+    q = quote_path(path)
+    gone = f"find {q} -mindepth 1 -delete" if keep_directory else f"rm -rf -- {q}"
+    yield changing(
+        script("repo_clean.sh")
+        + f"if repo_clean {q}; then {gone}; else echo 'podstate: '{shlex.quote(path)}': it holds"
+        " work of its own now (changes, commits or a stash); left as it is' >&2; exit 1; fi"
     )
 
 

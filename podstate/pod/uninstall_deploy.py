@@ -1,5 +1,6 @@
 """The deploy ``podstate uninstall`` runs (podstate.check.uninstall): everything podstate's
-records say it made on the pod is taken away, under the pod lock, in one command.
+records say it made on the pod is taken away (podstate.pod.uninstall), under the pod lock,
+in one command.
 
 It reads no desired state: only the records on the pod (roles/removal.py). The volume whose
 record it reads is ``PODSTATE_UNINSTALL_VOLUME`` (``/workspace`` by default); the apt
@@ -9,13 +10,12 @@ packages podstate installed go only with ``PODSTATE_UNINSTALL_PACKAGES=1``.
 import os
 
 from podstate.paths import VOLUME
-from podstate.pod import bookends
-from podstate.roles import removal
+from podstate.pod import bookends, uninstall
 from podstate.run.role import read_probe
 
 volume = os.environ.get("PODSTATE_UNINSTALL_VOLUME") or VOLUME
 bookends.start()
-probe = read_probe(removal.uninstall_reads(volume))
+probe = read_probe(uninstall.reads(volume))
 if probe is not None:
-    removal.uninstall(probe, volume, os.environ.get("PODSTATE_UNINSTALL_PACKAGES") == "1")
+    uninstall.apply(probe, volume, os.environ.get("PODSTATE_UNINSTALL_PACKAGES") == "1")
 bookends.finish({}, None)

@@ -8,9 +8,11 @@
 # entry names (SUMS, compared here: no digest is printed); PATH as the record has it; for a
 # "secrets" entry only "made.kind PATH KIND" (its content is never read here); for a "saved"
 # entry the same of the copy of the user's file it names; for an "apt" entry (apt:NAME) whose
-# package dpkg has installed, "made.kind PATH installed"; for a "mount" entry mounted now,
+# package dpkg has installed, "made.kind PATH installed"; for a "repo" entry, "made.kind PATH
+# repo" and, unless PATH is one of made_keep, "made.same PATH yes|no": whether the checkout
+# holds nothing of anyone's own (repo_clean); for a "mount" entry mounted now,
 # "made.kind PATH mount", and unless PATH is one of made_keep (base64 words, the mounts the
-# desired state keeps) "made.busy PATH PID COMM" for each process with a file or its working
+# desired state keeps: its scratch paths and repositories) "made.busy PATH PID COMM" for each process with a file or its working
 # directory on it. The probe defines b64, enc and file_state.
 # shellcheck disable=SC2154 # enc_v is set by enc, which the probe defines
 made_path() {
@@ -47,6 +49,13 @@ made_state() {
             made_path "$made_p" || continue
             s=$(dpkg-query -W -f '${db:Status-Abbrev}' -- "${f#apt:}" 2>/dev/null) || s=
             case $s in ?[iWt]*) echo "made.kind $made_p installed" ;; esac
+            ;;
+        repo)
+            made_path "$made_p" || continue
+            [ -d "$f" ] || continue
+            echo "made.kind $made_p repo"
+            case " ${made_keep:-} " in *" $made_p "*) continue ;; esac
+            if repo_clean "$f"; then echo "made.same $made_p yes"; else echo "made.same $made_p no"; fi
             ;;
         mount)
             made_path "$made_p" || continue

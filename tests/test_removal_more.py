@@ -2,7 +2,8 @@
 a violation names the processes, and the mount stays until they stop (pod-4 may mount). An
 apt package podstate installed is left in place and named once when it leaves the list,
 unless ``packages.remove_undeclared`` says to remove it; one that was there before, never
-(pod-2, whose only apt source is a local repository)."""
+(pod-2, whose only apt source is a local repository). A repository podstate cloned goes,
+unless someone's work is in it (pod-2)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import yaml
 
 from tests.apt_repo import build_deb, serve
 from tests.e2e import apply, check
+from tests.test_repos import MAKE_ORIGIN
 
 SANDBOX = {"pods": 4}
 SCRATCH = "/scratch-rm"
@@ -93,4 +95,30 @@ def test_an_apt_package_podstate_installed_is_left_named_once_or_removed_when_as
     assert apply(fleet, "--limit", "pod-2").returncode == 0
     assert not _installed(fleet, asked)
     assert _installed(fleet, mine) and _installed(fleet, theirs)
+    assert _entry(fleet, tmp_path, "pod-2")["status"] == "ok"
+
+
+def test_a_checkout_podstate_cloned_goes_unless_someones_work_is_in_it(fleet, tmp_path):
+    fleet.out("pod-2", MAKE_ORIGIN.format(bare="/srv/git/rm.git"))
+    clean, worked = "/root/rm-code/clean", "/root/rm-code/worked"
+    url = "file:///srv/git/rm.git"
+    _desired(
+        fleet,
+        {
+            **BASE,
+            "repos": {clean: {"url": url, "ref": "v1.0"}, worked: {"url": url, "ref": "main"}},
+        },
+    )
+    run = apply(fleet, "--limit", "pod-2")
+    assert run.returncode == 0, run.stderr
+    fleet.out("pod-2", f"echo mine > {worked}/notes.txt")
+
+    _desired(fleet, BASE)
+    changes = [c["operation"] for c in _entry(fleet, tmp_path, "pod-2")["changes"]]
+    assert f"would remove: the checkout {clean}" in changes
+    assert [c for c in changes if c.startswith("would forget:") and worked in c]
+    run = apply(fleet, "--limit", "pod-2")
+    assert run.returncode == 0, run.stderr
+    assert fleet.ssh("pod-2", f"test -e {clean}").returncode == 1
+    assert fleet.out("pod-2", f"cat {worked}/notes.txt") == "mine\n"
     assert _entry(fleet, tmp_path, "pod-2")["status"] == "ok"
