@@ -177,6 +177,11 @@ def _uninstall(commands) -> None:
         help="remove the apt packages podstate installed too (default: they are left, named)",
     )
     gone.add_argument(
+        "--keep-venv",
+        action="store_true",
+        help="leave the venv podstate built, and its snapshots on the volume",
+    )
+    gone.add_argument(
         "--diff", action="store_true", help="show unified diffs of the files in the table"
     )
     gone.add_argument(

@@ -183,6 +183,7 @@ def _uninstall(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
             volume=args.volume,
             packages=args.packages,
+            keep_venv=args.keep_venv,
             timeout=args.timeout,
             strict_host_keys=True if args.strict_host_keys else None,
             progress=display.pod,

@@ -78,14 +78,20 @@ def trusted(probe: dict[str, Any]) -> dict[str, str]:
 
 
 def undo(
-    entry: Entry, probe: dict[str, Any], uninstall: bool, packages: bool = False
+    entry: Entry,
+    probe: dict[str, Any],
+    uninstall: bool,
+    packages: bool = False,
+    keep_venv: bool = False,
 ) -> Entry | None:
     """Plan taking ``entry`` away as the probe found it (apt packages only with
-    ``packages``); return what the record names afterwards (a disarmed boot hook's stub),
-    None when nothing."""
+    ``packages``; the venv and its snapshot not with ``keep_venv``); return what the record
+    names afterwards (a disarmed boot hook's stub), None when nothing."""
     path, files = entry.path, probe["files"]
     if entry.kind == "apt":
         return _package(entry, probe, uninstall, packages)
+    if entry.kind in ("venv", "snapshot"):
+        return _venv(entry, probe, keep_venv)
     info = files.get(path)
     same = probe["made"]["same"].get(path)
     content = info.content if info is not None else None
@@ -112,11 +118,13 @@ def undo(
         return None
     if entry.kind in ("secrets", "keys", "data", "dir"):
         if entry.kind == "dir" and probe["made"]["kinds"].get(path) == "directory":
+            scratch = "scratch" in entry.fields  # with podstate's caches for the venv in it
             ops.remove_paths(
                 name=f"Remove {path}",
                 paths=[],
                 directories=[path],
                 what=f"would remove: {path}, when nothing else is in it",
+                trees=[posixpath.join(path, ".podstate-cache")] if scratch else [],
             )
         elif entry.kind == "secrets" and path in probe["made"]["kinds"]:
             ops.remove_paths(
@@ -227,6 +235,31 @@ def _package(entry: Entry, probe: dict[str, Any], uninstall: bool, remove: bool)
             f"the apt package {package}, which podstate installed, is left in place "
             "(packages: {remove_undeclared: true} removes it)",
         )
+    return None
+
+
+def _venv(entry: Entry, probe: dict[str, Any], keep: bool) -> Entry | None:
+    """Plan removing the venv podstate built, or its snapshots (neither with ``keep``)."""
+    path, there = entry.path, probe["made"]["kinds"].get(entry.path)
+    if keep or there is None:
+        if keep and there is not None:
+            findings.left(path, f"{path} (--keep-venv)")
+        return None
+    if entry.kind == "venv":
+        if there != "symbolic link":
+            findings.left(path, f"{path} is no longer podstate's venv link: left as it is")
+            return None
+        ops.remove_venv(
+            name=f"Remove the venv {path}", path=path, what=f"would remove: the venv {path}"
+        )
+        return None
+    ops.remove_paths(
+        name=f"Remove the venv snapshots in {path}",
+        paths=[posixpath.join(path, n) for n in ("current", "current.bad")],
+        directories=[path],
+        what=f"would remove: the venv snapshots in {path}",
+        globs=[posixpath.join(path, "venv-*.tar.*")],
+    )
     return None
 
 

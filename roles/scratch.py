@@ -105,4 +105,4 @@ def _declare(path: str, info: dict[str, Any], can_mount: bool, was: Entry | None
     if can_mount and (not _mounted_at(info) or mine or (was is not None and was.kind == "mount")):
         findings.made("mount", path, *(["made"] if created else []))
     elif created and not _mounted_at(info):
-        findings.made("dir", path)
+        findings.made("dir", path, "scratch")  # the venv role's caches may be in it

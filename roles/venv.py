@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from podstate import gzcache, settings
+from podstate.facts import made
 from podstate.facts.mounts import Mount, mount_of
 from podstate.facts.request import Request
 from podstate.facts.venv import normalize
@@ -38,6 +39,15 @@ from podstate.sizes import format_size
 ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 # A requirement's distribution name, as the installer will record it (PEP 508).
 _NAME = re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:\[[^\]]*\])?\s*(.*)")
+
+
+def _declare(spec: dict[str, Any], kind: str | None, old: dict[str, Any]) -> None:
+    """Record what the venv role makes (roles/removal.py): the venv (podstate's link, or
+    where nothing is yet) and its snapshot directory."""
+    if kind in (None, "symbolic link") or spec["path"] in old:
+        findings.made("venv", spec["path"])
+    if spec["snapshot"]:
+        findings.made("snapshot", spec["snapshot"])
 
 
 def managed_uv(path: str) -> str:
@@ -62,7 +72,7 @@ def reads(wanted: dict[str, Any]) -> Request:
     if venv["snapshot"]:
         args["snapshot"] = venv["snapshot"]
     places = (*scratch.paths(wanted), *(wanted.get("dirs") or {}).values())
-    return Request(paths=(venv["path"], *places), venv=args)
+    return Request(paths=(venv["path"], *places), venv=args, made=made.request(wanted))
 
 
 def distributions(packages: list[str], requirements: str | None) -> list[str]:
@@ -234,6 +244,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     path, seen = spec["path"], probe["venv"]
     info = probe["paths"][path]
     mount = info["mount"]
+    _declare(spec, info["kind"], made.previous(probe.get("made")))
     if not _local(mount):
         findings.violation(
             f"venv.path {path} is on the network filesystem {mount.fstype} ({mount.source} at "

@@ -8,6 +8,7 @@ section out in turn: the check names each removal before the apply, and ``ok`` a
 
 from __future__ import annotations
 
+import base64
 import difflib
 import json
 
@@ -19,6 +20,8 @@ from podstate.facts.made import Entry
 from podstate.sandbox import container
 from roles.removal import STUB, take_block
 from tests.e2e import BIN, apply, check, run
+from tests.fixtures.venv.wheels import tar_bytes, wheelhouse
+from tests.test_repos import MAKE_ORIGIN
 
 SANDBOX = {"pods": 2}
 TOKEN_VAR = "PODSTATE_TEST_REMOVAL_TOKEN"
@@ -34,6 +37,15 @@ FULL = {
     "authorized_keys": [KEY],
     "secrets": {"HF_TOKEN": {"from_env": TOKEN_VAR}},
     "boot": {"hook": True, "host_keys": "keep"},
+    "scratch": {"/scratch-full": {"size": "64M"}},  # a directory: these pods cannot mount
+    "repos": {"/root/full-code": {"url": "file:///srv/git/full.git", "ref": "v1.0"}},
+    "venv": {
+        "path": "/opt/full-venv",
+        "packages": ["tinyapp"],
+        "find_links": ["/workspace/wheels"],
+        "no_index": True,
+        "snapshot": "/workspace/full-snapshots",
+    },
 }
 HOOK = "/workspace/.podstate/boot.sh"
 STATE = "/workspace/.podstate/boot/state"
@@ -123,20 +135,26 @@ def _ok(report: dict) -> None:
 LISTING = (
     "cd / && { find etc root workspace -xdev -path etc/ssh -prune -o"
     " -printf '%p %y %m %U:%G %l\\n';"
-    " find usr/local/bin -maxdepth 1 -printf '%p %y %m %U:%G %l\\n'; } | LC_ALL=C sort &&"
+    " find . usr/local/bin opt -maxdepth 1 -printf '%p %y %m %U:%G %l\\n'; } | LC_ALL=C sort &&"
     " { find etc root workspace -xdev -path etc/ssh -prune -o -type f -print0;"
-    " find usr/local/bin -maxdepth 1 -type f -print0; } | xargs -0 sha256sum | LC_ALL=C sort -k 2"
+    " find usr/local/bin opt -maxdepth 1 -type f -print0; }"
+    " | xargs -0 sha256sum | LC_ALL=C sort -k 2"
     " && cut -d ' ' -f 1-3 /proc/self/mounts | LC_ALL=C sort"
 )
 BEFORE: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
-def applied(fleet, api):
+def applied(fleet, api, tmp_path_factory):
     """The fleet after a first apply of the full desired state (pod-1 has a motd of its
     own at the path a ``files`` entry names); each pod's listing before it in BEFORE."""
     api[TOKEN_VAR] = "hf_secret_value"
     fleet.out("pod-1", f"printf '{USER_MOTD}' > /etc/motd-test")
+    house = base64.b64encode(tar_bytes(wheelhouse(tmp_path_factory.mktemp("wheels")))).decode()
+    for pod in fleet.pods:  # the user's own: a repository to clone, wheels for the venv
+        fleet.out(pod, MAKE_ORIGIN.format(bare="/srv/git/full.git"))
+        fleet.out(pod, f"mkdir -p /workspace/wheels && echo {house} | base64 -d | "
+                       "tar -xzf - -C /workspace/wheels")  # fmt: skip
     for pod in fleet.pods:
         BEFORE[pod] = fleet.out(pod, LISTING)
     _desired(fleet, FULL)
@@ -253,8 +271,9 @@ def _without_keys_block(text: str) -> str:
 
 def test_uninstall_leaves_each_pod_as_it_was_before_the_first_apply(applied, api, tmp_path):
     fleet = applied
-    # the user's motd, which pod-1's restart (test above) wiped with its container disk
+    # the user's motd, which pod-1's restart (test above) wiped with its container disk,
     fleet.out("pod-1", f"[ -e /etc/motd-test ] || printf '{USER_MOTD}' > /etc/motd-test")
+    fleet.out("pod-1", MAKE_ORIGIN.format(bare="/srv/git/full.git"))  # and the origin
     _desired(fleet, FULL)
     _apply(fleet, api)
     _ok(_report(fleet, api, tmp_path))

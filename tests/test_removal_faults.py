@@ -130,3 +130,24 @@ def test_a_run_killed_halfway_through_a_removal_is_finished_by_the_next(made_fil
     assert not [p for p in parse_record(fleet.out("pod-1", f"cat {MADE}")).entries if "rm-" in p]
     entry = _report(fleet, tmp_path)
     assert entry["status"] == "ok", entry
+
+
+def test_a_file_the_user_replaced_is_left_as_it_is_and_named_once(made_files, tmp_path):
+    fleet = made_files
+    fleet.out("pod-1", "echo theirs > /etc/rm-fault/a")
+    try:
+        changes = [c["operation"] for c in _report(fleet, tmp_path)["changes"]]
+        assert (
+            "would forget: /etc/rm-fault/a holds what podstate did not write: left as it is"
+            in changes
+        )
+        assert "would remove: /etc/rm-fault/b" in changes
+        assert apply(fleet).returncode == 0
+        assert _contents(fleet) == {
+            "/etc/rm-fault/a": "theirs\n",
+            "/etc/rm-fault/b": None,
+            "/etc/rm-fault/c": None,
+        }
+        assert _report(fleet, tmp_path)["status"] == "ok"  # named once
+    finally:
+        fleet.out("pod-1", "rm -rf /etc/rm-fault")

@@ -3,17 +3,20 @@ a violation names the processes, and the mount stays until they stop (pod-4 may 
 apt package podstate installed is left in place and named once when it leaves the list,
 unless ``packages.remove_undeclared`` says to remove it; one that was there before, never
 (pod-2, whose only apt source is a local repository). A repository podstate cloned goes,
-unless someone's work is in it (pod-2)."""
+unless someone's work is in it (pod-2). The venv and its snapshots go; ``podstate uninstall
+--keep-venv`` leaves them (pod-4)."""
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
 import yaml
 
 from tests.apt_repo import build_deb, serve
-from tests.e2e import apply, check
+from tests.e2e import BIN, apply, check, run
+from tests.fixtures.venv.wheels import tar_bytes, wheelhouse
 from tests.test_repos import MAKE_ORIGIN
 
 SANDBOX = {"pods": 4}
@@ -122,3 +125,34 @@ def test_a_checkout_podstate_cloned_goes_unless_someones_work_is_in_it(fleet, tm
     assert fleet.ssh("pod-2", f"test -e {clean}").returncode == 1
     assert fleet.out("pod-2", f"cat {worked}/notes.txt") == "mine\n"
     assert _entry(fleet, tmp_path, "pod-2")["status"] == "ok"
+
+
+def test_the_venv_and_its_snapshots_go_or_stay_with_keep_venv(fleet, tmp_path):
+    house = base64.b64encode(tar_bytes(wheelhouse(tmp_path / "wheels"))).decode()
+    fleet.out("pod-4", f"mkdir -p /workspace/wheels && echo {house} | base64 -d | "
+                       "tar -xzf - -C /workspace/wheels")  # fmt: skip
+    snapshot = "/workspace/rm-snapshots"
+    venv = {"path": "/opt/rm-venv", "packages": ["tinyapp"], "find_links": ["/workspace/wheels"],
+            "no_index": True, "snapshot": snapshot}  # fmt: skip
+    _desired(fleet, {**BASE, "venv": venv})
+    assert apply(fleet, "--limit", "pod-4").returncode == 0
+    built = fleet.out("pod-4", "ls -A /opt")
+    assert "rm-venv" in built and fleet.out("pod-4", f"ls {snapshot}").strip()
+
+    kept = run(fleet, [str(BIN / "podstate"), "uninstall", "--limit", "pod-4", "--keep-venv"])
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert "would leave in place" not in kept.stdout  # the result: nothing of podstate's left
+    assert fleet.out("pod-4", "ls -A /opt") == built  # the venv and its snapshots stayed
+    assert fleet.out("pod-4", f"ls {snapshot}").strip()
+
+    _desired(fleet, {**BASE, "venv": venv})
+    assert apply(fleet, "--limit", "pod-4").returncode == 0
+    _desired(fleet, BASE)
+    changes = [c["operation"] for c in _entry(fleet, tmp_path)["changes"]]
+    assert "would remove: /opt/rm-venv" not in changes
+    assert "would remove: the venv /opt/rm-venv" in changes
+    assert f"would remove: the venv snapshots in {snapshot}" in changes
+    assert apply(fleet, "--limit", "pod-4").returncode == 0
+    assert "rm-venv" not in fleet.out("pod-4", "ls -A /opt")
+    assert fleet.ssh("pod-4", f"test -e {snapshot}").returncode == 1
+    assert _entry(fleet, tmp_path)["status"] == "ok"

@@ -26,10 +26,11 @@ DEPLOY = str(Path(__file__).resolve().parent.parent / "pod" / "uninstall_deploy.
 
 
 @contextmanager
-def _nothing_declared(volume: str, packages: bool) -> Iterator[dict[str, str]]:
+def _nothing_declared(volume: str, packages: bool, keep_venv: bool) -> Iterator[dict[str, str]]:
     """Within the block, ``PODSTATE_VARS`` is a vars directory that declares nothing (the
     inventory still needs one), ``PODSTATE_UNINSTALL_VOLUME`` is ``volume`` and
-    ``PODSTATE_UNINSTALL_PACKAGES`` says ``packages``; yield the environment of a pyinfra run
+    ``PODSTATE_UNINSTALL_PACKAGES`` says ``packages`` and ``PODSTATE_UNINSTALL_KEEP_VENV``
+    ``keep_venv``; yield the environment of a pyinfra run
     the same."""
     with tempfile.TemporaryDirectory(prefix="podstate-uninstall-") as directory:
         (Path(directory) / "group_vars").mkdir()
@@ -38,6 +39,7 @@ def _nothing_declared(volume: str, packages: bool) -> Iterator[dict[str, str]]:
             "PODSTATE_VARS": directory,
             "PODSTATE_UNINSTALL_VOLUME": volume,
             "PODSTATE_UNINSTALL_PACKAGES": "1" if packages else "0",
+            "PODSTATE_UNINSTALL_KEEP_VENV": "1" if keep_venv else "0",
         }
         old = {name: os.environ.get(name) for name in new}
         os.environ.update(new)
@@ -63,6 +65,7 @@ def run(
     dry_run: bool = False,
     volume: str = VOLUME,
     packages: bool = False,
+    keep_venv: bool = False,
     timeout: int = settings.CONNECT_TIMEOUT,
     strict_host_keys: bool | None = None,
     progress: runner.Progress = lambda name, stage: None,
@@ -80,7 +83,7 @@ def run(
             progress=progress,
         )
 
-    with _nothing_declared(volume, packages) as environment:
+    with _nothing_declared(volume, packages, keep_venv) as environment:
         planned = plan()
         chosen = sorted(name for name, r in planned.items() if r.status == "drift")
         if dry_run or not chosen:

@@ -39,11 +39,14 @@ VERSION = 1
 #   secrets             the secrets file (podstate's own path; no sum: nothing about a value)
 #   keys                the archived host keys (hostkeys.tar, and hostkeys.sum beside it)
 #   data                the boot hook's data directory (its files, then the directory)
-#   dir                 a directory podstate created; removed only when empty
+#   dir [scratch]       a directory podstate created; removed only when empty (a scratch
+#                       directory once podstate's caches in it, .podstate-cache, are gone)
 #   apt                 a Debian package podstate installed (path ``apt:NAME``), which was not
 #                       installed before; removed only when the desired state says so
 #   repo [emptied]      a checkout podstate cloned (into an empty directory, with
 #                       ``emptied``); removed only while nothing of anyone's own is in it
+#   venv                the venv's link and the versioned directories beside it
+#   snapshot            the venv's snapshots (archives and ``current``) in their directory
 #   mount [made]        a tmpfs podstate mounted (and its mount point, with ``made``);
 #                       unmounted unless a process has a file on it
 KINDS = (
@@ -59,6 +62,8 @@ KINDS = (
     "mount",
     "apt",
     "repo",
+    "venv",
+    "snapshot",
 )
 
 

@@ -10,6 +10,7 @@ Each step leaves its item as before or as after, never between.
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import shlex
 from collections.abc import Iterable
 
@@ -75,7 +76,13 @@ def put_back(path: str, current: str, content: str | None, what: str):
 
 
 @operation()
-def remove_paths(paths: list[str], directories: list[str], what: str, trees: Iterable[str] = ()):
+def remove_paths(
+    paths: list[str],
+    directories: list[str],
+    what: str,
+    trees: Iterable[str] = (),
+    globs: Iterable[str] = (),
+):
     """
     Remove podstate's own files (never read: a secret, an archive of host keys), then its
     directories if nothing else is left in them.
@@ -84,10 +91,12 @@ def remove_paths(paths: list[str], directories: list[str], what: str, trees: Ite
     + directories: directories to remove once empty (one holding anything else stays)
     + what: what goes, in words (the check's line)
     + trees: podstate's own working directories, removed with all they hold
+    + globs: files named by a pattern in a directory (its last part: ``venv-*.tar.*``)
     """
     findings.describe(what)
     files = " ".join(quote_path(p) for p in paths)
     steps = [f"rm -f -- {files}"] if paths else []
+    steps += [f"rm -f -- {quote_path(posixpath.dirname(g))}/{posixpath.basename(g)}" for g in globs]
     steps += [f"rm -rf -- {quote_path(t)}" for t in trees]
     steps += [f"{{ rmdir -- {quote_path(d)} 2>/dev/null || :; }}" for d in directories]
     if not steps:
@@ -134,6 +143,36 @@ def remove_checkout(path: str, keep_directory: bool, what: str):
         + f"if repo_clean {q}; then {gone}; else echo 'podstate: '{shlex.quote(path)}': it holds"
         " work of its own now (changes, commits or a stash); left as it is' >&2; exit 1; fi"
     )
+
+
+def venv_command(path: str) -> str:
+    """Return sh that removes the venv at ``path``: its link, the versioned directories
+    beside it (``.<name>-<fingerprint12>``, their ``.part`` and ``-2``), and podstate's
+    working directory beside them (uv, logs) when no other venv link is in that directory."""
+    directory, name = posixpath.split(path)
+    d, q = quote_path(directory), quote_path(path)
+    hexes = "[0-9a-f]" * 12
+    versions = " ".join(
+        f"{d}/{shlex.quote('.' + name + '-')}{hexes}{tail}"
+        for tail in ("", ".part", "-2", "-2.part")
+    )
+    return (
+        f'rm -f -- {q} && for v in {versions}; do [ ! -e "$v" ] || rm -rf -- "$v" || exit 1;'
+        f' done && o=; for l in {d}/*; do [ -L "$l" ] && case $(readlink -- "$l") in'
+        f' .*-{hexes}) o=1 ;; esac; done; [ -n "$o" ] || rm -rf -- {d}/.podstate'
+    )
+
+
+@operation()
+def remove_venv(path: str, what: str):
+    """
+    Remove the venv podstate built at ``path`` (``venv_command``).
+
+    + path: the venv's path (a link to its versioned directory)
+    + what: what goes, in words (the check's line)
+    """
+    findings.describe(what)
+    yield changing(venv_command(path))
 
 
 @operation()

@@ -30,11 +30,15 @@ def reads(volume: str) -> Request:
 
 
 @role("Uninstall")
-def apply(probe: dict[str, Any], volume: str, packages: bool = False) -> None:
+def apply(
+    probe: dict[str, Any], volume: str, packages: bool = False, keep_venv: bool = False
+) -> None:
     """Take away everything the records name (the boot hook and its stub too), then the
     records and podstate's own files and directories: the ready marker, the hook's status,
     the applied record on the volume where it names this pod. A pod without a record has
-    nothing taken away: podstate never guesses what it made."""
+    nothing taken away: podstate never guesses what it made. The apt packages podstate
+    installed go only with ``packages``, else they are named as left in place; with
+    ``keep_venv`` the venv and its snapshots stay, named."""
     found = probe["made"]
     if not usable(probe):
         return
@@ -45,7 +49,7 @@ def apply(probe: dict[str, Any], volume: str, packages: bool = False) -> None:
         return
     for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
         with pyinfra_plan.keyed(host, path):
-            undo(entry, probe, uninstall=True, packages=packages)
+            undo(entry, probe, uninstall=True, packages=packages, keep_venv=keep_venv)
     left = findings.of(host).left.values()
     where = boot.Layout(volume)
     mine = [made.MADE, READY_MARKER, BOOT_FLAG, GIT_KNOWN_HOSTS, GPU_CACHE]

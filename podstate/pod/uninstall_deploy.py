@@ -4,7 +4,8 @@ in one command.
 
 It reads no desired state: only the records on the pod (roles/removal.py). The volume whose
 record it reads is ``PODSTATE_UNINSTALL_VOLUME`` (``/workspace`` by default); the apt
-packages podstate installed go only with ``PODSTATE_UNINSTALL_PACKAGES=1``.
+packages podstate installed go only with ``PODSTATE_UNINSTALL_PACKAGES=1``; the venv stays
+with ``PODSTATE_UNINSTALL_KEEP_VENV=1``.
 """
 
 import os
@@ -17,5 +18,10 @@ volume = os.environ.get("PODSTATE_UNINSTALL_VOLUME") or VOLUME
 bookends.start()
 probe = read_probe(uninstall.reads(volume))
 if probe is not None:
-    uninstall.apply(probe, volume, os.environ.get("PODSTATE_UNINSTALL_PACKAGES") == "1")
+    uninstall.apply(
+        probe,
+        volume,
+        packages=os.environ.get("PODSTATE_UNINSTALL_PACKAGES") == "1",
+        keep_venv=os.environ.get("PODSTATE_UNINSTALL_KEEP_VENV") == "1",
+    )
 bookends.finish({}, None)

@@ -41,7 +41,7 @@ made_state() {
     while read -r made_k made_p made_s made_b; do
         p=$made_p
         case $made_k in
-        secrets | keys | data | dir)
+        secrets | keys | data | dir | venv | snapshot)
             made_path "$p" || continue
             if [ -e "$f" ]; then echo "made.kind $p $(stat -c %F -- "$f" | tr ' ' _)"; fi
             ;;
