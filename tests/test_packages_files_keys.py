@@ -429,7 +429,10 @@ def resolved(data: dict, root: Path | None = None) -> dict:
     [
         ({"packages": {"apt": ["tmux", "Bad_Name"]}}, "packages.apt.1: 'Bad_Name' is not a Deb"),
         ({"packages": {"apt": ["tmux=1.0"]}}, "no version or option"),
-        ({"packages": {"yum": ["tmux"]}}, "packages.yum: unknown key (allowed: apt, remove_undeclared)"),
+        (
+            {"packages": {"yum": ["tmux"]}},
+            "packages.yum: unknown key (allowed: apt, remove_undeclared)",
+        ),
         ({"authorized_keys": ["AAAAC3Nz a@b"]}, "authorized_keys.0: 'AAAAC3Nz a@b' is not an"),
         ({"authorized_keys": ['from="x" ' + ED25519]}, "options such as from= are not"),
         ({"authorized_keys": [ED25519.replace("ed25519", "rsa", 1)]}, "says ssh-rsa but holds"),
