@@ -1,25 +1,31 @@
 """The pod lock (scripts/lock.sh) under contention: never two holders, held for a whole run.
 
 The first tests run the lock's own shell on this machine, as many takers at once as a fleet
-of runs would be; the last races two applies through real SSH on sandbox pods, the first
-holding the lock through a deploy-file operation that lasts longer than the grace.
+of runs would be, and a probe racing a live keeper; the last race two applies through real
+SSH on sandbox pods, the first holding the lock through a deploy-file operation that lasts
+longer than the grace, and check and watch a pod while another run holds it (busy).
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import jsonschema
+from junitparser import JUnitXml, Skipped
+
 from podstate.shell import script
 from tests.conftest import cannot_run_e2e
-from tests.e2e import start_apply
+from tests.e2e import BIN, ROOT, check, run, start_apply
 from tests.test_deploy_dir import copy_project
 
 LOCK_SH = script("lock.sh")
@@ -422,3 +428,78 @@ def test_an_apply_holds_the_lock_through_a_long_operation_raced_by_another(fleet
         assert len(starts) == 2 and starts[0] != starts[1], (pod, log)  # two runs' tokens
         assert [line.split()[0] for line in log if line] == ["start", "end", "start", "end"]
         assert fleet.ssh(pod, "test -e /run/podstate.lock").returncode == 1
+
+
+GATED = '''"""A team's operation that runs until the test opens its gate (/root/go on the pod)."""
+from pyinfra.operations import server
+
+server.shell(
+    name="Gated team step",
+    commands=["echo start >> /root/gated.log; while [ ! -e /root/go ]; do sleep 0.1; done"],
+)
+'''
+
+
+def test_a_pod_another_run_is_changing_is_busy_in_every_report_and_the_watch_skips_it(
+    fleet, tmp_path
+):
+    """A real second run holds each pod: an apply inside a team operation that waits for the
+    test. The check says so (busy, with that run's owner line; exit 2: check again later) in
+    every report, and the watch leaves those pods alone for its pass."""
+    project = copy_project(tmp_path / "project")
+    (project / "deploy" / "zz-gated.py").write_text(GATED)
+    for pod in fleet.pods:
+        fleet.out(pod, "rm -f /root/go /root/gated.log")
+    first = start_apply(fleet, cwd=project, deploys=("deploy/pod.py", "deploy/zz-gated.py"))
+    try:
+        deadline = time.monotonic() + 120
+        for pod in fleet.pods:  # each pod's apply is inside the gated step, holding the lock
+            while "start" not in fleet.out(pod, "cat /root/gated.log 2>/dev/null || true"):
+                assert time.monotonic() < deadline and first.poll() is None, first.communicate()
+                time.sleep(0.1)
+        files = {kind: tmp_path / f"check.{kind}" for kind in ("json", "md", "xml")}
+        result = check(
+            fleet,
+            *("--json", str(files["json"]), "--markdown", str(files["md"])),
+            *("--junit", str(files["xml"])),
+            cwd=project,
+        )
+        watch = run(
+            fleet,
+            [str(BIN / "podstate"), "watch", "--once", "--json"]
+            + ["--deploy", "deploy/pod.py", "--deploy", "deploy/zz-gated.py"],
+            cwd=project,
+        )
+    finally:
+        for pod in fleet.pods:
+            fleet.out(pod, "touch /root/go")
+        applied = first.communicate(timeout=300)
+    assert first.returncode == 0, applied
+    assert result.returncode == 2, result.stdout + result.stderr
+    document = json.loads(files["json"].read_text())
+    jsonschema.validate(
+        document, json.loads((ROOT / "schema/check-report.schema.json").read_text())
+    )
+    holder = f"{socket.gethostname()} pid {first.pid} since "
+    for pod in fleet.pods:
+        entry = document["pods"][pod]
+        assert entry["status"] == "busy", entry
+        assert entry["holder"].startswith(holder), entry
+        assert f"{pod}  busy" in result.stdout
+        assert f"| {pod} | busy | another podstate run is changing it ({holder}" in (
+            files["md"].read_text()
+        )
+    assert document["summary"]["busy"] == 2 and document["summary"]["exit_code"] == 2
+    skipped = [
+        case.name
+        for suite in JUnitXml.fromfile(str(files["xml"]))
+        for case in suite
+        if any(isinstance(r, Skipped) and r.message.startswith("busy: ") for r in case.result)
+    ]
+    assert skipped == ["podstate check"] * 2
+    events = [json.loads(line) for line in watch.stdout.splitlines()]
+    assert {e["pod"]: e["result"] for e in events if e["seen"] == "busy"} == {
+        pod: "skipped" for pod in fleet.pods
+    }, events
+    assert not [e for e in events if e["action"] == "apply"], events
+    assert watch.returncode == 2, watch.stdout + watch.stderr

@@ -92,3 +92,21 @@ def _after_restart(run) -> list[str]:
     result = run()
     assert result.returncode == 2, result.stdout + result.stderr
     return inside.nvidia_smi_calls(POD)
+
+
+def test_the_fold_of_a_change_starts_no_program_to_renew_the_pod_lock(fleet, first_apply):
+    """The fold of one changed env value (three steps): flock to take the pod lock and to
+    release it, and one date, the clock's start (scripts/lock.sh); no step starts one to
+    renew it, since the take made it valid for each step already."""
+    fleet.host_vars(POD, {"env": {"PODSTATE_FOLD_COUNTED": "1"}})
+    try:
+        with inside.programs_started(POD) as started:
+            result = apply(fleet, *LIMIT)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "PODSTATE_FOLD_COUNTED" in fleet.out(POD, "cat /etc/profile.d/podstate.sh")
+    finally:
+        fleet.host_vars(POD, None)
+        apply(fleet, *LIMIT)
+    names = [path.rsplit("/", 1)[-1] for path in started]
+    assert names.count("flock") == 2, names
+    assert names.count("date") == 1, names

@@ -19,6 +19,7 @@ from podstate.watch.decisions import (
     RESTARTED,
     Event,
     apply_outcomes,
+    busy,
     changed,
     exit_code,
     from_report,
@@ -117,6 +118,7 @@ def test_check_report_decides_apply_failure_or_nothing():
         "down": {"status": "unreachable", "error": "Could not connect"},
         "broken": {"status": "error", "error": "the probe failed"},
         "odd": {"status": "sideways"},
+        "changing": {"status": "busy", "changes": [], "holder": "ci-7 pid 41 since 2026"},
         "not listed": {"status": "drift"},
     }
     listed = [name for name in report if name != "not listed"] + ["listed since"]
@@ -129,6 +131,11 @@ def test_check_report_decides_apply_failure_or_nothing():
     assert failed["down"] == "Could not connect" and failed["broken"] == "the probe failed"
     assert "sideways" in failed["odd"]  # unknown is named, never taken for fine
     assert set(statuses) == set(report) - {"not listed"}
+    assert "changing" not in apply and "changing" not in failed  # left for this pass
+    assert busy(report, statuses) == {
+        "changing": "another podstate run is changing it (ci-7 pid 41 since 2026); "
+        "it is checked again at the next pass"
+    }
 
 
 PYINFRA_LOG = """--> Connecting to hosts...
@@ -195,6 +202,8 @@ def test_exit_code_as_the_check():
     assert exit_code(["ok", "ok"]) == 0
     assert exit_code(["ok", "drift"]) == 2
     assert exit_code(["restarted"]) == 2
+    assert exit_code(["ok", "busy"]) == 2  # another run is changing it: check again later
+    assert exit_code(["busy", "error"]) == 1
     assert exit_code(["drift", "unreachable"]) == 1
     assert exit_code(["violation"]) == 1
     assert exit_code(["error", "ok"]) == 1

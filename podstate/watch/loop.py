@@ -41,6 +41,7 @@ from podstate.watch.decisions import (
     Pending,
     Sighting,
     apply_outcomes,
+    busy,
     changed,
     exit_code,
     from_report,
@@ -130,6 +131,7 @@ class Watch:
         reasons = changed(self.known, listed)
         failed: dict[str, str] = {}
         statuses: dict[str, str] = {}
+        busy_now: dict[str, str] = {}
         checked = (self.number - 1) % self.options.check_every == 0
         report = self._check() if checked and not self.stopping else None
         if report is not None:
@@ -140,11 +142,14 @@ class Watch:
                     self.pending.pop(name, None)  # nothing an apply would do
                 if status == "violation" and name not in from_check:
                     self._event(listed, name, status, violation_text(report[name]))
+            busy_now = busy(report, statuses)
+            for name, why in busy_now.items():
+                self.emit(Event(name, "busy", "none", "skipped", detail=why))
         for name in self.present - listed.keys():
             self.pending.pop(name, None)
             self.emit(Event(name, "gone", "none", "ok", detail=f"no longer in the {found.source}"))
         self._note(listed, reasons, failed, statuses)
-        results = self._apply_due(listed, found) if not self.stopping else {}
+        results = self._apply_due(listed, found, busy_now) if not self.stopping else {}
         for name, error in results.items():
             statuses[name] = "error" if error else "ok"
         self.known.update(listed)
@@ -198,13 +203,19 @@ class Watch:
         """Return ``--max-backoff`` in passes."""
         return int(self.options.max_backoff // self.options.interval)
 
-    def _apply_due(self, listed: dict[str, Sighting], found: Inventory) -> dict[str, str | None]:
-        """Apply, in one pyinfra run, to every pending pod whose try is due; return each
-        one's error (None: it succeeded)."""
+    def _apply_due(
+        self, listed: dict[str, Sighting], found: Inventory, busy_now: dict[str, str]
+    ) -> dict[str, str | None]:
+        """Apply, in one pyinfra run, to every pending pod whose try is due (but those this
+        pass's check found busy: they stay pending); return each one's error (None: it
+        succeeded)."""
         due = sorted(
             name
             for name, pending in self.pending.items()
-            if pending.due <= self.number and name in listed and not listed[name].held
+            if pending.due <= self.number
+            and name in listed
+            and not listed[name].held
+            and name not in busy_now
         )
         if not due:
             return {}
