@@ -172,6 +172,7 @@ def test_a_live_run_keeps_its_lock_past_the_grace_and_loses_it_when_it_ends(tmp_
         assert taker.returncode == 0, err
         assert out == "run-b\n"
     finally:
+        connection_end.close()  # however the test ended: no keeper outlives it
         holder.stdin.close()
         holder.wait(timeout=30)
 
