@@ -22,6 +22,7 @@ STATUSES = ("ok", "drift", "restarted", "violation", "unreachable", "error")
 # (docs/reports.md, "Compatibility").
 FORMAT_VERSION = 3
 HOST_KEY_COUNTS = {
+    hostkeys.VERIFIED: "verified",
     hostkeys.FIRST_USE: "first_use",
     hostkeys.REKEYED: "rekeyed",
     hostkeys.REFUSED: "refused",
@@ -109,7 +110,8 @@ def summary(results: dict[str, PodResult]) -> dict[str, int]:
 
 
 def host_key_counts(results: dict[str, PodResult]) -> dict[str, int]:
-    """Return how many pods had their key trusted on first use, re-keyed, or refused."""
+    """Return how many pods had a new key verified against RunPod's log, trusted on first
+    use, re-keyed (unverified), or refused."""
     counts = dict.fromkeys(HOST_KEY_COUNTS.values(), 0)
     for result in results.values():
         key = HOST_KEY_COUNTS.get((result.host_key or {}).get("trust"))
