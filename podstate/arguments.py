@@ -75,7 +75,8 @@ def _command(commands, name: str, summary: str, exits: str, **more) -> Parser:
 
 
 def _fleet_arguments(command: argparse.ArgumentParser, verb: str) -> None:
-    """Add the options that choose the pods and deploy files: --inventory, --deploy, --limit."""
+    """Add the options that choose the pods and deploy files and how they are reached:
+    --inventory, --deploy, --limit, --strict-host-keys."""
     command.add_argument(
         "--inventory",
         default="inventories/pods.py",
@@ -94,6 +95,11 @@ def _fleet_arguments(command: argparse.ArgumentParser, verb: str) -> None:
         metavar="PATTERN",
         help="a group's name, or else a glob of pod names (quoted), as pyinfra's --limit: "
         "repeatable, and a comma is part of the pattern",
+    )
+    command.add_argument(
+        "--strict-host-keys",
+        action="store_true",
+        help="refuse a new host key that RunPod's log does not verify, instead of trusting it",
     )
 
 
@@ -120,11 +126,6 @@ def _check(commands) -> None:
         "--json", metavar="PATH", help="write the JSON report here (-: stdout, the table to stderr)"
     )
     _report_arguments(drift)
-    drift.add_argument(
-        "--strict-host-keys",
-        action="store_true",
-        help="refuse a new host key that RunPod's log does not verify, instead of trusting it",
-    )
     drift.add_argument(
         "--timeout",
         type=_number(int, 1),
@@ -161,11 +162,6 @@ def _wait(commands) -> None:
         default=5,
         metavar="SECONDS",
         help="the time between two checks",
-    )
-    waiting.add_argument(
-        "--strict-host-keys",
-        action="store_true",
-        help="refuse a new host key that RunPod's log does not verify, instead of trusting it",
     )
     waiting.set_defaults(command="wait")
 
