@@ -327,7 +327,10 @@ def test_a_pass_lists_the_pods_once_and_leaves_no_listing_behind(pods: Fleet, tm
         api.close()
     assert status == 0, watching.stderr()
     assert applied(watching.events) == {"pod-1": [(1, "ok")]}  # checked, then applied
-    assert len(api.requests) == 1
+    listings = [r for r in api.requests if r["path"] == "/v2/pods"]
+    others = {r["path"] for r in api.requests} - {"/v2/pods"}
+    assert len(listings) == 1  # the rest: each new pod's host keys read from its log, once
+    assert all(path.endswith("/logs") for path in others), others
     assert list(temp.iterdir()) == []
 
 
