@@ -13,6 +13,7 @@ import io
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from podstate.check import usage
 from podstate.check.result import STATUSES, PodResult, host_key_counts, summary
 from podstate.inventory import hostkeys
 from podstate.terminal import visible
@@ -100,6 +101,7 @@ def table(results: dict[str, PodResult], diff: bool) -> str:
             "violation": f"{len(r.violations)} violation(s)",
         }.get(r.status, r.error or "")
         out.write(f"{name:<{width}}  {r.status:<11}  {detail}\n")
+        out.write(f"    {usage.pod_line(r)}\n")
         line = host_key_line(r.host_key)
         if line:
             out.write(f"    {line}\n")
@@ -117,7 +119,8 @@ def table(results: dict[str, PodResult], diff: bool) -> str:
         for note in r.stale_waivers:
             out.write(f"    stale {note}\n")
     s = summary(results)
-    out.write(", ".join(f"{s[k]} {k}" for k in STATUSES) + f"; exit {s['exit_code']}\n")
+    counts = ", ".join(f"{s[k]} {k}" for k in STATUSES)
+    out.write(f"{counts}; {usage.fleet_line(results)}; exit {s['exit_code']}\n")
     keys = host_key_summary(results)
     if keys:
         out.write(keys + "\n")

@@ -43,6 +43,7 @@ class PodResult:
     restarted: dict[str, Any] | None = None  # applied_at, since: re-created since an apply
     ready: bool = False  # the pod's ready marker is for this desired state
     boot: dict[str, Any] | None = None  # the boot hook at this container's start (roles/boot)
+    cost_per_hour: float | None = None  # the provider's price, USD per hour; None: unknown
 
     def to_json(self) -> dict[str, Any]:
         """Return the pod's entry of the JSON report; a change that uploads a secret is
@@ -61,6 +62,7 @@ class PodResult:
             "restarted": self.restarted,
             "ready": self.ready,
             "boot": self.boot,
+            "cost_per_hour": self.cost_per_hour,
         }
 
     @classmethod
@@ -89,6 +91,7 @@ class PodResult:
             restarted=entry.get("restarted"),
             ready=bool(entry.get("ready")),
             boot=entry.get("boot"),
+            cost_per_hour=entry.get("cost_per_hour"),
         )
 
 
@@ -108,6 +111,16 @@ def summary(results: dict[str, PodResult]) -> dict[str, int]:
     return {"pods": len(results), **counts, "exit_code": exit_code(results)}
 
 
+def fleet_cost(results: dict[str, PodResult]) -> tuple[float | None, int]:
+    """Return what the pods cost together, in USD per hour, and how many pods have no
+    known price: the total is None when any price is unknown (never a sum that leaves
+    pods out), and a fleet of no pods costs 0."""
+    unknown = sum(1 for result in results.values() if result.cost_per_hour is None)
+    if unknown:
+        return None, unknown
+    return round(sum(r.cost_per_hour or 0.0 for r in results.values()), 6), 0
+
+
 def host_key_counts(results: dict[str, PodResult]) -> dict[str, int]:
     """Return how many pods had their key trusted on first use, re-keyed, or refused."""
     counts = dict.fromkeys(HOST_KEY_COUNTS.values(), 0)
@@ -124,7 +137,12 @@ def to_json(results: dict[str, PodResult]) -> dict[str, Any]:
     return {
         "format_version": FORMAT_VERSION,
         "pods": {name: result.to_json() for name, result in sorted(results.items())},
-        "summary": {**summary(results), "host_keys": host_key_counts(results)},
+        "summary": {
+            **summary(results),
+            "host_keys": host_key_counts(results),
+            "cost_per_hour": fleet_cost(results)[0],
+            "cost_unknown": fleet_cost(results)[1],
+        },
     }
 
 

@@ -165,6 +165,7 @@ def run(
         }
         for host in hosts or inventory:
             _host_key(results[host.name], host)
+            results[host.name].cost_per_hour = host.data.get("cost_per_hour")
         pyinfra_cli.disconnect(state)
         return results
     finally:

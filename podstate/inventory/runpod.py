@@ -150,9 +150,10 @@ def to_pods(
     """Return inventory pods (sorted by host name) with host data and groups.
 
     Host data: the direct SSH address, ``pod_id``, ``cloud``, ``gpu_id``, ``gpu_count``,
-    ``data_center``, ``started_at``, ``ssh_key`` from PODSTATE_SSH_KEY, and the host-key
-    settings of ``podstate.inventory.hostkeys`` (recorded in the store unless
-    ``record_host_keys`` is false; ``strict_host_keys`` as ``hostkeys.plan``'s ``strict``).
+    ``data_center``, ``started_at``, ``cost_per_hour`` (None: unknown), ``ssh_key`` from
+    PODSTATE_SSH_KEY, and the host-key settings of ``podstate.inventory.hostkeys``
+    (recorded in the store unless ``record_host_keys`` is false; ``strict_host_keys`` as
+    ``hostkeys.plan``'s ``strict``).
     The host names are ``host_names``' of these pods and the ``skipped`` ones together.
     A pod joins each ``groups.yaml`` group one of whose globs
     matches its host name or its RunPod name, after its automatic groups, in the file's order.
@@ -185,6 +186,7 @@ def to_pods(
             "gpu_count": api.gpu_count,
             "data_center": api.data_center,
             "started_at": api.started_at,
+            "cost_per_hour": api.cost_per_hour,
         }
         if config.ssh_key:
             data["ssh_key"] = config.ssh_key

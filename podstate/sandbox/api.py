@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from podstate.sandbox.processes import alive, spawn
-from podstate.sandbox.shapes import CUDA_VERSION, shape_for
+from podstate.sandbox.shapes import CUDA_VERSION, GPU_LAYOUT, gpu_readings, shape_for
 from podstate.sandbox.state import SandboxError, parse_rfc3339, read_json, state_dir
 from podstate.sizes import parse_mount_size
 
@@ -119,6 +119,9 @@ def pod_document(name: str, record: dict[str, Any], disk: str, now: datetime) ->
             "uptime": max(0, int(uptime)),
             "ports": [{"private": 22, "public": port, "type": "tcp", "ip": "127.0.0.1"}],
         }
+        gpus = _gpus(record) if shape.gpus else None
+        if gpus is not None:
+            runtime["gpus"] = gpus
     doc: dict[str, Any] = {
         "id": record["pod_id"],
         "name": name,
@@ -136,7 +139,7 @@ def pod_document(name: str, record: dict[str, Any], disk: str, now: datetime) ->
         "cudaVersion": CUDA_VERSION if shape.gpus else None,
         "ssh": {"proxy": None, "direct": direct if running else None},
         "template": None,
-        "cost": 0.0,
+        "cost": shape.cost_per_hour if running else 0.0,
         "locked": False,
         "globalNetworking": {"enabled": False},
         "runtime": runtime,
@@ -148,6 +151,17 @@ def pod_document(name: str, record: dict[str, Any], disk: str, now: datetime) ->
     else:
         doc["cpu"] = {"id": "cpu3c", "vcpuCount": 2, "memory": 4}
     return doc
+
+
+def _gpus(record: dict[str, Any]) -> list[dict[str, int]] | None:
+    """Return RunPod's ``runtime.gpus`` of a running pod: each GPU's ``util`` and
+    ``memoryUtil`` as its nvidia-smi stand-in reads them (its layout file, through the
+    container's root), or None when that cannot be read (RunPod leaves them out)."""
+    try:
+        layout = Path(f"/proc/{record['pid']}/root{GPU_LAYOUT}").read_text()
+        return [{"util": u, "memoryUtil": m} for u, m in gpu_readings(layout)]
+    except (OSError, ValueError, IndexError, KeyError):
+        return None
 
 
 def _problem(status: int, title: str, detail: str) -> dict[str, Any]:

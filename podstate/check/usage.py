@@ -1,0 +1,39 @@
+"""What each pod costs and whether it is in use, in words, for the terminal and Markdown
+reports: one line per pod and the fleet's total, from ``podstate.check.result`` only.
+
+An unknown price or reading is said to be unknown, never shown as 0.
+"""
+
+from __future__ import annotations
+
+from podstate.check.result import PodResult, fleet_cost
+
+
+def money(usd: float) -> str:
+    """Return ``usd`` as dollars and cents (``$0.69``); sums under a cent keep a digit more."""
+    return f"${usd:.3f}" if 0 < usd < 0.01 else f"${usd:.2f}"
+
+
+def price(result: PodResult) -> str:
+    """Return the pod's price per hour in words: ``$0.69/h``, or ``price unknown``."""
+    if result.cost_per_hour is None:
+        return "price unknown"
+    return f"{money(result.cost_per_hour)}/h"
+
+
+def pod_line(result: PodResult) -> str:
+    """Return the line that says what the pod costs per hour."""
+    return price(result)
+
+
+def fleet_line(results: dict[str, PodResult]) -> str:
+    """Return the fleet's price per hour in words: ``$3.52/h in all``, or how many pods'
+    prices are unknown, with what the others cost together."""
+    total, unknown = fleet_cost(results)
+    if total is not None:
+        return f"{money(total)}/h in all"
+    known = sum(r.cost_per_hour or 0.0 for r in results.values())
+    others = len(results) - unknown
+    if not others:
+        return "price unknown"
+    return f"{money(known)}/h for {others} pod(s), {unknown} pod(s) of unknown price"
