@@ -44,6 +44,8 @@ class PodResult:
     ready: bool = False  # the pod's ready marker is for this desired state
     boot: dict[str, Any] | None = None  # the boot hook at this container's start (roles/boot)
     cost_per_hour: float | None = None  # the provider's price, USD per hour; None: unknown
+    idle: bool | None = None  # in use now (False), idle (True), or unknown (None)
+    activity: dict[str, Any] | None = None  # facts.activity.read: the readings behind idle
 
     def to_json(self) -> dict[str, Any]:
         """Return the pod's entry of the JSON report; a change that uploads a secret is
@@ -63,6 +65,8 @@ class PodResult:
             "ready": self.ready,
             "boot": self.boot,
             "cost_per_hour": self.cost_per_hour,
+            "idle": self.idle,
+            "activity": self.activity,
         }
 
     @classmethod
@@ -92,6 +96,8 @@ class PodResult:
             ready=bool(entry.get("ready")),
             boot=entry.get("boot"),
             cost_per_hour=entry.get("cost_per_hour"),
+            idle=entry.get("idle"),
+            activity=entry.get("activity"),
         )
 
 

@@ -216,6 +216,8 @@ def _verdict(
                 continue
             result.changes.append(_change(state, found, op_hash, deploys))
     result.restarted, result.ready, result.boot = found.restarted, found.ready, found.boot
+    if found.activity is not None:
+        result.idle, result.activity = found.activity["idle"], found.activity
     if result.violations:
         result.status = "violation"
     elif result.changes:

@@ -21,9 +21,22 @@ def price(result: PodResult) -> str:
     return f"{money(result.cost_per_hour)}/h"
 
 
+def use(result: PodResult) -> str:
+    """Return whether the pod is in use, in words: ``idle now``, ``in use: GPU 0 at 87 %``,
+    or ``idle unknown (unread: ...)`` (what could not be read); '' when the pod was not probed."""
+    found = result.activity
+    if found is None:
+        return ""
+    if found["idle"]:
+        return "idle now"
+    if found["idle"] is False:
+        return "in use: " + ", ".join(found["in_use"][:3])
+    return "idle unknown (unread: " + "; ".join(found["unknown"][:3]) + ")"
+
+
 def pod_line(result: PodResult) -> str:
-    """Return the line that says what the pod costs per hour."""
-    return price(result)
+    """Return the line that says what the pod costs per hour and whether it is in use."""
+    return ", ".join(part for part in (price(result), use(result)) if part)
 
 
 def fleet_line(results: dict[str, PodResult]) -> str:

@@ -44,7 +44,9 @@ class Findings:
     roles write on this pod (path -> (content, mode, content for unknown GPUs)) and
     ``hooked``: the user's files they put podstate's block in, which the boot hook puts
     back at a container start; ``boot``: what the boot hook did at this container's start
-    (roles/boot.py), None when no hook is asked for (or it cannot work on this pod).
+    (roles/boot.py), None when no hook is asked for (or it cannot work on this pod);
+    ``activity``: whether the pod is in use now (``podstate.facts.activity.read``), None
+    before the probe.
     """
 
     violations: list[Violation] = field(default_factory=list)
@@ -60,6 +62,7 @@ class Findings:
     restorable: dict[str, tuple[str, str, str | None]] = field(default_factory=dict)
     hooked: list[str] = field(default_factory=list)
     boot: dict[str, Any] | None = None
+    activity: dict[str, Any] | None = None
 
 
 _BY_POD: dict[str, Findings] = {}
