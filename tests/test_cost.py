@@ -78,10 +78,11 @@ def test_the_fleet_total_is_null_while_any_price_is_unknown():
 
 def test_the_table_says_each_price_and_the_total_in_its_last_line():
     text = reports.table(_results(0.44, 2.99), diff=False)
-    assert "    $0.44/h\n" in text and "    $2.99/h\n" in text
+    assert "pod-1  ok           nothing would change; $0.44/h\n" in text
+    assert "pod-2  ok           nothing would change; $2.99/h\n" in text
     assert text.splitlines()[-1].endswith("; $3.43/h in all; exit 0")
     partly = reports.table(_results(0.44, None), diff=False)
-    assert "    price unknown\n" in partly
+    assert "nothing would change; price unknown\n" in partly
     assert "$0.44/h for 1 pod(s), 1 pod(s) of unknown price; exit 0" in partly
 
 

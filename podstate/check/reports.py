@@ -100,8 +100,8 @@ def table(results: dict[str, PodResult], diff: bool) -> str:
             "restarted": f"{restart_line(r)}: {len(r.changes)} change(s) to put back",
             "violation": f"{len(r.violations)} violation(s)",
         }.get(r.status, r.error or "")
+        detail = "; ".join(part for part in (detail, usage.pod_line(r)) if part)
         out.write(f"{name:<{width}}  {r.status:<11}  {detail}\n")
-        out.write(f"    {usage.pod_line(r)}\n")
         line = host_key_line(r.host_key)
         if line:
             out.write(f"    {line}\n")
