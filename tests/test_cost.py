@@ -88,8 +88,8 @@ def test_the_table_says_each_price_and_the_total_in_its_last_line():
 
 def test_markdown_has_a_cost_column_and_the_total():
     md = markdown.markdown(_results(0.5, None))
-    assert "| pod-1 | ok | $0.50/h | nothing would change |" in md
-    assert "| pod-2 | ok | price unknown | nothing would change |" in md
+    assert "| pod-1 | ok | nothing would change | $0.50/h |" in md
+    assert "| pod-2 | ok | nothing would change | price unknown |" in md
     assert "$0.50/h for 1 pod(s), 1 pod(s) of unknown price" in md
     assert usage.money(0.004) == "$0.004"
 

@@ -755,7 +755,7 @@ def test_a_stopped_pod_keeps_its_name_from_a_newer_running_one(api, env):
 def test_inventory_json_has_its_documented_fields(api, env):
     api.serve(fixture("fleet.json"))
     listing = inventory(env)
-    assert set(listing) == {"pods", "skipped"}
+    assert set(listing) == {"source", "pods", "skipped"}
     assert all(
         set(pod) == {"name", "pod_id", "address", "port", "user", "groups"}
         for pod in listing["pods"]
@@ -763,6 +763,7 @@ def test_inventory_json_has_its_documented_fields(api, env):
     assert all(set(item) == {"id", "name", "reason"} for item in listing["skipped"])
     documented = (ROOT / "docs" / "runpod.md").read_text()
     for fields in (
+        '"source": ..., "pods": [...], "skipped": [...]',
         '"name", "pod_id", "address", "port", "user", "groups"',
         '"id", "name", "reason"',
     ):

@@ -16,11 +16,14 @@ from typing import Any
 
 from podstate.inventory import hostkeys
 
-STATUSES = ("ok", "drift", "restarted", "violation", "unreachable", "error")
+STATUSES = ("ok", "drift", "restarted", "busy", "violation", "unreachable", "error")
 # 2: violation ids, waived findings, stale waivers; 3: the status restarted (out of drift),
-# restarted, ready. Fields are never removed or renamed; a version may add a status
-# (docs/reports.md, "Compatibility").
-FORMAT_VERSION = 3
+# restarted, ready; 4: the status busy, holder, and the price and use (cost_per_hour, idle,
+# activity; the summary's cost_per_hour, cost_unknown). Fields are never removed or renamed; a
+# version may add a status (docs/reports.md, "Compatibility").
+FORMAT_VERSION = 4
+# Statuses the exit status 2 stands for: an apply would change the pod, or one is changing it
+CHANGING = ("drift", "restarted", "busy")
 HOST_KEY_COUNTS = {
     hostkeys.FIRST_USE: "first_use",
     hostkeys.REKEYED: "rekeyed",
@@ -43,6 +46,7 @@ class PodResult:
     restarted: dict[str, Any] | None = None  # applied_at, since: re-created since an apply
     ready: bool = False  # the pod's ready marker is for this desired state
     boot: dict[str, Any] | None = None  # the boot hook at this container's start (roles/boot)
+    holder: str | None = None  # busy: the owner line of the run holding the pod lock
     cost_per_hour: float | None = None  # the provider's price, USD per hour; None: unknown
     idle: bool | None = None  # in use now (False), idle (True), or unknown (None)
     activity: dict[str, Any] | None = None  # facts.activity.read: the readings behind idle
@@ -58,6 +62,7 @@ class PodResult:
             ],
             "violations": self.violations,
             "error": self.error,
+            "holder": self.holder,
             "host_key": self.host_key,
             "waived": self.waived,
             "stale_waivers": self.stale_waivers,
@@ -88,6 +93,7 @@ class PodResult:
             changes=changes,
             violations=violations,
             error=entry.get("error"),
+            holder=entry.get("holder"),
             checked=checked,
             waived=list(entry.get("waived") or []),
             stale_waivers=list(entry.get("stale_waivers") or []),
@@ -102,11 +108,12 @@ class PodResult:
 
 
 def exit_code(results: dict[str, PodResult]) -> int:
-    """Return 0 when every pod is ok, 2 for drift and nothing worse, 1 otherwise."""
+    """Return 0 when every pod is ok, 2 for drift, a restart or a pod another run is changing
+    (busy: check again later) and nothing worse, 1 otherwise."""
     statuses = {r.status for r in results.values()}
     if statuses & {"violation", "unreachable", "error"}:
         return 1
-    return 2 if statuses & {"drift", "restarted"} else 0
+    return 2 if statuses & set(CHANGING) else 0
 
 
 def summary(results: dict[str, PodResult]) -> dict[str, int]:

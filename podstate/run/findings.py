@@ -45,6 +45,9 @@ class Findings:
     ``hooked``: the user's files they put podstate's block in, which the boot hook puts
     back at a container start; ``boot``: what the boot hook did at this container's start
     (roles/boot.py), None when no hook is asked for (or it cannot work on this pod);
+    ``busy``: the owner line of another run that held the pod lock when the probe read the
+    pod (it was changing the pod: what the probe read may be halfway through that), None
+    when no run held it;
     ``activity``: whether the pod is in use now (``podstate.facts.activity.read``), None
     before the probe.
     """
@@ -63,6 +66,7 @@ class Findings:
     hooked: list[str] = field(default_factory=list)
     boot: dict[str, Any] | None = None
     activity: dict[str, Any] | None = None
+    busy: str | None = None
 
 
 _BY_POD: dict[str, Findings] = {}

@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -46,6 +46,7 @@ from podstate.watch.decisions import (
     Pending,
     Sighting,
     apply_outcomes,
+    busy,
     changed,
     exit_code,
     from_report,
@@ -56,27 +57,10 @@ from podstate.watch.decisions import (
     summary,
     violation_text,
 )
+from podstate.watch.options import Options, validate
 
 INVENTORY = "inventories/pods.py"
 _RESET = ("new", "restarted", "moved")  # the pod itself changed: a fresh start, no backoff
-
-
-class WatchError(Exception):
-    """The watch cannot start (a missing file, a bad option): one line."""
-
-
-@dataclass(frozen=True)
-class Options:
-    """The command line of ``podstate watch``."""
-
-    deploys: list[str]
-    interval: float = 30.0
-    check_every: int = 10
-    max_backoff: float = 900.0
-    exclude: tuple[str, ...] = ()
-    json: bool = False
-    once: bool = False
-    passes: int | None = None  # stop after this many passes (tests; undocumented)
 
 
 class Watch:
@@ -173,6 +157,7 @@ class Watch:
         reasons = changed(self.known, listed)
         failed: dict[str, str] = {}
         statuses: dict[str, str] = {}
+        busy_now: dict[str, str] = {}
         checked = self.number >= self.next_check  # put off by a pass that could not list
         if checked:
             self.next_check = self.number + self.options.check_every
@@ -185,11 +170,14 @@ class Watch:
                     self.pending.pop(name, None)  # nothing an apply would do
                 if status == "violation" and name not in from_check:
                     self._event(listed, name, status, violation_text(report[name]))
+            busy_now = busy(report, statuses)
+            for name, why in busy_now.items():
+                self.emit(Event(name, "busy", "none", "skipped", detail=why))
         for name in self.present - listed.keys():
             self.pending.pop(name, None)
             self.emit(Event(name, "gone", "none", "ok", detail=f"no longer in the {found.source}"))
         self._note(listed, reasons, failed, statuses)
-        results = self._apply_due(listed, found) if not self.stopping else {}
+        results = self._apply_due(listed, found, busy_now) if not self.stopping else {}
         for name, error in results.items():
             statuses[name] = "error" if error else "ok"
         self.known.update(listed)
@@ -245,13 +233,19 @@ class Watch:
         """Return ``--max-backoff`` in passes."""
         return int(self.options.max_backoff // self.options.interval)
 
-    def _apply_due(self, listed: dict[str, Sighting], found: Inventory) -> dict[str, str | None]:
-        """Apply, in one pyinfra run, to every pending pod whose try is due; return each
-        one's error (None: it succeeded)."""
+    def _apply_due(
+        self, listed: dict[str, Sighting], found: Inventory, busy_now: dict[str, str]
+    ) -> dict[str, str | None]:
+        """Apply, in one pyinfra run, to every pending pod whose try is due (but those this
+        pass's check found busy: they stay pending); return each one's error (None: it
+        succeeded)."""
         due = sorted(
             name
             for name, pending in self.pending.items()
-            if pending.due <= self.number and name in listed and not listed[name].held
+            if pending.due <= self.number
+            and name in listed
+            and not listed[name].held
+            and name not in busy_now
         )
         if not due:
             return {}
@@ -383,11 +377,5 @@ def _now() -> str:
 
 def run(options: Options) -> int:
     """Check the options and files, then watch; return the exit status."""
-    if options.interval <= 0 or options.max_backoff <= 0 or options.check_every < 1:
-        raise WatchError("--interval and --max-backoff must be above 0, --check-every at least 1")
-    if not options.deploys:
-        raise WatchError("no deploy files to apply (run from the repository root)")
-    for path, what in [(INVENTORY, "inventory"), *((d, "deploy file") for d in options.deploys)]:
-        if not os.path.isfile(path):
-            raise WatchError(f"no {what} at {path} (run from the repository root)")
+    validate(options, INVENTORY)
     return Watch(options).run()
