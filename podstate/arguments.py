@@ -123,7 +123,7 @@ def _check(commands) -> None:
     drift.add_argument(
         "--strict-host-keys",
         action="store_true",
-        help="refuse pods whose host key is not in the store yet, instead of trusting it",
+        help="refuse a new host key that RunPod's log does not verify, instead of trusting it",
     )
     drift.add_argument(
         "--timeout",
@@ -165,7 +165,7 @@ def _wait(commands) -> None:
     waiting.add_argument(
         "--strict-host-keys",
         action="store_true",
-        help="refuse pods whose host key is not in the store yet, instead of trusting it",
+        help="refuse a new host key that RunPod's log does not verify, instead of trusting it",
     )
     waiting.set_defaults(command="wait")
 

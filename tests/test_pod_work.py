@@ -95,15 +95,16 @@ def _after_restart(run) -> list[str]:
     return inside.nvidia_smi_calls(POD)
 
 
-def test_the_fold_of_a_change_starts_no_program_to_renew_the_pod_lock(fleet, first_apply):
+def test_the_fold_of_a_change_starts_no_program_to_renew_the_pod_lock(fleet, first_apply, tmp_path):
     """An apply of one changed env value, its fold three steps: flock to read the pod lock
     (the probe), to take it and to release it, and one date, the lock's clock's start
     (scripts/lock.sh); no step starts one to renew it, since the take made it valid for
     each step already."""
     fleet.host_vars(POD, {"env": {"PODSTATE_FOLD_COUNTED": "1"}})
     try:
+        env = fleet.api_env(tmp_path / "hostkeys")  # its host key: a test before restarts it
         with inside.programs_started(POD) as started:
-            result = apply(fleet, *LIMIT)
+            result = apply(fleet, *LIMIT, env=env)
         assert result.returncode == 0, result.stdout + result.stderr
         assert "PODSTATE_FOLD_COUNTED" in fleet.out(POD, "cat /etc/profile.d/podstate.sh")
     finally:

@@ -85,8 +85,9 @@ def _host_keys(results: dict[str, PodResult]) -> list[str]:
     """Return the lines naming the pods whose key was trusted for the first time, re-keyed or
     refused in this run; none when every key was already stored and kept."""
     what = {
-        hostkeys.FIRST_USE: "trusted on first use (nothing stored to compare with)",
-        hostkeys.REKEYED: "re-keyed after a restart RunPod reported",
+        hostkeys.VERIFIED: "verified against RunPod's log of the container's start",
+        hostkeys.FIRST_USE: "trusted on first use (unverified: nothing stored to compare with)",
+        hostkeys.REKEYED: "re-keyed after a restart RunPod reported (unverified)",
         hostkeys.REFUSED: "refused",
     }
     groups = _grouped(results, lambda r: [(r.host_key or {}).get("trust")])
@@ -119,10 +120,12 @@ def _detail(result: PodResult) -> str:
     else:
         detail = text(result.error or "", 120)
     trust = (result.host_key or {}).get("trust")
+    why = (result.host_key or {}).get("unverified")
+    why = f" (unverified: {text(why, 120)})" if why else ""
     if trust == hostkeys.FIRST_USE:
-        detail += "; host key trusted on first use"
+        detail += f"; host key trusted on first use{why}"
     elif trust == hostkeys.REKEYED:
-        detail += "; host key re-keyed after a restart"
+        detail += f"; host key re-keyed after a restart{why}"
     return detail
 
 

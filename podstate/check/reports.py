@@ -35,11 +35,15 @@ def host_key_line(host_key: dict[str, Any] | None) -> str | None:
     nothing to say (a kept key, no store, or a refusal, which the pod's error already says).
     """
     trust = (host_key or {}).get("trust")
+    why = (host_key or {}).get("unverified")
+    unverified = f" (unverified: {why})" if why else ""
+    if trust == hostkeys.VERIFIED:
+        return f"host key verified against RunPod's log: {host_key['fingerprint']}"
     if trust == hostkeys.FIRST_USE:
-        return f"host key trusted on first use: {host_key['fingerprint']}"
+        return f"host key trusted on first use: {host_key['fingerprint']}{unverified}"
     if trust == hostkeys.REKEYED:
         old = host_key.get("old_fingerprint") or "no key"
-        return f"host key re-keyed after a restart: {old} -> {host_key['fingerprint']}"
+        return f"host key re-keyed after a restart: {old} -> {host_key['fingerprint']}{unverified}"
     return None
 
 
@@ -86,6 +90,7 @@ def host_key_summary(results: dict[str, PodResult]) -> str | None:
     in this run, or None when every key was already stored and kept."""
     counts = host_key_counts(results)
     words = {
+        "verified": "verified against RunPod's log",
         "first_use": "trusted on first use",
         "rekeyed": "re-keyed after a restart",
         "refused": "refused",

@@ -25,6 +25,7 @@ FORMAT_VERSION = 4
 # Statuses the exit status 2 stands for: an apply would change the pod, or one is changing it
 CHANGING = ("drift", "restarted", "busy")
 HOST_KEY_COUNTS = {
+    hostkeys.VERIFIED: "verified",
     hostkeys.FIRST_USE: "first_use",
     hostkeys.REKEYED: "rekeyed",
     hostkeys.REFUSED: "refused",
@@ -135,7 +136,8 @@ def fleet_cost(results: dict[str, PodResult]) -> tuple[float | None, int]:
 
 
 def host_key_counts(results: dict[str, PodResult]) -> dict[str, int]:
-    """Return how many pods had their key trusted on first use, re-keyed, or refused."""
+    """Return how many pods had a new key verified against RunPod's log, trusted on first
+    use, re-keyed (unverified), or refused."""
     counts = dict.fromkeys(HOST_KEY_COUNTS.values(), 0)
     for result in results.values():
         key = HOST_KEY_COUNTS.get((result.host_key or {}).get("trust"))

@@ -18,7 +18,7 @@ from typing import Any
 
 from podstate.desired.errors import SpecError
 from podstate.desired.load import display_path, load_yaml, spelled
-from podstate.inventory import hostkeys
+from podstate.inventory import hostkey_hints, hostkeys, keylog
 from podstate.inventory.podsfile import GROUP_NAME, HOST_NAME, Pod, cloud_group
 from podstate.inventory.runpod_client import LISTING_ENV, Settings, fetch, read_listing, settings
 from podstate.inventory.runpod_pods import ApiPod, Skipped, kept, parse
@@ -160,15 +160,24 @@ def to_pods(
     """
     names = host_names([*api_pods, *skipped])
     pods: list[Pod] = []
-    trusts: list[hostkeys.HostKeyTrust] = []
-    for api in api_pods:
-        name = names[api.id]
-        trust = hostkeys.plan(
-            api.id, name, api.host, api.port, api.started_at, host_key_dir, strict_host_keys
+    trusts = [
+        hostkeys.plan(
+            api.id,
+            names[api.id],
+            api.host,
+            api.port,
+            api.started_at,
+            host_key_dir,
+            strict_host_keys,
         )
+        for api in api_pods
+    ]
+    if record_host_keys:  # a command that only shows the fleet reads no log
+        trusts = _vouched(trusts, config, strict_host_keys)
+    for api, trust in zip(api_pods, trusts, strict=True):
+        name = names[api.id]
         if record_host_keys:
             hostkeys.record(trust)
-        trusts.append(trust)
         groups = auto_groups(api)
         groups += [
             group
@@ -192,8 +201,23 @@ def to_pods(
             data["ssh_key"] = config.ssh_key
         pods.append(Pod(name, data, list(dict.fromkeys(groups))))
     if record_host_keys:
-        hostkeys.explain_mismatches(trusts)
+        hostkey_hints.explain_mismatches(trusts)
     return sorted(pods, key=lambda pod: pod.name)
+
+
+def _vouched(
+    trusts: list[hostkeys.HostKeyTrust], config: Settings, strict: bool | None
+) -> list[hostkeys.HostKeyTrust]:
+    """Return ``trusts`` with the fingerprints RunPod's log shows for each pod about to take
+    a new key (``keylog``: every read at once), or why it shows none."""
+    wanted = {trust.pod_id: trust.started_at for trust in trusts if trust.needs_log}
+    logs = keylog.read_all(config, wanted)
+    return [
+        hostkeys.vouched(t, logs[t.pod_id].fingerprints, logs[t.pod_id].reason, strict)
+        if t.pod_id in logs
+        else t
+        for t in trusts
+    ]
 
 
 def load(

@@ -200,13 +200,12 @@ def fetch(
     url = f"{config.base_url}/v2/pods"
     if config.include_cluster:
         url += "?includeClusterPods=true"
-    proxies = urllib.request.ProxyHandler({} if url.startswith("http://") else None)
-    opener = urllib.request.build_opener(_NoRedirect, proxies)
+    opener = opener_for(url)
     waited = 0.0
     for attempt in range(1, max_tries + 1):
         status, headers, body = _get(opener, url, config)
         if status == 429:
-            wait = _retry_wait(headers)
+            wait = retry_wait(headers)
             if attempt < max_tries and waited + wait <= max_wait:
                 sleep(wait)
                 waited += wait
@@ -226,14 +225,25 @@ def fetch(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def opener_for(url: str) -> urllib.request.OpenerDirector:
+    """Return the opener for requests to ``url``: no redirects, no proxy for plain http
+    (which ``settings`` allows for loopback addresses only)."""
+    proxies = urllib.request.ProxyHandler({} if url.startswith("http://") else None)
+    return urllib.request.build_opener(_NoRedirect, proxies)
+
+
+def authorized(url: str, config: Settings, accept: str) -> urllib.request.Request:
+    """Return a GET of ``url`` carrying the key, in a header no redirect would pass on."""
+    request = urllib.request.Request(url, headers={"Accept": accept, "User-Agent": "podstate"})
+    request.add_unredirected_header("Authorization", f"Bearer {config.key}")
+    return request
+
+
 def _get(
     opener: urllib.request.OpenerDirector, url: str, config: Settings
 ) -> tuple[int, Message, bytes]:
     """Return (status, headers, body) of one GET; InventoryError when no answer came."""
-    request = urllib.request.Request(
-        url, headers={"Accept": "application/json", "User-Agent": "podstate"}
-    )
-    request.add_unredirected_header("Authorization", f"Bearer {config.key}")
+    request = authorized(url, config, "application/json")
     where = f"the RunPod API at {config.base_url}"
     try:
         with opener.open(request, timeout=config.timeout) as response:
@@ -282,7 +292,7 @@ def _retry_after(headers: Message) -> float | None:
         return None
 
 
-def _retry_wait(headers: Message) -> float:
+def retry_wait(headers: Message) -> float:
     """Return the seconds a 429 asks to wait: Retry-After, else RateLimit's spent windows."""
     retry_after = _retry_after(headers)
     if retry_after is not None:

@@ -114,7 +114,6 @@ class Watch:
                 self.number += 1
                 self.busy = True
                 status = self.one_pass()
-                self.busy = False
                 if self.options.once:
                     return status
                 if self.stopping or self.number == self.options.passes:
@@ -137,17 +136,17 @@ class Watch:
             o = self.options
             self.delay = listing_delay(self.api_failures, o.interval, o.max_backoff, e.retry_after)
             detail = f"{e}; next listing in {self.delay:.0f}s"
-            self.emit(Event(None, e.kind, "none", "nothing applied", detail=detail))
+            self._end(Event(None, e.kind, "none", "nothing applied", detail=detail))
             return 1
         except SpecError as e:
             if self.number == 1:
                 raise
-            self.emit(Event(None, "invalid", "none", "nothing applied", detail=str(e)))
+            self._end(Event(None, "invalid", "none", "nothing applied", detail=str(e)))
             return 1
         self.api_failures = 0
         with handed(found.listing) as (self.pass_dir, self.child_env):
             status, line = self._act(found)
-        self.emit(replace(line, seconds=self.clock() - started))  # its files gone: it ends
+        self._end(replace(line, seconds=self.clock() - started))  # its files gone: it ends
         return status
 
     def _act(self, found: Inventory) -> tuple[int, Event]:
@@ -315,6 +314,12 @@ class Watch:
             return self.child.returncode, stdout, stderr
         finally:
             self.child = None
+
+    def _end(self, event: Event) -> None:
+        """Emit the pass's own line: the pass is over, so a signal from now on stops the
+        watch at once (what a reader of that line may send next)."""
+        self.busy = False
+        self.emit(event)
 
     def emit(self, event: Event) -> None:
         """Write one event line to the output, at once."""
