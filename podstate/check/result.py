@@ -19,8 +19,8 @@ from podstate.inventory import hostkeys
 STATUSES = ("ok", "drift", "restarted", "busy", "violation", "unreachable", "error")
 # 2: violation ids, waived findings, stale waivers; 3: the status restarted (out of drift),
 # restarted, ready; 4: the status busy, holder, and the price and use (cost_per_hour, idle,
-# activity; the summary's cost_per_hour, cost_unknown). Fields are never removed or renamed; a
-# version may add a status (docs/reports.md, "Compatibility").
+# activity, idle_since, cost_since; the summary's cost_per_hour, cost_unknown). Fields are
+# never removed or renamed; a version may add a status (docs/reports.md, "Compatibility").
 FORMAT_VERSION = 4
 # Statuses the exit status 2 stands for: an apply would change the pod, or one is changing it
 CHANGING = ("drift", "restarted", "busy")
@@ -51,6 +51,8 @@ class PodResult:
     cost_per_hour: float | None = None  # the provider's price, USD per hour; None: unknown
     idle: bool | None = None  # in use now (False), idle (True), or unknown (None)
     activity: dict[str, Any] | None = None  # facts.activity.read: the readings behind idle
+    idle_since: str | None = None  # check --watch-state: since when the watch has it idle
+    cost_since: float | None = None  # USD since idle_since, at its price now
 
     def to_json(self) -> dict[str, Any]:
         """Return the pod's entry of the JSON report; a change that uploads a secret is
@@ -73,6 +75,8 @@ class PodResult:
             "cost_per_hour": self.cost_per_hour,
             "idle": self.idle,
             "activity": self.activity,
+            "idle_since": self.idle_since,
+            "cost_since": self.cost_since,
         }
 
     @classmethod
@@ -105,6 +109,8 @@ class PodResult:
             cost_per_hour=entry.get("cost_per_hour"),
             idle=entry.get("idle"),
             activity=entry.get("activity"),
+            idle_since=entry.get("idle_since"),
+            cost_since=entry.get("cost_since"),
         )
 
 

@@ -27,6 +27,9 @@ def use(result: PodResult) -> str:
     found = result.activity
     if found is None:
         return ""
+    if found["idle"] and result.idle_since:  # the watch's period (check --watch-state)
+        spent = "an unknown sum" if result.cost_since is None else money(result.cost_since)
+        return f"idle since {result.idle_since}, {spent} since"
     if found["idle"]:
         return "idle now"
     if found["idle"] is False:

@@ -41,6 +41,14 @@ class Live:
         }
 
 
+def idle(reading: Live) -> bool | None:
+    """Return whether the provider's readings say the pod is idle: True when every GPU reads
+    0 % and no memory, False when one is in use, None when they cannot say (no GPU reading).
+    It is the watch's reading between its full checks (``podstate.watch.idle``)."""
+    in_use = reading.in_use()
+    return None if in_use is None else not in_use
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 

@@ -37,12 +37,19 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from podstate.sandbox.processes import alive, spawn
+from podstate.sandbox.processes import alive, spawn, stop
 from podstate.sandbox.shapes import CUDA_VERSION, GPU_LAYOUT, gpu_readings, shape_for
-from podstate.sandbox.state import SandboxError, parse_rfc3339, read_json, state_dir
+from podstate.sandbox.state import (
+    SandboxError,
+    parse_rfc3339,
+    pod_state_dir,
+    read_json,
+    state_dir,
+)
 from podstate.sizes import parse_mount_size
 
 API_KEY_FILE = "api_key"  # in the state directory
+ACTIONS_LOG = "api-actions.log"  # in the state directory: each POST .../action it answered
 IMAGE = "runpod/base:podstate-sandbox"
 VOLUME_GB = 20  # what a local /workspace reports as its size (mounts.persistent.size)
 KEEPALIVE_S = 2.0  # seconds between the keep-alive comments of a log stream
@@ -224,6 +231,38 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             detail = "the sandbox API serves GET /v2/pods and /v2/pods/{id}/logs only"
             self._send(404, _problem(404, "Not Found", detail))
+
+    def do_POST(self) -> None:  # http.server's API
+        """Answer ``POST /v2/pods/{id}/action`` with ``{"action": "stop"}``: stop the pod's
+        container as RunPod does (``processes.stop``) and answer 200 with the pod, 409 when
+        it is not running, 404 for no such pod; every request is a line of ``ACTIONS_LOG``
+        (the action, the pod id, the status answered), which tests count."""
+        given = self.headers.get("Authorization") or ""
+        if not hmac.compare_digest(given.encode(), f"Bearer {self.key}".encode()):
+            self._send(401, _problem(401, "Unauthorized", "invalid API key"))
+            return
+        match = re.fullmatch(r"/v2/pods/([^/]+)/action", urlsplit(self.path).path)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+            action = json.loads(self.rfile.read(length)).get("action") if match else None
+        except (ValueError, AttributeError):
+            action = None
+        pod_id = unquote(match.group(1)) if match else ""
+        found = [(n, r) for n, r in read_json(self.root / "pods.json").items()]
+        found = [(n, r) for n, r in found if r.get("pod_id") == pod_id]
+        if action != "stop":
+            status, doc = 400, _problem(400, "Bad Request", "the sandbox API takes stop only")
+        elif not found:
+            status, doc = 404, _problem(404, "Not Found", f"no pod {pod_id}")
+        elif not alive(found[0][1].get("pid"), found[0][1].get("pid_start")):
+            status, doc = 409, _problem(409, "Conflict", "stop is not allowed in status EXITED")
+        else:
+            stop(pod_state_dir(self.root, found[0][0]))
+            status = 200
+            doc = pod_document(found[0][0], found[0][1], "4G", datetime.now(UTC))
+        with open(self.root / ACTIONS_LOG, "a") as log:
+            log.write(f"{action} {pod_id} {status}\n")
+        self._send(status, doc)
 
     def _logs(self) -> None:
         """Stream a pod's container log as RunPod does (module doc); 404 for no such pod,
