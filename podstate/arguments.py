@@ -138,6 +138,12 @@ def _check(commands) -> None:
         metavar="K/N",
         help="check only shard K of N: the pods whose name hashes to it (a CI matrix job)",
     )
+    drift.add_argument(
+        "--watch-state",
+        metavar="PATH",
+        help="read podstate watch's state file to say how long each idle pod has been idle "
+        "and what it cost since",
+    )
     drift.set_defaults(command="check")
 
 
@@ -240,6 +246,17 @@ def _watch(commands) -> None:
         action="append",
         metavar="POD",
         help="hold this pod (name or glob; repeatable): checked and logged, never changed",
+    )
+    looping.add_argument(
+        "--state",
+        metavar="PATH",
+        help="where the watch keeps since when each pod is idle "
+        "(default: ~/.cache/podstate/watch-state.json)",
+    )
+    looping.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="log the idle pods it would stop, stop none",
     )
     looping.add_argument("--json", action="store_true", help="one JSON object per event line")
     looping.add_argument(

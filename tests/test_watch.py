@@ -167,6 +167,7 @@ def test_once_applies_to_a_drifted_pod_and_exits_with_the_checks_status(pods: Fl
     (summary,) = [e for e in events if e["pod"] is None]
     assert (summary["seen"], summary["action"], summary["result"]) == ("pass", "check", "done")
     keys = {"time", "pass", "pod", "seen", "action", "seconds", "result", "detail"}
+    keys |= {"idle_since", "cost_since"}
     assert all(set(event) == keys for event in events)
     # converged: nothing to do, status 0
     status, events, _ = watch(pods, "--once")

@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from podstate.check import usage
 from podstate.check.reports import boot_lines, busy_line, restart_line, shown_diff
 from podstate.check.result import STATUSES, PodResult, summary
 from podstate.inventory import hostkeys
@@ -75,7 +76,7 @@ def _headline(results: dict[str, PodResult]) -> list[str]:
     return [
         f"### podstate check: {verdict} ({_pods(s['pods'])}, exit {s['exit_code']})",
         "",
-        " · ".join(f"{k} {s[k]}" for k in STATUSES),
+        " · ".join([*(f"{k} {s[k]}" for k in STATUSES), usage.fleet_line(results)]),
         "",
     ]
 
@@ -133,9 +134,11 @@ def _pod_lines(results: dict[str, PodResult]) -> list[str]:
     per status naming its pods."""
     if len(results) <= POD_LINES:
         rows = [
-            f"| {text(n, 80)} | {r.status} | {_detail(r)} |" for n, r in sorted(results.items())
+            f"| {text(n, 80)} | {r.status} | {_detail(r)} | {usage.pod_line(r)} |"
+            for n, r in sorted(results.items())
         ]
-        return ["#### Pods", "", "| pod | status | detail |", "|---|---|---|", *rows, ""]
+        header = ["| pod | status | detail | cost |", "|---|---|---|---|"]
+        return ["#### Pods", "", *header, *rows, ""]
     groups = _grouped(results, lambda r: [r.status])
     rows = [
         f"| {s} | {_pods(len(groups[s]))}: {names(groups[s])} |" for s in STATUSES if s in groups

@@ -13,6 +13,7 @@ import io
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from podstate.check import usage
 from podstate.check.result import STATUSES, PodResult, host_key_counts, summary
 from podstate.inventory import hostkeys
 from podstate.terminal import visible
@@ -110,6 +111,7 @@ def table(results: dict[str, PodResult], diff: bool) -> str:
             "violation": f"{len(r.violations)} violation(s)",
             "busy": busy_line(r),
         }.get(r.status, r.error or "")
+        detail = "; ".join(part for part in (detail, usage.pod_line(r)) if part)
         out.write(f"{name:<{width}}  {r.status:<11}  {detail}\n")
         line = host_key_line(r.host_key)
         if line:
@@ -128,7 +130,8 @@ def table(results: dict[str, PodResult], diff: bool) -> str:
         for note in r.stale_waivers:
             out.write(f"    stale {note}\n")
     s = summary(results)
-    out.write(", ".join(f"{s[k]} {k}" for k in STATUSES) + f"; exit {s['exit_code']}\n")
+    counts = ", ".join(f"{s[k]} {k}" for k in STATUSES)
+    out.write(f"{counts}; {usage.fleet_line(results)}; exit {s['exit_code']}\n")
     keys = host_key_summary(results)
     if keys:
         out.write(keys + "\n")

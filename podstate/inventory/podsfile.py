@@ -15,7 +15,7 @@ from podstate.pyinfra_api import ssh
 HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 GROUP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 CLOUDS = ("COMMUNITY", "SECURE")
-_POD_KEYS = ("cloud", "groups", "host_key_fingerprints")
+_POD_KEYS = ("cloud", "groups", "host_key_fingerprints", "cost_per_hour")
 # What ``ssh-keygen -lf`` prints of a key, and RunPod's start script in the pod's log.
 FINGERPRINT = re.compile(r"^SHA256:[A-Za-z0-9+/]{43}$")
 
@@ -98,6 +98,13 @@ def _check_host_data(data: dict[str, Any], shown: str, where: str) -> None:
             raise SpecError(
                 f"{shown}: {where}.cloud: {short(value)} is not one of: {', '.join(CLOUDS)} "
                 "(the cloud decides the NCCL guards)"
+            )
+        if key == "cost_per_hour" and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0
+        ):
+            raise SpecError(
+                f"{shown}: {where}.cost_per_hour: expected a price in USD per hour "
+                f"(a number >= 0, like 2.99), got {short(value)}"
             )
         if key == "host_key_fingerprints":
             if (

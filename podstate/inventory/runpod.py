@@ -19,6 +19,7 @@ from typing import Any
 from podstate.desired.errors import SpecError
 from podstate.desired.load import display_path, load_yaml, spelled
 from podstate.inventory import hostkey_hints, hostkeys, keylog
+from podstate.inventory import live as readings
 from podstate.inventory.podsfile import GROUP_NAME, HOST_NAME, Pod, cloud_group
 from podstate.inventory.runpod_client import LISTING_ENV, Settings, fetch, read_listing, settings
 from podstate.inventory.runpod_pods import ApiPod, Skipped, kept, parse
@@ -150,9 +151,12 @@ def to_pods(
     """Return inventory pods (sorted by host name) with host data and groups.
 
     Host data: the direct SSH address, ``pod_id``, ``cloud``, ``gpu_id``, ``gpu_count``,
-    ``data_center``, ``started_at``, ``ssh_key`` from PODSTATE_SSH_KEY, and the host-key
-    settings of ``podstate.inventory.hostkeys`` (recorded in the store unless
-    ``record_host_keys`` is false; ``strict_host_keys`` as ``hostkeys.plan``'s ``strict``).
+    ``data_center``, ``started_at``, ``cost_per_hour`` (None: unknown), ``provider``
+    (``runpod``: who can stop it, ``podstate.inventory.actions``), ``live_idle`` (what the
+    API's live readings say: ``podstate.inventory.live.idle``), ``ssh_key`` from
+    PODSTATE_SSH_KEY, and the host-key settings of ``podstate.inventory.hostkeys``
+    (recorded in the store unless ``record_host_keys`` is false; ``strict_host_keys`` as
+    ``hostkeys.plan``'s ``strict``).
     The host names are ``host_names``' of these pods and the ``skipped`` ones together.
     A pod joins each ``groups.yaml`` group one of whose globs
     matches its host name or its RunPod name, after its automatic groups, in the file's order.
@@ -194,6 +198,9 @@ def to_pods(
             "gpu_count": api.gpu_count,
             "data_center": api.data_center,
             "started_at": api.started_at,
+            "cost_per_hour": api.cost_per_hour,
+            "provider": "runpod",
+            "live_idle": None if api.live is None else readings.idle(api.live),
         }
         if config.ssh_key:
             data["ssh_key"] = config.ssh_key

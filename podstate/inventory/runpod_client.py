@@ -377,3 +377,7 @@ def _pods_list(body: bytes, headers: Message, config: Settings) -> list[Any]:
             f"unexpected RunPod API response: expected an object with a 'pods' list, got {got}"
         )
     return doc["pods"]
+
+
+# For the other requests of RunPod's API (podstate.inventory.actions): the same wording.
+problem_detail, scrub = _problem_detail, _scrub

@@ -37,12 +37,19 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from podstate.sandbox.processes import alive, spawn
-from podstate.sandbox.shapes import CUDA_VERSION, shape_for
-from podstate.sandbox.state import SandboxError, parse_rfc3339, read_json, state_dir
+from podstate.sandbox.processes import alive, spawn, stop
+from podstate.sandbox.shapes import CUDA_VERSION, GPU_LAYOUT, gpu_readings, shape_for
+from podstate.sandbox.state import (
+    SandboxError,
+    parse_rfc3339,
+    pod_state_dir,
+    read_json,
+    state_dir,
+)
 from podstate.sizes import parse_mount_size
 
 API_KEY_FILE = "api_key"  # in the state directory
+ACTIONS_LOG = "api-actions.log"  # in the state directory: each POST .../action it answered
 IMAGE = "runpod/base:podstate-sandbox"
 VOLUME_GB = 20  # what a local /workspace reports as its size (mounts.persistent.size)
 KEEPALIVE_S = 2.0  # seconds between the keep-alive comments of a log stream
@@ -131,6 +138,9 @@ def pod_document(name: str, record: dict[str, Any], disk: str, now: datetime) ->
             "uptime": max(0, int(uptime)),
             "ports": [{"private": 22, "public": port, "type": "tcp", "ip": "127.0.0.1"}],
         }
+        gpus = _gpus(record) if shape.gpus else None
+        if gpus is not None:
+            runtime["gpus"] = gpus
     doc: dict[str, Any] = {
         "id": record["pod_id"],
         "name": name,
@@ -148,7 +158,7 @@ def pod_document(name: str, record: dict[str, Any], disk: str, now: datetime) ->
         "cudaVersion": CUDA_VERSION if shape.gpus else None,
         "ssh": {"proxy": None, "direct": direct if running else None},
         "template": None,
-        "cost": 0.0,
+        "cost": shape.cost_per_hour if running else 0.0,
         "locked": False,
         "globalNetworking": {"enabled": False},
         "runtime": runtime,
@@ -160,6 +170,17 @@ def pod_document(name: str, record: dict[str, Any], disk: str, now: datetime) ->
     else:
         doc["cpu"] = {"id": "cpu3c", "vcpuCount": 2, "memory": 4}
     return doc
+
+
+def _gpus(record: dict[str, Any]) -> list[dict[str, int]] | None:
+    """Return RunPod's ``runtime.gpus`` of a running pod: each GPU's ``util`` and
+    ``memoryUtil`` as its nvidia-smi stand-in reads them (its layout file, through the
+    container's root), or None when that cannot be read (RunPod leaves them out)."""
+    try:
+        layout = Path(f"/proc/{record['pid']}/root{GPU_LAYOUT}").read_text()
+        return [{"util": u, "memoryUtil": m} for u, m in gpu_readings(layout)]
+    except (OSError, ValueError, IndexError, KeyError):
+        return None
 
 
 def _problem(status: int, title: str, detail: str) -> dict[str, Any]:
@@ -210,6 +231,38 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             detail = "the sandbox API serves GET /v2/pods and /v2/pods/{id}/logs only"
             self._send(404, _problem(404, "Not Found", detail))
+
+    def do_POST(self) -> None:  # http.server's API
+        """Answer ``POST /v2/pods/{id}/action`` with ``{"action": "stop"}``: stop the pod's
+        container as RunPod does (``processes.stop``) and answer 200 with the pod, 409 when
+        it is not running, 404 for no such pod; every request is a line of ``ACTIONS_LOG``
+        (the action, the pod id, the status answered), which tests count."""
+        given = self.headers.get("Authorization") or ""
+        if not hmac.compare_digest(given.encode(), f"Bearer {self.key}".encode()):
+            self._send(401, _problem(401, "Unauthorized", "invalid API key"))
+            return
+        match = re.fullmatch(r"/v2/pods/([^/]+)/action", urlsplit(self.path).path)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+            action = json.loads(self.rfile.read(length)).get("action") if match else None
+        except (ValueError, AttributeError):
+            action = None
+        pod_id = unquote(match.group(1)) if match else ""
+        found = [(n, r) for n, r in read_json(self.root / "pods.json").items()]
+        found = [(n, r) for n, r in found if r.get("pod_id") == pod_id]
+        if action != "stop":
+            status, doc = 400, _problem(400, "Bad Request", "the sandbox API takes stop only")
+        elif not found:
+            status, doc = 404, _problem(404, "Not Found", f"no pod {pod_id}")
+        elif not alive(found[0][1].get("pid"), found[0][1].get("pid_start")):
+            status, doc = 409, _problem(409, "Conflict", "stop is not allowed in status EXITED")
+        else:
+            stop(pod_state_dir(self.root, found[0][0]))
+            status = 200
+            doc = pod_document(found[0][0], found[0][1], "4G", datetime.now(UTC))
+        with open(self.root / ACTIONS_LOG, "a") as log:
+            log.write(f"{action} {pod_id} {status}\n")
+        self._send(status, doc)
 
     def _logs(self) -> None:
         """Stream a pod's container log as RunPod does (module doc); 404 for no such pod,
