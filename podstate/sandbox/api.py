@@ -1,4 +1,5 @@
-"""The sandbox's RunPod API: ``GET /v2/pods`` for its pods, answered as RunPod's v2 API does.
+"""The sandbox's RunPod API: ``GET /v2/pods`` for its pods, answered as RunPod's v2 API does
+(and its Vast API, ``GET /api/v1/instances``: ``vast_api``).
 
 A ``ThreadingHTTPServer`` on 127.0.0.1 in a process of its own, which ``sandbox.up`` starts
 and ``sandbox.down`` ends (its record is ``api`` in sandbox.json). Like RunPod it wants
@@ -25,8 +26,9 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
+from podstate.sandbox import vast_api
 from podstate.sandbox.processes import alive, spawn
 from podstate.sandbox.shapes import CUDA_VERSION, shape_for
 from podstate.sandbox.state import SandboxError, parse_rfc3339, read_json, state_dir
@@ -48,6 +50,7 @@ def start_api(root: Path) -> dict[str, Any]:
     fd = os.open(root / API_KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(key + "\n")
+    vast_api.make_key(root)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen(128)
@@ -72,12 +75,16 @@ def api_env(root: Path | None = None) -> dict[str, str]:
         key = ""
     if not api or not key:
         raise SandboxError("the sandbox is not up; run `podstate sandbox up` first")
-    return {
+    env = {
         "RUNPOD_API_URL": api["url"],
         "RUNPOD_API_KEY": key,
         "PODSTATE_SSH_KEY": str(root / "id_ed25519"),
         "PODSTATE_HOSTKEYS": str(root / "hostkeys"),
     }
+    if any(record.get("vast") for record in read_json(root / "pods.json").values()):
+        env["VAST_API_URL"] = api["url"]
+        env["VAST_API_KEY"] = (root / vast_api.KEY_FILE).read_text().strip()
+    return env
 
 
 def list_pods(root: Path, now: datetime | None = None) -> dict[str, Any]:
@@ -85,7 +92,7 @@ def list_pods(root: Path, now: datetime | None = None) -> dict[str, Any]:
     document per pod of pods.json, in pod number order."""
     now = now or datetime.now(UTC)
     disk = read_json(root / "sandbox.json").get("disk") or "4G"
-    records = read_json(root / "pods.json")
+    records = {k: v for k, v in read_json(root / "pods.json").items() if not v.get("vast")}
     ordered = sorted(records.items(), key=lambda item: item[1].get("number", 0))
     return {"pods": [pod_document(name, record, disk, now) for name, record in ordered]}
 
@@ -160,10 +167,19 @@ class _Handler(BaseHTTPRequestHandler):
 
     root: Path
     key: str
+    vast_key: str
 
     def do_GET(self) -> None:  # http.server's API
         """Answer one GET: 401 without the key, 404 for another path, else the pod list."""
         given = self.headers.get("Authorization") or ""
+        parts = urlsplit(self.path)
+        if parts.path.rstrip("/") == vast_api.PATH:
+            if not hmac.compare_digest(given.encode(), f"Bearer {self.vast_key}".encode()):
+                refusal = {"success": False, "error": "auth_error", "msg": "Invalid user key"}
+                self._send(401, refusal)
+                return
+            self._send(*vast_api.answer(self.root, parse_qs(parts.query)))
+            return
         if not hmac.compare_digest(given.encode(), f"Bearer {self.key}".encode()):
             detail = "invalid API key" if given else "missing bearer token"
             self._send(401, _problem(401, "Unauthorized", detail), {"WWW-Authenticate": "Bearer"})
@@ -176,7 +192,8 @@ class _Handler(BaseHTTPRequestHandler):
         self, status: int, doc: dict[str, Any], headers: dict[str, str] | None = None
     ) -> None:
         body = json.dumps(doc).encode()
-        kind = "application/json" if status == 200 else "application/problem+json"
+        vast = urlsplit(self.path).path.startswith("/api/")
+        kind = "application/json" if status == 200 or vast else "application/problem+json"
         try:
             self.send_response(status)
             self.send_header("Content-Type", kind)
@@ -191,9 +208,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 def serve(root: Path, fd: int) -> None:
     """Serve the sandbox in ``root`` on the listening socket ``fd`` until killed."""
-    handler = type(
-        "Handler", (_Handler,), {"root": root, "key": (root / API_KEY_FILE).read_text().strip()}
-    )
+    keys = {
+        "key": (root / API_KEY_FILE).read_text().strip(),
+        "vast_key": (root / vast_api.KEY_FILE).read_text().strip(),
+    }
+    handler = type("Handler", (_Handler,), {"root": root, **keys})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler, bind_and_activate=False)
     server.socket.close()
     server.socket = socket.socket(fileno=fd)

@@ -64,7 +64,10 @@ def prepare_pod(
     etc = seed / "etc"
     (etc / "ssh").mkdir(parents=True, exist_ok=True)
     (pod_dir / "disk").mkdir()
-    pod_id = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(14))
+    if shape.provider == "vast":  # a Vast instance (contract) id
+        pod_id = str(10_000_000 + secrets.randbelow(90_000_000))
+    else:
+        pod_id = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(14))
     (pod_dir / "pod_id").write_text(pod_id + "\n")
 
     # /etc/ssh: the pod's sshd_config (the bootstrap hides the host's host keys and makes the
@@ -100,6 +103,8 @@ def prepare_pod(
         "HF_HOME": "/workspace/.cache/huggingface",
         "PATH": POD_PATH,
     }
+    if shape.provider == "vast":
+        env = vast_environment(pod_id, port, shape, client_pub)
     # As /etc/rp_environment has it: export lines, values in double quotes.
     (pod_dir / "container.env").write_text("".join(f'export {k}="{v}"\n' for k, v in env.items()))
 
@@ -150,6 +155,23 @@ def prepare_pod(
     (pod_dir / "pod.env").write_text(
         "".join(f"{k}={shell_quote(v)}\n" for k, v in settings.items())
     )
+
+
+def vast_environment(pod_id: str, port: int, shape: Shape, client_pub: str) -> dict[str, str]:
+    """Return a Vast instance's container environment: its identity (``CONTAINER_ID``,
+    ``VAST_CONTAINERLABEL``), its per-instance key ``CONTAINER_API_KEY`` (a secret podstate
+    must never read), the address, GPUs and the SSH key Vast passes; no RunPod variable."""
+    return {
+        "CONTAINER_ID": pod_id,
+        "VAST_CONTAINERLABEL": f"C.{pod_id}",
+        "CONTAINER_API_KEY": "vastai_sandbox_" + secrets.token_hex(16),
+        "PUBLIC_IPADDR": "127.0.0.1",
+        "GPU_COUNT": str(shape.gpus),
+        "VAST_TCP_PORT_22": str(port),
+        "SSH_PUBLIC_KEY": client_pub,
+        "DATA_DIRECTORY": "/workspace/",
+        "PATH": POD_PATH,
+    }
 
 
 def _daemons(local: Path) -> None:

@@ -108,6 +108,8 @@ def pods_yaml(root: Path, records: dict[str, dict[str, Any]]) -> str:
             f"    ssh_port: {rec['port']}",
             f"    cloud: {rec['cloud']}",
         ]
+        if rec.get("vast"):
+            lines.append("    provider: vast")
     return "\n".join(lines) + "\n"
 
 
