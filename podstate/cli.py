@@ -18,6 +18,8 @@ from podstate.desired.errors import SpecError
 from podstate.progress import Progress
 from podstate.pyinfra_api.verify import Unsupported, verify
 from podstate.watch import loop as watch
+from podstate.watch.options import Options as WatchOptions
+from podstate.watch.options import WatchError
 
 
 def _sandbox(args: argparse.Namespace) -> int:
@@ -237,7 +239,7 @@ def _inventory(args: argparse.Namespace) -> int:
 def _watch(args: argparse.Namespace) -> int:
     """Watch the fleet (``podstate.watch.loop``); return 0 when stopped by a signal, or with
     ``--once`` the fleet's status after the pass."""
-    options = watch.Options(
+    options = WatchOptions(
         deploys=args.deploy or runner.deploy_files(),
         interval=args.interval,
         check_every=args.check_every,
@@ -278,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         runner.CheckFailed,
         SpecError,
         shards.ShardError,
-        watch.WatchError,
+        WatchError,
     ) as e:
         print(f"podstate: {e}", file=sys.stderr)
         return 1

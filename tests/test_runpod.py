@@ -780,6 +780,7 @@ def test_inventory_json_has_its_documented_fields(api, env):
     assert all(set(item) == {"id", "provider", "name", "reason"} for item in listing["skipped"])
     documented = (ROOT / "docs" / "runpod.md").read_text()
     for fields in (
+        '"source": ..., "pods": [...], "skipped": [...], "notes": [...]',
         '"name", "pod_id", "provider", "address", "port", "endpoint", "user", "groups"',
         '"id", "provider", "name", "reason"',
     ):

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from podstate.check.reports import boot_lines, restart_line, shown_diff
+from podstate.check.reports import boot_lines, busy_line, restart_line, shown_diff
 from podstate.check.result import STATUSES, PodResult, summary
 from podstate.inventory import hostkeys
 from podstate.terminal import visible
@@ -113,6 +113,8 @@ def _detail(result: PodResult) -> str:
         detail += f", {len(result.changes)} change(s)" if result.changes else ""
     elif result.status == "ok":
         detail = "nothing would change"
+    elif result.status == "busy":
+        detail = text(busy_line(result), 160)
     else:
         detail = text(result.error or "", 120)
     trust = (result.host_key or {}).get("trust")
@@ -192,6 +194,8 @@ def _findings(results: dict[str, PodResult]) -> list[str]:
     )
     for (status, error), pods in errors.items():
         lines.append(f"- **{status}** {text(error)}: {_pods(len(pods))}: {names(pods)}")
+    for line, pods in _grouped(results, lambda r: [busy_line(r)] if r.holder else []).items():
+        lines.append(f"- **busy** {text(line)}: {_pods(len(pods))}: {names(pods)}")
     changes = _grouped(results, lambda r: [(c["role"], c["operation"]) for c in r.changes])
     for (role, operation), pods in changes.items():
         lines.append(

@@ -16,11 +16,13 @@ from typing import Any
 
 from podstate.inventory import hostkeys
 
-STATUSES = ("ok", "drift", "restarted", "violation", "unreachable", "error")
+STATUSES = ("ok", "drift", "restarted", "busy", "violation", "unreachable", "error")
 # 2: violation ids, waived findings, stale waivers; 3: the status restarted (out of drift),
-# restarted, ready. Fields are never removed or renamed; a version may add a status
-# (docs/reports.md, "Compatibility").
-FORMAT_VERSION = 3
+# restarted, ready; 4: the status busy, holder. Fields are never removed or renamed; a
+# version may add a status (docs/reports.md, "Compatibility").
+FORMAT_VERSION = 4
+# Statuses the exit status 2 stands for: an apply would change the pod, or one is changing it
+CHANGING = ("drift", "restarted", "busy")
 HOST_KEY_COUNTS = {
     hostkeys.FIRST_USE: "first_use",
     hostkeys.REKEYED: "rekeyed",
@@ -43,6 +45,7 @@ class PodResult:
     restarted: dict[str, Any] | None = None  # applied_at, since: re-created since an apply
     ready: bool = False  # the pod's ready marker is for this desired state
     boot: dict[str, Any] | None = None  # the boot hook at this container's start (roles/boot)
+    holder: str | None = None  # busy: the owner line of the run holding the pod lock
 
     def to_json(self) -> dict[str, Any]:
         """Return the pod's entry of the JSON report; a change that uploads a secret is
@@ -55,6 +58,7 @@ class PodResult:
             ],
             "violations": self.violations,
             "error": self.error,
+            "holder": self.holder,
             "host_key": self.host_key,
             "waived": self.waived,
             "stale_waivers": self.stale_waivers,
@@ -82,6 +86,7 @@ class PodResult:
             changes=changes,
             violations=violations,
             error=entry.get("error"),
+            holder=entry.get("holder"),
             checked=checked,
             waived=list(entry.get("waived") or []),
             stale_waivers=list(entry.get("stale_waivers") or []),
@@ -93,11 +98,12 @@ class PodResult:
 
 
 def exit_code(results: dict[str, PodResult]) -> int:
-    """Return 0 when every pod is ok, 2 for drift and nothing worse, 1 otherwise."""
+    """Return 0 when every pod is ok, 2 for drift, a restart or a pod another run is changing
+    (busy: check again later) and nothing worse, 1 otherwise."""
     statuses = {r.status for r in results.values()}
     if statuses & {"violation", "unreachable", "error"}:
         return 1
-    return 2 if statuses & {"drift", "restarted"} else 0
+    return 2 if statuses & set(CHANGING) else 0
 
 
 def summary(results: dict[str, PodResult]) -> dict[str, int]:

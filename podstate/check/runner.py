@@ -2,8 +2,9 @@
 
 pyinfra's ``--dry`` exits 0 with changes pending and its JSON plan leaves out pods that
 failed, so the check drives pyinfra's API itself: connect, plan (which runs only the
-read-only probe on each pod), then classify every pod as ok, drift, violation,
-unreachable or error, and say what the run did with each pod's host key. The verdicts are
+read-only probe on each pod), then classify every pod as ok, drift, restarted, busy
+(another run held the pod lock: it was changing the pod), violation, unreachable or error,
+and say what the run did with each pod's host key. The verdicts are
 ``podstate.check.result``'s model; the reports written from them are in
 ``podstate.check.reports`` and ``podstate.check.markdown``.
 """
@@ -137,7 +138,7 @@ def run(
     for path, what in [(inventory_file, "inventory"), *((d, "deploy file") for d in deploys)]:
         if not os.path.isfile(path):
             raise CheckFailed(f"no {what} at {path} (run from the repository root)")
-    lock.probe_wait = 0  # a check reads each pod as it is, another run's lock or not
+    lock.probe_wait = 0  # a check reads each pod as it is: one another run holds is busy
     findings.reset()
     pyinfra_connect.quiet()  # every pod that cannot be reached: one line, no traceback
     state, config = pyinfra_cli.new_state(timeout)
@@ -215,7 +216,10 @@ def _verdict(
                 continue
             result.changes.append(_change(state, found, op_hash, deploys))
     result.restarted, result.ready, result.boot = found.restarted, found.ready, found.boot
-    if result.violations:
+    if found.busy is not None:  # what was read may be halfway through that run's changes
+        result.status, result.holder = "busy", found.busy
+        result.changes, result.violations = [], []
+    elif result.violations:
         result.status = "violation"
     elif result.changes:
         result.status = "restarted" if result.restarted else "drift"

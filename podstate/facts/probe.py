@@ -195,6 +195,6 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
         "apt": apt_section.parse(sections["apt"]) if "apt" in sections else None,
         "repos": repos_section.parse(sections["repo"]) if "repo" in sections else None,
         "secrets": secrets_section.parse(sections["secrets"]) if "secrets" in sections else None,
-        "lock": lock.parse(value("lock")),
+        "lock": lock.parse(sections.get("lock")),
         "boot": boot_section.parse(sections["boot"]) if "boot" in sections else None,
     }

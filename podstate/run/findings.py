@@ -44,7 +44,10 @@ class Findings:
     roles write on this pod (path -> (content, mode, content for unknown GPUs)) and
     ``hooked``: the user's files they put podstate's block in, which the boot hook puts
     back at a container start; ``boot``: what the boot hook did at this container's start
-    (roles/boot.py), None when no hook is asked for (or it cannot work on this pod).
+    (roles/boot.py), None when no hook is asked for (or it cannot work on this pod);
+    ``busy``: the owner line of another run that held the pod lock when the probe read the
+    pod (it was changing the pod: what the probe read may be halfway through that), None
+    when no run held it.
     """
 
     violations: list[Violation] = field(default_factory=list)
@@ -60,6 +63,7 @@ class Findings:
     restorable: dict[str, tuple[str, str, str | None]] = field(default_factory=dict)
     hooked: list[str] = field(default_factory=list)
     boot: dict[str, Any] | None = None
+    busy: str | None = None
 
 
 _BY_POD: dict[str, Findings] = {}
