@@ -53,8 +53,7 @@ def _sandbox(args: argparse.Namespace) -> int:
                 "pyinfra -y inventories/pods.py deploy/*.py"
             )
         elif args.action == "restart":
-            container.restart(args.pod)
-            print(f"{args.pod} restarted: container disk wiped, /workspace kept, start script run")
+            print(f"{args.pod} restarted: {container.restart(args.pod)}")
         elif args.action == "api":
             env = api.api_env()
             key_file = state_dir() / api.API_KEY_FILE

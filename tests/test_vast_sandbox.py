@@ -68,19 +68,28 @@ def test_one_inventory_groups_and_endpoints(fleet):
 def test_one_check_and_one_apply_cover_both_clouds(fleet, tmp_path):
     env = _env(fleet)
     report = tmp_path / "check.json"
+    # Vast's login habit: every SSH session starts tmux, which fails without a terminal, so
+    # a command runs nothing; the check, which writes nothing, names it
+    assert fleet.ssh("vast-1", "echo ran").stdout == ""
     before = check(fleet, "--json", str(report), env=env)
     assert "Traceback" not in before.stderr
     verdicts = json.loads(report.read_text())["pods"]
     assert set(verdicts) == {"pod-1", "pod-2", "vast-1", "vast-2"}
-    assert {verdicts[name]["status"] for name in ("pod-1", "pod-2", "vast-1")} == {"drift"}
-    shm = [v["id"] for v in verdicts["vast-2"]["violations"]]
-    assert verdicts["vast-2"]["status"] == "violation" and "shm.min_size" in shm
-    assert not any(v["id"] == "shm.min_size" for v in verdicts["vast-1"]["violations"])
+    assert {verdicts[name]["status"] for name in ("pod-1", "pod-2")} == {"drift"}
+    for name in ("vast-1", "vast-2"):
+        assert verdicts[name]["status"] == "error"
+        assert "SSH sessions start inside tmux and run no command" in verdicts[name]["error"]
+        assert "touch ~/.no_auto_tmux" in verdicts[name]["error"]
+    assert fleet.ssh("vast-1", "echo ran").stdout == ""  # the check changed nothing
 
-    applied = apply(fleet, env=env)
+    applied = apply(fleet, "-vv", env=env)
+    for name in ("vast-1", "vast-2"):
+        assert f"[{name}] SSH sessions started inside tmux" in applied.stderr
+        assert "created ~/.no_auto_tmux over SFTP" in applied.stderr
     # only the pod whose /dev/shm cannot be fixed fails, after its fixable state was applied
     assert applied.json["results"]["failed_hosts"] == ["vast-2"], applied.stderr[-2000:]
     assert "[vast-2] violation: shm.min_size" in applied.stderr
+    assert fleet.out("vast-1", "echo ran") == "ran\n"
     # NCCL guards: Vast counts as COMMUNITY; vast-1's two GPUs talk over PCIe
     profile = fleet.out("vast-1", "cat /etc/profile.d/podstate.sh")
     assert "export NCCL_P2P_DISABLE=1\n" in profile
@@ -92,3 +101,53 @@ def test_one_check_and_one_apply_cover_both_clouds(fleet, tmp_path):
     assert {name: v["status"] for name, v in verdicts.items()} == {
         "pod-1": "ok", "pod-2": "ok", "vast-1": "ok", "vast-2": "violation",
     }, after.stdout  # fmt: skip
+    shm = [v["id"] for v in verdicts["vast-2"]["violations"]]
+    assert "shm.min_size" in shm
+    _no_container_api_key(fleet, [applied.stdout, applied.stderr, after.stdout, after.stderr])
+
+
+def _no_container_api_key(fleet, outputs: list[str]) -> None:
+    """Assert that no Vast instance's CONTAINER_API_KEY is in what podstate printed (its
+    command lines among it, with -vv), in a file it wrote on the instance or in the host-key
+    store, or in any other process's command line on the instance (the secret goes to the
+    looking command on its stdin)."""
+    for name in ("vast-1", "vast-2"):
+        env = (fleet.state / "pods" / name / "container.env").read_text()
+        secret = env.split('CONTAINER_API_KEY="')[1].split('"')[0]
+        assert secret.startswith("vastai_sandbox_")
+        assert not any(secret in text for text in outputs)
+        look = (
+            'read -r s; grep -rlF -e "$s" /etc /root /usr/local /workspace /tmp;'
+            ' for p in /proc/[0-9]*; do [ "$p" = /proc/$$ ] && continue;'
+            ' tr \'\\0\' \' \' <"$p/cmdline" 2>/dev/null | grep -qF -e "$s" && echo "$p"; done; :'
+        )
+        assert fleet.out(name, look, data=secret.encode() + b"\n") == ""
+        kept = [p for p in (fleet.state / "hostkeys").rglob("*") if p.is_file()]
+        assert kept and not any(secret in p.read_text(errors="replace") for p in kept)
+
+
+def test_a_vast_restart_keeps_the_container_disk_not_its_start_or_shm(fleet):
+    # after the apply above: ~/.no_auto_tmux is on the container disk, so commands run
+    before = fleet.out(
+        "vast-1", "echo kept >/root/kept; echo gone >/dev/shm/gone; cat /proc/1/stat"
+    )
+    run(fleet, [str(_bin("podstate")), "sandbox", "restart", "vast-1"], env=_env(fleet))
+    after = fleet.out("vast-1", "cat /root/kept; ls -A /dev/shm; cat /proc/1/stat")
+    assert after.splitlines()[0] == "kept"
+    assert "gone" not in after
+    assert _start_time(before) != _start_time(after)
+
+
+def _start_time(text: str) -> str:
+    """Return the start time (field 22) of the /proc/PID/stat line that ends ``text``."""
+    return text.rstrip("\n").splitlines()[-1].rpartition(") ")[2].split()[19]
+
+
+def test_the_login_cause_is_told_from_what_echo_did():
+    from podstate.run.login import cause
+
+    assert cause(True, [("stdout", "podstate-login-ok")]) is None
+    tmux = [("stderr", "no sessions"), ("stderr", "open terminal failed: not a terminal")]
+    assert cause(False, tmux) == "tmux"
+    assert cause(False, [("stderr", "bash: /root/.bashrc: line 3: exit")]) == "login"
+    assert cause(True, [("stdout", "welcome")]) == "login"

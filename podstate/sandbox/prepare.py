@@ -82,8 +82,7 @@ def prepare_pod(
         "AuthorizedKeysFile .ssh/authorized_keys\n"
         "LogLevel VERBOSE\n"
         "AcceptEnv LANG LC_*\n"
-        f"Subsystem sftp {sftp if os.access(sftp, os.X_OK) else 'internal-sftp'}\n"
-        + common_sshd_options()
+        f"Subsystem sftp {_sftp(sftp, shape)}\n" + common_sshd_options()
     )
     _root_account(etc)
     (etc / "hostname").write_text(name + "\n")
@@ -114,7 +113,8 @@ def prepare_pod(
     home.chmod(0o700)
     skel = Path("/etc/skel")
     bashrc = (skel / ".bashrc").read_text() if (skel / ".bashrc").exists() else _FALLBACK_BASHRC
-    (home / ".bashrc").write_text(bashrc.rstrip("\n") + "\n")
+    tmux = VAST_AUTO_TMUX if shape.provider == "vast" else ""
+    (home / ".bashrc").write_text(tmux + bashrc.rstrip("\n") + "\n")
     profile = (skel / ".profile").read_text() if (skel / ".profile").exists() else ""
     (home / ".profile").write_text(profile)
     (seed / "tmp").mkdir(mode=0o1777)
@@ -148,6 +148,8 @@ def prepare_pod(
         "POD_SHM": shape.shm,
         "POD_WORKSPACE": shape.workspace,
         "POD_PRIVILEGED": "1" if shape.privileged else "0",
+        # A Vast instance's container disk survives a stop: kept in the pod's state directory
+        "POD_KEEP_DISK": "1" if shape.provider == "vast" else "0",
         "STORAGE_PORT": str(storage_port),
         "STORAGE_DIR": str(root / "storage" / name),
         "DOCKER_CAPS": ",".join(f"+{cap}" for cap in DOCKER_CAPS),
@@ -172,6 +174,25 @@ def vast_environment(pod_id: str, port: int, shape: Shape, client_pub: str) -> d
         "DATA_DIRECTORY": "/workspace/",
         "PATH": POD_PATH,
     }
+
+
+# Vast's login habit: an SSH session starts inside tmux unless ~/.no_auto_tmux exists, before
+# anything else in ~/.bashrc, which bash reads for a command sshd runs too. Without a
+# terminal tmux fails, and the session ends without running the command.
+VAST_AUTO_TMUX = """\
+if [ -z "$TMUX" ] && [ -n "$SSH_CONNECTION" ] && [ ! -f ~/.no_auto_tmux ]; then
+    tmux attach-session -t ssh_tmux || tmux new-session -s ssh_tmux
+    exit
+fi
+"""
+
+
+def _sftp(server: str, shape: Shape) -> str:
+    """Return the sshd_config's sftp subsystem: Vast's sshd serves SFTP itself (an upload
+    goes through no login shell, so no tmux), RunPod's runs ``server`` where it exists."""
+    if shape.provider != "vast" and os.access(server, os.X_OK):
+        return server
+    return "internal-sftp"
 
 
 def _daemons(local: Path) -> None:
