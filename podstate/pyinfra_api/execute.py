@@ -96,3 +96,13 @@ def fail(state: State, host: Host, text: str) -> None:
     names another pod once this one is planned)."""
     log(host, text, "red", error=True)
     state.fail_hosts({context.ctx_host.get() if host is context.host else host})
+
+
+def try_shell(state: State, host: Host, command: str) -> tuple[bool, Lines] | None:
+    """Return ``run_shell``'s answer for ``command`` run as the SSH user; None when the
+    connection failed under it (a pod that died or hangs), which pyinfra reports itself at
+    its next command."""
+    try:
+        return run_shell(state, host, command, {"_timeout": 30})
+    except (OSError, TimeoutError, SSHException, EOFError):
+        return None

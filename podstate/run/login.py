@@ -41,7 +41,10 @@ def recover(probe: Callable[[], dict[str, Any] | None]) -> dict[str, Any] | None
     is off, as in a check), or to let it
     fail as pyinfra fails a command when the login runs commands. None (the pod failed,
     with one line naming the cause and the fix) when commands cannot run."""
-    status, lines = execute.run_shell(state, host, f"echo {_SIGN}", {})
+    answer = execute.try_shell(state, host, f"echo {_SIGN}")
+    if answer is None:  # the connection failed: the probe again fails the pod as pyinfra does
+        return probe()
+    status, lines = answer
     why = cause(status, lines)
     if why is None:
         return probe()
