@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 from podstate import progress, signals
@@ -18,6 +19,7 @@ from podstate.desired.errors import SpecError
 from podstate.progress import Progress
 from podstate.pyinfra_api.verify import Unsupported, verify
 from podstate.watch import loop as watch
+from podstate.watch import state as watched
 from podstate.watch.options import Options as WatchOptions
 from podstate.watch.options import WatchError
 
@@ -159,6 +161,8 @@ def _check(args: argparse.Namespace) -> int:
             strict_host_keys=True if args.strict_host_keys else None,  # else the environment's
             progress=display.pod,
         )
+    if args.watch_state:
+        watched.annotate(results, Path(args.watch_state), datetime.now(UTC))
     return _write_reports(results, args)
 
 
@@ -247,6 +251,8 @@ def _watch(args: argparse.Namespace) -> int:
         json=args.json,
         once=args.once,
         passes=args.passes,
+        state=args.state,
+        dry_run=args.dry_run,
     )
     return watch.run(options)
 

@@ -31,7 +31,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from podstate.desired.errors import SpecError
-from podstate.inventory import hostkeys, runpod, runpod_client, runpod_pods
+from podstate.inventory import hostkey_hints, hostkeys, runpod, runpod_client, runpod_pods
 from podstate.inventory.fleet import load_pods
 from tests.e2e import new_vars_dir
 
@@ -80,6 +80,10 @@ class FakeApi:
         self.queued: list[tuple[int, dict[str, str], bytes]] = []
         self.doc: dict = {"pods": []}
         self.delay = 0.0
+        # pod id -> the answers to its log requests, in turn (the last one repeats): (status,
+        # headers, body, hold); hold keeps a 200 open, sending keep-alive comments only
+        self.logs: dict[str, list[tuple[int, dict[str, str], bytes, bool]]] = {}
+        self.closing = threading.Event()
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -90,7 +94,12 @@ class FakeApi:
                 )
                 if api.delay:
                     time.sleep(api.delay)
-                if api.queued:
+                hold = False
+                logs = parts.path.removeprefix("/v2/pods/").removesuffix("/logs")
+                if logs in api.logs:
+                    turns = api.logs[logs]
+                    status, headers, body, hold = turns.pop(0) if len(turns) > 1 else turns[0]
+                elif api.queued:
                     status, headers, body = api.queued.pop(0)
                 elif parts.path != "/v2/pods":
                     status, headers, body = 404, {}, b"{}"
@@ -103,9 +112,13 @@ class FakeApi:
                     self.send_response(status)
                     for name, value in headers.items():
                         self.send_header(name, value)
-                    self.send_header("Content-Length", str(len(body)))
+                    if not hold:
+                        self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
                     self.wfile.write(body)
+                    while hold and not api.closing.wait(0.05):
+                        self.wfile.write(b": keep-alive\n\n")
+                        self.wfile.flush()
                 except OSError:
                     pass  # the client gave up (timeout test)
 
@@ -135,7 +148,27 @@ class FakeApi:
         kind = "application/problem+json" if status >= 400 else "application/json"
         self.queued.append((status, {"Content-Type": kind, **(headers or {})}, body))
 
+    def log(self, pod_id: str, lines: list[str], hold: bool = True) -> None:
+        """Serve ``lines`` as the pod's container log (SSE events), the stream then held open
+        with keep-alive comments (``hold``) as RunPod's is."""
+        events = "".join(
+            f"id: 2026-06-01T12:00:01Z/{n:012d}\ndata: "
+            + json.dumps({"ts": "2026-06-01T12:00:01Z", "source": "container", "line": line})
+            + "\n\n"
+            for n, line in enumerate(lines)
+        )
+        headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        self.logs[pod_id] = [(200, headers, events.encode(), hold)]
+
+    def log_fails(self, pod_id: str, *answers: tuple[int, dict[str, str]]) -> None:
+        """Answer the pod's log requests with these statuses (and headers), in turn."""
+        self.logs[pod_id] = [
+            (status, {"Content-Type": "application/problem+json", **headers}, b"{}", False)
+            for status, headers in answers
+        ]
+
     def close(self) -> None:
+        self.closing.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -697,11 +730,15 @@ def test_key_with_a_line_break_is_refused_without_showing_it(env):
 
 def test_key_is_sent_to_the_api_only_and_printed_nowhere(api, env):
     api.serve(fixture("fleet.json"))
+    for pod in fixture("fleet.json")["pods"]:  # a log's other lines are printed nowhere either
+        api.log(pod["id"], ["token=log-secret-value", "SSH host keys:"], hold=False)
     run("podstate", "inventory", env=env)
     run("podstate", "inventory", "--json", env=env)
     _, result = debug_inventory(env, "-vvv", "--debug-all")
     assert "Loading inventory" in result.stderr + result.stdout  # debug output was on
-    assert len(api.requests) == 3
+    assert "log-secret-value" not in result.stderr + result.stdout
+    assert any(r["path"].endswith("/logs") for r in api.requests)
+    assert [r["path"] for r in api.requests].count("/v2/pods") == 3
     assert all(r["headers"]["Authorization"] == f"Bearer {KEY}" for r in api.requests)
     assert KEY not in repr(runpod_client.settings({"RUNPOD_API_KEY": KEY}))
 
@@ -860,7 +897,7 @@ def test_unsafe_pod_ids_get_safe_file_names(tmp_path):
 
 def test_pyinfras_ssh_keygen_advice_names_the_store(tmp_path, caplog):
     trust = hostkeys.plan("pod3", "trainer-9", "10.0.0.3", 4000, "2026-06-01T12:00:00Z", tmp_path)
-    hostkeys.explain_mismatches([trust])
+    hostkey_hints.explain_mismatches([trust])
     with caplog.at_level(logging.WARNING, logger="pyinfra"):
         logging.getLogger("pyinfra").warning("    ssh-keygen -R [10.0.0.3]:4000")
         logging.getLogger("pyinfra").warning("    ssh-keygen -R [10.0.0.9]:22")

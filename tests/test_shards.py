@@ -120,7 +120,9 @@ def test_merging_shards_gives_the_whole_fleets_report():
         "unreachable": 0,
         "error": 0,
         "exit_code": 2,
-        "host_keys": {"first_use": 1, "rekeyed": 0, "refused": 0},
+        "host_keys": {"verified": 0, "first_use": 1, "rekeyed": 0, "refused": 0},
+        "cost_per_hour": None,  # no pod has a known price
+        "cost_unknown": 3,
     }
 
 

@@ -72,7 +72,7 @@ def test_one_check_and_one_apply_cover_both_clouds(fleet, tmp_path):
     # a command runs nothing; the check, which writes nothing, names it
     assert fleet.ssh("vast-1", "echo ran").stdout == ""
     before = check(fleet, "--json", str(report), env=env)
-    assert "Traceback" not in before.stderr
+    assert "Traceback" not in before.stderr, before.stderr
     verdicts = json.loads(report.read_text())["pods"]
     assert set(verdicts) == {"pod-1", "pod-2", "vast-1", "vast-2"}
     assert {verdicts[name]["status"] for name in ("pod-1", "pod-2")} == {"drift"}

@@ -306,6 +306,8 @@ def test_event_lines():
         "seconds": 4.0,
         "result": "failed",
         "detail": "mkdir: \x1b[2Jno\nmore",  # the exact text, escaped by JSON
+        "idle_since": None,
+        "cost_since": None,
     }
     fleet = Event(None, "pass", "list", "done", 0.25)
     assert fleet.line("T", 1, False) == "T #1 * pass -> list: done (0.2s)\n"

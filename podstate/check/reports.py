@@ -13,6 +13,7 @@ import io
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from podstate.check import usage
 from podstate.check.result import STATUSES, PodResult, host_key_counts, summary
 from podstate.inventory import hostkeys
 from podstate.terminal import visible
@@ -34,11 +35,15 @@ def host_key_line(host_key: dict[str, Any] | None) -> str | None:
     nothing to say (a kept key, no store, or a refusal, which the pod's error already says).
     """
     trust = (host_key or {}).get("trust")
+    why = (host_key or {}).get("unverified")
+    unverified = f" (unverified: {why})" if why else ""
+    if trust == hostkeys.VERIFIED:
+        return f"host key verified against RunPod's log: {host_key['fingerprint']}"
     if trust == hostkeys.FIRST_USE:
-        return f"host key trusted on first use: {host_key['fingerprint']}"
+        return f"host key trusted on first use: {host_key['fingerprint']}{unverified}"
     if trust == hostkeys.REKEYED:
         old = host_key.get("old_fingerprint") or "no key"
-        return f"host key re-keyed after a restart: {old} -> {host_key['fingerprint']}"
+        return f"host key re-keyed after a restart: {old} -> {host_key['fingerprint']}{unverified}"
     return None
 
 
@@ -85,6 +90,7 @@ def host_key_summary(results: dict[str, PodResult]) -> str | None:
     in this run, or None when every key was already stored and kept."""
     counts = host_key_counts(results)
     words = {
+        "verified": "verified against RunPod's log",
         "first_use": "trusted on first use",
         "rekeyed": "re-keyed after a restart",
         "refused": "refused",
@@ -105,6 +111,7 @@ def table(results: dict[str, PodResult], diff: bool) -> str:
             "violation": f"{len(r.violations)} violation(s)",
             "busy": busy_line(r),
         }.get(r.status, r.error or "")
+        detail = "; ".join(part for part in (detail, usage.pod_line(r)) if part)
         out.write(f"{name:<{width}}  {r.status:<11}  {detail}\n")
         line = host_key_line(r.host_key)
         if line:
@@ -123,7 +130,8 @@ def table(results: dict[str, PodResult], diff: bool) -> str:
         for note in r.stale_waivers:
             out.write(f"    stale {note}\n")
     s = summary(results)
-    out.write(", ".join(f"{s[k]} {k}" for k in STATUSES) + f"; exit {s['exit_code']}\n")
+    counts = ", ".join(f"{s[k]} {k}" for k in STATUSES)
+    out.write(f"{counts}; {usage.fleet_line(results)}; exit {s['exit_code']}\n")
     keys = host_key_summary(results)
     if keys:
         out.write(keys + "\n")

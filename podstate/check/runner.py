@@ -170,6 +170,7 @@ def run(
         }
         for host in hosts or inventory:
             _host_key(results[host.name], host)
+            results[host.name].cost_per_hour = host.data.get("cost_per_hour")
         pyinfra_cli.disconnect(state)
         return results
     finally:
@@ -220,6 +221,8 @@ def _verdict(
                 continue
             result.changes.append(_change(state, found, op_hash, deploys))
     result.restarted, result.ready, result.boot = found.restarted, found.ready, found.boot
+    if found.activity is not None:
+        result.idle, result.activity = found.activity["idle"], found.activity
     if found.busy is not None:  # what was read may be halfway through that run's changes
         result.status, result.holder = "busy", found.busy
         result.changes, result.violations = [], []

@@ -17,7 +17,7 @@ from podstate.facts import apt as apt_section
 from podstate.facts import boot as boot_section
 from podstate.facts import download as download_section
 from podstate.facts import files as files_section
-from podstate.facts import gpu, lock, processes, space
+from podstate.facts import gpu, lock, processes, sessions, space
 from podstate.facts import repos as repos_section
 from podstate.facts import secrets as secrets_section
 from podstate.facts import venv as venv_section
@@ -70,6 +70,8 @@ class PodProbe(FactBase[dict[str, Any]]):
                            "environ": {"PIP_CACHE_DIR": "..."},  # environment sets an
                            "ssh": False}],  # ``environ`` variable (only those variables);
                                          # ssh: started from an SSH session
+            "sessions": [{"pid": 3121, "kind": "tty",   # interactive sessions: terminals
+                          "command": "bash"}],   # (tty) and notebook kernels (kernel)
             "user": "root",              # the SSH user
             "shell": "/bin/bash",        # its login shell (passwd), "" if unreadable
             "arch": "x86_64",            # uname -m; None unless venv was asked for
@@ -133,6 +135,7 @@ class PodProbe(FactBase[dict[str, Any]]):
             *files_section.probe_lines(paths, files),
             *(venv_section.probe_lines(venv) if venv else []),
             *processes.probe_lines(environ or [], inert or []),
+            *sessions.probe_lines(),
             *space.free_lines(free or []),
             *(
                 [download_section.probe_line(download["url"], download["seconds"])]
@@ -187,6 +190,7 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
         "files": files_section.parse_files(sections.get("file", [])),
         "free": space.parse_free(sections.get("free", [])),
         "processes": processes.parse(sections.get("proc", [])),
+        "sessions": sessions.parse(sections.get("sess", [])),
         "download": download_section.parse(value("download")),
         "user": decode(value("user") or "").strip(),
         "shell": decode(value("shell") or "").strip(),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import ipaddress
+import json
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -133,13 +134,31 @@ def opener(url: str) -> urllib.request.OpenerDirector:
     return urllib.request.build_opener(_NoRedirect, proxies)
 
 
-def get(director: urllib.request.OpenerDirector, url: str, api: Api) -> tuple[int, Message, bytes]:
-    """Return (status, headers, body) of one GET of ``url`` with the key; ApiUnavailable
-    when no answer came, InventoryError for an answer too large to be a listing."""
-    request = urllib.request.Request(
-        url, headers={"Accept": "application/json", "User-Agent": "podstate"}
-    )
+def authorized(
+    url: str, api: Api, accept: str = "application/json", method: str = "GET", data: Any = None
+) -> urllib.request.Request:
+    """Return a request of ``url`` carrying the key, in a header no redirect would pass on
+    (``data``: a JSON body, sent as such)."""
+    headers = {"Accept": accept, "User-Agent": "podstate"}
+    body = None
+    if data is not None:
+        body = json.dumps(data).encode()
+        headers["Content-Type"] = "application/json"
+    request = urllib.request.Request(url, data=body, headers=headers, method=method)
     request.add_unredirected_header("Authorization", f"Bearer {api.key}")
+    return request
+
+
+def get(director: urllib.request.OpenerDirector, url: str, api: Api) -> tuple[int, Message, bytes]:
+    """Return (status, headers, body) of one GET of ``url`` with the key (``send``)."""
+    return send(director, authorized(url, api), api)
+
+
+def send(
+    director: urllib.request.OpenerDirector, request: urllib.request.Request, api: Api
+) -> tuple[int, Message, bytes]:
+    """Return (status, headers, body) of one request; ApiUnavailable when no answer came,
+    InventoryError for an answer too large to be a listing."""
     where = f"{api.name} at {api.base_url}"
     try:
         with director.open(request, timeout=api.timeout) as response:

@@ -22,11 +22,12 @@ from podstate import settings
 from podstate.desired import spec
 from podstate.desired.errors import Layer, SpecError, located
 from podstate.desired.load import VarsDir
-from podstate.inventory import keyfiles, runpod, vast
+from podstate.inventory import hostkeys, keyfiles, runpod, vast
 from podstate.inventory.naming import Listing, host_names
 from podstate.inventory.podsfile import Pod, read_pods_file
 from podstate.inventory.runpod import Skipped
 from podstate.pod import fits
+from podstate.pyinfra_api import hostkeys as policy
 
 DEFAULT_PODS = Path("inventories/pods.yaml")
 DEFAULT_VARS = Path("inventories")
@@ -132,12 +133,32 @@ def load_inventory(record_host_keys: bool = True) -> Inventory:
                     f"({', '.join(chosen)}): rename one, or read one source"
                 )
         pods += found
+    expect_host_keys(pods)
     handed = {_LISTING_KEYS[s]: found.kept for s, found in listings.items()} or None
     notes = [note for found in listings.values() for note in found.notes]
     return Inventory(_resolved(pods, store), skipped, " and ".join(shown), handed, notes)
 
 
 _LISTING_KEYS = {"runpod": "pods", "vast": vast.LISTING_KEY}
+
+
+def expect_host_keys(pods: list[Pod]) -> None:
+    """Make the connections of this process refuse, before authenticating, a new host key
+    that is not among a pod's ``host_key_fingerprints``: those RunPod's log shows for the
+    container (``hostkeys.vouched``), or those a pods file lists."""
+    expected = {}
+    for pod in pods:
+        fingerprints = tuple(pod.data.get("host_key_fingerprints") or ())
+        if fingerprints:
+            shown_by = (
+                "RunPod's log shows for this container"
+                if "host_key_trust" in pod.data
+                else f"the pods file lists for {pod.name} (host_key_fingerprints)"
+            )
+            port = int(pod.data.get("ssh_port") or 22)
+            address = hostkeys.known_hosts_pattern(pod.data.get("ssh_hostname") or pod.name, port)
+            expected[address] = (fingerprints, shown_by)
+    policy.expect(expected)
 
 
 def sources() -> list[str]:

@@ -16,7 +16,9 @@ HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 GROUP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 CLOUDS = ("COMMUNITY", "SECURE")
 PROVIDERS = ("runpod", "vast")  # a pods file's ``provider:``: its pod joins that group
-_POD_KEYS = ("cloud", "groups", "provider")
+_POD_KEYS = ("cloud", "groups", "provider", "host_key_fingerprints", "cost_per_hour")
+# What ``ssh-keygen -lf`` prints of a key, and RunPod's start script in the pod's log.
+FINGERPRINT = re.compile(r"^SHA256:[A-Za-z0-9+/]{43}$")
 
 
 @dataclass
@@ -103,5 +105,23 @@ def _check_host_data(data: dict[str, Any], shown: str, where: str) -> None:
             raise SpecError(
                 f"{shown}: {where}.provider: {short(value)} is not one of: {', '.join(PROVIDERS)}"
             )
-        if key != "groups" and isinstance(value, (dict, list)):
+        if key == "cost_per_hour" and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0
+        ):
+            raise SpecError(
+                f"{shown}: {where}.cost_per_hour: expected a price in USD per hour "
+                f"(a number >= 0, like 2.99), got {short(value)}"
+            )
+        if key == "host_key_fingerprints":
+            if (
+                not isinstance(value, list)
+                or not value
+                or not all(isinstance(f, str) and FINGERPRINT.match(f) for f in value)
+            ):
+                raise SpecError(
+                    f"{shown}: {where}.host_key_fingerprints: expected a list of SHA256 "
+                    "fingerprints as ssh-keygen -lf prints them (SHA256: and 43 characters), "
+                    f"got {short(value)}"
+                )
+        elif key != "groups" and isinstance(value, (dict, list)):
             raise SpecError(f"{shown}: {where}.{key}: expected a single value, got {value!r}")

@@ -16,7 +16,8 @@ from typing import Any
 
 from podstate.desired.errors import SpecError
 from podstate.desired.load import display_path, load_yaml, spelled
-from podstate.inventory import hostkeys
+from podstate.inventory import hostkey_hints, hostkeys, keylog
+from podstate.inventory import live as readings
 from podstate.inventory.naming import Listing, gpu_group, host_names, slug
 from podstate.inventory.podsfile import GROUP_NAME, Pod, cloud_group
 from podstate.inventory.runpod_client import LISTING_ENV, fetch, read_listing, settings
@@ -93,24 +94,36 @@ def to_pods(
 ) -> list[Pod]:
     """Return inventory pods (sorted by host name) with host data and groups.
 
-    Host data: the direct SSH address, ``pod_id``, ``provider``, ``cloud``, ``gpu_id``,
-    ``gpu_count``, ``data_center``, ``started_at``, ``ssh_key`` from PODSTATE_SSH_KEY, and the
-    host-key settings of ``podstate.inventory.hostkeys`` (recorded in the store unless
-    ``record_host_keys`` is false; ``strict_host_keys`` as ``hostkeys.plan``'s ``strict``).
+    Host data: the direct SSH address, ``pod_id``, ``cloud``, ``gpu_id``, ``gpu_count``,
+    ``data_center``, ``started_at``, ``cost_per_hour`` (None: unknown), ``provider``
+    (``runpod``: who can stop it, ``podstate.inventory.actions``), ``live_idle`` (what the
+    API's live readings say: ``podstate.inventory.live.idle``), ``ssh_key`` from
+    PODSTATE_SSH_KEY, and the host-key settings of ``podstate.inventory.hostkeys``
+    (recorded in the store unless ``record_host_keys`` is false; ``strict_host_keys`` as
+    ``hostkeys.plan``'s ``strict``).
     The host names are ``names`` (``naming.host_names`` of every provider's pods).
     A pod joins each ``groups.yaml`` group one of whose globs
     matches its host name or its RunPod name, after its automatic groups, in the file's order.
     """
     pods: list[Pod] = []
-    trusts: list[hostkeys.HostKeyTrust] = []
-    for api in listing.pods:
-        name = names[api.key]
-        trust = hostkeys.plan(
-            api.id, name, api.host, api.port, api.started_at, host_key_dir, strict_host_keys
+    trusts = [
+        hostkeys.plan(
+            api.id,
+            names[api.key],
+            api.host,
+            api.port,
+            api.started_at,
+            host_key_dir,
+            strict_host_keys,
         )
+        for api in listing.pods
+    ]
+    if record_host_keys:  # a command that only shows the fleet reads no log
+        trusts = _vouched(trusts, strict_host_keys)
+    for api, trust in zip(listing.pods, trusts, strict=True):
+        name = names[api.key]
         if record_host_keys:
             hostkeys.record(trust)
-        trusts.append(trust)
         groups = auto_groups(api) + ruled(rules, name, api.name)
         data: dict[str, Any] = {
             "ssh_hostname": api.host,
@@ -124,12 +137,14 @@ def to_pods(
             "gpu_count": api.gpu_count,
             "data_center": api.data_center,
             "started_at": api.started_at,
+            "cost_per_hour": api.cost_per_hour,
+            "live_idle": None if api.live is None else readings.idle(api.live),
         }
         if listing.ssh_key:
             data["ssh_key"] = listing.ssh_key
         pods.append(Pod(name, data, list(dict.fromkeys(groups))))
     if record_host_keys:
-        hostkeys.explain_mismatches(trusts)
+        hostkey_hints.explain_mismatches(trusts)
     return sorted(pods, key=lambda pod: pod.name)
 
 
@@ -140,6 +155,21 @@ def ruled(rules: dict[str, list[str]], *names: str) -> list[str]:
         group
         for group, globs in rules.items()
         if any(fnmatch.fnmatchcase(n, g) for n in names for g in globs)
+    ]
+
+
+def _vouched(
+    trusts: list[hostkeys.HostKeyTrust], strict: bool | None
+) -> list[hostkeys.HostKeyTrust]:
+    """Return ``trusts`` with the fingerprints RunPod's log shows for each pod about to take
+    a new key (``keylog``: every read at once), or why it shows none."""
+    wanted = {trust.pod_id: trust.started_at for trust in trusts if trust.needs_log}
+    logs = keylog.read_all(settings(), wanted)
+    return [
+        hostkeys.vouched(t, logs[t.pod_id].fingerprints, logs[t.pod_id].reason, strict)
+        if t.pod_id in logs
+        else t
+        for t in trusts
     ]
 
 

@@ -97,7 +97,9 @@ def settings(env: Mapping[str, str] | None = None) -> Settings:
     return Settings(key, base_url, timeout, cluster in ("1", "true", "yes"), ssh_key)
 
 
-def _api(config: Settings) -> api_http.Api:
+def api(config: Settings) -> api_http.Api:
+    """Return the API as ``api_http`` reaches it: every request to RunPod's API (the
+    listing, the logs of ``keylog``, the stops of ``actions``) goes through it."""
     return api_http.Api(
         "the RunPod API",
         config.base_url,
@@ -124,13 +126,12 @@ def fetch(
     url = f"{config.base_url}/v2/pods"
     if config.include_cluster:
         url += "?includeClusterPods=true"
-    api = _api(config)
     director = api_http.opener(url)
     waited = 0.0
     for attempt in range(1, max_tries + 1):
-        status, headers, body = api_http.get(director, url, api)
+        status, headers, body = api_http.get(director, url, api(config))
         if status == 429:
-            wait = _retry_wait(headers)
+            wait = retry_wait(headers)
             if attempt < max_tries and waited + wait <= max_wait:
                 sleep(wait)
                 waited += wait
@@ -150,7 +151,7 @@ def fetch(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _retry_wait(headers: Message) -> float:
+def retry_wait(headers: Message) -> float:
     """Return the seconds a 429 asks to wait: Retry-After, else RateLimit's spent windows."""
     retry_after = api_http.retry_after(headers)
     if retry_after is not None:
@@ -166,7 +167,7 @@ def _retry_wait(headers: Message) -> float:
 
 def _status_message(status: int, headers: Message, body: bytes, config: Settings) -> str:
     """Return the one-line error for an HTTP status other than 200 and 429."""
-    detail = _problem_detail(body, config)
+    detail = problem_detail(body, config)
     said = api_http.status_line(status, detail)
     if status == 401:
         return (
@@ -176,11 +177,11 @@ def _status_message(status: int, headers: Message, body: bytes, config: Settings
     if status == 403:
         return f"RUNPOD_API_KEY may not list pods ({said}): give the key read access to pods"
     if 300 <= status < 400:
-        return api_http.redirect_message(_api(config), status, headers, "RUNPOD_API_URL")
+        return api_http.redirect_message(api(config), status, headers, "RUNPOD_API_URL")
     return f"the RunPod API at {config.base_url} answered {said}"
 
 
-def _problem_detail(body: bytes, config: Settings) -> str:
+def problem_detail(body: bytes, config: Settings) -> str:
     """Return the ``detail`` of an RFC 9457 problem body, on one short line ('' if none)."""
     try:
         problem = json.loads(body.decode("utf-8"))
@@ -188,7 +189,7 @@ def _problem_detail(body: bytes, config: Settings) -> str:
         return ""
     if not isinstance(problem, dict) or not isinstance(problem.get("detail"), str):
         return ""
-    text = " ".join(_api(config).scrub(problem["detail"]).split())
+    text = " ".join(api(config).scrub(problem["detail"]).split())
     return text if len(text) <= 200 else text[:197] + "..."
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from podstate.desired.errors import kind_of
 from podstate.inventory import hostkeys
+from podstate.inventory import live as readings
 from podstate.inventory.podsfile import CLOUDS
 from podstate.inventory.runpod_client import InventoryError
 
@@ -28,6 +29,8 @@ READ = (
     "gpu",
     "startedAt",
     "dataCenterId",
+    "cost",
+    "runtime",
 )
 
 
@@ -67,6 +70,8 @@ class ApiPod:
     data_center: str | None
     started_at: str | None
     created_at: str  # RunPod's createdAt: who keeps a shared name (naming.host_names)
+    cost_per_hour: float | None = None  # RunPod's cost, USD; None: not given (unknown)
+    live: readings.Live | None = None  # RunPod's runtime; None: not given (unknown)
 
     @property
     def key(self) -> str:
@@ -146,6 +151,8 @@ def parse(raw: list[Any], include_cluster: bool = False) -> tuple[list[ApiPod], 
                 data_center=_field(item, "dataCenterId", where, str, nullable=True),
                 started_at=started_at,
                 created_at=created_at,
+                cost_per_hour=readings.cost(item, where),
+                live=readings.runtime(item, where),
             )
         )
     return pods, skipped

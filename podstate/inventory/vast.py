@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from podstate.inventory import hostkeys
+from podstate.inventory import hostkey_hints, hostkeys
 from podstate.inventory.api_http import InventoryError
 from podstate.inventory.naming import Listing, gpu_group
 from podstate.inventory.podsfile import GROUP_NAME, Pod
@@ -32,6 +32,8 @@ CLOUD = "COMMUNITY"
 LISTING_KEY = "vast"  # its records' key in a listing handed on (``PODSTATE_API_LISTING``)
 _RESERVED = ("community", "secure", "runpod", "vast")
 _RESERVED_PREFIXES = ("gpu_", "gpus_", "dc_")
+# Why a Vast instance's new key is trusted unverified (the reports say it).
+NO_KEY_LOG = "Vast's API serves no log of the container's host keys"
 
 
 def label_group(instance: VastInstance) -> tuple[str | None, str | None]:
@@ -90,6 +92,7 @@ def to_pods(
             f"vast-{instance.id}", name, instance.host, instance.port, None, None,
             strict_host_keys,
         )  # fmt: skip
+        trust = hostkeys.vouched(trust, (), NO_KEY_LOG, strict_host_keys)
         if record_host_keys:
             hostkeys.record(trust)
         trusts.append(trust)
@@ -117,7 +120,7 @@ def to_pods(
             data["ssh_key"] = listing.ssh_key
         pods.append(Pod(name, data, list(dict.fromkeys(groups))))
     if record_host_keys:
-        hostkeys.explain_mismatches(trusts)
+        hostkey_hints.explain_mismatches(trusts)
     return sorted(pods, key=lambda pod: pod.name)
 
 

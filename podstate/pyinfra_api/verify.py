@@ -36,6 +36,8 @@ _CALLED = {
     "pyinfra.api.connect.connect_all": ["state"],
     "pyinfra.connectors.ssh.SSHConnector.connect": ["self"],
     "pyinfra.api.connect.disconnect_all": ["state"],
+    "pyinfra.connectors.sshuserclient.client.get_missing_host_key_policy": ["policy"],
+    "pyinfra.connectors.sshuserclient.client.append_hostkey": ["client", "hostname", "key"],
     "pyinfra.api.host.Host.log_styled": ["self", "message", "log_func"],
     "pyinfra.api.host.Host.run_shell_command": ["self"],
     "pyinfra.api.config.Config.lock_current_state": ["self"],

@@ -47,7 +47,9 @@ class Findings:
     (roles/boot.py), None when no hook is asked for (or it cannot work on this pod);
     ``busy``: the owner line of another run that held the pod lock when the probe read the
     pod (it was changing the pod: what the probe read may be halfway through that), None
-    when no run held it.
+    when no run held it;
+    ``activity``: whether the pod is in use now (``podstate.facts.activity.read``), None
+    before the probe.
     """
 
     violations: list[Violation] = field(default_factory=list)
@@ -63,6 +65,7 @@ class Findings:
     restorable: dict[str, tuple[str, str, str | None]] = field(default_factory=dict)
     hooked: list[str] = field(default_factory=list)
     boot: dict[str, Any] | None = None
+    activity: dict[str, Any] | None = None
     busy: str | None = None
 
 

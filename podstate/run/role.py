@@ -12,6 +12,7 @@ from pyinfra import host, state
 from pyinfra.api import deploy
 
 from podstate import settings
+from podstate.facts import activity
 from podstate.facts.probe import PodProbe
 from podstate.facts.request import Request
 from podstate.pyinfra_api import plan as pyinfra_plan
@@ -65,4 +66,5 @@ def read_probe(request: Request) -> dict[str, Any] | None:
         found = login.recover(lambda: host.get_fact(PodProbe, **arguments))
     if found is not None:
         lock.read(host, found["lock"])
+        findings.of(host).activity = activity.read(found)
     return found

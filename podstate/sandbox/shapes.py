@@ -38,6 +38,14 @@ class Shape:
         return "EU-RO-1" if self.cloud == "SECURE" else "CA-MTL-1"
 
     @property
+    def cost_per_hour(self) -> float:
+        """Return what RunPod would charge for the pod, USD per hour (the sandbox API's
+        ``cost`` while it runs): its GPUs at their cloud's price, or a CPU pod's."""
+        if not self.gpus:
+            return CPU_PRICE
+        return round(self.gpus * GPU_PRICES[(self.cloud, self.gpu_name)], 2)
+
+    @property
     def shm_bytes(self) -> int:
         """Return the /dev/shm size in bytes, as df and statfs report it."""
         return parse_mount_size(self.shm)
@@ -58,6 +66,14 @@ class Shape:
 CUDA_VERSION = "12.4"
 _RTX4090 = ("NVIDIA GeForce RTX 4090", 24564)
 _H100 = ("NVIDIA H100 80GB HBM3", 81559)
+
+# USD per GPU and hour, as RunPod's price list has them (the sandbox API's ``cost``).
+GPU_PRICES = {
+    ("COMMUNITY", _RTX4090[0]): 0.34,
+    ("SECURE", _H100[0]): 2.99,
+    ("COMMUNITY", _H100[0]): 2.69,
+}
+CPU_PRICE = 0.06  # a 2 vCPU pod
 
 SHAPES: list[Shape] = [
     Shape("COMMUNITY", 2, *_RTX4090, "PHB", "24G", "sshfs", False),
@@ -142,6 +158,42 @@ GPU_FAULTS = {
 NO_GPUS = "no-gpus"  # a pod that came back from a restart with no GPUs listed
 GPU_LAYOUT = "/usr/local/share/nvidia-smi-standin/layout"  # in each pod
 NVIDIA_SMI_CALLS = "/run/podstate-sandbox/nvidia-smi.calls"  # each call's arguments, in each pod
+
+
+def gpu_readings(layout: str) -> list[tuple[int, int]]:
+    """Return each GPU's utilization (percent) and memory in use (percent of its memory), in
+    index order, from a pod's layout file: its ``util`` line (percent, MiB in use) plus the
+    memory of its ``app`` lines (compute processes); see the stand-in nvidia-smi."""
+    total: dict[int, int] = {}
+    util: dict[int, int] = {}
+    used: dict[int, int] = {}
+    for line in layout.splitlines():
+        kind, *fields = line.split("|")
+        if kind == "gpu":
+            total[int(fields[0])] = int(fields[3])
+        elif kind == "util":
+            util[int(fields[0])] = int(fields[1])
+            used[int(fields[0])] = used.get(int(fields[0]), 0) + int(fields[2])
+        elif kind == "app":
+            used[int(fields[0])] = used.get(int(fields[0]), 0) + int(fields[3])
+    return [
+        (util.get(i, 0), min(100, round(100 * used.get(i, 0) / (total[i] or 1))))
+        for i in sorted(total)
+    ]
+
+
+def gpu_busy_command(index: int, percent: int, memory_mib: int) -> str:
+    """Return the sh command that makes GPU ``index`` of a running pod read ``percent`` %
+    utilization with ``memory_mib`` MiB in use (a later call replaces an earlier one)."""
+    line = f"util|{index}|{percent}|{memory_mib}"
+    return f"sed -i '/^util|{index}|/d' {GPU_LAYOUT} && echo '{line}' >> {GPU_LAYOUT}"
+
+
+def compute_app_command(index: int, pid: int, name: str, memory_mib: int) -> str:
+    """Return the sh command that gives GPU ``index`` of a running pod a compute process
+    (``pid``, ``name``: no ``|`` or quote) holding ``memory_mib`` MiB, as
+    ``nvidia-smi --query-compute-apps`` lists it."""
+    return f"echo 'app|{index}|{pid}|{name}|{memory_mib}' >> {GPU_LAYOUT}"
 
 
 def gpu_fault_command(fault: str, index: int = 0) -> str:

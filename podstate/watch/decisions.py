@@ -255,7 +255,8 @@ def exit_code(statuses: Iterable[str]) -> int:
 @dataclass(frozen=True)
 class Event:
     """One line of the watch's output: a pod (None for the fleet), what the watch saw, what
-    it did, the result, how long it took, and a detail (an error, why a pod is held)."""
+    it did, the result, how long it took, and a detail (an error, why a pod is held); an
+    idle pod's events say since when it has been idle and what it has cost since."""
 
     pod: str | None
     seen: str
@@ -263,6 +264,8 @@ class Event:
     result: str
     seconds: float = 0.0
     detail: str | None = None
+    idle_since: str | None = None  # RFC 3339, UTC
+    cost_since: float | None = None  # USD since idle_since, at the pod's price now
 
     def as_dict(self, time: str, number: int) -> dict[str, Any]:
         """Return the event as ``--json`` writes it, one object a line: stable keys."""
@@ -275,6 +278,8 @@ class Event:
             "seconds": round(self.seconds, 1),
             "result": self.result,
             "detail": self.detail,
+            "idle_since": self.idle_since,
+            "cost_since": self.cost_since,
         }
 
     def line(self, time: str, number: int, as_json: bool) -> str:

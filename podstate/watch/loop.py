@@ -40,6 +40,7 @@ from podstate import signals
 from podstate.desired.errors import SpecError
 from podstate.inventory.fleet import Inventory, load_inventory
 from podstate.inventory.runpod_client import ApiUnavailable
+from podstate.watch import state
 from podstate.watch.children import handed, pyinfra
 from podstate.watch.decisions import (
     Event,
@@ -57,6 +58,7 @@ from podstate.watch.decisions import (
     summary,
     violation_text,
 )
+from podstate.watch.idler import Idler
 from podstate.watch.options import Options, validate
 
 INVENTORY = "inventories/pods.py"
@@ -66,7 +68,8 @@ _RESET = ("new", "restarted", "moved")  # the pod itself changed: a fresh start,
 class Watch:
     """The loop's state: what earlier passes saw, the pods waiting for an apply, the child
     process in flight, the signals received. Its only ties to time are ``sleep`` (the wait
-    between passes) and ``clock`` (``time.monotonic``), which unit tests give."""
+    between passes), ``clock`` (``time.monotonic``) and ``wall`` (the time idle periods are
+    kept in), which unit tests give."""
 
     def __init__(
         self,
@@ -74,11 +77,15 @@ class Watch:
         out: TextIO = sys.stdout,
         sleep: Callable[[float], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.options = options
         self.out = out
         self.sleep = sleep or self._sleep
         self.clock = clock
+        path = Path(options.state) if options.state else state.default_path()
+        gap = max(options.max_backoff, 3 * options.interval) + options.interval
+        self.idler = Idler(path, wall, gap, self.emit, options.dry_run)  # idle pods
         self.delay = options.interval  # from this pass's start to the next one's
         self.api_failures = 0  # listings in a row the API failed
         self.next_check = 1  # the first pass that may run the drift check
@@ -172,6 +179,7 @@ class Watch:
             busy_now = busy(report, statuses)
             for name, why in busy_now.items():
                 self.emit(Event(name, "busy", "none", "skipped", detail=why))
+        self.idler.note(found.pods, listed, report, checked)
         for name in self.present - listed.keys():
             self.pending.pop(name, None)
             self.emit(Event(name, "gone", "none", "ok", detail=f"no longer in the {found.source}"))

@@ -21,6 +21,8 @@ class Options:
     exclude: tuple[str, ...] = ()
     json: bool = False
     once: bool = False
+    state: str | None = None  # the state file (podstate.watch.state); None: its default
+    dry_run: bool = False  # log the stops it would make, make none
     passes: int | None = None  # stop after this many passes (tests; undocumented)
 
 

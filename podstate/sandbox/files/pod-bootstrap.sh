@@ -97,8 +97,10 @@ else
     mount --bind workspace "$R/workspace" || fail "cannot bind-mount /workspace"
 fi
 
-# Files of the state directory still needed once it is out of reach.
-exec 4>>sshd.log 5>sshfs.pid 6>host_key.pub 7>started
+# Files of the state directory still needed once it is out of reach; container.log, new at
+# every start, is the container's output (its stdout), which the sandbox's API serves as
+# RunPod's serves a container's log.
+exec 4>>sshd.log 5>sshfs.pid 6>host_key.pub 7>started 8>container.log
 
 cd "$R"
 pivot_root . . || fail "pivot_root into the pod's root failed"
@@ -113,7 +115,7 @@ if [ "$POD_WORKSPACE" = sshfs ]; then
         -o StrictHostKeyChecking=yes -o BatchMode=yes \
         -o reconnect,ServerAliveInterval=15,ServerAliveCountMax=3 \
         -o idmap=none,allow_other,default_permissions \
-        "root@127.0.0.1:$STORAGE_DIR" /workspace </dev/null 4>&- 5>&- 6>&- 7>&- &
+        "root@127.0.0.1:$STORAGE_DIR" /workspace </dev/null 4>&- 5>&- 6>&- 7>&- 8>&- &
     SSHFS_PID=$!
     echo "$SSHFS_PID" >&5
     tries=0
@@ -158,7 +160,7 @@ if ! { env -0 >/run/podstate-sandbox/environ &&
     mount --bind /run/podstate-sandbox/stat /proc/1/stat; }; then
     fail "cannot show the container's environment and start as /proc/1/environ and stat"
 fi
-exec 5>&-
+exec 5>&- >&8 8>&-
 if [ ! -f /run/podstate-sandbox/start_command ]; then
     exec_in_container /bin/sh /start.sh
 fi
