@@ -395,3 +395,36 @@ def test_vast_and_runpod_at_once(api, env):
         assert listing(env)["source"] == "RunPod API and Vast API"
     finally:
         runpod.close()
+
+
+def test_the_container_start_is_read_from_the_boot_id_and_process_1s_start():
+    from podstate.facts.start import PROBE_LINE, parse
+
+    line = subprocess.run(["sh", "-c", PROBE_LINE], capture_output=True, text=True).stdout
+    boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    ticks = Path("/proc/1/stat").read_text().rpartition(") ")[2].split()[19]
+    assert parse(line.strip().partition(" ")[2]) == f"{boot_id}:{ticks}"
+    assert parse(None) is None and parse("not-a-boot-id 12") is None
+    assert parse(f"{boot_id} x") is None
+
+
+def test_a_marker_from_another_container_start_is_a_restart_with_what_is_gone():
+    from podstate.facts.files import FileInfo
+    from roles.ready import MARKER, restart, stale
+
+    def probe(marker: dict | None, start: str | None) -> dict:
+        text = json.dumps(marker) if marker else None
+        found = FileInfo("file", content=text) if text else None
+        return {"files": {MARKER: found, "/v/record": None}, "container_start": start}
+
+    marker = {"digest": "d", "applied_at": "2026-01-01T00:00:00Z", "container": "b:1"}
+    wanted = {"scratch": {"/scratch": {}}}
+    assert restart(probe(marker, "b:1"), "/v/record", "pod", None, wanted) is None
+    again = restart(probe(marker, "b:2"), "/v/record", "pod", None, wanted)
+    assert again == {
+        "applied_at": "2026-01-01T00:00:00Z",
+        "since": None,
+        "gone": ["processes", "/dev/shm contents", "scratch /scratch"],
+    }
+    assert stale(marker, {"container_start": None})  # a start not read: not this one
+    assert not stale({"digest": "d"}, {"container_start": "b:2"})  # written before starts

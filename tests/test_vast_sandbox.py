@@ -138,6 +138,36 @@ def test_a_vast_restart_keeps_the_container_disk_not_its_start_or_shm(fleet):
     assert _start_time(before) != _start_time(after)
 
 
+def test_a_vast_start_is_restarted_and_a_watch_pass_puts_it_back(fleet, tmp_path):
+    # after the restart above: the container disk kept the marker of the start before
+    env = _env(fleet)
+    assert fleet.ssh("vast-1", "test -s /etc/podstate/ready").returncode == 0
+    assert fleet.ssh("vast-1", "podstate-ready").returncode == 1
+    report = tmp_path / "check.json"
+    check(fleet, "--json", str(report), env=env)
+    verdicts = json.loads(report.read_text())["pods"]
+    assert verdicts["vast-1"]["status"] == "restarted", verdicts["vast-1"]
+    assert verdicts["vast-1"]["ready"] is False
+    assert verdicts["vast-1"]["restarted"]["gone"][:2] == ["processes", "/dev/shm contents"]
+    assert (verdicts["pod-1"]["status"], verdicts["pod-1"]["ready"]) == ("ok", True)
+
+    watched = run(
+        fleet,
+        [str(_bin("podstate")), "watch", "--once", "--json", "--exclude", "vast-2"]
+        + ["--state", str(tmp_path / "watch.json")],
+        env=env,
+    )
+    events = [json.loads(line) for line in watched.stdout.splitlines()]
+    (started,) = [e for e in events if e["result"] == "started"]
+    assert (started["pod"], started["seen"]) == ("vast-1", "restarted")
+    assert [e["result"] for e in events if e["pod"] == "vast-1" and e["action"] == "apply"][
+        -1:
+    ] == ["ok"], watched.stdout + watched.stderr
+    assert fleet.ssh("vast-1", "podstate-ready").returncode == 0
+    check(fleet, "--json", str(report), env=env)
+    assert json.loads(report.read_text())["pods"]["vast-1"]["status"] == "ok"
+
+
 def _start_time(text: str) -> str:
     """Return the start time (field 22) of the /proc/PID/stat line that ends ``text``."""
     return text.rstrip("\n").splitlines()[-1].rpartition(") ")[2].split()[19]
