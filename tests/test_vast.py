@@ -428,3 +428,21 @@ def test_a_marker_from_another_container_start_is_a_restart_with_what_is_gone():
     }
     assert stale(marker, {"container_start": None})  # a start not read: not this one
     assert not stale({"digest": "d"}, {"container_start": "b:2"})  # written before starts
+
+
+def test_vast_prices_and_gpu_use_map_to_the_inventorys_cost_and_live_reading():
+    from podstate.inventory import live
+    from podstate.inventory.api_http import InventoryError
+    from podstate.inventory.vast_instances import parse
+
+    (found,), _ = parse([instance(7, "web", gpu_util=0.4, dph_total=0.8021)])
+    assert (found.gpu_util, found.dph_total) == (0.4, 0.8021)
+    assert live.idle(live.one_utilization(found.gpu_util)) is False  # any use is use
+    assert live.idle(live.one_utilization(0.0)) is True
+    assert live.one_utilization(None) is None  # unknown, never idle
+    with pytest.raises(InventoryError) as e:
+        parse([instance(7, "web", gpu_util=140.0)])
+    assert str(e.value) == (
+        "unexpected Vast API response: instances[0] (id 7).gpu_util: expected a percentage from "
+        "0 to 100, got 140"
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from podstate.sandbox import vast_api
+from podstate.sandbox.state import ACTIONS_LOG
 from tests.e2e import apply, check, run
 from tests.test_vast import assert_valid
 
@@ -101,6 +102,8 @@ def test_one_check_and_one_apply_cover_both_clouds(fleet, tmp_path):
     assert {name: v["status"] for name, v in verdicts.items()} == {
         "pod-1": "ok", "pod-2": "ok", "vast-1": "ok", "vast-2": "violation",
     }, after.stdout  # fmt: skip
+    # each Vast instance's price is Vast's dph_total (the sandbox's: 0.35 an hour)
+    assert [verdicts[name]["cost_per_hour"] for name in ("vast-1", "vast-2")] == [0.35, 0.35]
     shm = [v["id"] for v in verdicts["vast-2"]["violations"]]
     assert "shm.min_size" in shm
     _no_container_api_key(fleet, [applied.stdout, applied.stderr, after.stdout, after.stderr])
@@ -166,6 +169,28 @@ def test_a_vast_start_is_restarted_and_a_watch_pass_puts_it_back(fleet, tmp_path
     assert fleet.ssh("vast-1", "podstate-ready").returncode == 0
     check(fleet, "--json", str(report), env=env)
     assert json.loads(report.read_text())["pods"]["vast-1"]["status"] == "ok"
+
+
+def test_an_idle_vast_instance_is_stopped_once_by_the_watch(fleet, tmp_path):
+    # vast-1 idle (its GPUs at 0 %, as Vast's gpu_util says too), vast-2 excluded
+    fleet.host_vars("vast-1", {"idle": {"after": "1s", "action": "stop"}})
+    ident = str(json.loads((fleet.state / "pods.json").read_text())["vast-1"]["pod_id"])
+    log = fleet.state / ACTIONS_LOG
+    result = run(
+        fleet,
+        [str(_bin("podstate")), "watch", "--json", "--interval", "0.1", "--check-every", "1"]
+        + ["--passes", "4", "--exclude", "vast-2", "--state", str(tmp_path / "watch.json")],
+        env=_env(fleet),
+    )
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert log.read_text().splitlines() == [f"stop {ident} 200"], result.stdout + result.stderr
+    (stopped,) = [e for e in events if e["action"] == "stop"]
+    assert (stopped["pod"], stopped["result"]) == ("vast-1", "ok")
+    assert "saves $0.35/h" in stopped["detail"]
+    assert "a stop keeps the container disk (Vast)" in stopped["detail"]
+    # Vast's API lists it stopped now: skipped, not applied to
+    found = _inventory(fleet)
+    assert {"vast-1"} & {pod["name"] for pod in found["pods"]} == set()
 
 
 def _start_time(text: str) -> str:

@@ -1,20 +1,20 @@
 """Stopping a pod through its provider's API: the one action ``podstate watch`` takes on a
 pod rather than in it (``idle: {action: stop}``).
 
-A provider is named by the pod's host data ``provider`` (``runpod``); each has one function
-here that sends its stop request and returns ``Stopped``. Another provider adds its
-function to ``STOPPERS`` (Vast: ``PUT /api/v0/instances/{id}`` with ``{"state":
-"stopped"}``). A pod of a pods file names no provider: it cannot be stopped.
+A provider is named by the pod's host data ``provider`` (``runpod``, ``vast``); each has one
+function in ``STOPPERS`` that sends its stop request and returns ``Stopped``. A pod of a
+pods file has no provider's id: it cannot be stopped.
 """
 
 from __future__ import annotations
 
+import json
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from podstate.inventory import api_http, runpod_client
+from podstate.inventory import api_http, runpod_client, vast_client
 from podstate.inventory.runpod_client import InventoryError
 
 
@@ -56,4 +56,30 @@ def runpod_stop(pod_id: str) -> Stopped:
     return Stopped(False, said)
 
 
-STOPPERS: dict[str, Callable[[str], Stopped]] = {"runpod": runpod_stop}
+def vast_stop(instance_id: str) -> Stopped:
+    """Stop a Vast instance: ``PUT /api/v0/instances/{id}`` with ``{"state": "stopped"}``
+    (200 with ``success``: stopped; 400, 404: not this instance; 401, 429, 5xx: refused
+    for now). Vast keeps its container disk; its processes and ``/dev/shm`` go."""
+    try:
+        config = vast_client.settings()
+        api = config.api()
+        url = f"{config.base_url}/api/v0/instances/{urllib.parse.quote(instance_id, safe='')}"
+        request = api_http.authorized(url, api, method="PUT", data={"state": "stopped"})
+        status, _, body = api_http.send(api_http.opener(url), request, api)
+    except InventoryError as e:
+        return Stopped(False, str(e))
+    detail = vast_client.detail(body, api)
+    if status == 200 and _succeeded(body):
+        return Stopped(True)
+    return Stopped(False, f"Vast answered {status}" + (f": {detail}" if detail else ""))
+
+
+def _succeeded(body: bytes) -> bool:
+    """Return whether a Vast answer says ``"success": true``."""
+    try:
+        return json.loads(body.decode("utf-8")).get("success") is True
+    except (UnicodeDecodeError, ValueError, AttributeError, RecursionError):
+        return False
+
+
+STOPPERS: dict[str, Callable[[str], Stopped]] = {"runpod": runpod_stop, "vast": vast_stop}

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from podstate.inventory import hostkey_hints, hostkeys
+from podstate.inventory import live as readings
 from podstate.inventory.api_http import InventoryError
 from podstate.inventory.naming import Listing, gpu_group
 from podstate.inventory.podsfile import GROUP_NAME, Pod
@@ -80,8 +81,10 @@ def to_pods(
 
     Host data: the endpoint's address, ``endpoint`` (direct or proxy), ``pod_id`` (the
     instance id), ``provider``, ``cloud`` (COMMUNITY), ``gpu_id``, ``gpu_count``,
-    ``gpu_util``, ``dph_total``, ``verification``, ``ssh_key`` from PODSTATE_SSH_KEY, and the
-    host-key settings (``hostkeys``, under ``vast-<id>``, never renewed by a restart).
+    ``cost_per_hour`` (Vast's ``dph_total``; None: unknown), ``live_idle`` (from
+    ``gpu_util``: ``live.one_utilization``), ``verification``, ``ssh_key`` from
+    PODSTATE_SSH_KEY, and the host-key settings (``hostkeys``, under ``vast-<id>``, never
+    renewed by a restart).
     Each label that gives no group adds a note to ``listing.notes``.
     """
     pods: list[Pod] = []
@@ -100,6 +103,7 @@ def to_pods(
         if note:
             listing.notes.append(note)
         groups = auto_groups(instance) + ruled(rules, name, instance.name)
+        live = readings.one_utilization(instance.gpu_util)
         data: dict[str, Any] = {
             "ssh_hostname": instance.host,
             "ssh_port": instance.port,
@@ -111,8 +115,8 @@ def to_pods(
             "cloud": CLOUD,
             "gpu_id": instance.gpu_name,
             "gpu_count": instance.gpu_count,
-            "gpu_util": instance.gpu_util,
-            "dph_total": instance.dph_total,
+            "cost_per_hour": instance.dph_total,
+            "live_idle": None if live is None else readings.idle(live),
             "verification": instance.verification,
             "started_at": None,
         }

@@ -197,7 +197,7 @@ def _failure(
 ) -> InventoryError:
     """Return the one-line error for an answer other than 200 and 429."""
     api = config.api()
-    said = api_http.status_line(status, _detail(body, api))
+    said = api_http.status_line(status, detail(body, api))
     if status == 401:
         return InventoryError(
             f"the Vast API refused VAST_API_KEY ({said}): check the key, or create one in "
@@ -212,7 +212,7 @@ def _failure(
     return InventoryError(f"the Vast API at {config.base_url} answered page {page}: {said}")
 
 
-def _detail(body: bytes, api: api_http.Api) -> str:
+def detail(body: bytes, api: api_http.Api) -> str:
     """Return what a Vast error body says (``msg``, else ``detail``, else ``error``), on one
     short line ('' if nothing)."""
     try:

@@ -100,7 +100,7 @@ def parse(raw: list[Any]) -> tuple[list[VastInstance], list[Skipped]]:
                 endpoint=kind,
                 gpu_name=_field(item, "gpu_name", where, str, nullable=True) or None,
                 gpu_count=gpus or 0,
-                gpu_util=_number(item, "gpu_util", where),
+                gpu_util=_percent(item, "gpu_util", where),
                 dph_total=_number(item, "dph_total", where),
                 verification=_field(item, "verification", where, str, nullable=True),
                 machine_id=_field(item, "machine_id", where, int, nullable=True),
@@ -176,6 +176,13 @@ def _number(item: dict[str, Any], key: str, where: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _unexpected(f"{where}.{key}", f"expected a number or null, got {kind_of(value)}")
     return float(value)
+
+
+def _percent(item: dict[str, Any], key: str, where: str) -> float | None:
+    value = _number(item, key, where)
+    if value is not None and not 0 <= value <= 100:
+        raise _unexpected(f"{where}.{key}", f"expected a percentage from 0 to 100, got {value:g}")
+    return value
 
 
 def _field(obj: dict[str, Any], key: str, where: str, kind: type, nullable: bool = False) -> Any:

@@ -1,6 +1,6 @@
 """The sandbox's RunPod API: ``GET /v2/pods`` for its pods, answered as RunPod's v2 API does,
 and ``GET /v2/pods/{id}/logs`` (``getPodLogs``), each pod's container output (and its Vast
-API, ``GET /api/v1/instances``: ``vast_api``).
+API, ``GET /api/v1/instances`` and ``PUT /api/v0/instances/{id}``: ``vast_api``).
 
 A ``ThreadingHTTPServer`` on 127.0.0.1 in a process of its own, which ``sandbox.up`` starts
 and ``sandbox.down`` ends (its record is ``api`` in sandbox.json). Like RunPod it wants
@@ -42,6 +42,7 @@ from podstate.sandbox import vast_api
 from podstate.sandbox.processes import alive, spawn, stop
 from podstate.sandbox.shapes import CUDA_VERSION, GPU_LAYOUT, gpu_readings, shape_for
 from podstate.sandbox.state import (
+    ACTIONS_LOG,
     SandboxError,
     parse_rfc3339,
     pod_state_dir,
@@ -51,7 +52,6 @@ from podstate.sandbox.state import (
 from podstate.sizes import parse_mount_size
 
 API_KEY_FILE = "api_key"  # in the state directory
-ACTIONS_LOG = "api-actions.log"  # in the state directory: each POST .../action it answered
 IMAGE = "runpod/base:podstate-sandbox"
 VOLUME_GB = 20  # what a local /workspace reports as its size (mounts.persistent.size)
 KEEPALIVE_S = 2.0  # seconds between the keep-alive comments of a log stream
@@ -218,24 +218,19 @@ def _event(ts: str, number: int, line: str) -> str:
     return f"id: {ts}/{number:012d}\ndata: {data}\n\n"
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(vast_api.Answers, BaseHTTPRequestHandler):
     """Answers ``GET /v2/pods`` and ``GET /v2/pods/{id}/logs`` with the Bearer key; anything
     else is a problem answer."""
 
     root: Path
     key: str
-    vast_key: str
 
     def do_GET(self) -> None:  # http.server's API
         """Answer one GET: 401 without the key, 404 for another path, else the pod list."""
         given = self.headers.get("Authorization") or ""
         parts = urlsplit(self.path)
         if parts.path.rstrip("/") == vast_api.PATH:
-            if not hmac.compare_digest(given.encode(), f"Bearer {self.vast_key}".encode()):
-                refusal = {"success": False, "error": "auth_error", "msg": "Invalid user key"}
-                self._send(401, refusal)
-                return
-            self._send(*vast_api.answer(self.root, parse_qs(parts.query)))
+            self.vast_get(parts.query)
             return
         if not hmac.compare_digest(given.encode(), f"Bearer {self.key}".encode()):
             detail = "invalid API key" if given else "missing bearer token"

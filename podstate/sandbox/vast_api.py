@@ -3,6 +3,9 @@ Vast's API does (the instance list of its OpenAPI spec, keyset pages of 25 at mo
 ``next_token``/``after_token``), served by the sandbox's API server (``api``) beside its
 RunPod API, with a key of its own (``vast_api_key``).
 
+It also answers ``PUT /api/v0/instances/{id}`` with ``{"state": "stopped"}``: the
+instance stops as a Vast one does (``manage``).
+
 Two faults a test can turn on, as files in the state directory: ``pad(root, n)`` lists ``n``
 stopped instances more (no pod behind them), so that a listing runs past one page;
 ``rate_limit(root, n)`` answers the next ``n`` requests 429 without ``Retry-After``, as
@@ -14,15 +17,19 @@ from __future__ import annotations
 import base64
 import binascii
 import fcntl
+import hmac
 import json
 import os
+import re
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
-from podstate.sandbox.processes import alive
-from podstate.sandbox.shapes import shape_of
-from podstate.sandbox.state import parse_rfc3339, read_json
+from podstate.sandbox.processes import alive, stop
+from podstate.sandbox.shapes import GPU_LAYOUT, gpu_readings, shape_of
+from podstate.sandbox.state import ACTIONS_LOG, parse_rfc3339, pod_state_dir, read_json
 
 KEY_FILE = "vast_api_key"  # in the state directory
 FAULTS_FILE = "vast_faults.json"
@@ -131,7 +138,7 @@ def instance_document(name: str, record: dict[str, Any]) -> dict[str, Any]:
         num_gpus=shape.gpus,
         gpu_totalram=shape.gpu_memory_mib,
         gpu_ram=shape.gpu_memory_mib,
-        gpu_util=0.0 if running else None,
+        gpu_util=_gpu_util(record) if running else None,
         direct_port_count=2 if direct else 0,
         start_date=parse_rfc3339(record["created_at"]).timestamp(),
         uptime_mins=None,
@@ -140,6 +147,82 @@ def instance_document(name: str, record: dict[str, Any]) -> dict[str, Any]:
         mapped = [{"HostIp": "0.0.0.0", "HostPort": str(port)}]
         doc["ports"] = {"22/tcp": mapped} if direct else {}
     return doc
+
+
+class Answers:
+    """The Vast API's answers, a part of the sandbox API's request handler (``api``): the
+    Vast key checked as Vast does, then ``answer`` or ``manage``."""
+
+    root: Path
+    vast_key: str
+    path: str
+    headers: Any
+    rfile: Any
+    _send: Callable[..., None]
+
+    def do_PUT(self) -> None:  # http.server's API
+        """Answer Vast's ``PUT /api/v0/instances/{id}`` (``manage``)."""
+        if self._vast_key():
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self._send(*manage(self.root, urlsplit(self.path).path, body))
+
+    def vast_get(self, query: str) -> None:
+        """Answer ``GET /api/v1/instances`` with ``query`` (``answer``)."""
+        if self._vast_key():
+            self._send(*answer(self.root, parse_qs(query)))
+
+    def _vast_key(self) -> bool:
+        """Return whether the request carries the Vast key; else answer 401 as Vast does."""
+        given = self.headers.get("Authorization") or ""
+        if hmac.compare_digest(given.encode(), f"Bearer {self.vast_key}".encode()):
+            return True
+        self._send(401, _error("auth_error", "Invalid user key"))
+        return False
+
+
+def _gpu_util(record: dict[str, Any]) -> float | None:
+    """Return the instance's ``gpu_util``: its busiest GPU's utilization as its nvidia-smi
+    stand-in reads it (tests make a GPU busy with ``inside.gpu_busy``), None when that
+    cannot be read."""
+    try:
+        layout = Path(f"/proc/{record['pid']}/root{GPU_LAYOUT}").read_text()
+        return float(max(util for util, _ in gpu_readings(layout)))
+    except (OSError, ValueError, IndexError, KeyError):
+        return None
+
+
+def manage(root: Path, path: str, body: bytes) -> tuple[int, dict[str, Any]]:
+    """Return (status, body) of ``PUT /api/v0/instances/{id}`` (``path``) with ``body``
+    (the key checked): ``{"state": "stopped"}`` stops the instance's container as Vast does
+    (``processes.stop``: its container disk stays) and answers 200 ``success``, a stopped
+    one too; 404 for no such instance, 400 for anything else. Each stop asked is a line of
+    ``ACTIONS_LOG`` (``stop ID STATUS``), as the RunPod side's."""
+    match = re.fullmatch(r"/api/v0/instances/(\d+)/?", path)
+    try:
+        wanted = json.loads(body).get("state") if match else None
+    except (ValueError, AttributeError):
+        wanted = None
+    ident = match.group(1) if match else ""
+    found = [
+        (name, record)
+        for name, record in read_json(root / "pods.json").items()
+        if record.get("vast") and str(record.get("pod_id")) == ident
+    ]
+    if not match or wanted != "stopped":
+        answer = 400, _error("invalid_args", 'the sandbox takes {"state": "stopped"} only')
+    elif not found:
+        answer = 404, _error("not_found", f"no instance {ident}")
+    else:
+        stop(pod_state_dir(root, found[0][0]))
+        answer = 200, {"success": True}
+    if wanted == "stopped":
+        with open(root / ACTIONS_LOG, "a") as log:
+            log.write(f"stop {ident} {answer[0]}\n")
+    return answer
+
+
+def _error(error: str, msg: str) -> dict[str, Any]:
+    return {"success": False, "error": error, "msg": msg}
 
 
 def _stopped(index: int) -> dict[str, Any]:
