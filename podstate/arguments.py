@@ -285,6 +285,10 @@ def _sandbox(commands) -> None:
     box.add_argument("pod", nargs="?", help="the pod to restart (restart)")
     box.add_argument("--pods", type=_number(int, 1), default=4, help="how many pods (up)")
     box.add_argument(
+        "--vast", type=_number(int, 0), default=0, metavar="N",
+        help="how many Vast.ai instances besides the pods (up; listed by the sandbox's Vast API)",
+    )  # fmt: skip
+    box.add_argument(
         "--nvidia-smi-delay", type=_number(float, 0), default=0, metavar="SECONDS",
         help="how long each call of the pods' nvidia-smi takes (up; real multi-GPU hosts "
         "without persistence mode take seconds)",

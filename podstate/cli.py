@@ -41,8 +41,11 @@ def _sandbox(args: argparse.Namespace) -> int:
             )
             raise SandboxError(f"podstate sandbox {args.action}: {which}")
         if args.action == "up":
-            pods_file = lifecycle.up(pods=args.pods, nvidia_smi_delay=args.nvidia_smi_delay)
-            print(f"{args.pods} sandbox pods are up; pods file: {pods_file}")
+            pods_file = lifecycle.up(
+                pods=args.pods, nvidia_smi_delay=args.nvidia_smi_delay, vast=args.vast
+            )
+            vast = f" and {args.vast} Vast instances" if args.vast else ""
+            print(f"{args.pods} sandbox pods{vast} are up; pods file: {pods_file}")
             print(
                 f"converge them: PODSTATE_PODS={pods_file} "
                 "pyinfra -y inventories/pods.py deploy/*.py"
@@ -52,8 +55,7 @@ def _sandbox(args: argparse.Namespace) -> int:
                 "pyinfra -y inventories/pods.py deploy/*.py"
             )
         elif args.action == "restart":
-            container.restart(args.pod)
-            print(f"{args.pod} restarted: container disk wiped, /workspace kept, start script run")
+            print(f"{args.pod} restarted: {container.restart(args.pod)}")
         elif args.action == "api":
             env = api.api_env()
             key_file = state_dir() / api.API_KEY_FILE
@@ -62,6 +64,10 @@ def _sandbox(args: argparse.Namespace) -> int:
             print(f'export RUNPOD_API_KEY="$(cat {shlex.quote(str(key_file))})"')
             for name in ("PODSTATE_SSH_KEY", "PODSTATE_HOSTKEYS"):
                 print(f"export {name}={shlex.quote(env[name])}")
+            if "VAST_API_URL" in env:
+                vast_key = state_dir() / "vast_api_key"
+                print(f"export VAST_API_URL={shlex.quote(env['VAST_API_URL'])}")
+                print(f'export VAST_API_KEY="$(cat {shlex.quote(str(vast_key))})"')
         elif args.action == "down":
             lifecycle.down()
             print("sandbox pods are down")
@@ -203,23 +209,32 @@ def _inventory(args: argparse.Namespace) -> int:
             "name": pod.name,
             "address": pod.data.get("ssh_hostname") or pod.name,
             "port": int(pod.data.get("ssh_port") or 22),
+            "endpoint": pod.data.get("endpoint") or "direct",
             "user": pod.data.get("ssh_user"),
             "groups": pod.groups,
             "pod_id": pod.data.get("pod_id"),
+            "provider": pod.data.get("provider"),
         }
         for pod in chosen
     ]
-    skipped = [{"id": s.id, "name": s.name, "reason": s.reason} for s in found.skipped]
+    skipped = [
+        {"id": s.id, "provider": s.provider, "name": s.name, "reason": s.reason}
+        for s in found.skipped
+    ]
     if args.json:
-        print(json.dumps({"source": found.source, "pods": pods, "skipped": skipped}, indent=2))
+        doc = {"source": found.source, "pods": pods, "skipped": skipped, "notes": found.notes}
+        print(json.dumps(doc, indent=2))
         return 0
     width = max((len(pod["name"]) for pod in pods), default=0)
     for pod in pods:
         user = f"{pod['user']}@" if pod["user"] else ""
         address = f"{user}{pod['address']}:{pod['port']}"
-        print(f"{pod['name']:{width}}  {address:28} {', '.join(pod['groups'])}")
+        via = " (proxy)" if pod["endpoint"] == "proxy" else ""
+        print(f"{pod['name']:{width}}  {address + via:28} {', '.join(pod['groups'])}")
     for item in found.skipped:
         print(item.line().removeprefix("podstate: "))
+    for note in found.notes:
+        print(note)
     print(f"{len(pods)} pods from the {found.source}, {len(skipped)} skipped")
     return 0
 

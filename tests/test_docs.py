@@ -57,6 +57,7 @@ ALLOWED = {
     "export": "sets a variable of the reader's own shell (the RunPod API key, the SSH key)",
     ". .venv/bin/activate": "the shell's own `.`: activates the venv the line before made",
     "python train.py": "the reader's own job, shown after `podstate-ready &&`",
+    "touch ~/.no_auto_tmux": "a line of a Vast template's onstart script, run by Vast",
 }
 
 # Placeholders of a synopsis that an option's type would refuse, and a value to parse them as.

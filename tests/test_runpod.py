@@ -271,12 +271,15 @@ def test_the_specs_example_pod_becomes_a_host(api, env):
                 "name": "pytorch-training",
                 "address": "195.26.233.3",
                 "port": 34446,
+                "endpoint": "direct",
                 "user": "root",
-                "groups": ["secure", "gpu_rtx_4090", "dc_us_ks_2", "gpus_1"],
+                "groups": ["secure", "runpod", "gpu_rtx_4090", "dc_us_ks_2", "gpus_1"],
                 "pod_id": "7h9k2m4n6p",
+                "provider": "runpod",
             }
         ],
         "skipped": [],
+        "notes": [],
     }
     assert api.requests[0]["path"] == "/v2/pods"
     assert api.requests[0]["query"] == {}
@@ -289,7 +292,7 @@ def test_inventory_table_shows_address_groups_and_skipped_pods(api, env):
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "root@203.0.113.7:40122" in out
-    assert "trainer-1" in out and "community, gpu_rtx_4090, dc_eu_ro_1, gpus_2" in out
+    assert "trainer-1" in out and "community, runpod, gpu_rtx_4090, dc_eu_ro_1, gpus_2" in out
     assert "skipping pod exit01 (stopped-one): status EXITED" in out
     assert "6 pods from the RunPod API, 4 skipped" in out
 
@@ -306,18 +309,30 @@ def test_fleet_names_groups_and_skipped_pods(api, env):
         "my-pod-test-bad001",  # "my pod (test)" is no host name
         "cpu-box",
     }
-    assert pods["trainer-2"]["groups"] == ["secure", "gpu_h100_80gb_hbm3", "dc_us_ks_2", "gpus_8"]
+    assert pods["trainer-2"]["groups"] == [
+        "secure",
+        "runpod",
+        "gpu_h100_80gb_hbm3",
+        "dc_us_ks_2",
+        "gpus_8",
+    ]
     assert pods["worker"]["groups"] == [
         "community",
+        "runpod",
         "gpu_a100_sxm4_80gb",
         "dc_ca_mtl_1",
         "gpus_1",
     ]
-    assert pods["cpu-box"]["groups"] == ["community", "dc_eu_ro_1", "gpus_0"]
+    assert pods["cpu-box"]["groups"] == ["community", "runpod", "dc_eu_ro_1", "gpus_0"]
     skipped = {s["id"]: s for s in listing["skipped"]}
     assert set(skipped) == {"prov01", "exit01", "prox01", "noip01"}
     assert skipped["prov01"]["reason"] == "status PROVISIONING"
-    assert skipped["exit01"] == {"id": "exit01", "name": "stopped-one", "reason": "status EXITED"}
+    assert skipped["exit01"] == {
+        "id": "exit01",
+        "provider": "runpod",
+        "name": "stopped-one",
+        "reason": "status EXITED",
+    }
     assert "22/tcp is not exposed" in skipped["prox01"]["reason"]
     assert "no public port" in skipped["noip01"]["reason"]
 
@@ -375,7 +390,7 @@ def test_group_rules_and_group_vars_reach_the_state(api, env):
     [
         ("trainers: train-*\n", "groups.yaml: trainers: expected a list of pod name globs"),
         ("2fast: [a]\n", "groups.yaml: 2fast: not a valid group name"),
-        ("secure: [a]\n", "groups.yaml: secure: set from RunPod's data"),
+        ("secure: [a]\n", "groups.yaml: secure: set from the providers' data"),
         ("- a\n", "groups.yaml: expected a mapping of keys at the top"),
     ],
 )
@@ -468,8 +483,8 @@ def test_podstate_inventory_chooses_the_source_and_shows_it(
     "variables,words",
     [
         (
-            {"PODSTATE_INVENTORY": "vast"},
-            "PODSTATE_INVENTORY: unknown source 'vast' (allowed: file, runpod",
+            {"PODSTATE_INVENTORY": "lambda"},
+            "PODSTATE_INVENTORY: unknown source 'lambda' (allowed: file, runpod, vast",
         ),
         ({"PODSTATE_INVENTORY": "file,file"}, "names a source twice"),
         (
@@ -543,7 +558,7 @@ def test_only_skipped_pods_is_one_line(api, env):
     result = run("pyinfra", "inventories/pods.py", "deploy/pod.py", env=env)
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("podstate: RunPod lists no pod podstate can manage (2 skipped)")
+    assert last.startswith("podstate: the RunPod API lists no pod podstate can manage (2 skipped)")
 
 
 # --- errors -------------------------------------------------------------------------------
@@ -786,23 +801,25 @@ def test_a_stopped_pod_keeps_its_name_from_a_newer_running_one(api, env):
     api.serve({"pods": [newer, stopped]})
     listing = inventory(env)
     assert [pod["name"] for pod in listing["pods"]] == ["trainer-new001"]
-    assert listing["skipped"] == [{"id": "old001", "name": "trainer", "reason": "status EXITED"}]
+    assert listing["skipped"] == [
+        {"id": "old001", "provider": "runpod", "name": "trainer", "reason": "status EXITED"}
+    ]
 
 
 def test_inventory_json_has_its_documented_fields(api, env):
     api.serve(fixture("fleet.json"))
     listing = inventory(env)
-    assert set(listing) == {"source", "pods", "skipped"}
+    assert set(listing) == {"source", "pods", "skipped", "notes"}
     assert all(
-        set(pod) == {"name", "pod_id", "address", "port", "user", "groups"}
+        set(pod) == {"name", "pod_id", "provider", "address", "port", "endpoint", "user", "groups"}
         for pod in listing["pods"]
     )
-    assert all(set(item) == {"id", "name", "reason"} for item in listing["skipped"])
+    assert all(set(item) == {"id", "provider", "name", "reason"} for item in listing["skipped"])
     documented = (ROOT / "docs" / "runpod.md").read_text()
     for fields in (
-        '"source": ..., "pods": [...], "skipped": [...]',
-        '"name", "pod_id", "address", "port", "user", "groups"',
-        '"id", "name", "reason"',
+        '"source": ..., "pods": [...], "skipped": [...], "notes": [...]',
+        '"name", "pod_id", "provider", "address", "port", "endpoint", "user", "groups"',
+        '"id", "provider", "name", "reason"',
     ):
         assert "{" + fields + "}" in documented
 
@@ -828,7 +845,7 @@ def test_gpu_groups(gpu, group):
     pod = runpod_pods.ApiPod(
         "i", "n", "h", 22, "root", "COMMUNITY", gpu, 2, "EU-RO-1", None, "2026-06-01T12:00:00Z"
     )
-    assert runpod.auto_groups(pod) == ["community", group, "dc_eu_ro_1", "gpus_2"]
+    assert runpod.auto_groups(pod) == ["community", "runpod", group, "dc_eu_ro_1", "gpus_2"]
 
 
 def _write_key(trust: hostkeys.HostKeyTrust, key: str) -> None:

@@ -52,6 +52,9 @@ def restart_line(result: PodResult) -> str:
     restarted = result.restarted or {}
     since = f"at {restarted['since']}" if restarted.get("since") else "at a time no API gave"
     applied = restarted.get("applied_at") or "an earlier apply"
+    if restarted.get("gone"):  # the container disk was kept (Vast): what the start left
+        gone = ", ".join(restarted["gone"])
+        return f"container started again {since}, after podstate applied at {applied}; gone: {gone}"
     return f"container re-created {since}, after podstate applied at {applied}"
 
 

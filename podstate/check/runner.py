@@ -31,7 +31,7 @@ from podstate.pyinfra_api import cli as pyinfra_cli
 from podstate.pyinfra_api import connect as pyinfra_connect
 from podstate.pyinfra_api import logs
 from podstate.pyinfra_api import plan as pyinfra_plan
-from podstate.run import findings, lock
+from podstate.run import findings, lock, login
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # Told of each pod's stage as the run goes: connecting, planning, checked (podstate.progress).
@@ -40,6 +40,9 @@ Progress = Callable[[str, str], None]
 
 class CheckFailed(Exception):
     """The check could not run at all (bad inventory or deploy file): one line."""
+
+
+_NONE_LEFT = "PyinfraError: No hosts remaining!"  # what pyinfra raises as it fails the last pod
 
 
 class _Errors(BaseStateCallback, logging.Handler):
@@ -61,7 +64,7 @@ class _Errors(BaseStateCallback, logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         line = logs.pod_line(record.getMessage())
-        if line:
+        if line and not line[1].startswith("Error (ignored):"):  # not why a pod failed
             self.errors.setdefault(line[0], []).append(line[1])
 
 
@@ -139,6 +142,7 @@ def run(
         if not os.path.isfile(path):
             raise CheckFailed(f"no {what} at {path} (run from the repository root)")
     lock.probe_wait = 0  # a check reads each pod as it is: one another run holds is busy
+    login.may_fix = False  # and writes nothing, not even ~/.no_auto_tmux
     findings.reset()
     pyinfra_connect.quiet()  # every pod that cannot be reached: one line, no traceback
     state, config = pyinfra_cli.new_state(timeout)
@@ -183,11 +187,11 @@ def _verdict(
         return result
     if host.name in failures or pyinfra_cli.failed(state, host):
         result.status = "error"
-        result.error = (
-            failures.get(host.name)
-            or "; ".join(errors.errors.get(host.name, []))
-            or "the probe failed"
-        )
+        logged = "; ".join(errors.errors.get(host.name, []))
+        failure = failures.get(host.name) or ""
+        if failure.endswith(_NONE_LEFT) and logged:  # failing the last pod raises this
+            failure = ""
+        result.error = failure or logged or "the probe failed"
         return result
     found = findings.of(host)
     sorted_ = findings.waived(host)

@@ -20,6 +20,7 @@ from podstate.facts import files as files_section
 from podstate.facts import gpu, lock, processes, sessions, space
 from podstate.facts import repos as repos_section
 from podstate.facts import secrets as secrets_section
+from podstate.facts import start as start_section
 from podstate.facts import venv as venv_section
 from podstate.facts.decode import decode
 from podstate.facts.mounts import parse_mounts
@@ -80,6 +81,8 @@ class PodProbe(FactBase[dict[str, Any]]):
             "repos": None,               # None unless asked for; see repos.parse
             "secrets": None,             # None unless asked for; see secrets.parse
             "boot": None,                # None unless asked for; see boot.parse
+            "container_start": "0b5c…:4213",  # boot id and process 1's start (start.parse);
+                                         # None if unreadable
         }
     """
 
@@ -132,6 +135,7 @@ class PodProbe(FactBase[dict[str, Any]]):
             ' [ "$x" = "$i" ] && u=$n s=$h && break; done </etc/passwd; } 2>/dev/null;'
             ' if [ -z "$u" ]; then u=$(id -un); s=$(getent passwd "$u" 2>/dev/null);'
             ' s=${s##*:}; fi; enc "$u"; echo "user $enc_v"; enc "$s"; echo "shell $enc_v"',
+            start_section.PROBE_LINE,
             *files_section.probe_lines(paths, files),
             *(venv_section.probe_lines(venv) if venv else []),
             *processes.probe_lines(environ or [], inert or []),
@@ -201,4 +205,5 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
         "secrets": secrets_section.parse(sections["secrets"]) if "secrets" in sections else None,
         "lock": lock.parse(sections.get("lock")),
         "boot": boot_section.parse(sections["boot"]) if "boot" in sections else None,
+        "container_start": start_section.parse(value("cstart")),
     }

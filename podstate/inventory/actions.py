@@ -1,23 +1,20 @@
 """Stopping a pod through its provider's API: the one action ``podstate watch`` takes on a
 pod rather than in it (``idle: {action: stop}``).
 
-A provider is named by the pod's host data ``provider`` (``runpod``); each has one function
-here that sends its stop request and returns ``Stopped``. Another provider adds its
-function to ``STOPPERS`` (Vast: ``PUT /api/v0/instances/{id}`` with ``{"state":
-"stopped"}``). A pod of a pods file names no provider: it cannot be stopped.
+A provider is named by the pod's host data ``provider`` (``runpod``, ``vast``); each has one
+function in ``STOPPERS`` that sends its stop request and returns ``Stopped``. A pod of a
+pods file has no provider's id: it cannot be stopped.
 """
 
 from __future__ import annotations
 
 import json
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from podstate.inventory import runpod_client
+from podstate.inventory import api_http, runpod_client, vast_client
 from podstate.inventory.runpod_client import InventoryError
 
 
@@ -44,32 +41,45 @@ def runpod_stop(pod_id: str) -> Stopped:
     stopped; 409: not in a status that may stop; 403, 429, 5xx: refused for now)."""
     try:
         config = runpod_client.settings()
+        api = runpod_client.api(config)
+        url = f"{config.base_url}/v2/pods/{urllib.parse.quote(pod_id, safe='')}/action"
+        request = api_http.authorized(url, api, method="POST", data={"action": "stop"})
+        status, _, body = api_http.send(api_http.opener(url), request, api)
     except InventoryError as e:
         return Stopped(False, str(e))
-    url = f"{config.base_url}/v2/pods/{urllib.parse.quote(pod_id, safe='')}/action"
-    request = urllib.request.Request(
-        url,
-        data=json.dumps({"action": "stop"}).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json", "User-Agent": "podstate"},
-    )
-    request.add_unredirected_header("Authorization", f"Bearer {config.key}")
-    proxies = urllib.request.ProxyHandler({} if url.startswith("http://") else None)
-    opener = urllib.request.build_opener(proxies)
+    if 200 <= status < 300:
+        return Stopped(True)
+    detail = runpod_client.problem_detail(body, config)
+    said = f"RunPod answered {status}" + (f": {detail}" if detail else "")
+    if status == 409:
+        return Stopped(False, f"{said} (its status allows no stop now)")
+    return Stopped(False, said)
+
+
+def vast_stop(instance_id: str) -> Stopped:
+    """Stop a Vast instance: ``PUT /api/v0/instances/{id}`` with ``{"state": "stopped"}``
+    (200 with ``success``: stopped; 400, 404: not this instance; 401, 429, 5xx: refused
+    for now). Vast keeps its container disk; its processes and ``/dev/shm`` go."""
     try:
-        with opener.open(request, timeout=config.timeout) as response:
-            response.read(1 << 20)
-            return Stopped(True)
-    except urllib.error.HTTPError as e:
-        body = e.read(64 << 10)
-        detail = runpod_client.problem_detail(body, config)
-        said = f"RunPod answered {e.code}" + (f": {detail}" if detail else "")
-        if e.code == 409:
-            return Stopped(False, f"{said} (its status allows no stop now)")
-        return Stopped(False, said)
-    except (OSError, ValueError) as e:
-        reason = getattr(e, "reason", None) or e
-        return Stopped(False, runpod_client.scrub(f"cannot reach the RunPod API: {reason}", config))
+        config = vast_client.settings()
+        api = config.api()
+        url = f"{config.base_url}/api/v0/instances/{urllib.parse.quote(instance_id, safe='')}"
+        request = api_http.authorized(url, api, method="PUT", data={"state": "stopped"})
+        status, _, body = api_http.send(api_http.opener(url), request, api)
+    except InventoryError as e:
+        return Stopped(False, str(e))
+    detail = vast_client.detail(body, api)
+    if status == 200 and _succeeded(body):
+        return Stopped(True)
+    return Stopped(False, f"Vast answered {status}" + (f": {detail}" if detail else ""))
 
 
-STOPPERS: dict[str, Callable[[str], Stopped]] = {"runpod": runpod_stop}
+def _succeeded(body: bytes) -> bool:
+    """Return whether a Vast answer says ``"success": true``."""
+    try:
+        return json.loads(body.decode("utf-8")).get("success") is True
+    except (UnicodeDecodeError, ValueError, AttributeError, RecursionError):
+        return False
+
+
+STOPPERS: dict[str, Callable[[str], Stopped]] = {"runpod": runpod_stop, "vast": vast_stop}

@@ -29,7 +29,8 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from podstate.inventory.runpod_client import Settings, authorized, opener_for, retry_wait
+from podstate.inventory import api_http
+from podstate.inventory.runpod_client import Settings, api, retry_wait
 
 IDLE_ENV = "PODSTATE_KEY_LOG_IDLE"  # seconds without a log line that end a read
 TIMEOUT_ENV = "PODSTATE_KEY_LOG_TIMEOUT"  # seconds one pod's read may take in all
@@ -130,14 +131,14 @@ def read(config: Settings, pod_id: str, since: str | None, idle: float, total: f
     query = urllib.parse.urlencode({"source": "container", "since": since})
     url = f"{config.base_url}/v2/pods/{urllib.parse.quote(pod_id, safe='')}/logs?{query}"
     deadline = time.monotonic() + total
-    opener = opener_for(url)
+    opener = api_http.opener(url)
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
             return KeyLog((), f"RunPod's log gave no answer within {total:g} s")
         try:
             with opener.open(
-                authorized(url, config, "text/event-stream"), timeout=min(idle, left)
+                api_http.authorized(url, api(config), "text/event-stream"), timeout=min(idle, left)
             ) as response:
                 return _stream(response, deadline, idle)
         except urllib.error.HTTPError as e:

@@ -1,13 +1,15 @@
 """What a provider's API says a pod costs and does now: its price per hour and its live
-utilization (RunPod's ``cost`` and ``runtime``), checked for type and range.
+utilization (RunPod's ``cost`` and ``runtime``; Vast's ``dph_total`` and ``gpu_util``, checked in
+``vast_instances``), checked for type and range.
 
 A price or a reading the API does not give is unknown (None), never 0; one it gives in the
-wrong shape is an InventoryError naming the pod and the field, one line. Another provider
-(Vast's ``dph_total``, ``gpu_util``) maps its own fields to the same ``Live``.
+wrong shape is an InventoryError naming the pod and the field, one line. Vast's readings
+map to the same ``Live`` (``one_utilization``).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +29,9 @@ class Live:
 
     def in_use(self) -> bool | None:
         """Return True when a GPU reads busy or with memory in use, False when every GPU
-        reads 0 % and no memory, None when there is no GPU reading (unknown, never idle)."""
+        reads 0 % and no memory, None when there is no GPU reading (unknown, never idle).
+        No memory reading at all (``()``: a provider that gives none, Vast) leaves the
+        utilization alone to say it."""
         if not self.gpu_util or None in self.gpu_memory_util:
             return None
         return any(self.gpu_util) or any(m for m in self.gpu_memory_util if m)
@@ -47,6 +51,16 @@ def idle(reading: Live) -> bool | None:
     It is the watch's reading between its full checks (``podstate.watch.idle``)."""
     in_use = reading.in_use()
     return None if in_use is None else not in_use
+
+
+def one_utilization(util: float | None) -> Live | None:
+    """Return the live reading of a provider that gives one GPU utilization for the whole
+    instance and no GPU memory reading (Vast's ``gpu_util``, checked by the caller): any
+    use above 0 reads in use. None when it gives none (unknown). The watch's full checks
+    read the GPUs' memory and processes on the pod; between them this is all there is."""
+    if util is None:
+        return None
+    return Live((math.ceil(util),), (), None)
 
 
 def _number(value: Any) -> bool:

@@ -15,7 +15,8 @@ from podstate.pyinfra_api import ssh
 HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 GROUP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 CLOUDS = ("COMMUNITY", "SECURE")
-_POD_KEYS = ("cloud", "groups", "host_key_fingerprints", "cost_per_hour")
+PROVIDERS = ("runpod", "vast")  # a pods file's ``provider:``: its pod joins that group
+_POD_KEYS = ("cloud", "groups", "provider", "host_key_fingerprints", "cost_per_hour")
 # What ``ssh-keygen -lf`` prints of a key, and RunPod's start script in the pod's log.
 FINGERPRINT = re.compile(r"^SHA256:[A-Za-z0-9+/]{43}$")
 
@@ -72,14 +73,15 @@ def read_pods_file(path: Path, display: str | None = None) -> list[Pod]:
         for key in ("ssh_key", "ssh_known_hosts_file"):
             if isinstance(data.get(key), str):
                 data[key] = str(Path(data[key]).expanduser())
-        ordered = [cloud_group(cloud)] + [g for g in groups if g != cloud_group(cloud)]
+        provider = [data["provider"]] if "provider" in data else []
+        ordered = [cloud_group(cloud), *provider] + [g for g in groups if g != cloud_group(cloud)]
         result.append(Pod(name, data, list(dict.fromkeys(ordered))))
     return result
 
 
 def _check_host_data(data: dict[str, Any], shown: str, where: str) -> None:
-    """Raise SpecError for a key that is neither podstate's (cloud, groups) nor one the SSH
-    connector reads (a typo would be passed on unread: ``ssh_prot`` connects to port 22),
+    """Raise SpecError for a key that is neither podstate's (cloud, groups, provider) nor one
+    the SSH connector reads (a typo would be passed on unread: ``ssh_prot`` connects to port 22),
     suggesting the nearest, and for a value the key cannot take."""
     allowed = sorted(ssh.data_keys() | set(_POD_KEYS))
     for key, value in data.items():
@@ -98,6 +100,10 @@ def _check_host_data(data: dict[str, Any], shown: str, where: str) -> None:
             raise SpecError(
                 f"{shown}: {where}.cloud: {short(value)} is not one of: {', '.join(CLOUDS)} "
                 "(the cloud decides the NCCL guards)"
+            )
+        if key == "provider" and value not in PROVIDERS:
+            raise SpecError(
+                f"{shown}: {where}.provider: {short(value)} is not one of: {', '.join(PROVIDERS)}"
             )
         if key == "cost_per_hour" and (
             isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0

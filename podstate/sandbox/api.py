@@ -1,5 +1,6 @@
 """The sandbox's RunPod API: ``GET /v2/pods`` for its pods, answered as RunPod's v2 API does,
-and ``GET /v2/pods/{id}/logs`` (``getPodLogs``), each pod's container output.
+and ``GET /v2/pods/{id}/logs`` (``getPodLogs``), each pod's container output (and its Vast
+API, ``GET /api/v1/instances`` and ``PUT /api/v0/instances/{id}``: ``vast_api``).
 
 A ``ThreadingHTTPServer`` on 127.0.0.1 in a process of its own, which ``sandbox.up`` starts
 and ``sandbox.down`` ends (its record is ``api`` in sandbox.json). Like RunPod it wants
@@ -37,9 +38,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from podstate.sandbox import vast_api
 from podstate.sandbox.processes import alive, spawn, stop
 from podstate.sandbox.shapes import CUDA_VERSION, GPU_LAYOUT, gpu_readings, shape_for
 from podstate.sandbox.state import (
+    ACTIONS_LOG,
     SandboxError,
     parse_rfc3339,
     pod_state_dir,
@@ -49,7 +52,6 @@ from podstate.sandbox.state import (
 from podstate.sizes import parse_mount_size
 
 API_KEY_FILE = "api_key"  # in the state directory
-ACTIONS_LOG = "api-actions.log"  # in the state directory: each POST .../action it answered
 IMAGE = "runpod/base:podstate-sandbox"
 VOLUME_GB = 20  # what a local /workspace reports as its size (mounts.persistent.size)
 KEEPALIVE_S = 2.0  # seconds between the keep-alive comments of a log stream
@@ -67,6 +69,7 @@ def start_api(root: Path) -> dict[str, Any]:
     fd = os.open(root / API_KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(key + "\n")
+    vast_api.make_key(root)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen(128)
@@ -91,12 +94,16 @@ def api_env(root: Path | None = None) -> dict[str, str]:
         key = ""
     if not api or not key:
         raise SandboxError("the sandbox is not up; run `podstate sandbox up` first")
-    return {
+    env = {
         "RUNPOD_API_URL": api["url"],
         "RUNPOD_API_KEY": key,
         "PODSTATE_SSH_KEY": str(root / "id_ed25519"),
         "PODSTATE_HOSTKEYS": str(root / "hostkeys"),
     }
+    if any(record.get("vast") for record in read_json(root / "pods.json").values()):
+        env["VAST_API_URL"] = api["url"]
+        env["VAST_API_KEY"] = (root / vast_api.KEY_FILE).read_text().strip()
+    return env
 
 
 def list_pods(root: Path, now: datetime | None = None) -> dict[str, Any]:
@@ -104,7 +111,7 @@ def list_pods(root: Path, now: datetime | None = None) -> dict[str, Any]:
     document per pod of pods.json, in pod number order."""
     now = now or datetime.now(UTC)
     disk = read_json(root / "sandbox.json").get("disk") or "4G"
-    records = read_json(root / "pods.json")
+    records = {k: v for k, v in read_json(root / "pods.json").items() if not v.get("vast")}
     ordered = sorted(records.items(), key=lambda item: item[1].get("number", 0))
     return {"pods": [pod_document(name, record, disk, now) for name, record in ordered]}
 
@@ -211,7 +218,7 @@ def _event(ts: str, number: int, line: str) -> str:
     return f"id: {ts}/{number:012d}\ndata: {data}\n\n"
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(vast_api.Answers, BaseHTTPRequestHandler):
     """Answers ``GET /v2/pods`` and ``GET /v2/pods/{id}/logs`` with the Bearer key; anything
     else is a problem answer."""
 
@@ -221,6 +228,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # http.server's API
         """Answer one GET: 401 without the key, 404 for another path, else the pod list."""
         given = self.headers.get("Authorization") or ""
+        parts = urlsplit(self.path)
+        if parts.path.rstrip("/") == vast_api.PATH:
+            self.vast_get(parts.query)
+            return
         if not hmac.compare_digest(given.encode(), f"Bearer {self.key}".encode()):
             detail = "invalid API key" if given else "missing bearer token"
             self._send(401, _problem(401, "Unauthorized", detail), {"WWW-Authenticate": "Bearer"})
@@ -345,7 +356,8 @@ class _Handler(BaseHTTPRequestHandler):
         self, status: int, doc: dict[str, Any], headers: dict[str, str] | None = None
     ) -> None:
         body = json.dumps(doc).encode()
-        kind = "application/json" if status == 200 else "application/problem+json"
+        vast = urlsplit(self.path).path.startswith("/api/")
+        kind = "application/json" if status == 200 or vast else "application/problem+json"
         try:
             self.send_response(status)
             self.send_header("Content-Type", kind)
@@ -360,9 +372,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 def serve(root: Path, fd: int) -> None:
     """Serve the sandbox in ``root`` on the listening socket ``fd`` until killed."""
-    handler = type(
-        "Handler", (_Handler,), {"root": root, "key": (root / API_KEY_FILE).read_text().strip()}
-    )
+    keys = {
+        "key": (root / API_KEY_FILE).read_text().strip(),
+        "vast_key": (root / vast_api.KEY_FILE).read_text().strip(),
+    }
+    handler = type("Handler", (_Handler,), {"root": root, **keys})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler, bind_and_activate=False)
     server.socket.close()
     server.socket = socket.socket(fileno=fd)

@@ -24,6 +24,8 @@ class Shape:
     shm: str  # /dev/shm tmpfs size, as mount(8) takes it
     workspace: str  # "sshfs" (network volume) or "local"
     privileged: bool  # keeps CAP_SYS_ADMIN (mounts work inside the pod)
+    provider: str = "runpod"  # "vast": a Vast.ai instance (``VAST_SHAPES``)
+    endpoint: str = "direct"  # a Vast instance's SSH as its API lists it: direct or proxy
 
     @property
     def nvlink(self) -> bool:
@@ -55,6 +57,8 @@ class Shape:
         else:
             gpus = "no GPU"
         extra = ", privileged" if self.privileged else ""
+        if self.provider == "vast":
+            return f"Vast ({self.endpoint}), {gpus}, /dev/shm {self.shm}{extra}"
         return f"{self.cloud}, {gpus}, /dev/shm {self.shm}, /workspace {self.workspace}{extra}"
 
 
@@ -78,6 +82,13 @@ SHAPES: list[Shape] = [
     Shape("COMMUNITY", 2, *_H100, "NV4", "8G", "local", True),
     Shape("SECURE", 0, None, 0, None, "20G", "sshfs", False),
 ]
+# Vast.ai instances (``up(vast=N)``): community hosts whose /dev/shm follows the GPU share,
+# one reached directly, one through Vast's SSH proxy; they cycle.
+_RTX3090 = ("RTX 3090", 24576)
+VAST_SHAPES: list[Shape] = [
+    Shape("COMMUNITY", 2, "RTX 4090", 24564, "PHB", "16G", "local", False, "vast", "direct"),
+    Shape("COMMUNITY", 1, *_RTX3090, None, "64M", "local", False, "vast", "proxy"),
+]
 # Pods past the fifth cycle through these (so pod-3 stays the only 64 MiB /dev/shm pod).
 _CYCLE = (0, 1, 3, 4)
 
@@ -89,6 +100,14 @@ def shape_for(number: int) -> Shape:
     if number <= len(SHAPES):
         return SHAPES[number - 1]
     return SHAPES[_CYCLE[(number - len(SHAPES) - 1) % len(_CYCLE)]]
+
+
+def shape_of(record: dict) -> Shape:
+    """Return the shape of a sandbox pod's record (pods.json): a Vast instance's by its
+    ``vast`` number, else ``shape_for`` its number."""
+    if record.get("vast"):
+        return VAST_SHAPES[(record["vast"] - 1) % len(VAST_SHAPES)]
+    return shape_for(record["number"])
 
 
 def gpu_layout(name: str, shape: Shape, delay: float = 0) -> str:

@@ -242,9 +242,17 @@ if [ "${PODSTATE_BOOT_PART:-}" = restore ] || [ "${PODSTATE_BOOT_PART:-}" = back
         [ -z "$missing" ] || pend "packages.apt:$missing not installed: the next apply installs them"
     }
 
-    marker() { # the ready marker, on the container disk
-        printf '{"digest": "%s", "restored_at": "%s"}\n' "$1" "$(now)" >"$C/ready.part" &&
-            mv -f -- "$C/ready.part" "$C/ready"
+    started() { # this container's start as podstate.facts.start reads it, or null
+        { read -r b </proc/sys/kernel/random/boot_id && read -r s </proc/1/stat; } 2>/dev/null ||
+            { echo null && return; }
+        s=${s##*) }
+        # shellcheck disable=SC2086 # the fields of /proc/1/stat, split on purpose
+        set -- $s
+        printf '"%s:%s"\n' "$b" "${20}"
+    }
+    marker() { # the ready marker, on the container disk, for this container's start
+        printf '{"digest": "%s", "restored_at": "%s", "container": %s}\n' "$1" "$(now)" \
+            "$(started)" >"$C/ready.part" && mv -f -- "$C/ready.part" "$C/ready"
     }
 
     restore() { # 0: the state is in place (perhaps with errors, or pending items)

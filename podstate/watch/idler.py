@@ -21,12 +21,24 @@ from podstate.watch import state
 from podstate.watch.decisions import Event, Sighting
 from podstate.watch.idle import Period, check_reading, cost_since, duration, observe, stop_due
 
-# What every stop costs, said in each stop's event (docs/cost.md).
-STOP_COST = (
-    "a stop wipes the container disk: podstate puts its own state back at the next start, "
-    "files outside the volume are gone; a pod on host-local storage may restart without "
-    "its GPUs"
-)
+# What a stop costs, by provider, said in each stop's event (docs/cost.md).
+STOP_COSTS = {
+    "runpod": (
+        "a stop wipes the container disk: podstate puts its own state back at the next "
+        "start, files outside the volume are gone; a pod on host-local storage may restart "
+        "without its GPUs"
+    ),
+    "vast": (
+        "a stop keeps the container disk (Vast): its files stay, its processes and /dev/shm "
+        "contents go, and podstate puts its own state back after the next start; a started "
+        "instance waits until its GPUs are free again"
+    ),
+}
+
+
+def stop_cost(data: dict[str, Any]) -> str:
+    """Return what stopping the pod of host data ``data`` costs, in words, for its events."""
+    return STOP_COSTS.get(str(data.get("provider")), STOP_COSTS["runpod"])
 
 
 def money(usd: float | None) -> str:
@@ -139,12 +151,13 @@ class Idler:
             return period
         event = replace(self.idle_event(pod.name, period, now, ""), action="stop")
         if self.dry_run:
-            detail = f"{past}: would stop it ({saves}); {STOP_COST}"
+            detail = f"{past}: would stop it ({saves}); {stop_cost(pod.data)}"
             self.emit(replace(event, result="dry run", detail=detail))
             return period
         outcome = self.stopper(pod.data)
         if outcome.ok:
-            detail = f"{past}, {money(cost_since(period, now))} since; {saves}; {STOP_COST}"
+            spent = money(cost_since(period, now))
+            detail = f"{past}, {spent} since; {saves}; {stop_cost(pod.data)}"
             self.emit(replace(event, result="ok", detail=detail))
         else:
             detail = f"{outcome.why}; not tried again while it stays idle"

@@ -22,6 +22,8 @@
 # is one (in the foreground, as RunPod's does, after its "Start script(s) finished" line);
 # writes "finished" to fd 7 and ends in
 # `sleep infinity`, the container's keep-alive, which keeps this script's pid.
+# In a Vast instance (VAST_CONTAINERLABEL set) the key is SSH_PUBLIC_KEY's and there is no
+# /etc/rp_environment: the template's environment stays out of SSH sessions, as on Vast.
 fail() {
     echo "$(hostname): $*" >&2
     exit 1
@@ -35,6 +37,9 @@ daemon() {
 
 daemon nginx infinity
 
+# A Vast instance's image has its key in SSH_PUBLIC_KEY, and no /etc/rp_environment.
+VAST=${VAST_CONTAINERLABEL:+1}
+PUBLIC_KEY=${PUBLIC_KEY:-${SSH_PUBLIC_KEY:-}}
 [ -n "${PUBLIC_KEY:-}" ] || fail "no PUBLIC_KEY in the container's environment"
 { mkdir -p /root/.ssh && chmod 700 /root/.ssh &&
     printf '%s\n' "$PUBLIC_KEY" >>/root/.ssh/authorized_keys &&
@@ -58,14 +63,16 @@ if [ -n "${JUPYTER_PASSWORD:-}" ]; then
     cd / && daemon jupyter-lab --allow-root --no-browser --port=8888 --ip='*'
 fi
 
-while IFS= read -r line; do
-    name=${line#export }
-    name=${name%%=*}
-    value=
-    eval "value=\${$name-}"
-    printf 'export %s="%s"\n' "$name" "$value"
-done <"$ENV" >>/etc/rp_environment || fail "cannot write /etc/rp_environment"
-echo 'source /etc/rp_environment' >>/root/.bashrc || fail "cannot append to ~/.bashrc"
+if [ -z "$VAST" ]; then
+    while IFS= read -r line; do
+        name=${line#export }
+        name=${name%%=*}
+        value=
+        eval "value=\${$name-}"
+        printf 'export %s="%s"\n' "$name" "$value"
+    done <"$ENV" >>/etc/rp_environment || fail "cannot write /etc/rp_environment"
+    echo 'source /etc/rp_environment' >>/root/.bashrc || fail "cannot append to ~/.bashrc"
+fi
 echo "Start script(s) finished, Pod is ready to use."
 if [ -f /post_start.sh ]; then
     bash /post_start.sh </dev/null
