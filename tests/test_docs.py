@@ -50,6 +50,10 @@ RUN_BY = {
     "bash -c '. /workspace/.podstate/boot.sh; exec /start.sh'": (
         "tests/test_boot.py::test_a_restart_with_the_hook_is_in_state_before_the_first_connection"
     ),
+    # a Vast template's onstart line, which sandbox Vast instances run at every start
+    "if [ -f /var/lib/podstate/boot.sh ]; then . /var/lib/podstate/boot.sh; fi": (
+        "tests/test_vast_boot.py::test_the_hook_puts_a_vast_instance_back_before_anything_else"
+    ),
 }
 
 # Commands that are neither run nor checkable here, by their first words, and why.

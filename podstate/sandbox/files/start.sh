@@ -23,7 +23,10 @@
 # writes "finished" to fd 7 and ends in
 # `sleep infinity`, the container's keep-alive, which keeps this script's pid.
 # In a Vast instance (VAST_CONTAINERLABEL set) the key is SSH_PUBLIC_KEY's and there is no
-# /etc/rp_environment: the template's environment stays out of SSH sessions, as on Vast.
+# /etc/rp_environment: the template's environment stays out of SSH sessions, as on Vast; and
+# once sshd answers, the template's onstart script runs, /root/onstart.sh (on the container
+# disk, which Vast keeps), with bash, in the foreground, as Vast's entrypoint runs it at
+# every container start.
 fail() {
     echo "$(hostname): $*" >&2
     exit 1
@@ -58,6 +61,10 @@ for key in /etc/ssh/*.pub; do
     echo "Key: $key"
     ssh-keygen -lf "$key" || fail "cannot read the host key $key"
 done
+
+if [ -n "$VAST" ] && [ -f /root/onstart.sh ]; then
+    bash /root/onstart.sh </dev/null 4>&- 6>&- 7>&- || echo "onstart.sh failed (exit status $?)"
+fi
 
 if [ -n "${JUPYTER_PASSWORD:-}" ]; then
     cd / && daemon jupyter-lab --allow-root --no-browser --port=8888 --ip='*'
