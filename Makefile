@@ -20,7 +20,7 @@ venv: $(BIN)/podstate
 
 # Debian packages the tests need (root): sshd and sshfs for sandbox pods, zsh and fish as
 # login shells, shellcheck for podstate's shell scripts, strace to count the programs a
-# command starts on a pod.
+# command starts on a pod, tmux for Vast's login habit, dash to read the docs' sh blocks.
 deps:
 	@missing=""; \
 	command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
@@ -30,6 +30,8 @@ deps:
 	command -v fish >/dev/null 2>&1 || missing="$$missing fish"; \
 	command -v shellcheck >/dev/null 2>&1 || missing="$$missing shellcheck"; \
 	command -v strace >/dev/null 2>&1 || missing="$$missing strace"; \
+	command -v tmux >/dev/null 2>&1 || missing="$$missing tmux"; \
+	command -v dash >/dev/null 2>&1 || missing="$$missing dash"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

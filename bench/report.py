@@ -29,6 +29,8 @@ STEPS = (
     "plain_noop",
     "plain_reconfigure",
     "ansible",
+    "mixed_floor",
+    "mixed_check",
 )
 LABELS = {
     "floor": "floor: `ssh pod true`, every pod at once",
@@ -45,6 +47,8 @@ LABELS = {
     "plain_noop": "plain pyinfra, noop ⁴",
     "plain_reconfigure": "plain pyinfra, one `env` value changed ⁴",
     "ansible": "Ansible `--check`, converged ¹",
+    "mixed_floor": "mixed fleet's floor: `ssh pod true`, every pod and instance at once ⁵",
+    "mixed_check": "mixed fleet: `podstate check`, half of it Vast instances ⁵",
 }
 # Targets from the issue: ratios at 150 ms RTT for 24 and 48 pods, commands per pod.
 TARGET_RTT_MS = 150.0
@@ -76,6 +80,7 @@ RATIOS = (
     ("plain pyinfra / podstate, noop", "plain_noop", "noop"),
     ("plain pyinfra / podstate, reconfigure", "plain_reconfigure", "reconfigure"),
     ("ansible / check", "ansible", "check"),
+    ("mixed fleet: check / its floor", "mixed_check", "mixed_floor"),
 )
 
 
@@ -105,7 +110,8 @@ def report(raw: dict[str, Any]) -> str:
         "",
         f"`make bench` (bench/run.py), {raw['started']}; sandbox pods reached through a "
         "latency proxy (bench/latency_proxy.py). Times are medians of "
-        f"{settings['runs']} runs (Ansible: {settings['ansible_runs']}), in seconds, from "
+        f"{settings['runs']} runs (Ansible: {settings['ansible_runs']}; the mixed fleet: "
+        f"{settings.get('mixed_runs', 0)}), in seconds, from "
         "starting the command to its exit, on fresh SSH connections. Raw samples: "
         "[fleet.json](fleet.json); plot: [fleet.png](fleet.png).",
         "",
@@ -581,6 +587,12 @@ def _notes(raw: dict[str, Any]) -> list[str]:
         "`FileContents`, `Home`, `Mounts`), on the same fleet once its own hook blocks are in "
         "(the noop must change nothing), then with one `env` value changed (it must change "
         "something).",
+        "",
+        "⁵ **A mixed fleet.** bench/mixed.py: another fresh fleet of as many pods, half of "
+        "them (rounded down) sandbox Vast instances, whose SSH sessions start inside tmux "
+        "and whose pods file entries say `provider: vast`, the rest RunPod pods, behind the "
+        "same latency proxy; converged by one apply (untimed), then its own floor and "
+        "`podstate check`, which must find every pod and instance in state.",
         "",
         "- **Fleet.** Sandbox pods (podstate/sandbox/): a real sshd per pod in its own "
         "namespaces, shapes cycling through the five of docs/sandbox.md. The desired state is "

@@ -19,7 +19,10 @@ latency proxy (bench/latency_proxy.py), one cycle (bench/cycle.py) times, in thi
   Ansible, on the same fleet, once the two ~/.bashrc blocks that Ansible's ``blockinfile``
   adds beside podstate's hooks are in place (its check must then find nothing to change);
 * ``plain_noop``, ``plain_reconfigure``: the same desired state as plain pyinfra
-  (bench/plain_pyinfra), converged on its own terms, then with one ``env`` value changed.
+  (bench/plain_pyinfra), converged on its own terms, then with one ``env`` value changed;
+* ``mixed_floor``, ``mixed_check``: on another fresh fleet of as many pods, half of them
+  sandbox Vast instances, the floor and ``podstate check`` of the converged fleet
+  (bench/mixed.py), in the first ``--mixed-runs`` runs.
 
 Before the cycles, bench/podwork.py measures the CPU time and the programs that a check and
 a reconfigure cost one pod. Each step's remote commands per pod are counted from the pods'
@@ -54,6 +57,7 @@ from typing import Any
 
 from bench.cycle import cycle, vars_dir
 from bench.machine import machine
+from bench.mixed import mixed
 from bench.podwork import pod_work
 from bench.report import STEPS, write_report
 from bench.steps import APPLY, BIN, ROOT, STEP_TIMEOUT_S, BenchError, tool_env
@@ -71,6 +75,7 @@ class Settings:
     runs: int = 3
     nvidia_smi_delay: float = 1.0  # seconds each nvidia-smi call takes in the slow steps
     pod_work_runs: int = 5  # repetitions of each measure of the pods' own work (0: none)
+    mixed_runs: int = 1  # runs that also time the mixed fleet (RunPod pods and Vast instances)
 
 
 # --- the whole run --------------------------------------------------------------------------
@@ -112,6 +117,8 @@ def measure(settings: Settings, ansible_runs: int, out: Path) -> dict[str, Any]:
                     flush=True,
                 )
                 sample = cycle(pods, rtt, run, with_ansible, settings.nvidia_smi_delay)
+                if run < settings.mixed_runs:
+                    sample["steps"].update(mixed(pods, rtt))
                 raw["samples"].append(sample)
                 print(
                     "    "
@@ -229,6 +236,11 @@ def main(argv: list[str] | None = None) -> int:
         help="repetitions of each measure of the CPU and programs on one pod (default 5; 0: "
         "not measured)",
     )  # fmt: skip
+    parser.add_argument(
+        "--mixed-runs", type=int, default=Settings().mixed_runs,
+        help="runs that also time a check of a mixed fleet, half of it Vast instances "
+        "(default 1; 0: not)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=RESULTS, help="results directory")
     parser.add_argument(
         "--report", action="store_true", help="only rebuild fleet.md and fleet.png from fleet.json"
@@ -250,12 +262,15 @@ def main(argv: list[str] | None = None) -> int:
                 raise BenchError("runs and pod counts must be positive, RTTs not negative")
             if not 0 <= args.nvidia_smi_delay <= 60 or args.pod_work_runs < 0:
                 raise BenchError("the nvidia-smi delay is 0 to 60 s, pod work runs at least 0")
+            if args.mixed_runs < 0:
+                raise BenchError("mixed runs must be at least 0")
             settings = Settings(
                 rtts_ms=args.rtt,
                 pod_counts=sorted(args.pods),
                 runs=args.runs,
                 nvidia_smi_delay=args.nvidia_smi_delay,
                 pod_work_runs=args.pod_work_runs,
+                mixed_runs=args.mixed_runs,
             )
             raw = measure(settings, min(args.ansible_runs, args.runs), args.out)
         write_report(raw, args.out)

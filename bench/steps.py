@@ -48,9 +48,10 @@ def environ(**values: str) -> Iterator[None]:
 
 def tool_env(pods_file: Path, vars_path: Path) -> dict[str, str]:
     """Return the environment a measured command runs in: this one, with the pods file and the
-    vars directory given, and without RUNPOD_API_KEY (the pods are the file's)."""
+    vars directory given, and without RUNPOD_API_KEY or VAST_API_KEY (the pods are the
+    file's)."""
     return {
-        **{k: v for k, v in os.environ.items() if k != "RUNPOD_API_KEY"},
+        **{k: v for k, v in os.environ.items() if k not in ("RUNPOD_API_KEY", "VAST_API_KEY")},
         "PODSTATE_PODS": str(pods_file),
         "PODSTATE_VARS": str(vars_path),
     }

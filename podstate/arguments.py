@@ -75,7 +75,8 @@ def _command(commands, name: str, summary: str, exits: str, **more) -> Parser:
 
 
 def _fleet_arguments(command: argparse.ArgumentParser, verb: str) -> None:
-    """Add the options that choose the pods and deploy files: --inventory, --deploy, --limit."""
+    """Add the options that choose the pods and deploy files and how they are reached:
+    --inventory, --deploy, --limit, --strict-host-keys."""
     command.add_argument(
         "--inventory",
         default="inventories/pods.py",
@@ -94,6 +95,11 @@ def _fleet_arguments(command: argparse.ArgumentParser, verb: str) -> None:
         metavar="PATTERN",
         help="a group's name, or else a glob of pod names (quoted), as pyinfra's --limit: "
         "repeatable, and a comma is part of the pattern",
+    )
+    command.add_argument(
+        "--strict-host-keys",
+        action="store_true",
+        help="refuse a new host key that RunPod's log does not verify, instead of trusting it",
     )
 
 
@@ -121,11 +127,6 @@ def _check(commands) -> None:
     )
     _report_arguments(drift)
     drift.add_argument(
-        "--strict-host-keys",
-        action="store_true",
-        help="refuse pods whose host key is not in the store yet, instead of trusting it",
-    )
-    drift.add_argument(
         "--timeout",
         type=_number(int, 1),
         default=settings.CONNECT_TIMEOUT,
@@ -136,6 +137,12 @@ def _check(commands) -> None:
         "--shard",
         metavar="K/N",
         help="check only shard K of N: the pods whose name hashes to it (a CI matrix job)",
+    )
+    drift.add_argument(
+        "--watch-state",
+        metavar="PATH",
+        help="read podstate watch's state file to say how long each idle pod has been idle "
+        "and what it cost since",
     )
     drift.set_defaults(command="check")
 
@@ -221,11 +228,6 @@ def _wait(commands) -> None:
         metavar="SECONDS",
         help="the time between two checks",
     )
-    waiting.add_argument(
-        "--strict-host-keys",
-        action="store_true",
-        help="refuse pods whose host key is not in the store yet, instead of trusting it",
-    )
     waiting.set_defaults(command="wait")
 
 
@@ -304,6 +306,17 @@ def _watch(commands) -> None:
         metavar="POD",
         help="hold this pod (name or glob; repeatable): checked and logged, never changed",
     )
+    looping.add_argument(
+        "--state",
+        metavar="PATH",
+        help="where the watch keeps since when each pod is idle "
+        "(default: ~/.cache/podstate/watch-state.json)",
+    )
+    looping.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="log the idle pods it would stop, stop none",
+    )
     looping.add_argument("--json", action="store_true", help="one JSON object per event line")
     looping.add_argument(
         "--once",
@@ -330,6 +343,10 @@ def _sandbox(commands) -> None:
     )
     box.add_argument("pod", nargs="?", help="the pod to restart (restart)")
     box.add_argument("--pods", type=_number(int, 1), default=4, help="how many pods (up)")
+    box.add_argument(
+        "--vast", type=_number(int, 0), default=0, metavar="N",
+        help="how many Vast.ai instances besides the pods (up; listed by the sandbox's Vast API)",
+    )  # fmt: skip
     box.add_argument(
         "--nvidia-smi-delay", type=_number(float, 0), default=0, metavar="SECONDS",
         help="how long each call of the pods' nvidia-smi takes (up; real multi-GPU hosts "

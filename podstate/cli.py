@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 from podstate import progress, signals
@@ -18,6 +19,9 @@ from podstate.desired.errors import SpecError
 from podstate.progress import Progress
 from podstate.pyinfra_api.verify import Unsupported, verify
 from podstate.watch import loop as watch
+from podstate.watch import state as watched
+from podstate.watch.options import Options as WatchOptions
+from podstate.watch.options import WatchError
 
 
 def _sandbox(args: argparse.Namespace) -> int:
@@ -37,8 +41,11 @@ def _sandbox(args: argparse.Namespace) -> int:
             )
             raise SandboxError(f"podstate sandbox {args.action}: {which}")
         if args.action == "up":
-            pods_file = lifecycle.up(pods=args.pods, nvidia_smi_delay=args.nvidia_smi_delay)
-            print(f"{args.pods} sandbox pods are up; pods file: {pods_file}")
+            pods_file = lifecycle.up(
+                pods=args.pods, nvidia_smi_delay=args.nvidia_smi_delay, vast=args.vast
+            )
+            vast = f" and {args.vast} Vast instances" if args.vast else ""
+            print(f"{args.pods} sandbox pods{vast} are up; pods file: {pods_file}")
             print(
                 f"converge them: PODSTATE_PODS={pods_file} "
                 "pyinfra -y inventories/pods.py deploy/*.py"
@@ -48,8 +55,7 @@ def _sandbox(args: argparse.Namespace) -> int:
                 "pyinfra -y inventories/pods.py deploy/*.py"
             )
         elif args.action == "restart":
-            container.restart(args.pod)
-            print(f"{args.pod} restarted: container disk wiped, /workspace kept, start script run")
+            print(f"{args.pod} restarted: {container.restart(args.pod)}")
         elif args.action == "api":
             env = api.api_env()
             key_file = state_dir() / api.API_KEY_FILE
@@ -58,6 +64,10 @@ def _sandbox(args: argparse.Namespace) -> int:
             print(f'export RUNPOD_API_KEY="$(cat {shlex.quote(str(key_file))})"')
             for name in ("PODSTATE_SSH_KEY", "PODSTATE_HOSTKEYS"):
                 print(f"export {name}={shlex.quote(env[name])}")
+            if "VAST_API_URL" in env:
+                vast_key = state_dir() / "vast_api_key"
+                print(f"export VAST_API_URL={shlex.quote(env['VAST_API_URL'])}")
+                print(f'export VAST_API_KEY="$(cat {shlex.quote(str(vast_key))})"')
         elif args.action == "down":
             lifecycle.down()
             print("sandbox pods are down")
@@ -151,6 +161,8 @@ def _check(args: argparse.Namespace) -> int:
             strict_host_keys=True if args.strict_host_keys else None,  # else the environment's
             progress=display.pod,
         )
+    if args.watch_state:
+        watched.annotate(results, Path(args.watch_state), datetime.now(UTC))
     return _write_reports(results, args)
 
 
@@ -220,23 +232,32 @@ def _inventory(args: argparse.Namespace) -> int:
             "name": pod.name,
             "address": pod.data.get("ssh_hostname") or pod.name,
             "port": int(pod.data.get("ssh_port") or 22),
+            "endpoint": pod.data.get("endpoint") or "direct",
             "user": pod.data.get("ssh_user"),
             "groups": pod.groups,
             "pod_id": pod.data.get("pod_id"),
+            "provider": pod.data.get("provider"),
         }
         for pod in chosen
     ]
-    skipped = [{"id": s.id, "name": s.name, "reason": s.reason} for s in found.skipped]
+    skipped = [
+        {"id": s.id, "provider": s.provider, "name": s.name, "reason": s.reason}
+        for s in found.skipped
+    ]
     if args.json:
-        print(json.dumps({"source": found.source, "pods": pods, "skipped": skipped}, indent=2))
+        doc = {"source": found.source, "pods": pods, "skipped": skipped, "notes": found.notes}
+        print(json.dumps(doc, indent=2))
         return 0
     width = max((len(pod["name"]) for pod in pods), default=0)
     for pod in pods:
         user = f"{pod['user']}@" if pod["user"] else ""
         address = f"{user}{pod['address']}:{pod['port']}"
-        print(f"{pod['name']:{width}}  {address:28} {', '.join(pod['groups'])}")
+        via = " (proxy)" if pod["endpoint"] == "proxy" else ""
+        print(f"{pod['name']:{width}}  {address + via:28} {', '.join(pod['groups'])}")
     for item in found.skipped:
         print(item.line().removeprefix("podstate: "))
+    for note in found.notes:
+        print(note)
     print(f"{len(pods)} pods from the {found.source}, {len(skipped)} skipped")
     return 0
 
@@ -244,7 +265,7 @@ def _inventory(args: argparse.Namespace) -> int:
 def _watch(args: argparse.Namespace) -> int:
     """Watch the fleet (``podstate.watch.loop``); return 0 when stopped by a signal, or with
     ``--once`` the fleet's status after the pass."""
-    options = watch.Options(
+    options = WatchOptions(
         deploys=args.deploy or runner.deploy_files(),
         interval=args.interval,
         check_every=args.check_every,
@@ -253,6 +274,8 @@ def _watch(args: argparse.Namespace) -> int:
         json=args.json,
         once=args.once,
         passes=args.passes,
+        state=args.state,
+        dry_run=args.dry_run,
     )
     return watch.run(options)
 
@@ -286,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         runner.CheckFailed,
         SpecError,
         shards.ShardError,
-        watch.WatchError,
+        WatchError,
     ) as e:
         print(f"podstate: {e}", file=sys.stderr)
         return 1

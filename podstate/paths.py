@@ -24,5 +24,6 @@ ENV_FILES = [PROFILE, *HOOKED.values(), DECLARED, KERNEL_STARTUP]
 READY_COMMAND = "/usr/local/bin/podstate-ready"
 
 # On the volume: what must outlive a restart. The volume is boot.volume, this by default;
-# podstate.operations.boot.Layout names every path podstate keeps on it.
+# podstate.operations.boot.Layout names every path podstate keeps on it, and where the boot
+# hook lives (on Vast, whose stop keeps the container disk, there).
 VOLUME = "/workspace"

@@ -1,16 +1,18 @@
 """The boot hook: a pod that comes back in state by itself after a restart.
 
-With ``boot: {hook: true}``, every apply writes to the pod's volume a POSIX sh hook
-(``<volume>/.podstate/boot.sh``, scripts/boot.sh) and, in a root-only directory beside it,
-its data: the files podstate's roles write on the container disk, exactly as they render
-them (the profile and what it declares, the notebook startup file, ``files`` entries,
-``podstate-ready``), podstate's block for the shell files it hooks, the scratch mounts and
-directories, the venv's restore from its snapshot, the ready marker's digest, what the
-hook must leave pending for the next apply (secrets, apt packages, repositories,
-``authorized_keys``), the pod it is for, and a checksum of it all. With ``host_keys:
-keep``, the pod's host keys are saved there too. The template's container start command
-sources the hook at every container start, before the image's start script, so the start
-script and everything it starts have the declared environment.
+With ``boot: {hook: true}``, every apply writes a POSIX sh hook (scripts/boot.sh) where a
+restart keeps it (``Layout``: on RunPod the pod's volume, ``<volume>/.podstate/boot.sh``; on
+Vast, whose stop keeps the container disk, ``/var/lib/podstate/boot.sh``) and, in a
+root-only directory beside it, its data: the files podstate's roles write on the container
+disk, exactly as they render them (the profile and what it declares, the notebook startup
+file, ``files`` entries, ``podstate-ready``), podstate's block for the shell files it hooks,
+the scratch mounts and directories, the venv's restore from its snapshot, the ready marker's
+digest, what the hook must leave pending for the next apply (secrets, apt packages,
+repositories, ``authorized_keys``), the pod it is for, and a checksum of it all. With
+``host_keys: keep``, the pod's host keys are saved there too. The template's container start
+command (on Vast its onstart script) sources the hook at every container start, before the
+image's start script, so the start script and everything it starts have the declared
+environment.
 
 The role runs last (from the ready role), so that the data is written only after every
 other change succeeded, and holds the ready marker only when no violation stands. It also
@@ -21,6 +23,9 @@ from __future__ import annotations
 
 import posixpath
 import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import date
 from typing import Any
 
@@ -37,16 +42,43 @@ from podstate.operations import boot as boot_ops
 from podstate.operations import venv as venv_ops
 from podstate.operations.boot import FLAG, Layout
 from podstate.paths import READY_MARKER, VOLUME
+from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.roles import env, scratch, venv
 from podstate.run import bookkeeping, findings, lock
 from podstate.run.role import read_probe, role
 from podstate.shell import b64, quote_path
 
+# The provider assumed outside a pod (``assuming``): podstate.pod.fits checks a desired state
+# with each provider's layout before any pod is touched.
+_ASSUMED: ContextVar[str] = ContextVar("podstate_boot_provider", default="runpod")
+
+
+def provider() -> str:
+    """Return the provider whose layout this pod's hook has (``Layout``): the pod's host data
+    ``provider`` (set by the inventories, and by a pods file's ``provider:``; none is
+    RunPod's); outside a pod, the one ``assuming`` names (RunPod's by default). The one
+    place that decides it."""
+    data = pyinfra_plan.current_host_data()
+    if data is None:
+        return _ASSUMED.get()
+    return data.get("provider") or "runpod"
+
+
+@contextmanager
+def assuming(name: str) -> Iterator[None]:
+    """Within the block, outside a pod, take the hook's layout to be provider ``name``'s."""
+    token = _ASSUMED.set(name)
+    try:
+        yield
+    finally:
+        _ASSUMED.reset(token)
+
 
 def volume(wanted: dict[str, Any]) -> Layout:
-    """Return where podstate keeps what outlives the container: on the volume at
-    ``boot.volume`` (``/workspace`` by default), with or without the hook."""
-    return Layout((wanted.get("boot") or {}).get("volume", VOLUME))
+    """Return where podstate keeps what outlives the container, with or without the hook:
+    the volume at ``boot.volume`` (``/workspace`` by default), and the hook where this
+    pod's provider keeps it (``provider``)."""
+    return Layout((wanted.get("boot") or {}).get("volume", VOLUME), provider())
 
 
 def layout(wanted: dict[str, Any]) -> Layout | None:
@@ -73,11 +105,11 @@ def gpus(probe: dict[str, Any]) -> str:
 
 
 def reads(wanted: dict[str, Any]) -> Request:
-    """Return what the probe reads for this role (nothing without a hook): the volume and
-    the data directory; the hook, its data, this container's status of it; the RunPod pod
-    id, and with ``keep`` the data directory, to compare the host keys saved there with the
-    pod's; and what the data is made from: the scratch paths, the ``dirs`` directories and
-    the venv's reading (for its restore)."""
+    """Return what the probe reads for this role (nothing without a hook): the volume and the data
+    directory; the hook, its data, this container's status of it; the container's identity (the
+    provider's variables), and with ``keep`` the data directory, to compare the host keys saved
+    there with the pod's; and what the data is made from: the scratch paths, the ``dirs``
+    directories and the venv's reading (for its restore)."""
     places = (*scratch.paths(wanted), *(wanted.get("dirs") or {}).values())
     where = layout(wanted)
     if where is None:
@@ -86,7 +118,7 @@ def reads(wanted: dict[str, Any]) -> Request:
     own = Request(
         paths=(where.volume, where.data, *places),
         files=(where.hook, where.state, FLAG),
-        boot={"keys": where.data if keep else None},
+        boot={"keys": where.data if keep else None, "identity": where.identity},
     )
     return own.merge(venv.reads(wanted))
 
@@ -203,8 +235,7 @@ def report(wanted: dict[str, Any], probe: dict[str, Any], where: Layout) -> dict
     or pending, as its status says: ``boot_ops.parse_status``), with ``reason``,
     ``pending`` (what still waits for an apply: nothing once the pod is ready for this
     desired state), ``errors`` and ``started_at``."""
-    flag = probe["files"][FLAG]
-    text = flag.content if flag.state == "file" and flag.content else ""
+    text = this_start(probe)
     first = text.split("\n", 1)[0]
     none: dict[str, Any] = {"reason": None, "pending": [], "errors": [], "started_at": None}
     if first == "armed":
@@ -216,15 +247,15 @@ def report(wanted: dict[str, Any], probe: dict[str, Any], where: Layout) -> dict
             "outcome": "not-run",
             **none,
             "reason": "the container started after podstate set the hook up, and the hook did "
-            "not run: the template's container start command must source it: "
-            + where.start_command(),
+            "not run: " + where.how_to_run(),
         }
     elif not text:
         result = {"outcome": "armed", **none}
     else:
         result = boot_ops.parse_status(text)
-    ready = read(probe["files"].get(READY_MARKER))
-    if (ready or {}).get("digest") == digest(wanted):
+    ready = read(probe["files"].get(READY_MARKER)) or {}
+    start = probe.get("container_start")
+    if ready.get("digest") == digest(wanted) and ready.get("container", start) == start:
         result["pending"] = []
     return result
 
@@ -242,10 +273,20 @@ def declare(wanted: dict[str, Any]) -> None:
         findings.made("keys", posixpath.join(where.data, "hostkeys.tar"))
 
 
+def this_start(probe: dict[str, Any]) -> str:
+    """Return this container's status of the hook (``FLAG``), "" when there is none or it
+    is from another container start (it names one, ``boot_ops.status_start``): Vast keeps
+    the container disk across a stop, and the flag with it."""
+    flag = probe["files"][FLAG]
+    text = flag.content if flag.state == "file" and flag.content else ""
+    start = boot_ops.status_start(text)
+    return text if start is None or start == probe.get("container_start") else ""
+
+
 @role("Boot")
 def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
-    """Write the hook and its data to the volume (and save the host keys, with ``keep``);
-    say what the hook did at this container's start."""
+    """Write the hook and its data where a restart keeps them (``Layout``; and save the
+    host keys, with ``keep``); say what the hook did at this container's start."""
     where = layout(wanted)
     if where is None:
         return
@@ -254,7 +295,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
         return
     found = findings.of(host)
     found.boot = report(wanted, probe, where)
-    if not has_volume(probe, where):
+    if where.needs_volume and not has_volume(probe, where):
         found.boot = None
         findings.violation(
             f"boot.hook: this pod has no volume at {where.volume} (nothing is mounted there; "
@@ -265,11 +306,11 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
         return
     pod_id = (probe["boot"] or {}).get("pod_id")
     if pod_id is None:
+        names = " or ".join(where.identity)
         findings.violation(
-            f"boot.hook: this container's environment ({ENVIRON}) has no RUNPOD_POD_ID, so "
-            "the hook cannot tell this pod's data on the volume from another pod's, and "
-            "restores nothing at a container start: run the pod on RunPod, or give its "
-            "container RUNPOD_POD_ID",
+            f"boot.hook: this container's environment ({ENVIRON}) has no {names}, so the "
+            "hook cannot tell this pod's data from another pod's, and restores nothing at a "
+            f"container start: give its container {names}",
             "boot.hook",
         )
     failing = findings.waive(found.violations, wanted.get("waivers") or [], date.today()).failing
@@ -306,11 +347,13 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
         own=True,
         mode="600",
     )
-    if probe["files"][FLAG].state == "absent":
+    if not this_start(probe):
+        start = probe.get("container_start")
         bookkeeping.managed_file(
             name="Boot hook: this container's status",
             path=FLAG,
-            content="not-run\n" if found.boot["outcome"] == "not-run" else "armed\n",
+            content=("not-run\n" if found.boot["outcome"] == "not-run" else "armed\n")
+            + (f"container {start}\n" if start else ""),
             found=probe["files"][FLAG],
             own=True,
         )

@@ -1,8 +1,10 @@
 """Ready: the pod says, on its container disk, that an apply of this desired state succeeded.
 
 An apply that succeeds on a pod (every step done, no unwaived violation) ends by writing
-``MARKER`` on the container disk: the applied state's digest and the time. A restart wipes
-the container disk and the marker with it, so a marker is never left over from before one.
+``MARKER`` on the container disk: the applied state's digest, the time and the container
+start it was written in (``podstate.facts.start``). On RunPod a restart wipes the container
+disk and the marker with it; on Vast a stop and start keeps them, and a marker from another
+container start is not ready: the pod is *restarted*, with what the new start left behind.
 The apply also writes a record on the volume (``<boot.volume>/.podstate/applied``), which a
 restart keeps: which pod podstate applied to, and when; only where a volume is mounted,
 since a directory on the container disk vanishes with the marker. A pod whose volume has
@@ -45,16 +47,37 @@ def reads(wanted: dict[str, Any]) -> Request:
 
 
 def restart(
-    probe: dict[str, Any], record_path: str, pod: str, started_at: str | None
+    probe: dict[str, Any],
+    record_path: str,
+    pod: str,
+    started_at: str | None,
+    wanted: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
-    """Return how this pod restarted since podstate last applied to it (``applied_at``; and
-    ``since``, RunPod's ``startedAt`` when it is known), or None: no restart, or never
-    applied to (a volume whose record, at ``record_path``, names another pod says nothing
-    about this one)."""
+    """Return how this pod restarted since podstate last applied to it, or None: no restart,
+    or never applied to (a volume whose record, at ``record_path``, names another pod says
+    nothing about this one).
+
+    Two ways: the container disk was wiped (RunPod: no marker, while the volume's record
+    names this pod), or it was kept but the container started again (Vast: a marker from
+    another container start, ``stale``). Either gives ``applied_at`` and ``since``
+    (RunPod's ``startedAt`` when it is known); the second also what a new start left
+    behind (``gone``: the processes, ``/dev/shm``'s contents, the desired scratch)."""
+    marker = read(probe["files"].get(MARKER))
+    if marker is not None and stale(marker, probe):
+        scratch = [f"scratch {path}" for path in (wanted or {}).get("scratch") or {}]
+        gone = ["processes", "/dev/shm contents", *scratch]
+        return {"applied_at": marker.get("applied_at"), "since": started_at, "gone": gone}
     record = read(probe["files"].get(record_path))
-    if record is None or record.get("pod") != pod or read(probe["files"].get(MARKER)):
+    if record is None or record.get("pod") != pod or marker:
         return None
     return {"applied_at": record.get("applied_at"), "since": started_at}
+
+
+def stale(marker: dict[str, Any], probe: dict[str, Any]) -> bool:
+    """Return whether ``marker`` is from another container start than the one the probe
+    read (``container_start``); a marker that names no start (written before podstate
+    recorded it) is taken as this start's, one whose start cannot be compared is not."""
+    return "container" in marker and marker["container"] != probe.get("container_start")
 
 
 def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
@@ -82,8 +105,9 @@ def _command(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Name a restart; install podstate-ready, violations or not (only the marker waits for
     an apply without one)."""
     found, where = findings.of(host), boot.volume(wanted)
-    found.restarted = restart(probe, where.record, host.name, host.data.get("started_at"))
-    found.ready = (read(probe["files"].get(MARKER)) or {}).get("digest") == digest(wanted)
+    found.restarted = restart(probe, where.record, host.name, host.data.get("started_at"), wanted)
+    marker = read(probe["files"].get(MARKER)) or {}
+    found.ready = marker.get("digest") == digest(wanted) and not stale(marker, probe)
     if applies_nothing(wanted):  # nothing to be ready for (a pod after podstate uninstall)
         found.ready = True
         return
@@ -110,7 +134,8 @@ def _marker(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
         return
     wanted_digest = digest(wanted)
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    marker = json.dumps({"digest": wanted_digest, "applied_at": now}) + "\n"
+    fields = {"digest": wanted_digest, "applied_at": now, "container": probe["container_start"]}
+    marker = json.dumps(fields) + "\n"
     record = json.dumps({"pod": host.name, "digest": wanted_digest, "applied_at": now}) + "\n"
     where = boot.volume(wanted)
     bookkeeping.mark_ready(

@@ -38,3 +38,17 @@ def fleet(request, tmp_path_factory):
             os.environ.pop("PODSTATE_SANDBOX", None)
         else:
             os.environ["PODSTATE_SANDBOX"] = old
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory):
+    """Give the tests, and every program they start, a cache of their own
+    (``XDG_CACHE_HOME``): a watch started without ``--state`` keeps its state there, not in
+    the user's ``~/.cache``."""
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if old is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = old

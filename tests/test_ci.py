@@ -223,11 +223,24 @@ def test_hourly_workflow_keeps_trust_across_runs_and_refuses_a_changed_key(ci, t
     assert first.run.returncode == 2, first.run.stdout + first.run.stderr  # drift only
     assert first.status() == {"pod-1": "drift", "pod-2": "ok", "pod-3": "ok"}
     assert first.trust() == dict.fromkeys(PODS, "first-use")
-    assert first.json["summary"]["host_keys"] == {"first_use": 3, "rekeyed": 0, "refused": 0}
+    assert first.json["summary"]["host_keys"] == {
+        "verified": 0,
+        "first_use": 3,
+        "rekeyed": 0,
+        "refused": 0,
+    }
     pod1_key = first.json["pods"]["pod-1"]["host_key"]["fingerprint"]
     assert pod1_key == fingerprint_of(port(ci, "pod-1"), tmp_path)
     assert "host keys: 3 trusted on first use" in first.run.stdout
-    assert "- trusted on first use (nothing stored to compare with): 3 pods" in first.markdown
+    # The fake API has no logs: each key is unverified, and the reports say why.
+    assert first.json["pods"]["pod-1"]["host_key"]["unverified"] == (
+        "RunPod's log answered 404 Not Found"
+    )
+    assert "(unverified: RunPod's log answered 404 Not Found)" in first.run.stdout
+    assert (
+        "- trusted on first use (unverified: nothing stored to compare with): 3 pods"
+        in first.markdown
+    )
     assert "+export PIP_CACHE_DIR=/scratch/pip" in first.markdown
     failed = {
         (c.classname, c.name) for c in first.junit if any(isinstance(r, Failure) for r in c.result)
@@ -246,7 +259,12 @@ def test_hourly_workflow_keeps_trust_across_runs_and_refuses_a_changed_key(ci, t
     assert second.run.returncode == 1
     assert second.trust() == {"pod-1": "known", "pod-2": "refused", "pod-3": "known"}
     assert second.status() == {"pod-1": "drift", "pod-2": "unreachable", "pod-3": "ok"}
-    assert second.json["summary"]["host_keys"] == {"first_use": 0, "rekeyed": 0, "refused": 1}
+    assert second.json["summary"]["host_keys"] == {
+        "verified": 0,
+        "first_use": 0,
+        "rekeyed": 0,
+        "refused": 1,
+    }
     pod2 = second.json["pods"]["pod-2"]
     assert pod2["error"].startswith("host key refused: the pod's key differs from the stored")
     assert pod2["host_key"]["fingerprint"] == first.json["pods"]["pod-2"]["host_key"]["fingerprint"]
@@ -292,7 +310,12 @@ def test_gitlab_job_keeps_trust_and_rekeys_after_a_reported_restart(ci, tmp_path
     assert (rekeyed["old_fingerprint"], rekeyed["fingerprint"]) == (old, new) and old != new
     assert f"host key re-keyed after a restart: {old} -> {new}" in second.run.stdout
     assert f"  - pod-2: `{old}` → `{new}`" in second.markdown
-    assert second.json["summary"]["host_keys"] == {"first_use": 0, "rekeyed": 1, "refused": 0}
+    assert second.json["summary"]["host_keys"] == {
+        "verified": 0,
+        "first_use": 0,
+        "rekeyed": 1,
+        "refused": 0,
+    }
 
 
 def test_pull_request_workflow_reports_the_prs_desired_state(ci, tmp_path):

@@ -15,7 +15,8 @@ from podstate import arguments, cli
 from podstate.check import runner
 from podstate.progress import LOG_EVERY, Progress
 from podstate.watch.decisions import Pending
-from podstate.watch.loop import Options, Watch
+from podstate.watch.loop import Watch
+from podstate.watch.options import Options
 from tests.e2e import BIN, ROOT
 
 

@@ -50,6 +50,10 @@ RUN_BY = {
     "bash -c '. /workspace/.podstate/boot.sh; exec /start.sh'": (
         "tests/test_boot.py::test_a_restart_with_the_hook_is_in_state_before_the_first_connection"
     ),
+    # a Vast template's onstart line, which sandbox Vast instances run at every start
+    "if [ -f /var/lib/podstate/boot.sh ]; then . /var/lib/podstate/boot.sh; fi": (
+        "tests/test_vast_boot.py::test_the_hook_puts_a_vast_instance_back_before_anything_else"
+    ),
 }
 
 # Commands that are neither run nor checkable here, by their first words, and why.
@@ -57,6 +61,7 @@ ALLOWED = {
     "export": "sets a variable of the reader's own shell (the RunPod API key, the SSH key)",
     ". .venv/bin/activate": "the shell's own `.`: activates the venv the line before made",
     "python train.py": "the reader's own job, shown after `podstate-ready &&`",
+    "touch ~/.no_auto_tmux": "a line of a Vast template's onstart script, run by Vast",
 }
 
 # Placeholders of a synopsis that an option's type would refuse, and a value to parse them as.

@@ -75,7 +75,8 @@ def wait_for_probe(fleet, pod, before, limit=60):
 def hold_lock(pod, owner="ci-job-7", expires_in=3600):
     inside.pod_exec(
         pod,
-        f"mkdir -p /run/podstate.lock && echo other > /run/podstate.lock/token"
+        f"touch /run/podstate.lock.mutex && mkdir -p /run/podstate.lock"
+        f" && echo other > /run/podstate.lock/token"
         f" && echo {owner} > /run/podstate.lock/owner"
         f" && echo $(($(date +%s) + {expires_in})) > /run/podstate.lock/expires",
     )

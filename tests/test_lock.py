@@ -1,22 +1,31 @@
 """The pod lock (scripts/lock.sh) under contention: never two holders, held for a whole run.
 
 The first tests run the lock's own shell on this machine, as many takers at once as a fleet
-of runs would be; the last races two applies through real SSH on sandbox pods, the first
-holding the lock through a deploy-file operation that lasts longer than the grace.
+of runs would be, and a probe racing a live keeper; the last race two applies through real
+SSH on sandbox pods, the first holding the lock through a deploy-file operation that lasts
+longer than the grace, and check and watch a pod while another run holds it (busy).
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import jsonschema
+from junitparser import JUnitXml, Skipped
+
 from podstate.shell import script
 from tests.conftest import cannot_run_e2e
-from tests.e2e import start_apply
+from tests.e2e import BIN, ROOT, check, run, start_apply
 from tests.test_deploy_dir import copy_project
 
 LOCK_SH = script("lock.sh")
@@ -62,7 +71,8 @@ def lock_run(
 
 def set_lock(path: Path, token: str, expires: int | None, age: int = 0) -> None:
     """Make ``path`` a lock of another run: expiring at ``expires`` (None: never written),
-    made ``age`` seconds ago."""
+    made ``age`` seconds ago; beside its mutex, which every run that takes a lock makes."""
+    Path(f"{path}.mutex").touch()
     path.mkdir()
     (path / "token").write_text(token + "\n")
     (path / "owner").write_text(f"owner {token}\n")
@@ -115,39 +125,105 @@ def test_many_takers_of_one_lock_never_hold_it_at_once(tmp_path):
         assert not path.exists()  # the last taker released it
 
 
-def test_a_live_run_keeps_its_lock_past_the_grace_and_loses_it_when_it_ends(tmp_path):
-    path = tmp_path / "podstate.lock"
-    # The holder's parent stands for the run's SSH connection: it lives until its stdin ends.
-    holder = subprocess.Popen(
-        [
-            "sh",
-            "-c",
-            'sh -c "$0" lock run "$1" run-a "owner run-a" take 60 5 3 keep "" : && cat',
-            LOCK_SH,
-            str(path),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
-    deadline = time.monotonic() + 30
-    while not (path / "token").exists() or (path / "token").read_text() != "run-a\n":
-        assert time.monotonic() < deadline and holder.poll() is None, "the lock was never taken"
+def taken(path: Path, token: str, alive) -> None:
+    """Wait until ``token`` holds the lock at ``path`` (``alive()``: its run has not ended)."""
+    deadline = time.monotonic() + 60
+    while not (path / "token").exists() or (path / "token").read_text() != f"{token}\n":
+        assert time.monotonic() < deadline and alive(), "the lock was never taken"
         time.sleep(0.05)
-    first = int((path / "expires").read_text())
-    while int(time.time()) <= first + 1:  # the grace the command left has long passed
-        time.sleep(0.2)
-    busy = lock_run(path, "run-b", wait=1)
-    _, err = busy.communicate(timeout=30)
-    assert busy.returncode == 75
-    assert "another podstate run holds this pod (owner run-a)" in err
-    assert int((path / "expires").read_text()) > first  # the keeper renewed it
-    holder.stdin.close()  # the connection ends; the lock expires a grace later
-    holder.wait(timeout=30)
-    taker = lock_run(path, "run-b", 'cat "$L/token"', wait=30, env={"L": str(path)})
-    out, err = taker.communicate(timeout=60)
-    assert taker.returncode == 0, err
-    assert out == "run-b\n"
+
+
+def under_sshd(tmp_path: Path) -> str:
+    """Return a shell whose process is named sshd: the SSH session a test suite may itself
+    run in, which the lock must not take for the run's connection."""
+    sshd = tmp_path / "sshd"
+    sshd.symlink_to(shutil.which("sh"))
+    return str(sshd)
+
+
+def test_a_live_run_keeps_its_lock_past_the_grace_and_loses_it_when_it_ends(tmp_path):
+    """The run's lock.sh runs in a session of its own, as sshd starts a command, below a
+    process that stands for the run's SSH connection (it lives until its pipe ends); all of
+    it under a process named sshd that outlives that connection, as the SSH session this
+    suite may run in does: the lock is bound to the connection, however the suite runs."""
+    path = tmp_path / "podstate.lock"
+    pipe = tmp_path / "connection"  # the connection lives until this pipe ends
+    os.mkfifo(pipe)
+    connection = 'setsid sh -c "$0" lock run "$1" run-a "owner run-a" take 60 5 3 keep "" : && cat'
+    holder = subprocess.Popen(
+        [under_sshd(tmp_path), "-c", f'sh -c "$0" "$@" <"{pipe}"; exec cat', connection,
+         LOCK_SH, str(path)],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    connection_end = open(pipe, "w")  # closed below: the connection ends
+    try:
+        taken(path, "run-a", lambda: holder.poll() is None)
+        first = int((path / "expires").read_text())
+        while int(time.time()) <= first + 1:  # the grace the command left has long passed
+            time.sleep(0.2)
+        busy = lock_run(path, "run-b", wait=1)
+        _, err = busy.communicate(timeout=30)
+        assert busy.returncode == 75
+        assert "another podstate run holds this pod (owner run-a)" in err
+        assert int((path / "expires").read_text()) > first  # the keeper renewed it
+        connection_end.close()  # the connection ends; the lock expires a grace later
+        taker = lock_run(path, "run-b", 'cat "$L/token"', wait=30, env={"L": str(path)})
+        out, err = taker.communicate(timeout=60)
+        assert taker.returncode == 0, err
+        assert out == "run-b\n"
+    finally:
+        connection_end.close()  # however the test ended: no keeper outlives it
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+def test_a_probe_racing_a_live_keeper_never_reads_its_lock_as_free(tmp_path):
+    """The keeper rewrites ``expires`` every second. Its run is traced with every write held
+    back 0.3 s, so that each rewrite leaves the file empty that long; a probe reading the
+    lock over and over while it renews three times must find it held every time."""
+    path = tmp_path / "podstate.lock"
+    holder = subprocess.Popen(
+        ["strace", "-f", "-qq", "-o", os.devnull, "-e", "trace=write",
+         "-e", "inject=write:delay_enter=300000",
+         "sh", "-c", LOCK_SH, "lock", "run", str(path), "run-a", "owner run-a", "take", "60",
+         "5", "3", "keep", "", ":"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    stop = tmp_path / "stop"
+    reader = None
+    try:
+        taken(path, "run-a", lambda: holder.poll() is None)
+        reader = probe_lock_lines(path, wait=0, loop_until=stop)
+        for _ in range(4):  # the keeper's renewals, each read as it stands under the mutex
+            renewed(path, holder)
+        stop.touch()
+        out = reader.communicate(timeout=60)[0].splitlines()
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=30)
+        if reader is not None and reader.poll() is None:
+            reader.kill()
+    reads = [line for line in out if line.startswith("lock ")]
+    assert reads and all(line.endswith(" held") for line in reads), [
+        line for line in reads if not line.endswith(" held")
+    ][:5]
+    assert set(out) - set(reads) == {"lock.owner owner run-a"}
+
+
+def renewed(path: Path, holder: subprocess.Popen) -> None:
+    """Wait until the keeper has renewed the lock at ``path``: its expiry, read under the
+    lock's mutex as every reader reads it, has moved."""
+
+    def expires() -> str:
+        with open(f"{path}.mutex") as mutex:
+            fcntl.flock(mutex, fcntl.LOCK_SH)
+            return (path / "expires").read_text()
+
+    before = expires()
+    deadline = time.monotonic() + 60
+    while expires() == before:
+        assert time.monotonic() < deadline and holder.poll() is None, "no renewal"
+        time.sleep(0.05)
 
 
 def test_only_the_holder_renews_or_releases(tmp_path):
@@ -170,6 +246,8 @@ def test_only_the_holder_renews_or_releases(tmp_path):
 
 
 def test_a_step_that_finds_its_lock_taken_over_stops(tmp_path):
+    """The run's lock is valid for 1 s (its TTL); the step outlasts it, and another run
+    takes the lock over, as it may once it has expired."""
     path = tmp_path / "podstate.lock"
     steps = (
         'echo one; rm -rf "$0"; mkdir "$0"; echo thief >"$0/token"; echo thief >"$0/owner"; '
@@ -181,7 +259,7 @@ def test_a_step_that_finds_its_lock_taken_over_stops(tmp_path):
         "mine",
         "owner mine",
         "take",
-        60,
+        1,
         5,
         3,
         "keep",
@@ -258,10 +336,11 @@ def test_a_take_after_another_run_took_the_lock_since_the_probe_changes_nothing(
     assert Path(f"{path}.gen").read_text() == "7\n"  # each take counts
 
 
-def probe_lock_lines(path: Path, wait: int) -> subprocess.Popen:
-    """Start the probe's lock lines (podstate.facts.probe) against the lock at ``path``. The
-    probe's program is built in a process of its own: importing pyinfra's API patches the
-    standard library with gevent, which other test modules' threads must not meet."""
+def probe_lock_lines(path: Path, wait: int, loop_until: Path | None = None) -> subprocess.Popen:
+    """Start the probe's lock lines (podstate.facts.probe) against the lock at ``path``, once,
+    or over and over until ``loop_until`` exists. The probe's program is built in a process
+    of its own: importing pyinfra's API patches the standard library with gevent, which other
+    test modules' threads must not meet."""
     lines = subprocess.run(
         [
             sys.executable,
@@ -274,8 +353,10 @@ def probe_lock_lines(path: Path, wait: int) -> subprocess.Popen:
         check=True,
     ).stdout.splitlines()
     start = lines.index("L=/run/podstate.lock")
-    end = next(i for i, line in enumerate(lines) if 'echo "lock ' in line)
+    end = max(i for i, line in enumerate(lines) if '"lock ' in line)
     program = "\n".join([f"L={path}", *lines[start + 1 : end + 1]])
+    if loop_until is not None:
+        program = f'while [ ! -e "{loop_until}" ]; do\n{program}\ndone'
     return subprocess.Popen(["sh", "-c", program], stdout=subprocess.PIPE, text=True)
 
 
@@ -297,7 +378,7 @@ def test_the_probe_waits_for_another_runs_live_lock_then_reads_the_pod(tmp_path)
     set_lock(path, "other", expires=int(time.time()) + 600)
     Path(f"{path}.gen").write_text("3\n")
     check = probe_lock_lines(path, wait=0)  # a check does not wait
-    assert check.communicate(timeout=30)[0] == "lock 3 held\n"
+    assert check.communicate(timeout=30)[0] == "lock 3 held\nlock.owner owner other\n"
     apply = probe_lock_lines(path, wait=60)
     deadline = time.monotonic() + 30
     while not sleeping(apply.pid):  # it waits while the lock is held ...
@@ -348,3 +429,78 @@ def test_an_apply_holds_the_lock_through_a_long_operation_raced_by_another(fleet
         assert len(starts) == 2 and starts[0] != starts[1], (pod, log)  # two runs' tokens
         assert [line.split()[0] for line in log if line] == ["start", "end", "start", "end"]
         assert fleet.ssh(pod, "test -e /run/podstate.lock").returncode == 1
+
+
+GATED = '''"""A team's operation that runs until the test opens its gate (/root/go on the pod)."""
+from pyinfra.operations import server
+
+server.shell(
+    name="Gated team step",
+    commands=["echo start >> /root/gated.log; while [ ! -e /root/go ]; do sleep 0.1; done"],
+)
+'''
+
+
+def test_a_pod_another_run_is_changing_is_busy_in_every_report_and_the_watch_skips_it(
+    fleet, tmp_path
+):
+    """A real second run holds each pod: an apply inside a team operation that waits for the
+    test. The check says so (busy, with that run's owner line; exit 2: check again later) in
+    every report, and the watch leaves those pods alone for its pass."""
+    project = copy_project(tmp_path / "project")
+    (project / "deploy" / "zz-gated.py").write_text(GATED)
+    for pod in fleet.pods:
+        fleet.out(pod, "rm -f /root/go /root/gated.log")
+    first = start_apply(fleet, cwd=project, deploys=("deploy/pod.py", "deploy/zz-gated.py"))
+    try:
+        deadline = time.monotonic() + 120
+        for pod in fleet.pods:  # each pod's apply is inside the gated step, holding the lock
+            while "start" not in fleet.out(pod, "cat /root/gated.log 2>/dev/null || true"):
+                assert time.monotonic() < deadline and first.poll() is None, first.communicate()
+                time.sleep(0.1)
+        files = {kind: tmp_path / f"check.{kind}" for kind in ("json", "md", "xml")}
+        result = check(
+            fleet,
+            *("--json", str(files["json"]), "--markdown", str(files["md"])),
+            *("--junit", str(files["xml"])),
+            cwd=project,
+        )
+        watch = run(
+            fleet,
+            [str(BIN / "podstate"), "watch", "--once", "--json"]
+            + ["--deploy", "deploy/pod.py", "--deploy", "deploy/zz-gated.py"],
+            cwd=project,
+        )
+    finally:
+        for pod in fleet.pods:
+            fleet.out(pod, "touch /root/go")
+        applied = first.communicate(timeout=300)
+    assert first.returncode == 0, applied
+    assert result.returncode == 2, result.stdout + result.stderr
+    document = json.loads(files["json"].read_text())
+    jsonschema.validate(
+        document, json.loads((ROOT / "schema/check-report.schema.json").read_text())
+    )
+    holder = f"{socket.gethostname()} pid {first.pid} since "
+    for pod in fleet.pods:
+        entry = document["pods"][pod]
+        assert entry["status"] == "busy", entry
+        assert entry["holder"].startswith(holder), entry
+        assert f"{pod}  busy" in result.stdout
+        assert f"| {pod} | busy | another podstate run is changing it ({holder}" in (
+            files["md"].read_text()
+        )
+    assert document["summary"]["busy"] == 2 and document["summary"]["exit_code"] == 2
+    skipped = [
+        case.name
+        for suite in JUnitXml.fromfile(str(files["xml"]))
+        for case in suite
+        if any(isinstance(r, Skipped) and r.message.startswith("busy: ") for r in case.result)
+    ]
+    assert skipped == ["podstate check"] * 2
+    events = [json.loads(line) for line in watch.stdout.splitlines()]
+    assert {e["pod"]: e["result"] for e in events if e["seen"] == "busy"} == {
+        pod: "skipped" for pod in fleet.pods
+    }, events
+    assert not [e for e in events if e["action"] == "apply"], events
+    assert watch.returncode == 2, watch.stdout + watch.stderr

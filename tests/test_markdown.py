@@ -93,7 +93,7 @@ def test_small_fleet_has_one_line_per_pod_with_a_status_word():
     rows = [line for line in md.splitlines() if line.startswith("| pod-")]
     assert [row.split(" | ")[1] for row in rows] == ["drift", "ok", "violation", "unreachable"]
     assert "nothing would change; host key trusted on first use" in rows[1]
-    assert "- trusted on first use (nothing stored to compare with): 1 pod: pod-2" in md
+    assert "- trusted on first use (unverified: nothing stored to compare with): 1 pod: pod-2" in md
 
 
 def test_rekeyed_and_refused_keys_are_named_with_fingerprints():
@@ -105,7 +105,7 @@ def test_rekeyed_and_refused_keys_are_named_with_fingerprints():
     }
     results["b"].host_key = {"trust": "refused", "fingerprint": "SHA256:kept", "reason": "x"}
     md = report_markdown.markdown(results)
-    assert "- re-keyed after a restart RunPod reported: 1 pod: a" in md
+    assert "- re-keyed after a restart RunPod reported (unverified): 1 pod: a" in md
     assert "  - a: `SHA256:old` → `SHA256:new`" in md
     assert "- refused: 1 pod: b" in md
     assert "- **unreachable** host key refused: x: 1 pod: b" in md
@@ -137,7 +137,12 @@ def test_a_secret_files_diff_is_in_no_report():
 
 def test_json_report_with_host_keys_validates():
     results = fleet_of_200()
-    results["trainer-100"].host_key = {"trust": "first-use", "fingerprint": "SHA256:abc"}
+    results["trainer-100"].host_key = {
+        "trust": "first-use",
+        "fingerprint": "SHA256:abc",
+        "unverified": "RunPod's log answered 404 Not Found",
+    }
+    results["trainer-102"].host_key = {"trust": "verified", "fingerprint": "SHA256:log"}
     results["trainer-101"].host_key = {
         "trust": "rekeyed",
         "fingerprint": "SHA256:new",
@@ -145,10 +150,21 @@ def test_json_report_with_host_keys_validates():
     }
     document = to_json(results)
     jsonschema.validate(document, REPORT_SCHEMA)
-    assert document["summary"]["host_keys"] == {"first_use": 1, "rekeyed": 1, "refused": 0}
+    counts = {"verified": 1, "first_use": 1, "rekeyed": 1, "refused": 0}
+    assert document["summary"]["host_keys"] == counts
     table = reports.table(results, diff=False)
-    assert "host key re-keyed after a restart: SHA256:old -> SHA256:new" in table
-    assert table.endswith("host keys: 1 trusted on first use, 1 re-keyed after a restart\n")
+    assert "host key re-keyed after a restart: SHA256:old -> SHA256:new\n" in table
+    assert "host key verified against RunPod's log: SHA256:log" in table
+    unverified = "SHA256:abc (unverified: RunPod's log answered 404 Not Found)"
+    assert f"host key trusted on first use: {unverified}" in table
+    assert table.endswith(
+        "host keys: 1 verified against RunPod's log, 1 trusted on first use, "
+        "1 re-keyed after a restart\n"
+    )
+    md = report_markdown.markdown(results)
+    assert "- verified against RunPod's log of the container's start: 1 pod: trainer-102" in md
+    junit = reports.junit(results)
+    assert "host key verified against RunPod's log: SHA256:log" in junit
 
 
 def test_junit_of_every_kind_of_case_is_valid_against_jenkins_strict_schema():

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from podstate.facts.gpu import all_nvlink, parse_gpu_list, parse_topology
+from podstate.facts import activity
+from podstate.facts.gpu import GPU_FIELDS, all_nvlink, parse_gpu_list, parse_topology
 from podstate.facts.mounts import mount_of, parse_mounts
 from podstate.facts.probe import PodProbe, parse_probe
 from podstate.sizes import SIZE_PATTERN, SIZE_WORDS, format_size, parse_size
@@ -282,10 +283,18 @@ def test_real_h200_shm_is_the_last_of_two_mounts():
     assert mount_of("/dev/shm", mounts).size == block * blocks == df_bytes == 128 << 30
 
 
+# The fields the probe asked nvidia-smi when the H200 captures were made; those it asks now
+# besides (whether a GPU is in use) are read as a release that rejects them reads.
+CAPTURED_FIELDS = tuple(GPU_FIELDS)[:15]
+NEWER_FIELDS = "gpu.unknown " + ",".join(tuple(GPU_FIELDS)[15:])
+
+
 def test_real_h200_probe_answer_parses():
     """podstate's probe, run on a real H200 pod: every section reads back."""
 
-    probe = PodProbe().process((NVIDIA / "h200-probe.txt").read_text().splitlines())
+    lines = (NVIDIA / "h200-probe.txt").read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("gpu.query "))
+    probe = PodProbe().process([*lines[: at + 1], NEWER_FIELDS, *lines[at + 1 :]])
     (gpu,) = probe["gpu"].devices
     assert (gpu.name, gpu.memory_mib, gpu.driver) == ("NVIDIA H200", 143771, "580.159.04")
     assert (gpu.ecc_mode, gpu.ecc_uncorrected, gpu.retired_pending) == ("Enabled", 0, None)
@@ -293,11 +302,12 @@ def test_real_h200_probe_answer_parses():
     assert probe["gpu"].cuda == "13.0" and probe["gpus"] == ["NVIDIA H200"]
     assert probe["shm_size"] == probe["free"]["/dev/shm"] == 128 << 30
     assert probe["nvlink"] is False and probe["shell"] == "/bin/bash"
+    assert activity.read(probe)["idle"] is None  # its utilization was not read: unknown
 
 
-def test_real_h200_query_has_every_field_the_probe_asks():
+def test_real_h200_query_has_every_field_the_probe_asked():
     from podstate.facts.gpu import parse_cuda_version, parse_gpu_query
 
-    (gpu,) = parse_gpu_query((NVIDIA / "h200-probe-query.csv").read_text())
+    (gpu,) = parse_gpu_query((NVIDIA / "h200-probe-query.csv").read_text(), CAPTURED_FIELDS)
     assert gpu.index == 0 and gpu.remap_pending == "No" and gpu.power_brake == "Not Active"
     assert parse_cuda_version((NVIDIA / "h200-probe-header.txt").read_text()) == "13.0"

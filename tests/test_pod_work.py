@@ -27,8 +27,9 @@ QUERY = "--query-gpu="
 # Every program a check starts on pod-4, converged and probed before: sshd's re-exec for the
 # connection, the login shell, sh, one base64 per value read (the mounts, the GPU query, 8
 # files), one stat each for the disks, the paths and the files, timeout and nvidia-smi for
-# the GPU query (it started 46 before the GPU cache and one stat for all paths).
-CHECK_PROGRAMS = 18
+# the GPU query (it started 46 before the GPU cache and one stat for all paths), and flock to
+# read the pod lock under its mutex.
+CHECK_PROGRAMS = 19
 
 
 def _calls(run) -> list[str]:
@@ -92,3 +93,23 @@ def _after_restart(run) -> list[str]:
     result = run()
     assert result.returncode == 2, result.stdout + result.stderr
     return inside.nvidia_smi_calls(POD)
+
+
+def test_the_fold_of_a_change_starts_no_program_to_renew_the_pod_lock(fleet, first_apply, tmp_path):
+    """An apply of one changed env value, its fold three steps: flock to read the pod lock
+    (the probe), to take it and to release it, and one date, the lock's clock's start
+    (scripts/lock.sh); no step starts one to renew it, since the take made it valid for
+    each step already."""
+    fleet.host_vars(POD, {"env": {"PODSTATE_FOLD_COUNTED": "1"}})
+    try:
+        env = fleet.api_env(tmp_path / "hostkeys")  # its host key: a test before restarts it
+        with inside.programs_started(POD) as started:
+            result = apply(fleet, *LIMIT, env=env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "PODSTATE_FOLD_COUNTED" in fleet.out(POD, "cat /etc/profile.d/podstate.sh")
+    finally:
+        fleet.host_vars(POD, None)
+        apply(fleet, *LIMIT)
+    names = [path.rsplit("/", 1)[-1] for path in started]
+    assert names.count("flock") == 3, names
+    assert names.count("date") == 1, names

@@ -60,7 +60,7 @@ def test_a_pod_never_applied_to_is_not_ready_and_not_restarted(fresh, tmp_path):
         assert {"role": "Ready", "operation": "Ready marker", "file": "deploy/pod.py"} in entry[
             "changes"
         ]
-    assert document["format_version"] == 3
+    assert document["format_version"] == 4
     waiting = wait(fresh, "--timeout", "0")
     out, _ = waiting.communicate(timeout=120)
     assert waiting.returncode == 1
@@ -181,7 +181,7 @@ def test_a_real_restart_is_named_with_runpods_start_time_and_put_back(fresh, tmp
     entry = document["pods"]["pod-1"]
     assert entry["status"] == "restarted" and entry["ready"] is False
     assert entry["restarted"]["since"] == started_at(fresh, "pod-1")
-    assert entry["host_key"]["trust"] == "rekeyed"
+    assert entry["host_key"]["trust"] == "verified"  # the new key is in its start's log
     assert document["pods"]["pod-2"]["status"] == "ok"
     waiting = wait(fresh, "--timeout", "0")
     waiting.communicate(timeout=120)

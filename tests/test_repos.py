@@ -247,7 +247,7 @@ def test_a_missing_deploy_key_stops_the_run_before_contact(fleet, repos):
     assert run.returncode != 0
     assert "Traceback" not in run.stderr
     assert (
-        "repos./root/code/private.ssh_key.from_env: the environment variable it names is not "
+        f"repos./root/code/private.ssh_key.from_env: the environment variable {KEY_VAR} is not "
         "set" in run.stderr + run.stdout
     )
 

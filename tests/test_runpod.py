@@ -31,7 +31,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from podstate.desired.errors import SpecError
-from podstate.inventory import hostkeys, runpod, runpod_client, runpod_pods
+from podstate.inventory import hostkey_hints, hostkeys, runpod, runpod_client, runpod_pods
 from podstate.inventory.fleet import load_pods
 from tests.e2e import new_vars_dir
 
@@ -80,6 +80,10 @@ class FakeApi:
         self.queued: list[tuple[int, dict[str, str], bytes]] = []
         self.doc: dict = {"pods": []}
         self.delay = 0.0
+        # pod id -> the answers to its log requests, in turn (the last one repeats): (status,
+        # headers, body, hold); hold keeps a 200 open, sending keep-alive comments only
+        self.logs: dict[str, list[tuple[int, dict[str, str], bytes, bool]]] = {}
+        self.closing = threading.Event()
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -90,7 +94,12 @@ class FakeApi:
                 )
                 if api.delay:
                     time.sleep(api.delay)
-                if api.queued:
+                hold = False
+                logs = parts.path.removeprefix("/v2/pods/").removesuffix("/logs")
+                if logs in api.logs:
+                    turns = api.logs[logs]
+                    status, headers, body, hold = turns.pop(0) if len(turns) > 1 else turns[0]
+                elif api.queued:
                     status, headers, body = api.queued.pop(0)
                 elif parts.path != "/v2/pods":
                     status, headers, body = 404, {}, b"{}"
@@ -103,9 +112,13 @@ class FakeApi:
                     self.send_response(status)
                     for name, value in headers.items():
                         self.send_header(name, value)
-                    self.send_header("Content-Length", str(len(body)))
+                    if not hold:
+                        self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
                     self.wfile.write(body)
+                    while hold and not api.closing.wait(0.05):
+                        self.wfile.write(b": keep-alive\n\n")
+                        self.wfile.flush()
                 except OSError:
                     pass  # the client gave up (timeout test)
 
@@ -135,7 +148,27 @@ class FakeApi:
         kind = "application/problem+json" if status >= 400 else "application/json"
         self.queued.append((status, {"Content-Type": kind, **(headers or {})}, body))
 
+    def log(self, pod_id: str, lines: list[str], hold: bool = True) -> None:
+        """Serve ``lines`` as the pod's container log (SSE events), the stream then held open
+        with keep-alive comments (``hold``) as RunPod's is."""
+        events = "".join(
+            f"id: 2026-06-01T12:00:01Z/{n:012d}\ndata: "
+            + json.dumps({"ts": "2026-06-01T12:00:01Z", "source": "container", "line": line})
+            + "\n\n"
+            for n, line in enumerate(lines)
+        )
+        headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        self.logs[pod_id] = [(200, headers, events.encode(), hold)]
+
+    def log_fails(self, pod_id: str, *answers: tuple[int, dict[str, str]]) -> None:
+        """Answer the pod's log requests with these statuses (and headers), in turn."""
+        self.logs[pod_id] = [
+            (status, {"Content-Type": "application/problem+json", **headers}, b"{}", False)
+            for status, headers in answers
+        ]
+
     def close(self) -> None:
+        self.closing.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -238,12 +271,15 @@ def test_the_specs_example_pod_becomes_a_host(api, env):
                 "name": "pytorch-training",
                 "address": "195.26.233.3",
                 "port": 34446,
+                "endpoint": "direct",
                 "user": "root",
-                "groups": ["secure", "gpu_rtx_4090", "dc_us_ks_2", "gpus_1"],
+                "groups": ["secure", "runpod", "gpu_rtx_4090", "dc_us_ks_2", "gpus_1"],
                 "pod_id": "7h9k2m4n6p",
+                "provider": "runpod",
             }
         ],
         "skipped": [],
+        "notes": [],
     }
     assert api.requests[0]["path"] == "/v2/pods"
     assert api.requests[0]["query"] == {}
@@ -256,7 +292,7 @@ def test_inventory_table_shows_address_groups_and_skipped_pods(api, env):
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "root@203.0.113.7:40122" in out
-    assert "trainer-1" in out and "community, gpu_rtx_4090, dc_eu_ro_1, gpus_2" in out
+    assert "trainer-1" in out and "community, runpod, gpu_rtx_4090, dc_eu_ro_1, gpus_2" in out
     assert "skipping pod exit01 (stopped-one): status EXITED" in out
     assert "6 pods from the RunPod API, 4 skipped" in out
 
@@ -273,18 +309,30 @@ def test_fleet_names_groups_and_skipped_pods(api, env):
         "my-pod-test-bad001",  # "my pod (test)" is no host name
         "cpu-box",
     }
-    assert pods["trainer-2"]["groups"] == ["secure", "gpu_h100_80gb_hbm3", "dc_us_ks_2", "gpus_8"]
+    assert pods["trainer-2"]["groups"] == [
+        "secure",
+        "runpod",
+        "gpu_h100_80gb_hbm3",
+        "dc_us_ks_2",
+        "gpus_8",
+    ]
     assert pods["worker"]["groups"] == [
         "community",
+        "runpod",
         "gpu_a100_sxm4_80gb",
         "dc_ca_mtl_1",
         "gpus_1",
     ]
-    assert pods["cpu-box"]["groups"] == ["community", "dc_eu_ro_1", "gpus_0"]
+    assert pods["cpu-box"]["groups"] == ["community", "runpod", "dc_eu_ro_1", "gpus_0"]
     skipped = {s["id"]: s for s in listing["skipped"]}
     assert set(skipped) == {"prov01", "exit01", "prox01", "noip01"}
     assert skipped["prov01"]["reason"] == "status PROVISIONING"
-    assert skipped["exit01"] == {"id": "exit01", "name": "stopped-one", "reason": "status EXITED"}
+    assert skipped["exit01"] == {
+        "id": "exit01",
+        "provider": "runpod",
+        "name": "stopped-one",
+        "reason": "status EXITED",
+    }
     assert "22/tcp is not exposed" in skipped["prox01"]["reason"]
     assert "no public port" in skipped["noip01"]["reason"]
 
@@ -342,7 +390,7 @@ def test_group_rules_and_group_vars_reach_the_state(api, env):
     [
         ("trainers: train-*\n", "groups.yaml: trainers: expected a list of pod name globs"),
         ("2fast: [a]\n", "groups.yaml: 2fast: not a valid group name"),
-        ("secure: [a]\n", "groups.yaml: secure: set from RunPod's data"),
+        ("secure: [a]\n", "groups.yaml: secure: set from the providers' data"),
         ("- a\n", "groups.yaml: expected a mapping of keys at the top"),
     ],
 )
@@ -435,8 +483,8 @@ def test_podstate_inventory_chooses_the_source_and_shows_it(
     "variables,words",
     [
         (
-            {"PODSTATE_INVENTORY": "vast"},
-            "PODSTATE_INVENTORY: unknown source 'vast' (allowed: file, runpod",
+            {"PODSTATE_INVENTORY": "lambda"},
+            "PODSTATE_INVENTORY: unknown source 'lambda' (allowed: file, runpod, vast",
         ),
         ({"PODSTATE_INVENTORY": "file,file"}, "names a source twice"),
         (
@@ -510,7 +558,7 @@ def test_only_skipped_pods_is_one_line(api, env):
     result = run("pyinfra", "inventories/pods.py", "deploy/pod.py", env=env)
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("podstate: RunPod lists no pod podstate can manage (2 skipped)")
+    assert last.startswith("podstate: the RunPod API lists no pod podstate can manage (2 skipped)")
 
 
 # --- errors -------------------------------------------------------------------------------
@@ -682,11 +730,15 @@ def test_key_with_a_line_break_is_refused_without_showing_it(env):
 
 def test_key_is_sent_to_the_api_only_and_printed_nowhere(api, env):
     api.serve(fixture("fleet.json"))
+    for pod in fixture("fleet.json")["pods"]:  # a log's other lines are printed nowhere either
+        api.log(pod["id"], ["token=log-secret-value", "SSH host keys:"], hold=False)
     run("podstate", "inventory", env=env)
     run("podstate", "inventory", "--json", env=env)
     _, result = debug_inventory(env, "-vvv", "--debug-all")
     assert "Loading inventory" in result.stderr + result.stdout  # debug output was on
-    assert len(api.requests) == 3
+    assert "log-secret-value" not in result.stderr + result.stdout
+    assert any(r["path"].endswith("/logs") for r in api.requests)
+    assert [r["path"] for r in api.requests].count("/v2/pods") == 3
     assert all(r["headers"]["Authorization"] == f"Bearer {KEY}" for r in api.requests)
     assert KEY not in repr(runpod_client.settings({"RUNPOD_API_KEY": KEY}))
 
@@ -749,22 +801,25 @@ def test_a_stopped_pod_keeps_its_name_from_a_newer_running_one(api, env):
     api.serve({"pods": [newer, stopped]})
     listing = inventory(env)
     assert [pod["name"] for pod in listing["pods"]] == ["trainer-new001"]
-    assert listing["skipped"] == [{"id": "old001", "name": "trainer", "reason": "status EXITED"}]
+    assert listing["skipped"] == [
+        {"id": "old001", "provider": "runpod", "name": "trainer", "reason": "status EXITED"}
+    ]
 
 
 def test_inventory_json_has_its_documented_fields(api, env):
     api.serve(fixture("fleet.json"))
     listing = inventory(env)
-    assert set(listing) == {"pods", "skipped"}
+    assert set(listing) == {"source", "pods", "skipped", "notes"}
     assert all(
-        set(pod) == {"name", "pod_id", "address", "port", "user", "groups"}
+        set(pod) == {"name", "pod_id", "provider", "address", "port", "endpoint", "user", "groups"}
         for pod in listing["pods"]
     )
-    assert all(set(item) == {"id", "name", "reason"} for item in listing["skipped"])
+    assert all(set(item) == {"id", "provider", "name", "reason"} for item in listing["skipped"])
     documented = (ROOT / "docs" / "runpod.md").read_text()
     for fields in (
-        '"name", "pod_id", "address", "port", "user", "groups"',
-        '"id", "name", "reason"',
+        '"source": ..., "pods": [...], "skipped": [...], "notes": [...]',
+        '"name", "pod_id", "provider", "address", "port", "endpoint", "user", "groups"',
+        '"id", "provider", "name", "reason"',
     ):
         assert "{" + fields + "}" in documented
 
@@ -790,7 +845,7 @@ def test_gpu_groups(gpu, group):
     pod = runpod_pods.ApiPod(
         "i", "n", "h", 22, "root", "COMMUNITY", gpu, 2, "EU-RO-1", None, "2026-06-01T12:00:00Z"
     )
-    assert runpod.auto_groups(pod) == ["community", group, "dc_eu_ro_1", "gpus_2"]
+    assert runpod.auto_groups(pod) == ["community", "runpod", group, "dc_eu_ro_1", "gpus_2"]
 
 
 def _write_key(trust: hostkeys.HostKeyTrust, key: str) -> None:
@@ -842,7 +897,7 @@ def test_unsafe_pod_ids_get_safe_file_names(tmp_path):
 
 def test_pyinfras_ssh_keygen_advice_names_the_store(tmp_path, caplog):
     trust = hostkeys.plan("pod3", "trainer-9", "10.0.0.3", 4000, "2026-06-01T12:00:00Z", tmp_path)
-    hostkeys.explain_mismatches([trust])
+    hostkey_hints.explain_mismatches([trust])
     with caplog.at_level(logging.WARNING, logger="pyinfra"):
         logging.getLogger("pyinfra").warning("    ssh-keygen -R [10.0.0.3]:4000")
         logging.getLogger("pyinfra").warning("    ssh-keygen -R [10.0.0.9]:22")

@@ -26,7 +26,7 @@ def test_check_does_not_load_the_sandbox() -> None:
         "import sys\n"
         "from podstate import cli\n"
         "args = cli.parser().parse_args(['check', '--inventory', 'inventories/pods.py'])\n"
-        "assert args.run is cli._check\n"
+        "assert cli.COMMANDS[args.command] is cli._check\n"
         "print(sorted(m for m in sys.modules if m.startswith('podstate.sandbox')))\n"
     )
     result = subprocess.run(

@@ -129,8 +129,20 @@ def test_api_inventory_has_the_pods_files_hosts(fleet, store):
         assert {k: api[k] for k in same} == {k: listed[k] for k in same}
         assert api["groups"][:1] == listed["groups"]  # the cloud group, then RunPod's data
         assert api["pod_id"] == records(fleet)[api["name"]]["pod_id"]
-    assert from_api["pods"][0]["groups"] == ["community", "gpu_rtx_4090", "dc_ca_mtl_1", "gpus_2"]
-    assert from_api["pods"][1]["groups"] == ["secure", "gpu_h100_80gb_hbm3", "dc_eu_ro_1", "gpus_8"]
+    assert from_api["pods"][0]["groups"] == [
+        "community",
+        "runpod",
+        "gpu_rtx_4090",
+        "dc_ca_mtl_1",
+        "gpus_2",
+    ]
+    assert from_api["pods"][1]["groups"] == [
+        "secure",
+        "runpod",
+        "gpu_h100_80gb_hbm3",
+        "dc_eu_ro_1",
+        "gpus_8",
+    ]
 
 
 def test_apply_through_the_api_converges_every_pod(fleet, store):

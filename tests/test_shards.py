@@ -12,6 +12,7 @@ import pytest
 from junitparser import Failure, JUnitXml
 
 from podstate.check import merge, shards
+from podstate.check.reports import junit
 from podstate.check.result import PodResult, from_json, to_json
 from tests.e2e import BIN, ROOT, apply, check, exec_count, junit_errors, run
 
@@ -114,12 +115,33 @@ def test_merging_shards_gives_the_whole_fleets_report():
         "ok": 2,
         "drift": 1,
         "restarted": 0,
+        "busy": 0,
         "violation": 0,
         "unreachable": 0,
         "error": 0,
         "exit_code": 2,
-        "host_keys": {"first_use": 1, "rekeyed": 0, "refused": 0},
+        "host_keys": {"verified": 0, "first_use": 1, "rekeyed": 0, "refused": 0},
+        "cost_per_hour": None,  # no pod has a known price
+        "cost_unknown": 3,
     }
+
+
+BUSY = PodResult(status="busy", holder="ci-7 pid 41 since 2026-12-01T10:00:00+0000")
+
+
+def test_a_busy_pod_in_a_shard_is_busy_in_the_merge_with_its_holder_and_exit_2():
+    one = _report({"pod-1": PodResult(), "pod-2": BUSY})
+    two = _report({"pod-3": PodResult()})
+    merged = merge.merge([("1.json", _from(one), None), ("2.json", _from(two), None)])
+    assert merged["pod-2"].status == "busy" and merged["pod-2"].holder == BUSY.holder
+    document = to_json(merged)
+    jsonschema.validate(document, REPORT_SCHEMA)
+    assert document["summary"]["busy"] == 1 and document["summary"]["exit_code"] == 2
+    assert "another podstate run is changing it (ci-7 pid 41" in junit(merged)
+    worse = merge.merge(
+        [("1.json", _from(one), None), ("3.json", _from(_report({"x": VIOLATION})), None)]
+    )
+    assert to_json(worse)["summary"]["exit_code"] == 1
 
 
 def test_the_worst_shard_sets_the_exit_status():

@@ -95,7 +95,7 @@ def test_groups_yaml_groups_the_pods_of_a_pods_file(fleet, spelling):
     "text,message",
     [
         ("trainers: trainer-*\n", "groups.yaml: trainers: expected a list of pod name globs"),
-        ("secure: [box]\n", "groups.yaml: secure: set from RunPod's data"),
+        ("secure: [box]\n", "groups.yaml: secure: set from the providers' data"),
         ("trainers: [unclosed\n", "groups.yaml: invalid YAML"),
     ],
 )

@@ -167,6 +167,7 @@ def test_once_applies_to_a_drifted_pod_and_exits_with_the_checks_status(pods: Fl
     (summary,) = [e for e in events if e["pod"] is None]
     assert (summary["seen"], summary["action"], summary["result"]) == ("pass", "check", "done")
     keys = {"time", "pass", "pod", "seen", "action", "seconds", "result", "detail"}
+    keys |= {"idle_since", "cost_since"}
     assert all(set(event) == keys for event in events)
     # converged: nothing to do, status 0
     status, events, _ = watch(pods, "--once")
@@ -327,7 +328,10 @@ def test_a_pass_lists_the_pods_once_and_leaves_no_listing_behind(pods: Fleet, tm
         api.close()
     assert status == 0, watching.stderr()
     assert applied(watching.events) == {"pod-1": [(1, "ok")]}  # checked, then applied
-    assert len(api.requests) == 1
+    listings = [r for r in api.requests if r["path"] == "/v2/pods"]
+    others = {r["path"] for r in api.requests} - {"/v2/pods"}
+    assert len(listings) == 1  # the rest: each new pod's host keys read from its log, once
+    assert all(path.endswith("/logs") for path in others), others
     assert list(temp.iterdir()) == []
 
 

@@ -23,6 +23,7 @@ from podstate.watch.decisions import (
     RESTARTED,
     Event,
     apply_outcomes,
+    busy,
     changed,
     exit_code,
     from_report,
@@ -31,7 +32,8 @@ from podstate.watch.decisions import (
     next_try,
     sighting,
 )
-from podstate.watch.loop import Options, Watch
+from podstate.watch.loop import Watch
+from podstate.watch.options import Options
 from tests.e2e import new_vars_dir
 from tests.test_runpod import KEY, FakeApi, fixture
 
@@ -198,6 +200,7 @@ def test_check_report_decides_apply_failure_or_nothing():
         "down": {"status": "unreachable", "error": "Could not connect"},
         "broken": {"status": "error", "error": "the probe failed"},
         "odd": {"status": "sideways"},
+        "changing": {"status": "busy", "changes": [], "holder": "ci-7 pid 41 since 2026"},
         "not listed": {"status": "drift"},
     }
     listed = [name for name in report if name != "not listed"] + ["listed since"]
@@ -210,6 +213,11 @@ def test_check_report_decides_apply_failure_or_nothing():
     assert failed["down"] == "Could not connect" and failed["broken"] == "the probe failed"
     assert "sideways" in failed["odd"]  # unknown is named, never taken for fine
     assert set(statuses) == set(report) - {"not listed"}
+    assert "changing" not in apply and "changing" not in failed  # left for this pass
+    assert busy(report, statuses) == {
+        "changing": "another podstate run is changing it (ci-7 pid 41 since 2026); "
+        "it is checked again at the next pass"
+    }
 
 
 PYINFRA_LOG = """--> Connecting to hosts...
@@ -276,6 +284,8 @@ def test_exit_code_as_the_check():
     assert exit_code(["ok", "ok"]) == 0
     assert exit_code(["ok", "drift"]) == 2
     assert exit_code(["restarted"]) == 2
+    assert exit_code(["ok", "busy"]) == 2  # another run is changing it: check again later
+    assert exit_code(["busy", "error"]) == 1
     assert exit_code(["drift", "unreachable"]) == 1
     assert exit_code(["violation"]) == 1
     assert exit_code(["error", "ok"]) == 1
@@ -296,6 +306,8 @@ def test_event_lines():
         "seconds": 4.0,
         "result": "failed",
         "detail": "mkdir: \x1b[2Jno\nmore",  # the exact text, escaped by JSON
+        "idle_since": None,
+        "cost_since": None,
     }
     fleet = Event(None, "pass", "list", "done", 0.25)
     assert fleet.line("T", 1, False) == "T #1 * pass -> list: done (0.2s)\n"

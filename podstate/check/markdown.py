@@ -22,7 +22,8 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from podstate.check.reports import boot_lines, restart_line, shown_diff
+from podstate.check import usage
+from podstate.check.reports import boot_lines, busy_line, restart_line, shown_diff
 from podstate.check.result import STATUSES, PodResult, summary
 from podstate.inventory import hostkeys
 from podstate.terminal import visible
@@ -75,7 +76,7 @@ def _headline(results: dict[str, PodResult]) -> list[str]:
     return [
         f"### podstate check: {verdict} ({_pods(s['pods'])}, exit {s['exit_code']})",
         "",
-        " · ".join(f"{k} {s[k]}" for k in STATUSES),
+        " · ".join([*(f"{k} {s[k]}" for k in STATUSES), usage.fleet_line(results)]),
         "",
     ]
 
@@ -84,8 +85,9 @@ def _host_keys(results: dict[str, PodResult]) -> list[str]:
     """Return the lines naming the pods whose key was trusted for the first time, re-keyed or
     refused in this run; none when every key was already stored and kept."""
     what = {
-        hostkeys.FIRST_USE: "trusted on first use (nothing stored to compare with)",
-        hostkeys.REKEYED: "re-keyed after a restart RunPod reported",
+        hostkeys.VERIFIED: "verified against RunPod's log of the container's start",
+        hostkeys.FIRST_USE: "trusted on first use (unverified: nothing stored to compare with)",
+        hostkeys.REKEYED: "re-keyed after a restart RunPod reported (unverified)",
         hostkeys.REFUSED: "refused",
     }
     groups = _grouped(results, lambda r: [(r.host_key or {}).get("trust")])
@@ -113,13 +115,17 @@ def _detail(result: PodResult) -> str:
         detail += f", {len(result.changes)} change(s)" if result.changes else ""
     elif result.status == "ok":
         detail = "nothing would change"
+    elif result.status == "busy":
+        detail = text(busy_line(result), 160)
     else:
         detail = text(result.error or "", 120)
     trust = (result.host_key or {}).get("trust")
+    why = (result.host_key or {}).get("unverified")
+    why = f" (unverified: {text(why, 120)})" if why else ""
     if trust == hostkeys.FIRST_USE:
-        detail += "; host key trusted on first use"
+        detail += f"; host key trusted on first use{why}"
     elif trust == hostkeys.REKEYED:
-        detail += "; host key re-keyed after a restart"
+        detail += f"; host key re-keyed after a restart{why}"
     return detail
 
 
@@ -128,9 +134,11 @@ def _pod_lines(results: dict[str, PodResult]) -> list[str]:
     per status naming its pods."""
     if len(results) <= POD_LINES:
         rows = [
-            f"| {text(n, 80)} | {r.status} | {_detail(r)} |" for n, r in sorted(results.items())
+            f"| {text(n, 80)} | {r.status} | {_detail(r)} | {usage.pod_line(r)} |"
+            for n, r in sorted(results.items())
         ]
-        return ["#### Pods", "", "| pod | status | detail |", "|---|---|---|", *rows, ""]
+        header = ["| pod | status | detail | cost |", "|---|---|---|---|"]
+        return ["#### Pods", "", *header, *rows, ""]
     groups = _grouped(results, lambda r: [r.status])
     rows = [
         f"| {s} | {_pods(len(groups[s]))}: {names(groups[s])} |" for s in STATUSES if s in groups
@@ -192,6 +200,8 @@ def _findings(results: dict[str, PodResult]) -> list[str]:
     )
     for (status, error), pods in errors.items():
         lines.append(f"- **{status}** {text(error)}: {_pods(len(pods))}: {names(pods)}")
+    for line, pods in _grouped(results, lambda r: [busy_line(r)] if r.holder else []).items():
+        lines.append(f"- **busy** {text(line)}: {_pods(len(pods))}: {names(pods)}")
     changes = _grouped(results, lambda r: [(c["role"], c["operation"]) for c in r.changes])
     for (role, operation), pods in changes.items():
         lines.append(

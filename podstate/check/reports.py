@@ -13,6 +13,7 @@ import io
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from podstate.check import usage
 from podstate.check.result import STATUSES, PodResult, host_key_counts, summary
 from podstate.inventory import hostkeys
 from podstate.terminal import visible
@@ -34,11 +35,15 @@ def host_key_line(host_key: dict[str, Any] | None) -> str | None:
     nothing to say (a kept key, no store, or a refusal, which the pod's error already says).
     """
     trust = (host_key or {}).get("trust")
+    why = (host_key or {}).get("unverified")
+    unverified = f" (unverified: {why})" if why else ""
+    if trust == hostkeys.VERIFIED:
+        return f"host key verified against RunPod's log: {host_key['fingerprint']}"
     if trust == hostkeys.FIRST_USE:
-        return f"host key trusted on first use: {host_key['fingerprint']}"
+        return f"host key trusted on first use: {host_key['fingerprint']}{unverified}"
     if trust == hostkeys.REKEYED:
         old = host_key.get("old_fingerprint") or "no key"
-        return f"host key re-keyed after a restart: {old} -> {host_key['fingerprint']}"
+        return f"host key re-keyed after a restart: {old} -> {host_key['fingerprint']}{unverified}"
     return None
 
 
@@ -47,7 +52,15 @@ def restart_line(result: PodResult) -> str:
     restarted = result.restarted or {}
     since = f"at {restarted['since']}" if restarted.get("since") else "at a time no API gave"
     applied = restarted.get("applied_at") or "an earlier apply"
+    if restarted.get("gone"):  # the container disk was kept (Vast): what the start left
+        gone = ", ".join(restarted["gone"])
+        return f"container started again {since}, after podstate applied at {applied}; gone: {gone}"
     return f"container re-created {since}, after podstate applied at {applied}"
+
+
+def busy_line(result: PodResult) -> str:
+    """Return, for a busy pod's reports, who is changing it and what to do."""
+    return f"another podstate run is changing it ({result.holder}): check again later"
 
 
 def boot_lines(boot: dict[str, Any] | None, quiet: bool = False) -> list[str]:
@@ -80,6 +93,7 @@ def host_key_summary(results: dict[str, PodResult]) -> str | None:
     in this run, or None when every key was already stored and kept."""
     counts = host_key_counts(results)
     words = {
+        "verified": "verified against RunPod's log",
         "first_use": "trusted on first use",
         "rekeyed": "re-keyed after a restart",
         "refused": "refused",
@@ -98,7 +112,9 @@ def table(results: dict[str, PodResult], diff: bool) -> str:
             "drift": f"{len(r.changes)} change(s)",
             "restarted": f"{restart_line(r)}: {len(r.changes)} change(s) to put back",
             "violation": f"{len(r.violations)} violation(s)",
+            "busy": busy_line(r),
         }.get(r.status, r.error or "")
+        detail = "; ".join(part for part in (detail, usage.pod_line(r)) if part)
         out.write(f"{name:<{width}}  {r.status:<11}  {detail}\n")
         line = host_key_line(r.host_key)
         if line:
@@ -117,7 +133,8 @@ def table(results: dict[str, PodResult], diff: bool) -> str:
         for note in r.stale_waivers:
             out.write(f"    stale {note}\n")
     s = summary(results)
-    out.write(", ".join(f"{s[k]} {k}" for k in STATUSES) + f"; exit {s['exit_code']}\n")
+    counts = ", ".join(f"{s[k]} {k}" for k in STATUSES)
+    out.write(f"{counts}; {usage.fleet_line(results)}; exit {s['exit_code']}\n")
     keys = host_key_summary(results)
     if keys:
         out.write(keys + "\n")
@@ -126,9 +143,10 @@ def table(results: dict[str, PodResult], diff: bool) -> str:
 
 def junit(results: dict[str, PodResult]) -> str:
     """Return JUnit XML: a test case per pod and role (or other deploy file); drift and
-    violations fail, errors err. A pod whose key podstate keeps has a ``Host key`` case too,
-    whose output says when the key was trusted on first use or re-keyed; a refused key is
-    the pod's connection error. Valid against Jenkins' strict JUnit schema (junit-10.xsd)."""
+    violations fail, errors err, a busy pod's one case is skipped. A pod whose key podstate
+    keeps has a ``Host key`` case too, whose output says when the key was trusted on first
+    use or re-keyed; a refused key is the pod's connection error. Valid against Jenkins'
+    strict JUnit schema (junit-10.xsd)."""
     suites = ET.Element("testsuites", name="podstate check")
     suite = ET.SubElement(suites, "testsuite", name="podstate check")
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
@@ -139,6 +157,13 @@ def junit(results: dict[str, PodResult]) -> str:
             ET.SubElement(case, "error", message=f"{r.status}: {error}").text = error
             counts["tests"] += 1
             counts["errors"] += 1
+            continue
+        if r.status == "busy":  # not checked: what was read was halfway through a change
+            case = ET.SubElement(suite, "testcase", classname=name, name="podstate check")
+            line = visible(f"busy: {busy_line(r)}")
+            ET.SubElement(case, "skipped", message=line).text = line
+            counts["tests"] += 1
+            counts["skipped"] += 1
             continue
         if r.restarted:
             case = ET.SubElement(suite, "testcase", classname=name, name="Restart")

@@ -16,12 +16,16 @@ from typing import Any
 
 from podstate.inventory import hostkeys
 
-STATUSES = ("ok", "drift", "restarted", "violation", "unreachable", "error")
+STATUSES = ("ok", "drift", "restarted", "busy", "violation", "unreachable", "error")
 # 2: violation ids, waived findings, stale waivers; 3: the status restarted (out of drift),
-# restarted, ready. Fields are never removed or renamed; a version may add a status
-# (docs/reports.md, "Compatibility").
-FORMAT_VERSION = 3
+# restarted, ready; 4: the status busy, holder, and the price and use (cost_per_hour, idle,
+# activity, idle_since, cost_since; the summary's cost_per_hour, cost_unknown). Fields are
+# never removed or renamed; a version may add a status (docs/reports.md, "Compatibility").
+FORMAT_VERSION = 4
+# Statuses the exit status 2 stands for: an apply would change the pod, or one is changing it
+CHANGING = ("drift", "restarted", "busy")
 HOST_KEY_COUNTS = {
+    hostkeys.VERIFIED: "verified",
     hostkeys.FIRST_USE: "first_use",
     hostkeys.REKEYED: "rekeyed",
     hostkeys.REFUSED: "refused",
@@ -43,6 +47,12 @@ class PodResult:
     restarted: dict[str, Any] | None = None  # applied_at, since: re-created since an apply
     ready: bool = False  # the pod's ready marker is for this desired state
     boot: dict[str, Any] | None = None  # the boot hook at this container's start (roles/boot)
+    holder: str | None = None  # busy: the owner line of the run holding the pod lock
+    cost_per_hour: float | None = None  # the provider's price, USD per hour; None: unknown
+    idle: bool | None = None  # in use now (False), idle (True), or unknown (None)
+    activity: dict[str, Any] | None = None  # facts.activity.read: the readings behind idle
+    idle_since: str | None = None  # check --watch-state: since when the watch has it idle
+    cost_since: float | None = None  # USD since idle_since, at its price now
 
     def to_json(self) -> dict[str, Any]:
         """Return the pod's entry of the JSON report; a change that uploads a secret is
@@ -55,12 +65,18 @@ class PodResult:
             ],
             "violations": self.violations,
             "error": self.error,
+            "holder": self.holder,
             "host_key": self.host_key,
             "waived": self.waived,
             "stale_waivers": self.stale_waivers,
             "restarted": self.restarted,
             "ready": self.ready,
             "boot": self.boot,
+            "cost_per_hour": self.cost_per_hour,
+            "idle": self.idle,
+            "activity": self.activity,
+            "idle_since": self.idle_since,
+            "cost_since": self.cost_since,
         }
 
     @classmethod
@@ -82,6 +98,7 @@ class PodResult:
             changes=changes,
             violations=violations,
             error=entry.get("error"),
+            holder=entry.get("holder"),
             checked=checked,
             waived=list(entry.get("waived") or []),
             stale_waivers=list(entry.get("stale_waivers") or []),
@@ -89,15 +106,21 @@ class PodResult:
             restarted=entry.get("restarted"),
             ready=bool(entry.get("ready")),
             boot=entry.get("boot"),
+            cost_per_hour=entry.get("cost_per_hour"),
+            idle=entry.get("idle"),
+            activity=entry.get("activity"),
+            idle_since=entry.get("idle_since"),
+            cost_since=entry.get("cost_since"),
         )
 
 
 def exit_code(results: dict[str, PodResult]) -> int:
-    """Return 0 when every pod is ok, 2 for drift and nothing worse, 1 otherwise."""
+    """Return 0 when every pod is ok, 2 for drift, a restart or a pod another run is changing
+    (busy: check again later) and nothing worse, 1 otherwise."""
     statuses = {r.status for r in results.values()}
     if statuses & {"violation", "unreachable", "error"}:
         return 1
-    return 2 if statuses & {"drift", "restarted"} else 0
+    return 2 if statuses & set(CHANGING) else 0
 
 
 def summary(results: dict[str, PodResult]) -> dict[str, int]:
@@ -108,8 +131,19 @@ def summary(results: dict[str, PodResult]) -> dict[str, int]:
     return {"pods": len(results), **counts, "exit_code": exit_code(results)}
 
 
+def fleet_cost(results: dict[str, PodResult]) -> tuple[float | None, int]:
+    """Return what the pods cost together, in USD per hour, and how many pods have no
+    known price: the total is None when any price is unknown (never a sum that leaves
+    pods out), and a fleet of no pods costs 0."""
+    unknown = sum(1 for result in results.values() if result.cost_per_hour is None)
+    if unknown:
+        return None, unknown
+    return round(sum(r.cost_per_hour or 0.0 for r in results.values()), 6), 0
+
+
 def host_key_counts(results: dict[str, PodResult]) -> dict[str, int]:
-    """Return how many pods had their key trusted on first use, re-keyed, or refused."""
+    """Return how many pods had a new key verified against RunPod's log, trusted on first
+    use, re-keyed (unverified), or refused."""
     counts = dict.fromkeys(HOST_KEY_COUNTS.values(), 0)
     for result in results.values():
         key = HOST_KEY_COUNTS.get((result.host_key or {}).get("trust"))
@@ -124,7 +158,12 @@ def to_json(results: dict[str, PodResult]) -> dict[str, Any]:
     return {
         "format_version": FORMAT_VERSION,
         "pods": {name: result.to_json() for name, result in sorted(results.items())},
-        "summary": {**summary(results), "host_keys": host_key_counts(results)},
+        "summary": {
+            **summary(results),
+            "host_keys": host_key_counts(results),
+            "cost_per_hour": fleet_cost(results)[0],
+            "cost_unknown": fleet_cost(results)[1],
+        },
     }
 
 

@@ -2,8 +2,9 @@
 
 pyinfra's ``--dry`` exits 0 with changes pending and its JSON plan leaves out pods that
 failed, so the check drives pyinfra's API itself: connect, plan (which runs only the
-read-only probe on each pod), then classify every pod as ok, drift, violation,
-unreachable or error, and say what the run did with each pod's host key. The verdicts are
+read-only probe on each pod), then classify every pod as ok, drift, restarted, busy
+(another run held the pod lock: it was changing the pod), violation, unreachable or error,
+and say what the run did with each pod's host key. The verdicts are
 ``podstate.check.result``'s model; the reports written from them are in
 ``podstate.check.reports`` and ``podstate.check.markdown``.
 """
@@ -30,7 +31,7 @@ from podstate.pyinfra_api import cli as pyinfra_cli
 from podstate.pyinfra_api import connect as pyinfra_connect
 from podstate.pyinfra_api import logs
 from podstate.pyinfra_api import plan as pyinfra_plan
-from podstate.run import findings, lock
+from podstate.run import findings, lock, login
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # Told of each pod's stage as the run goes: connecting, planning, checked (podstate.progress).
@@ -39,6 +40,9 @@ Progress = Callable[[str, str], None]
 
 class CheckFailed(Exception):
     """The check could not run at all (bad inventory or deploy file): one line."""
+
+
+_NONE_LEFT = "PyinfraError: No hosts remaining!"  # what pyinfra raises as it fails the last pod
 
 
 class _Errors(BaseStateCallback, logging.Handler):
@@ -60,7 +64,7 @@ class _Errors(BaseStateCallback, logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         line = logs.pod_line(record.getMessage())
-        if line:
+        if line and not line[1].startswith("Error (ignored):"):  # not why a pod failed
             self.errors.setdefault(line[0], []).append(line[1])
 
 
@@ -137,7 +141,8 @@ def run(
     for path, what in [(inventory_file, "inventory"), *((d, "deploy file") for d in deploys)]:
         if not os.path.isfile(path):
             raise CheckFailed(f"no {what} at {path} (run from the repository root)")
-    lock.probe_wait = 0  # a check reads each pod as it is, another run's lock or not
+    lock.probe_wait = 0  # a check reads each pod as it is: one another run holds is busy
+    login.may_fix = False  # and writes nothing, not even ~/.no_auto_tmux
     findings.reset()
     pyinfra_connect.quiet()  # every pod that cannot be reached: one line, no traceback
     state, config = pyinfra_cli.new_state(timeout)
@@ -165,6 +170,7 @@ def run(
         }
         for host in hosts or inventory:
             _host_key(results[host.name], host)
+            results[host.name].cost_per_hour = host.data.get("cost_per_hour")
         pyinfra_cli.disconnect(state)
         return results
     finally:
@@ -181,11 +187,11 @@ def _verdict(
         return result
     if host.name in failures or pyinfra_cli.failed(state, host):
         result.status = "error"
-        result.error = (
-            failures.get(host.name)
-            or "; ".join(errors.errors.get(host.name, []))
-            or "the probe failed"
-        )
+        logged = "; ".join(errors.errors.get(host.name, []))
+        failure = failures.get(host.name) or ""
+        if failure.endswith(_NONE_LEFT) and logged:  # failing the last pod raises this
+            failure = ""
+        result.error = failure or logged or "the probe failed"
         return result
     found = findings.of(host)
     sorted_ = findings.waived(host)
@@ -215,7 +221,12 @@ def _verdict(
                 continue
             result.changes.append(_change(state, found, op_hash, deploys))
     result.restarted, result.ready, result.boot = found.restarted, found.ready, found.boot
-    if result.violations:
+    if found.activity is not None:
+        result.idle, result.activity = found.activity["idle"], found.activity
+    if found.busy is not None:  # what was read may be halfway through that run's changes
+        result.status, result.holder = "busy", found.busy
+        result.changes, result.violations = [], []
+    elif result.violations:
         result.status = "violation"
     elif result.changes:
         result.status = "restarted" if result.restarted else "drift"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import posixpath
+import re
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,27 @@ def boot(item: dict[str, Any]) -> dict[str, Any]:
     if section["volume"] == "/":
         raise SpecError("boot.volume: must name the volume's mount point, such as /workspace")
     return section
+
+
+DURATION = re.compile(r"^([0-9]+)(s|m|h|d)$")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def idle(item: dict[str, Any]) -> dict[str, Any]:
+    """Return the ``idle`` section: ``after`` in seconds (from ``90s``, ``30m``, ``2h``,
+    ``1d``, or a number of seconds) and ``action`` (``report`` unless ``stop``); SpecError,
+    one line, for a duration that is not one or is not above 0."""
+    after = item["after"]
+    match = DURATION.match(after) if isinstance(after, str) else None
+    if isinstance(after, int) and not isinstance(after, bool):
+        seconds = after
+    elif match:
+        seconds = int(match.group(1)) * _SECONDS[match.group(2)]
+    else:
+        raise SpecError(f"idle.after: {after!r} is not a duration such as 90s, 30m or 2h")
+    if seconds <= 0:
+        raise SpecError(f"idle.after: {after!r} is not above 0: a duration such as 90s, 30m or 2h")
+    return {"after": seconds, "action": item.get("action", "report")}
 
 
 def processes(item: dict[str, Any]) -> dict[str, list[str]]:

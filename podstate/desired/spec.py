@@ -123,6 +123,8 @@ def normalize(state: dict[str, Any], root: Path | None = None) -> dict[str, Any]
         out["processes"] = sections.processes(state["processes"])
     if "waivers" in state:
         out["waivers"] = [sections.waiver(i, item) for i, item in enumerate(state["waivers"])]
+    if "idle" in state:  # read by podstate watch only, no role
+        out["idle"] = sections.idle(state["idle"])
     if "watch" in state:  # read by podstate watch only, no role
         out["watch"] = {"hold": bool(state["watch"].get("hold", False))}
     return out

@@ -1,7 +1,7 @@
-"""The probe's boot section: the RunPod pod id of this container, and the host keys the boot
-hook keeps on the volume (whether they are the pod's own, compared on the pod, and the sha256
-of the pod's public keys, which binds the saved keys to the hook's data: no private key ever
-leaves the pod)."""
+"""The probe's boot section: the identity of this container (its provider's variables, as the boot
+hook reads them), and the host keys the boot hook keeps beside its data (whether they are the pod's
+own, compared on the pod, and the sha256 of the pod's public keys, which binds the saved keys to the
+hook's data: no private key ever leaves the pod)."""
 
 from __future__ import annotations
 
@@ -10,23 +10,36 @@ from typing import Any
 from podstate.facts.decode import by_key, decode
 from podstate.shell import quote_path
 
-# The container's environment: RunPod gives every container RUNPOD_POD_ID there. It is read
-# from the container's first process, never from a file a start script writes later, nor
-# from what an inventory says is at this address.
+# The container's environment: RunPod gives every container RUNPOD_POD_ID there, Vast
+# VAST_CONTAINERLABEL and CONTAINER_ID. It is read from the container's first process, never
+# from a file a start script writes later, nor from what an inventory says is at this
+# address; only the variables named, by name (the rest of it holds secrets, Vast's
+# CONTAINER_API_KEY among them).
 ENVIRON = "/proc/1/environ"
 
 
+def identity_line(names: tuple[str, ...]) -> str:
+    """Return sh that sets ``i`` to this container's identity: the values of the variables
+    ``names`` in ``ENVIRON`` that are set, in order, joined by "/" (empty: none is set, or
+    it cannot be read), as the boot hook's ``identity`` reads it (scripts/boot.sh)."""
+    return (
+        f"i=; for n in {' '.join(names)}; do"
+        f" v=$(tr '\\0' '\\n' <{ENVIRON} 2>/dev/null | sed -n \"s/^$n=//p\");"
+        ' [ -z "$v" ] || i=${i:+$i/}$v; done'
+    )
+
+
 def probe_lines(args: dict[str, Any] | None) -> list[str]:
-    """Return the probe's lines for the hook (read-only): ``boot.pod_id``, the
-    ``RUNPOD_POD_ID`` of the container's environment (``ENVIRON``; no line when it has none
-    or cannot be read), and with ``keys`` (the data directory) ``boot.keys``: ``same`` when
-    the host keys saved there are the pod's own, compared on the pod, else ``differs``; and
+    """Return the probe's lines for the hook (read-only): ``boot.pod_id``, the identity of the
+    container (``identity_line`` of ``identity``, the provider's variable names; no line when it has
+    none or cannot be read), and with ``keys`` (the data directory) ``boot.keys``: ``same`` when the
+    host keys saved there are the pod's own, compared on the pod, else ``differs``; and
     ``boot.public``: the sha256 of the pod's public host keys (none: there are none)."""
     if not args:
         return []
     lines = [
-        f"i=$(tr '\\0' '\\n' <{ENVIRON} 2>/dev/null | sed -n 's/^RUNPOD_POD_ID=//p');"
-        ' if [ -n "$i" ]; then enc "$i"; echo "boot.pod_id $enc_v"; fi'
+        identity_line(tuple(args["identity"]))
+        + '; if [ -n "$i" ]; then enc "$i"; echo "boot.pod_id $enc_v"; fi'
     ]
     if args.get("keys"):
         d = quote_path(args["keys"])
@@ -41,8 +54,8 @@ def probe_lines(args: dict[str, Any] | None) -> list[str]:
 
 
 def parse(output: list[str]) -> dict[str, Any]:
-    """Return the probe's ``boot`` dict from its ``boot.*`` lines: ``pod_id`` (None when the
-    container's environment has none, or cannot be read), ``keys`` and ``public`` (None
+    """Return the probe's ``boot`` dict from its ``boot.*`` lines: ``pod_id``, the container's
+    identity (None when its environment has none, or cannot be read), ``keys`` and ``public`` (None
     when the pod has no public host keys)."""
     fields = by_key(output)
     pod_id = decode(fields["pod_id"]).strip() if "pod_id" in fields else ""

@@ -36,8 +36,26 @@ GPU_FIELDS = {
     "clocks_throttle_reasons.hw_power_brake_slowdown": "power_brake",
     "pcie.link.width.current": "link_width",
     "pcie.link.width.max": "link_width_max",
+    # whether the GPU is in use now (podstate.facts.activity): last, so a probe's answer from
+    # before they were asked reads as this one with them unknown
+    "uuid": "uuid",
+    "utilization.gpu": "utilization",
+    "memory.used": "memory_used_mib",
 }
-_NUMBERS = {"memory_mib", "temperature", "ecc_uncorrected", "link_width", "link_width_max"}
+_NUMBERS = {
+    "memory_mib",
+    "temperature",
+    "ecc_uncorrected",
+    "link_width",
+    "link_width_max",
+    "utilization",
+    "memory_used_mib",
+}
+# The compute processes, asked only when a GPU's memory in use is above IDLE_MEMORY_MIB or
+# unknown: a CUDA context alone takes hundreds of MiB, so a GPU at or below it runs none,
+# and an idle pod costs one nvidia-smi call, as before.
+APPS_FIELDS = "gpu_uuid,pid,process_name,used_memory"
+IDLE_MEMORY_MIB = 64
 
 
 @dataclass(frozen=True)
@@ -60,6 +78,19 @@ class GpuDevice:
     power_brake: str | None = None
     link_width: int | None = None
     link_width_max: int | None = None
+    uuid: str | None = None
+    utilization: int | None = None  # percent of the last sample period a kernel ran
+    memory_used_mib: int | None = None
+
+
+@dataclass(frozen=True)
+class ComputeApp:
+    """A process using a GPU, as ``nvidia-smi --query-compute-apps`` lists it."""
+
+    gpu_uuid: str
+    pid: int | None
+    name: str
+    memory_mib: int | None
 
 
 @dataclass(frozen=True)
@@ -72,6 +103,9 @@ class GpuState:
     devices: tuple[GpuDevice, ...] = ()
     cuda: str | None = None  # the highest CUDA version the driver supports
     unknown: tuple[str, ...] = ()  # fields of GPU_FIELDS this nvidia-smi rejects: unknown
+    # the compute processes: () when no GPU has memory in use (none can run), None when
+    # they could not be read
+    apps: tuple[ComputeApp, ...] | None = ()
 
 
 def _na(value: str) -> str | None:
@@ -103,8 +137,25 @@ def parse_gpu_query(
                 values[attribute] = cell
             else:
                 values[attribute] = _int(cell) if attribute in _NUMBERS else _na(cell)
+        if values.get("utilization") is not None and not 0 <= values["utilization"] <= 100:
+            values["utilization"] = None  # not a share of time: unknown, never idle
         devices.append(GpuDevice(**values))
     return tuple(devices)
+
+
+def parse_apps(status: str, text: str) -> tuple[ComputeApp, ...] | None:
+    """Return the compute processes of ``nvidia-smi --query-compute-apps=<APPS_FIELDS>``
+    (csv, no header, no units) that exited with ``status``; None when it failed."""
+    if status != "0":
+        return None
+    apps = []
+    for row in csv.reader(text.splitlines(), skipinitialspace=True):
+        if len(row) == 4:
+            uuid, pid, name, memory = (cell.strip() for cell in row)
+            apps.append(ComputeApp(uuid, _int(pid), name, _int(memory)))
+        elif row:
+            return None
+    return tuple(apps)
 
 
 def parse_cuda_version(header: str) -> str | None:
@@ -128,11 +179,16 @@ def parse_gpu(fields: dict[str, str]) -> GpuState:
         if status == "124":
             why = "nvidia-smi did not answer within 20 s"
         return GpuState(readable=False, error=why, unknown=unknown)
+    apps: tuple[ComputeApp, ...] | None = ()
+    if "apps" in fields:
+        apps_status, _, apps_data = fields["apps"].partition(" ")
+        apps = parse_apps(apps_status, decode(apps_data))
     return GpuState(
         readable=True,
         devices=parse_gpu_query(text, tuple(f for f in GPU_FIELDS if f not in unknown)),
         cuda=parse_cuda_version(decode(fields.get("header", ""))),
         unknown=unknown,
+        apps=apps,
     )
 
 
@@ -185,7 +241,8 @@ def start_lines() -> list[str]:
     return [
         script("gpu_state.sh"),
         "exec 4<&0",
-        f"gpu_state {','.join(GPU_FIELDS)} {GPU_CACHE} </dev/null | {{ exec 5<&0 <&4 4<&-",
+        f"gpu_state {','.join(GPU_FIELDS)} {GPU_CACHE} {IDLE_MEMORY_MIB} {APPS_FIELDS}"
+        " </dev/null | { exec 5<&0 <&4 4<&-",
     ]
 
 

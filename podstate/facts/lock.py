@@ -1,5 +1,10 @@
-"""The probe's reading of the pod lock: how many times it was taken, and whether a live run
-holds it (podstate.run.lock takes it from there)."""
+"""The probe's reading of the pod lock: how many times it was taken, whether a live run holds
+it and who that run is (podstate.run.lock takes it from there).
+
+Like every reader of the lock, the probe reads it under the lock's mutex (shared; each
+writer in scripts/lock.sh holds it exclusively): the keeper rewrites ``expires`` in place
+every second, and a read between its truncation and its write would find a held lock free.
+"""
 
 from __future__ import annotations
 
@@ -7,25 +12,49 @@ from typing import Any
 
 from podstate.paths import LOCK
 
+# Why the holder cannot be named: the mutex stayed taken (a writer stopped inside it).
+NO_MUTEX = "a run whose lock could not be read: its mutex stayed taken for 10 s"
+
 
 def probe_lines(lock_wait: int) -> list[str]:
     """Return the probe lines that wait up to ``lock_wait`` seconds for another run's live
     lock, so that an apply plans from what that run left, not from a pod halfway through
-    it, then print ``lock GEN held|free``."""
+    it, then print ``lock GEN held|free`` and, when held, ``lock.owner`` and its owner line.
+    A lock that cannot be read is held: the safe side for an apply and for a check."""
     return [
         f"L={LOCK}",
-        'live() { [ -d "$L" ] && e= && { read -r e <"$L/expires"; } 2>/dev/null &&'
-        ' [ "$(date +%s)" -le "${e:-0}" ]; }',
-        f"n=0; while [ $n -lt {lock_wait * 5} ] && live; do sleep 0.2; n=$((n + 1)); done",
-        'g=; { read -r g <"$L.gen"; } 2>/dev/null;'
-        ' if live; then echo "lock ${g:-0} held"; else echo "lock ${g:-0} free"; fi',
+        # lockread sets k (held|free), g (the count of takes) and o (the holder's owner line);
+        # a pod where no run ever took the lock has no mutex either
+        'lockread() { g=0 k=free o=; [ -e "$L.mutex" ] || return 0; k=held o="$no_mutex";'
+        ' { flock -s -w 10 9 && lockstate; } 9<"$L.mutex"; } 2>/dev/null',
+        'lockstate() { g=; { read -r g <"$L.gen"; } 2>/dev/null; g=${g:-0} k=free o=;'
+        ' [ -d "$L" ] || return 0; e=; { read -r e <"$L/expires"; } 2>/dev/null;'
+        # never written (a run killed while taking it): 60 s after it was made, as lock.sh
+        ' case $e in ""|*[!0-9]*) e=$(($(stat -c %Y "$L" || echo 0) + 60)) ;; esac;'
+        ' [ "$(date +%s)" -le "$e" ] || return 0; k=held; read -r o <"$L/owner"; }',
+        f"no_mutex='{NO_MUTEX}'",
+        f"n=0; lockread; while [ $n -lt {lock_wait * 5} ] && [ $k = held ]; do sleep 0.2;"
+        " n=$((n + 1)); lockread; done",
+        'echo "lock $g $k"; [ $k = free ] || printf "lock.owner %s\\n" "$o"',
     ]
 
 
-def parse(line: str | None) -> dict[str, Any] | None:
+def parse(lines: list[str] | None) -> dict[str, Any] | None:
     """Return the pod lock as the probe read it (``gen``: how many times it was taken;
-    ``held``: by a live run), None if it was not read."""
-    if not line:
+    ``held``: by a live run; ``owner``: that run's owner line, None when free), None if it
+    was not read."""
+    if not lines:
         return None
-    gen, held = line.split(" ")
-    return {"gen": int(gen), "held": held == "held"}
+    reading: dict[str, Any] = {"owner": None}
+    for line in lines:
+        key, _, rest = line.partition(" ")
+        if key == "lock":
+            gen, held = rest.split(" ")
+            reading.update(gen=int(gen), held=held == "held")
+        elif key == "lock.owner":
+            reading["owner"] = rest.strip() or "a run that left no owner line"
+    if "held" not in reading:
+        return None
+    if reading["held"] and reading["owner"] is None:
+        reading["owner"] = "a run that left no owner line"
+    return reading

@@ -17,10 +17,11 @@ from podstate.facts import apt as apt_section
 from podstate.facts import boot as boot_section
 from podstate.facts import download as download_section
 from podstate.facts import files as files_section
-from podstate.facts import gpu, lock, processes, space
+from podstate.facts import gpu, lock, processes, sessions, space
 from podstate.facts import made as made_section
 from podstate.facts import repos as repos_section
 from podstate.facts import secrets as secrets_section
+from podstate.facts import start as start_section
 from podstate.facts import venv as venv_section
 from podstate.facts.decode import decode
 from podstate.facts.mounts import parse_mounts
@@ -72,6 +73,8 @@ class PodProbe(FactBase[dict[str, Any]]):
                            "environ": {"PIP_CACHE_DIR": "..."},  # environment sets an
                            "ssh": False}],  # ``environ`` variable (only those variables);
                                          # ssh: started from an SSH session
+            "sessions": [{"pid": 3121, "kind": "tty",   # interactive sessions: terminals
+                          "command": "bash"}],   # (tty) and notebook kernels (kernel)
             "user": "root",              # the SSH user
             "shell": "/bin/bash",        # its login shell (passwd), "" if unreadable
             "arch": "x86_64",            # uname -m; None unless venv was asked for
@@ -81,6 +84,8 @@ class PodProbe(FactBase[dict[str, Any]]):
             "secrets": None,             # None unless asked for; see secrets.parse
             "boot": None,                # None unless asked for; see boot.parse
             "made": None,                # None unless asked for; see made.parse
+            "container_start": "0b5c…:4213",  # boot id and process 1's start (start.parse);
+                                         # None if unreadable
         }
     """
 
@@ -134,9 +139,11 @@ class PodProbe(FactBase[dict[str, Any]]):
             ' [ "$x" = "$i" ] && u=$n s=$h && break; done </etc/passwd; } 2>/dev/null;'
             ' if [ -z "$u" ]; then u=$(id -un); s=$(getent passwd "$u" 2>/dev/null);'
             ' s=${s##*:}; fi; enc "$u"; echo "user $enc_v"; enc "$s"; echo "shell $enc_v"',
+            start_section.PROBE_LINE,
             *files_section.probe_lines(paths, files),
             *(venv_section.probe_lines(venv) if venv else []),
             *processes.probe_lines(environ or [], inert or []),
+            *sessions.probe_lines(),
             *space.free_lines(free or []),
             *(
                 [download_section.probe_line(download["url"], download["seconds"])]
@@ -192,6 +199,7 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
         "files": files_section.parse_files(sections.get("file", [])),
         "free": space.parse_free(sections.get("free", [])),
         "processes": processes.parse(sections.get("proc", [])),
+        "sessions": sessions.parse(sections.get("sess", [])),
         "download": download_section.parse(value("download")),
         "user": decode(value("user") or "").strip(),
         "shell": decode(value("shell") or "").strip(),
@@ -200,7 +208,8 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
         "apt": apt_section.parse(sections["apt"]) if "apt" in sections else None,
         "repos": repos_section.parse(sections["repo"]) if "repo" in sections else None,
         "secrets": secrets_section.parse(sections["secrets"]) if "secrets" in sections else None,
-        "lock": lock.parse(value("lock")),
+        "lock": lock.parse(sections.get("lock")),
         "boot": boot_section.parse(sections["boot"]) if "boot" in sections else None,
         "made": made_section.parse(sections["made"]) if "made" in sections else None,
+        "container_start": start_section.parse(value("cstart")),
     }

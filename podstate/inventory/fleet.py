@@ -7,6 +7,7 @@ handed to the roles as the host data key ``podstate``.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import sys
 from collections.abc import Iterator
@@ -21,15 +22,23 @@ from podstate import settings
 from podstate.desired import spec
 from podstate.desired.errors import Layer, SpecError, located
 from podstate.desired.load import VarsDir
-from podstate.inventory import keyfiles, runpod
+from podstate.inventory import hostkeys, keyfiles, runpod, vast
+from podstate.inventory.naming import Listing, host_names
 from podstate.inventory.podsfile import Pod, read_pods_file
 from podstate.inventory.runpod import Skipped
 from podstate.pod import fits
+from podstate.pyinfra_api import hostkeys as policy
 
 DEFAULT_PODS = Path("inventories/pods.yaml")
 DEFAULT_VARS = Path("inventories")
-SOURCES = ("file", "runpod")  # PODSTATE_INVENTORY's words: the pods file, then each provider
-PROVIDER_KEYS = {"runpod": "RUNPOD_API_KEY"}  # the variable that selects each provider
+SOURCES = (
+    "file",
+    "runpod",
+    "vast",
+)  # PODSTATE_INVENTORY's words: the pods file, then each provider
+PROVIDER_KEYS = {"runpod": "RUNPOD_API_KEY", "vast": "VAST_API_KEY"}  # what selects each provider
+PROVIDERS = {"runpod": runpod, "vast": vast}  # each with listed() and to_pods()
+SHOWN = {"runpod": "RunPod API", "vast": "Vast API"}
 
 HostEntry = tuple[str, dict[str, Any]]
 
@@ -48,12 +57,16 @@ def vars_path() -> Path:
 
 @dataclass
 class Inventory:
-    """The pods to manage, the pods RunPod lists that podstate skips, and where both came from."""
+    """The pods to manage, the pods the providers list that podstate skips, where they came
+    from, and what the listing met on the way (``notes``: one line each)."""
 
     pods: list[Pod]
     skipped: list[Skipped]
-    source: str  # "pods file <path>", "RunPod API", or both joined by " and "
-    listing: list[Any] | None = None  # the API's pod records (runpod.load); None: no API
+    source: str  # "pods file <path>", "RunPod API", "Vast API", joined by " and "
+    # the providers' records as a run handed them reads them ({"pods": RunPod's, "vast":
+    # Vast's}); None: no provider
+    listing: dict[str, list[Any]] | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)
 
 
 @contextmanager
@@ -93,9 +106,12 @@ def load_inventory(record_host_keys: bool = True) -> Inventory:
         )
     store = _vars_dir()
     rules = runpod.load_group_rules(runpod.groups_path(store.root))
+    listings: dict[str, Listing] = {
+        source: PROVIDERS[source].listed() for source in chosen if source in PROVIDERS
+    }
+    names = host_names([record for found in listings.values() for record in found.records()])
     pods: list[Pod] = []
     skipped: list[Skipped] = []
-    listing: list[Any] | None = None
     shown: list[str] = []
     for source in chosen:
         if source == "file":
@@ -103,11 +119,12 @@ def load_inventory(record_host_keys: bool = True) -> Inventory:
             found = [_with_rules(pod, rules) for pod in read_pods_file(path)]
             shown.append(f"pods file {path}")
         else:
-            found, passed, listing = runpod.load(
-                store.root, record_host_keys, _STRICT_HOST_KEYS.get()
+            listing = listings[source]
+            found = PROVIDERS[source].to_pods(
+                listing, rules, names, record_host_keys, _STRICT_HOST_KEYS.get()
             )
-            skipped += passed
-            shown.append("RunPod API")
+            skipped += listing.skipped
+            shown.append(SHOWN[source])
         taken = {pod.name for pod in pods}
         for pod in found:
             if pod.name in taken:
@@ -116,14 +133,41 @@ def load_inventory(record_host_keys: bool = True) -> Inventory:
                     f"({', '.join(chosen)}): rename one, or read one source"
                 )
         pods += found
-    return Inventory(_resolved(pods, store), skipped, " and ".join(shown), listing)
+    expect_host_keys(pods)
+    handed = {_LISTING_KEYS[s]: found.kept for s, found in listings.items()} or None
+    notes = [note for found in listings.values() for note in found.notes]
+    return Inventory(_resolved(pods, store), skipped, " and ".join(shown), handed, notes)
+
+
+_LISTING_KEYS = {"runpod": "pods", "vast": vast.LISTING_KEY}
+
+
+def expect_host_keys(pods: list[Pod]) -> None:
+    """Make the connections of this process refuse, before authenticating, a new host key
+    that is not among a pod's ``host_key_fingerprints``: those RunPod's log shows for the
+    container (``hostkeys.vouched``), or those a pods file lists."""
+    expected = {}
+    for pod in pods:
+        fingerprints = tuple(pod.data.get("host_key_fingerprints") or ())
+        if fingerprints:
+            shown_by = (
+                "RunPod's log shows for this container"
+                if "host_key_trust" in pod.data
+                else f"the pods file lists for {pod.name} (host_key_fingerprints)"
+            )
+            port = int(pod.data.get("ssh_port") or 22)
+            address = hostkeys.known_hosts_pattern(pod.data.get("ssh_hostname") or pod.name, port)
+            expected[address] = (fingerprints, shown_by)
+    policy.expect(expected)
 
 
 def sources() -> list[str]:
-    """Return the inventory sources to read, in order: ``file`` (the pods file), ``runpod``.
+    """Return the inventory sources to read, in order: ``file`` (the pods file), ``runpod``,
+    ``vast``.
 
     ``PODSTATE_INVENTORY`` names them (a comma list); else ``PODSTATE_PODS`` means the file;
-    else a provider's key (``RUNPOD_API_KEY``) means that provider; else the file. It exists
+    else each provider's key (``RUNPOD_API_KEY``, ``VAST_API_KEY``) means that provider;
+    else the file. It exists
     so that a pod list is never widened silently: with the default pods file present and a
     provider's key exported (as it is for the provider's own tools), and neither variable set
     to choose, SpecError names both sources instead of picking one.
@@ -168,18 +212,21 @@ def _with_rules(pod: Pod, rules: dict[str, list[str]]) -> Pod:
 def load_pods() -> list[Pod]:
     """Return the pods to manage, with resolved states, for pyinfra's inventory.
 
-    Skipped API pods are reported on stderr, one line each, and fail nothing; an API listing
-    with no pod to manage is a SpecError, since pyinfra would have nothing to do, and so is
-    a key file that is not there (``keyfiles.check``).
+    Skipped API pods and the listing's notes are reported on stderr, one line each, and
+    fail nothing; an API listing with no pod to manage is a SpecError, since pyinfra would
+    have nothing to do, and so is a key file that is not there (``keyfiles.check``).
     """
     inventory = load_inventory()
     keyfiles.check(inventory.pods)
     for skipped in inventory.skipped:
         print(skipped.line(), file=sys.stderr)
+    for note in inventory.notes:
+        print(f"podstate: {note}", file=sys.stderr)
     if not inventory.pods:
         raise SpecError(
-            f"RunPod lists no pod podstate can manage ({len(inventory.skipped)} skipped): "
-            "it needs RUNNING pods with 22/tcp exposed as a public TCP port"
+            f"the {inventory.source} lists no pod podstate can manage "
+            f"({len(inventory.skipped)} skipped): it needs running pods with an SSH port "
+            "(RunPod: 22/tcp exposed as a public TCP port)"
         )
     return inventory.pods
 

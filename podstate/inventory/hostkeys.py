@@ -20,11 +20,15 @@ check and saved after it) or a team can commit it to its repository.
 
 The rules, applied when the inventory is built (before any connection):
 
-* no key stored yet: trust on first use (``ssh_strict_host_key_checking: accept-new``), or,
-  with ``PODSTATE_STRICT_HOST_KEYS=1`` (or ``podstate check --strict-host-keys``, for one
-  check), refuse the pod: a team that pre-seeds the store wants no key it has not reviewed;
+* no key stored yet: accept the key the pod presents if its fingerprint is among those its
+  container's start printed to RunPod's log (``keylog``; ``vouched``), and refuse any other
+  before authenticating; where the log shows none, trust on first use
+  (``ssh_strict_host_key_checking: accept-new``), or, with ``PODSTATE_STRICT_HOST_KEYS=1``
+  (or ``podstate check --strict-host-keys``, for one check), refuse the pod: a team that
+  pre-seeds the store wants no key it has not reviewed;
 * RunPod's ``startedAt`` is later than ``recorded_at``: the container restarted since its key
-  was recorded, so its old key is stale; it is moved aside and the new one accepted;
+  was recorded, so its old key is stale; it is moved aside and the new one accepted as a
+  first key is (the log's fingerprints, else on trust, which strict host keys refuse);
 * otherwise: the stored key must match (``yes``). A different key from a container that has
   not restarted is refused for that pod only; pyinfra fails it with "REMOTE HOST
   IDENTIFICATION HAS CHANGED" and the other pods go on.
@@ -40,6 +44,7 @@ next run then sees a later ``startedAt`` and renews it, which is what a restart 
 A pod without a ``startedAt`` records none, and a stored key with no ``recorded_at`` is never
 renewed automatically: delete the pod's files to trust its next key.
 
+pyinfra's advice on a changed key is rewritten to name the store (``hostkey_hints``).
 After the connections, ``outcome`` says what the run did with each pod's key (trusted it on
 first use, re-keyed it after a restart, kept it, refused it), for the check's reports.
 """
@@ -48,9 +53,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import hashlib
 import json
-import logging
 import os
 import re
 from dataclasses import dataclass
@@ -59,11 +64,11 @@ from pathlib import Path
 from typing import Any
 
 from podstate.pyinfra_api import cli as pyinfra_cli
-from podstate.pyinfra_api import logs
+from podstate.pyinfra_api import hostkeys as policy
 
 DEFAULT_DIR = Path("~/.local/state/podstate/hostkeys")
 
-NEW = "new"  # no key stored: trust on first use
+NEW = "new"  # no key stored: take the one the log vouches for, else trust on first use
 RESTARTED = "restarted"  # the pod restarted since its key was recorded: take the new one
 TRUSTED = "trusted"  # the stored key must match
 UNKNOWN = "unknown"  # no key stored and strict host keys: refuse it, record nothing
@@ -71,7 +76,8 @@ UNKNOWN = "unknown"  # no key stored and strict host keys: refuse it, record not
 STRICT_ENV = "PODSTATE_STRICT_HOST_KEYS"
 
 # What a run did with a pod's key (``outcome``), as the check's reports say it.
-FIRST_USE = "first-use"  # no key was stored; the key the pod showed now is
+VERIFIED = "verified"  # a first key, or a new one after a restart, matched RunPod's log
+FIRST_USE = "first-use"  # no key was stored; the key the pod showed now is (unverified)
 REKEYED = "rekeyed"  # RunPod reported a restart; the old key was set aside, the new one stored
 KNOWN = "known"  # the stored key was kept
 REFUSED = "refused"  # the pod's key was refused: changed without a restart, or strict and new
@@ -91,6 +97,8 @@ class HostKeyTrust:
     state: str  # NEW, RESTARTED or TRUSTED
     recorded_at: str | None  # startedAt of the container whose key is stored
     started_at: str | None  # startedAt RunPod reports now
+    fingerprints: tuple[str, ...] = ()  # what RunPod's log shows for this container's keys
+    unverified: str | None = None  # why the log vouches for no key (NEW, RESTARTED, UNKNOWN)
 
     @property
     def strictness(self) -> str:
@@ -103,12 +111,22 @@ class HostKeyTrust:
 
     def host_data(self) -> dict[str, str]:
         """Return the pyinfra host data that points paramiko at this pod's known_hosts, and
-        ``host_key_trust`` (the state planned), which ``outcome`` reads after connecting."""
+        ``host_key_trust`` (the state planned), ``host_key_fingerprints`` (the keys a new one
+        must be among: ``pyinfra_api.hostkeys`` refuses any other) and
+        ``host_key_unverified``, which ``outcome`` reads after connecting."""
         return {
             "ssh_known_hosts_file": str(self.known_hosts),
             "ssh_strict_host_key_checking": self.strictness,
             "host_key_trust": self.state,
+            "host_key_fingerprints": list(self.fingerprints),
+            "host_key_unverified": self.unverified,
         }
+
+    @property
+    def needs_log(self) -> bool:
+        """Return whether the pod is about to take a key it has none stored for: RunPod's log
+        should say which (``vouched``)."""
+        return self.state in (NEW, RESTARTED, UNKNOWN)
 
 
 def strict_from_env() -> bool:
@@ -177,6 +195,30 @@ def plan(
     )
 
 
+def vouched(
+    trust: HostKeyTrust,
+    fingerprints: tuple[str, ...],
+    why: str | None,
+    strict: bool | None = None,
+) -> HostKeyTrust:
+    """Return ``trust`` with what the container's log shows of its keys (``keylog``).
+
+    With fingerprints, a pod that had no key stored (UNKNOWN under strict host keys too) is
+    NEW: its key is taken if it is among them. Without, ``why`` is kept for the reports and,
+    under strict host keys, a restarted pod is UNKNOWN as a new one is: nothing vouches
+    for its new key.
+    """
+    if not trust.needs_log:
+        return trust
+    if strict is None:
+        strict = strict_from_env()
+    if fingerprints:
+        state = NEW if trust.state == UNKNOWN else trust.state
+        return dataclasses.replace(trust, state=state, fingerprints=fingerprints, unverified=None)
+    state = UNKNOWN if strict else trust.state
+    return dataclasses.replace(trust, state=state, fingerprints=(), unverified=why)
+
+
 def record(trust: HostKeyTrust) -> None:
     """Make the store match ``trust`` before pyinfra connects.
 
@@ -240,11 +282,13 @@ def outcome(data: Any, connected: bool, error: str | None) -> dict[str, str | No
 
     ``data`` is the pod's pyinfra host data (``host_data`` of its trust, read with ``.get``);
     ``connected`` and ``error`` say how the connection went. The result, for the reports:
-    ``{"trust", "fingerprint", "old_fingerprint"?, "reason"?}`` with ``trust`` one of
-    FIRST_USE, REKEYED (``old_fingerprint`` is the key set aside), KNOWN (also a restarted
-    pod that showed its stored key again), REFUSED (``reason`` says why), NOT_SEEN;
-    ``fingerprint`` is the key stored now. None when podstate keeps no key for the pod (a
-    pods file inventory: ~/.ssh/known_hosts applies).
+    ``{"trust", "fingerprint", "old_fingerprint"?, "reason"?, "unverified"?}`` with
+    ``trust`` one of VERIFIED (a new key among those RunPod's log shows), FIRST_USE,
+    REKEYED (both with ``unverified``: why the log vouched for none), KNOWN (also a
+    restarted pod that showed its stored key again), REFUSED (``reason`` says why),
+    NOT_SEEN; ``old_fingerprint`` is the key set aside at a restart; ``fingerprint`` is
+    the key stored now. None when podstate keeps no key for the pod (a pods file
+    inventory: ~/.ssh/known_hosts applies).
 
     Read from the store's files, because paramiko records a key without telling podstate.
     """
@@ -254,13 +298,18 @@ def outcome(data: Any, connected: bool, error: str | None) -> dict[str, str | No
         return None
     path = Path(known_hosts)
     stored = fingerprint(path)
+    vouched_for = data.get("host_key_fingerprints") or []
     result: dict[str, str | None] = {"trust": KNOWN, "fingerprint": stored}
-    if state == UNKNOWN:
+    if not connected and policy.refused_by_fingerprints(error):
+        result["trust"] = REFUSED
+        result["reason"] = (error or "").removeprefix(policy.REFUSED)
+    elif state == UNKNOWN and not connected:
+        why = data.get("host_key_unverified") or "RunPod's log shows no fingerprint"
         result["trust"] = REFUSED
         result["reason"] = (
-            f"no key stored for this pod in {path.parent}, and strict host keys "
-            f"({STRICT_ENV}, --strict-host-keys) refuse a key seen for the first time; "
-            "add the pod's key to the store"
+            f"nothing vouches for the pod's key ({why}), and strict host keys "
+            f"({STRICT_ENV}, --strict-host-keys) refuse a key they cannot verify; "
+            f"add the pod's key to the store in {path.parent}"
         )
     elif state == TRUSTED and not connected and "host key" in (error or "").lower():
         result["trust"] = REFUSED
@@ -268,59 +317,20 @@ def outcome(data: Any, connected: bool, error: str | None) -> dict[str, str | No
             "the pod's key differs from the stored one and RunPod reports no restart since it "
             f"was recorded: possibly an interception; remove {path} only if you know why"
         )
-    elif state == NEW:
-        result["trust"] = FIRST_USE if stored else NOT_SEEN
-    elif state == RESTARTED:
-        old = fingerprint(path.with_name(path.name + ".old"))
+    elif state in (NEW, RESTARTED):
+        old = fingerprint(path.with_name(path.name + ".old")) if state == RESTARTED else None
         if stored and old == stored:  # the pod kept its key (boot.host_keys: keep)
             return result
-        result["trust"] = REKEYED if stored else NOT_SEEN
-        result["old_fingerprint"] = old
+        if state == RESTARTED:
+            result["old_fingerprint"] = old
+        if not stored:
+            result["trust"] = NOT_SEEN
+        elif stored in vouched_for:
+            result["trust"] = VERIFIED
+        else:
+            result["trust"] = FIRST_USE if state == NEW else REKEYED
+            result["unverified"] = data.get("host_key_unverified") or "no fingerprint to compare"
     return result
-
-
-class _RemovalHint(logging.Filter):
-    """Rewrites pyinfra's "ssh-keygen -R [host]:port" advice for pods in podstate's store.
-
-    On a changed host key pyinfra warns that the remote identification changed and suggests
-    ``ssh-keygen -R``, which edits ~/.ssh/known_hosts and would not help: podstate keeps the
-    key elsewhere. This says where, and why the key was not renewed.
-    """
-
-    def __init__(self) -> None:
-        super().__init__("podstate-hostkeys")
-        self.pods: dict[str, HostKeyTrust] = {}
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except (TypeError, ValueError):
-            return True
-        address = logs.removal_hint(message)
-        trust = self.pods.get(address) if address else None
-        if trust is not None:
-            since = f"startedAt {trust.recorded_at}" if trust.recorded_at else "an unknown start"
-            record.msg = (
-                f"    rm {trust.known_hosts}    (pod {trust.name}, RunPod id {trust.pod_id}: "
-                f"RunPod reports no restart since its key was recorded at {since}, so the new "
-                "key may be an interception; remove the file only if you know why it changed)"
-            )
-            record.args = ()
-        return True
-
-
-_HINT = _RemovalHint()
-
-
-def explain_mismatches(trusts: list[HostKeyTrust]) -> None:
-    """Make pyinfra's changed-host-key warning name these pods' files instead of ssh-keygen.
-
-    Installs (once per process) a filter on pyinfra's logger; returns nothing.
-    """
-    _HINT.pods = {trust.address: trust for trust in trusts}
-    logger = logging.getLogger("pyinfra")
-    if _HINT not in logger.filters:
-        logger.addFilter(_HINT)
 
 
 def _file_stem(pod_id: str) -> str:

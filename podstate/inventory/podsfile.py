@@ -15,7 +15,10 @@ from podstate.pyinfra_api import ssh
 HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 GROUP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 CLOUDS = ("COMMUNITY", "SECURE")
-_POD_KEYS = ("cloud", "groups")
+PROVIDERS = ("runpod", "vast")  # a pods file's ``provider:``: its pod joins that group
+_POD_KEYS = ("cloud", "groups", "provider", "host_key_fingerprints", "cost_per_hour")
+# What ``ssh-keygen -lf`` prints of a key, and RunPod's start script in the pod's log.
+FINGERPRINT = re.compile(r"^SHA256:[A-Za-z0-9+/]{43}$")
 
 
 @dataclass
@@ -70,14 +73,15 @@ def read_pods_file(path: Path, display: str | None = None) -> list[Pod]:
         for key in ("ssh_key", "ssh_known_hosts_file"):
             if isinstance(data.get(key), str):
                 data[key] = str(Path(data[key]).expanduser())
-        ordered = [cloud_group(cloud)] + [g for g in groups if g != cloud_group(cloud)]
+        provider = [data["provider"]] if "provider" in data else []
+        ordered = [cloud_group(cloud), *provider] + [g for g in groups if g != cloud_group(cloud)]
         result.append(Pod(name, data, list(dict.fromkeys(ordered))))
     return result
 
 
 def _check_host_data(data: dict[str, Any], shown: str, where: str) -> None:
-    """Raise SpecError for a key that is neither podstate's (cloud, groups) nor one the SSH
-    connector reads (a typo would be passed on unread: ``ssh_prot`` connects to port 22),
+    """Raise SpecError for a key that is neither podstate's (cloud, groups, provider) nor one
+    the SSH connector reads (a typo would be passed on unread: ``ssh_prot`` connects to port 22),
     suggesting the nearest, and for a value the key cannot take."""
     allowed = sorted(ssh.data_keys() | set(_POD_KEYS))
     for key, value in data.items():
@@ -97,5 +101,27 @@ def _check_host_data(data: dict[str, Any], shown: str, where: str) -> None:
                 f"{shown}: {where}.cloud: {short(value)} is not one of: {', '.join(CLOUDS)} "
                 "(the cloud decides the NCCL guards)"
             )
-        if key != "groups" and isinstance(value, (dict, list)):
+        if key == "provider" and value not in PROVIDERS:
+            raise SpecError(
+                f"{shown}: {where}.provider: {short(value)} is not one of: {', '.join(PROVIDERS)}"
+            )
+        if key == "cost_per_hour" and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0
+        ):
+            raise SpecError(
+                f"{shown}: {where}.cost_per_hour: expected a price in USD per hour "
+                f"(a number >= 0, like 2.99), got {short(value)}"
+            )
+        if key == "host_key_fingerprints":
+            if (
+                not isinstance(value, list)
+                or not value
+                or not all(isinstance(f, str) and FINGERPRINT.match(f) for f in value)
+            ):
+                raise SpecError(
+                    f"{shown}: {where}.host_key_fingerprints: expected a list of SHA256 "
+                    "fingerprints as ssh-keygen -lf prints them (SHA256: and 43 characters), "
+                    f"got {short(value)}"
+                )
+        elif key != "groups" and isinstance(value, (dict, list)):
             raise SpecError(f"{shown}: {where}.{key}: expected a single value, got {value!r}")

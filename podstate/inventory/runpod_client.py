@@ -21,57 +21,28 @@ Environment:
 
 from __future__ import annotations
 
-import http.client
-import ipaddress
 import json
 import os
 import re
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from email.message import Message
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
-from podstate.desired.errors import SpecError, kind_of
+from podstate.desired.errors import kind_of
+from podstate.inventory import api_http
+from podstate.inventory.api_http import ApiUnavailable, InventoryError, RateLimited
 
 API_URL = "https://api.runpod.io"
 TIMEOUT_S = 15.0
 MAX_TRIES = 3  # requests per listing when rate-limited (429)
 MAX_WAIT_S = 30.0  # total seconds podstate waits out rate limits before giving up
-MAX_BODY = 32 << 20  # bytes of response podstate reads at most
 
+__all__ = ["ApiUnavailable", "InventoryError", "RateLimited", "Settings", "fetch", "settings"]
 
 LISTING_ENV = "PODSTATE_API_LISTING"
-
-
-class InventoryError(SpecError):
-    """The live inventory could not be built: one line that says what to fix."""
-
-
-class ApiUnavailable(InventoryError):
-    """The API cannot list the pods now and may later: a 5xx, no answer, a rate limit.
-
-    ``retry_after``: the seconds the API asked to wait (``Retry-After``), None when it said
-    nothing; ``kind``: the word ``podstate watch`` reports it as.
-    """
-
-    kind = "api-unavailable"
-
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class RateLimited(ApiUnavailable):
-    """The API refused the listing for its rate limit (429), after the waits ``fetch`` allows."""
-
-    kind = "rate-limited"
 
 
 @dataclass(frozen=True)
@@ -103,7 +74,9 @@ def settings(env: Mapping[str, str] | None = None) -> Settings:
             "RUNPOD_API_KEY contains spaces, line breaks or non-ASCII characters: "
             "set it to the key alone"
         )
-    base_url = _check_url((env.get("RUNPOD_API_URL") or API_URL).strip())
+    base_url = api_http.check_url(
+        (env.get("RUNPOD_API_URL") or API_URL).strip(), "RUNPOD_API_URL", API_URL
+    )
     raw_timeout = (env.get("RUNPOD_API_TIMEOUT") or "").strip()
     try:
         timeout = float(raw_timeout) if raw_timeout else TIMEOUT_S
@@ -124,64 +97,17 @@ def settings(env: Mapping[str, str] | None = None) -> Settings:
     return Settings(key, base_url, timeout, cluster in ("1", "true", "yes"), ssh_key)
 
 
-def _check_url(url: str) -> str:
-    """Return the base URL without a trailing slash; InventoryError when it is unusable.
-
-    Plain http is accepted for loopback addresses only (tests, local proxies), so the key
-    never crosses a network unencrypted.
-    """
-    try:
-        parts: urllib.parse.SplitResult | None = urllib.parse.urlsplit(url)
-        _ = parts.port  # ValueError for a port that is not a number
-    except ValueError:
-        parts = None
-    if (
-        parts is None
-        or parts.scheme not in ("http", "https")
-        or not parts.hostname
-        or parts.username
-        or parts.password
-        or parts.query
-        or parts.fragment
-    ):
-        raise InventoryError(
-            "RUNPOD_API_URL: expected a base URL like https://api.runpod.io "
-            "(no user name, query or fragment)"
-        )
-    if parts.scheme == "http" and not _loopback(parts.hostname):
-        raise InventoryError(
-            "RUNPOD_API_URL: plain http is allowed for localhost only (the API key would "
-            "cross the network unencrypted); use https"
-        )
-    return url.rstrip("/")
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-# --- HTTP -------------------------------------------------------------------------------
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Refuses every redirect, so the key is never sent to another address."""
-
-    def redirect_request(
-        self,
-        req: urllib.request.Request,
-        fp: Any,
-        code: int,
-        msg: str,
-        headers: Message,
-        newurl: str,
-    ) -> None:
-        """Return None, so urllib raises HTTPError for the 3xx instead of following it."""
-        return None
+def api(config: Settings) -> api_http.Api:
+    """Return the API as ``api_http`` reaches it: every request to RunPod's API (the
+    listing, the logs of ``keylog``, the stops of ``actions``) goes through it."""
+    return api_http.Api(
+        "the RunPod API",
+        config.base_url,
+        config.key,
+        config.timeout,
+        "RUNPOD_API_KEY",
+        "RUNPOD_API_TIMEOUT",
+    )
 
 
 def fetch(
@@ -200,13 +126,12 @@ def fetch(
     url = f"{config.base_url}/v2/pods"
     if config.include_cluster:
         url += "?includeClusterPods=true"
-    proxies = urllib.request.ProxyHandler({} if url.startswith("http://") else None)
-    opener = urllib.request.build_opener(_NoRedirect, proxies)
+    director = api_http.opener(url)
     waited = 0.0
     for attempt in range(1, max_tries + 1):
-        status, headers, body = _get(opener, url, config)
+        status, headers, body = api_http.get(director, url, api(config))
         if status == 429:
-            wait = _retry_wait(headers)
+            wait = retry_wait(headers)
             if attempt < max_tries and waited + wait <= max_wait:
                 sleep(wait)
                 waited += wait
@@ -221,70 +146,14 @@ def fetch(
             return _pods_list(body, headers, config)
         message = _status_message(status, headers, body, config)
         if status >= 500:
-            raise ApiUnavailable(message, _retry_after(headers))
+            raise ApiUnavailable(message, api_http.retry_after(headers))
         raise InventoryError(message)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _get(
-    opener: urllib.request.OpenerDirector, url: str, config: Settings
-) -> tuple[int, Message, bytes]:
-    """Return (status, headers, body) of one GET; InventoryError when no answer came."""
-    request = urllib.request.Request(
-        url, headers={"Accept": "application/json", "User-Agent": "podstate"}
-    )
-    request.add_unredirected_header("Authorization", f"Bearer {config.key}")
-    where = f"the RunPod API at {config.base_url}"
-    try:
-        with opener.open(request, timeout=config.timeout) as response:
-            body = response.read(MAX_BODY + 1)
-            if len(body) > MAX_BODY:
-                raise InventoryError(f"{where} sent more than {MAX_BODY >> 20} MiB; not a pod list")
-            return response.status, response.headers, body
-    except urllib.error.HTTPError as e:
-        try:
-            body = e.read(64 << 10)
-        except (OSError, http.client.HTTPException):
-            body = b""
-        return e.code, e.headers, body
-    except urllib.error.URLError as e:
-        if isinstance(e.reason, TimeoutError):
-            raise ApiUnavailable(_timeout_message(where, config)) from None
-        reason = e.reason.strerror if isinstance(e.reason, OSError) else None
-        raise ApiUnavailable(
-            f"cannot reach {where}: {_scrub(str(reason or e.reason), config)}"
-        ) from None
-    except TimeoutError:
-        raise ApiUnavailable(_timeout_message(where, config)) from None
-    except (OSError, http.client.HTTPException, ValueError) as e:
-        detail = _scrub(str(e) or type(e).__name__, config)
-        raise ApiUnavailable(f"cannot reach {where}: {detail}") from None
-
-
-def _timeout_message(where: str, config: Settings) -> str:
-    return f"no answer from {where} within {config.timeout:g} s (RUNPOD_API_TIMEOUT)"
-
-
-def _retry_after(headers: Message) -> float | None:
-    """Return the seconds ``Retry-After`` asks to wait (seconds, or an HTTP date); None
-    when there is no such header or it is neither."""
-    retry_after = (headers.get("Retry-After") or "").strip()
-    if not retry_after:
-        return None
-    try:
-        return max(0.0, float(retry_after))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(retry_after)
-        return max(0.0, (when - datetime.now(UTC)).total_seconds())
-    except (TypeError, ValueError):
-        return None
-
-
-def _retry_wait(headers: Message) -> float:
+def retry_wait(headers: Message) -> float:
     """Return the seconds a 429 asks to wait: Retry-After, else RateLimit's spent windows."""
-    retry_after = _retry_after(headers)
+    retry_after = api_http.retry_after(headers)
     if retry_after is not None:
         return retry_after
     waits = []
@@ -298,9 +167,8 @@ def _retry_wait(headers: Message) -> float:
 
 def _status_message(status: int, headers: Message, body: bytes, config: Settings) -> str:
     """Return the one-line error for an HTTP status other than 200 and 429."""
-    detail = _problem_detail(body, config)
-    reason = http.client.responses.get(status, "")
-    said = f"{status} {reason}".strip() + (f": {detail}" if detail else "")
+    detail = problem_detail(body, config)
+    said = api_http.status_line(status, detail)
     if status == 401:
         return (
             f"the RunPod API refused RUNPOD_API_KEY ({said}): check the key, or create one "
@@ -309,15 +177,11 @@ def _status_message(status: int, headers: Message, body: bytes, config: Settings
     if status == 403:
         return f"RUNPOD_API_KEY may not list pods ({said}): give the key read access to pods"
     if 300 <= status < 400:
-        location = urllib.parse.urlsplit(headers.get("Location") or "").netloc or "elsewhere"
-        return (
-            f"the RunPod API at {config.base_url} redirects ({status}) to {location}; "
-            "podstate sends the API key to RUNPOD_API_URL only: set it to the final address"
-        )
+        return api_http.redirect_message(api(config), status, headers, "RUNPOD_API_URL")
     return f"the RunPod API at {config.base_url} answered {said}"
 
 
-def _problem_detail(body: bytes, config: Settings) -> str:
+def problem_detail(body: bytes, config: Settings) -> str:
     """Return the ``detail`` of an RFC 9457 problem body, on one short line ('' if none)."""
     try:
         problem = json.loads(body.decode("utf-8"))
@@ -325,13 +189,8 @@ def _problem_detail(body: bytes, config: Settings) -> str:
         return ""
     if not isinstance(problem, dict) or not isinstance(problem.get("detail"), str):
         return ""
-    text = " ".join(_scrub(problem["detail"], config).split())
+    text = " ".join(api(config).scrub(problem["detail"]).split())
     return text if len(text) <= 200 else text[:197] + "..."
-
-
-def _scrub(text: str, config: Settings) -> str:
-    """Return ``text`` with the API key blanked out, whatever sent it back."""
-    return text.replace(config.key, "<RUNPOD_API_KEY>")
 
 
 def read_listing(path: Path) -> list[Any]:

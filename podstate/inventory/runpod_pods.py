@@ -12,6 +12,7 @@ from typing import Any
 
 from podstate.desired.errors import kind_of
 from podstate.inventory import hostkeys
+from podstate.inventory import live as readings
 from podstate.inventory.podsfile import CLOUDS
 from podstate.inventory.runpod_client import InventoryError
 
@@ -28,21 +29,30 @@ READ = (
     "gpu",
     "startedAt",
     "dataCenterId",
+    "cost",
+    "runtime",
 )
 
 
 @dataclass(frozen=True)
 class Skipped:
-    """A pod RunPod lists that podstate cannot manage, and why."""
+    """A pod a provider lists that podstate cannot manage, and why."""
 
     id: str
     name: str
     reason: str
-    created_at: str  # RunPod's createdAt: who keeps a shared name (runpod.host_names)
+    created_at: str  # when it was made: who keeps a shared name (naming.host_names)
+    provider: str = "runpod"
+
+    @property
+    def key(self) -> str:
+        """Return the pod's key among every provider's pods: its id, ``vast:<id>`` on Vast."""
+        return self.id if self.provider == "runpod" else f"{self.provider}:{self.id}"
 
     def line(self) -> str:
         """Return the one stderr line that reports this pod as skipped."""
-        return f"podstate: skipping pod {_shown(self.id)} ({_shown(self.name)}): {self.reason}"
+        what = "pod" if self.provider == "runpod" else "Vast instance"
+        return f"podstate: skipping {what} {shown(self.id)} ({shown(self.name)}): {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -59,7 +69,14 @@ class ApiPod:
     gpu_count: int
     data_center: str | None
     started_at: str | None
-    created_at: str  # RunPod's createdAt: who keeps a shared name (runpod.host_names)
+    created_at: str  # RunPod's createdAt: who keeps a shared name (naming.host_names)
+    cost_per_hour: float | None = None  # RunPod's cost, USD; None: not given (unknown)
+    live: readings.Live | None = None  # RunPod's runtime; None: not given (unknown)
+
+    @property
+    def key(self) -> str:
+        """Return the pod's key among every provider's pods (``naming.host_names``)."""
+        return self.id
 
 
 def parse(raw: list[Any], include_cluster: bool = False) -> tuple[list[ApiPod], list[Skipped]]:
@@ -80,16 +97,16 @@ def parse(raw: list[Any], include_cluster: bool = False) -> tuple[list[ApiPod], 
         if not pod_id:
             raise _unexpected(f"{where}.id", "empty")
         if pod_id in seen:
-            raise _unexpected(f"{where}.id", f"{_shown(pod_id)} is listed twice")
+            raise _unexpected(f"{where}.id", f"{shown(pod_id)} is listed twice")
         seen.add(pod_id)
-        where = f"{where} (id {_shown(pod_id)})"
+        where = f"{where} (id {shown(pod_id)})"
         name = _field(item, "name", where, str)
         status = _field(item, "status", where, str)
         created_at = _time(item, "createdAt", where)
         cluster = item.get("cluster")
         if cluster is not None and not include_cluster:
             cluster_id = cluster.get("id") if isinstance(cluster, dict) else None
-            which = f" {_shown(cluster_id)}" if isinstance(cluster_id, str) else ""
+            which = f" {shown(cluster_id)}" if isinstance(cluster_id, str) else ""
             skipped.append(
                 Skipped(
                     pod_id,
@@ -100,7 +117,7 @@ def parse(raw: list[Any], include_cluster: bool = False) -> tuple[list[ApiPod], 
             )
             continue
         if status != "RUNNING":
-            skipped.append(Skipped(pod_id, name, f"status {_shown(status)}", created_at))
+            skipped.append(Skipped(pod_id, name, f"status {shown(status)}", created_at))
             continue
         ssh = _field(item, "ssh", where, dict)
         direct = _field(ssh, "direct", f"{where}.ssh", dict, nullable=True)
@@ -113,7 +130,7 @@ def parse(raw: list[Any], include_cluster: bool = False) -> tuple[list[ApiPod], 
         user = _field(direct, "username", here, str)
         if not host or not user or not 0 < port < 65536:
             bad = "host" if not host else "username" if not user else "port"
-            raise _unexpected(f"{here}.{bad}", f"not usable: {_shown(str(direct.get(bad)))}")
+            raise _unexpected(f"{here}.{bad}", f"not usable: {shown(str(direct.get(bad)))}")
         cloud = str(_field(item, "cloud", where, str)).upper()
         gpu = _field(item, "gpu", where, dict, required=False)
         gpu_id = gpu_count = None
@@ -134,6 +151,8 @@ def parse(raw: list[Any], include_cluster: bool = False) -> tuple[list[ApiPod], 
                 data_center=_field(item, "dataCenterId", where, str, nullable=True),
                 started_at=started_at,
                 created_at=created_at,
+                cost_per_hour=readings.cost(item, where),
+                live=readings.runtime(item, where),
             )
         )
     return pods, skipped
@@ -147,7 +166,7 @@ def _time(item: dict[str, Any], key: str, where: str, nullable: bool = False) ->
         try:
             hostkeys.parse_time(value)
         except ValueError:
-            raise _unexpected(f"{where}.{key}", f"not a date-time: {_shown(value)}") from None
+            raise _unexpected(f"{where}.{key}", f"not a date-time: {shown(value)}") from None
     return value
 
 
@@ -198,7 +217,7 @@ def _unexpected(where: str, problem: str) -> InventoryError:
     return InventoryError(f"unexpected RunPod API response: {where}: {problem}")
 
 
-def _shown(text: str) -> str:
+def shown(text: str) -> str:
     """Return ``text`` safe for one terminal line (JSON-quoted when it is not plain)."""
     if text and text.isprintable() and len(text) <= 100:
         return text

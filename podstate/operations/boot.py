@@ -1,4 +1,4 @@
-"""The boot hook's parts that are not the role's decisions: where it lives on the volume,
+"""The boot hook's parts that are not the role's decisions: where it lives (by provider),
 its data file, its status, and saving the host keys (the probe's lines for it are
 podstate.facts.boot).
 
@@ -28,15 +28,57 @@ from podstate.shell import b64, quote_path, script_file
 FLAG = BOOT_FLAG
 FORMAT = "podstate-boot 1"
 _DEFAULT_LINE = "_podstate_boot=/workspace/.podstate/boot.sh\n"
+_IDS_LINE = "    IDS='RUNPOD_POD_ID'\n"
+_IDENTIFIED_LINE = "    IDENTIFIED='RunPod pod id'\n"
+
+
+# What the hook's place and the pod's identity depend on, by provider (host data
+# ``provider``, which the inventories set; a pods file's pod without one is RunPod's).
+# RunPod wipes the container disk at every stop, so the hook and its data must be on the
+# volume; Vast keeps it across a stop and start, so they live there (and need no volume).
+# The identity: the variables of the container's environment that name this pod, read by
+# name and nothing else of it, their values joined by "/".
+ON_DISK = "/var/lib/podstate"
+IDENTITY = {"runpod": ("RUNPOD_POD_ID",), "vast": ("VAST_CONTAINERLABEL", "CONTAINER_ID")}
+_IDENTIFIED = {"runpod": "RunPod pod id", "vast": "Vast instance id"}
 
 
 @dataclass(frozen=True)
 class Layout:
-    """Where podstate keeps what must outlive the container on the volume mounted at
-    ``volume`` (``boot.volume``): the hook and its data, the applied record, the copy of
-    podstate-ready."""
+    """Where podstate keeps what must outlive the container: the applied record and the
+    copy of podstate-ready on the volume mounted at ``volume`` (``boot.volume``); the hook
+    and its data beside them on RunPod, on the container disk (``ON_DISK``) on Vast, whose
+    stop keeps it. ``provider`` is the pod's (``IDENTITY``'s keys)."""
 
     volume: str
+    provider: str = "runpod"
+
+    def __post_init__(self) -> None:
+        if self.provider not in IDENTITY:
+            raise ValueError(f"no boot hook layout for provider {self.provider!r}")
+
+    @property
+    def home(self) -> str:
+        """The directory of the hook and its data."""
+        if self.provider == "vast":
+            return ON_DISK
+        return posixpath.join(self.volume, ".podstate")
+
+    @property
+    def needs_volume(self) -> bool:
+        """Whether the hook needs a volume mounted at ``volume``: only where a restart
+        wipes the container disk (RunPod)."""
+        return self.home != ON_DISK
+
+    @property
+    def identity(self) -> tuple[str, ...]:
+        """The variables of the container's environment that name this pod."""
+        return IDENTITY[self.provider]
+
+    @property
+    def identified(self) -> str:
+        """What the identity is, in words (the hook's messages)."""
+        return _IDENTIFIED[self.provider]
 
     @property
     def record(self) -> str:
@@ -50,13 +92,13 @@ class Layout:
 
     @property
     def hook(self) -> str:
-        """The hook the template's start command sources."""
-        return posixpath.join(self.volume, ".podstate", "boot.sh")
+        """The hook the template's start command (onstart script on Vast) sources."""
+        return posixpath.join(self.home, "boot.sh")
 
     @property
     def data(self) -> str:
         """The root-only directory of its data."""
-        return posixpath.join(self.volume, ".podstate", "boot")
+        return posixpath.join(self.home, "boot")
 
     @property
     def state(self) -> str:
@@ -65,7 +107,7 @@ class Layout:
 
     @property
     def status(self) -> str:
-        """What the hook did at the last container start (the log on the volume)."""
+        """What the hook did at the last container start (the log beside its data)."""
         return posixpath.join(self.data, "status")
 
     def start_command(self) -> str:
@@ -76,19 +118,40 @@ class Layout:
             hook = f'"{self.hook}"'  # reads better than nested single quotes
         return "bash -c " + shlex.quote(f". {hook}; exec /start.sh")
 
+    def onstart_line(self) -> str:
+        """Return the line of a Vast template's onstart script (``/root/onstart.sh``, which
+        runs at every container start) that sources the hook once an apply wrote it."""
+        return f"if [ -f {self.hook} ]; then . {self.hook}; fi"
+
+    def how_to_run(self) -> str:
+        """Return what runs the hook at every container start, for a report that says it
+        did not run."""
+        if self.provider == "vast":
+            return "the template's onstart script must source it: " + self.onstart_line()
+        return "the template's container start command must source it: " + self.start_command()
+
 
 def render_hook(layout: Layout) -> str:
-    """Return the hook (scripts/boot.sh) for ``layout``: the same script, naming itself."""
+    """Return the hook (scripts/boot.sh) for ``layout``: the same script, naming itself,
+    the variables that name the pod and what they are in words."""
     text = script_file("boot.sh")
-    if _DEFAULT_LINE not in text:
-        raise RuntimeError("scripts/boot.sh does not name itself where podstate expects")
-    return text.replace(_DEFAULT_LINE, f"_podstate_boot={quote_path(layout.hook)}\n")
+    lines = {
+        _DEFAULT_LINE: f"_podstate_boot={quote_path(layout.hook)}\n",
+        _IDS_LINE: f"    IDS='{' '.join(layout.identity)}'\n",
+        _IDENTIFIED_LINE: f"    IDENTIFIED='{layout.identified}'\n",
+    }
+    for line, own in lines.items():
+        if line not in text:
+            raise RuntimeError(f"scripts/boot.sh has no line {line.strip()!r} to replace")
+        text = text.replace(line, own)
+    return text
 
 
 def render_state(pod: str, pod_id: str | None, entries: list[str]) -> str:
-    """Return the hook's data file: its format, the pod it is for (name and RunPod id, "-"
-    when unknown), ``entries`` (each whole lines, see scripts/boot.sh), then the sha256 of
-    everything before, which the hook checks before it uses any of it."""
+    """Return the hook's data file: its format, the pod it is for (name and identity,
+    ``Layout.identity``'s values, "-" when unknown), ``entries`` (each whole lines, see
+    scripts/boot.sh), then the sha256 of everything before, which the hook checks before it uses any
+    of it."""
     body = f"{FORMAT}\npod {pod} {pod_id or '-'}\n" + "".join(entries)
     return body + f"sum {hashlib.sha256(body.encode('utf-8', 'surrogateescape')).hexdigest()}\n"
 
@@ -104,6 +167,16 @@ def state_pod(text: str | None) -> str | None:
     if len(lines) < 2 or lines[0] != FORMAT or not lines[1].startswith("pod "):
         return None
     return lines[1].split(" ")[1]
+
+
+def status_start(text: str) -> str | None:
+    """Return the container start a status of the hook names (its ``container`` line,
+    ``BOOT_ID:TICKS`` as podstate.facts.start reads it), None when it names none."""
+    for line in text.splitlines():
+        kind, _, rest = line.partition(" ")
+        if kind == "container":
+            return rest
+    return None
 
 
 def parse_status(text: str) -> dict[str, Any]:

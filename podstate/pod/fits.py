@@ -48,10 +48,16 @@ def check(state: dict[str, Any]) -> None:
     from podstate import settings
     from podstate.facts.probe import PodProbe
     from podstate.operations import apt as apt_ops
+    from podstate.operations.boot import IDENTITY
     from podstate.pod import probe as deploy_probe
+    from podstate.roles import boot
     from podstate.run import bookkeeping
 
-    probe = login_length(PodProbe().command(**deploy_probe.request(state).arguments()))
+    probe = 0
+    for provider in IDENTITY:  # the boot hook's layout is its provider's
+        with boot.assuming(provider):
+            request = deploy_probe.request(state)
+        probe = max(probe, login_length(PodProbe().command(**request.arguments())))
     _fit("probe", "reading the pod", probe, "list fewer or shorter paths, packages or names")
     apt = (state.get("packages") or {}).get("apt")
     if apt:

@@ -21,6 +21,8 @@ from paramiko.ssh_exception import AuthenticationException, NoValidConnectionsEr
 from pyinfra.api.exceptions import ConnectError
 from pyinfra.connectors.ssh import SSHConnector
 
+from podstate.pyinfra_api import hostkeys
+
 _TRANSPORT_LOG = "paramiko.transport"
 
 
@@ -82,7 +84,8 @@ def _chain(error: BaseException) -> list[BaseException]:
 def cause(error: BaseException, data: dict[str, Any], name: str, timeout: float) -> str:
     """Return why connecting to the pod ``name`` (host data ``data``) failed with ``error``
     (pyinfra's ConnectError, or what it was raised from), in one line that names the cause:
-    no such key file, key refused, a host key strict checking does not know, name not
+    no such key file, key refused, a new host key not among the fingerprints that vouch for
+    it (``hostkeys``), a host key strict checking does not know, name not
     resolved, connection refused, no SSH banner, timed out; else pyinfra's own line (a
     changed host key's among them, which the check words from what it knows of the pod).
     ``timeout`` is the connect time limit in seconds; the banner's, where the host data sets
@@ -103,6 +106,9 @@ def cause(error: BaseException, data: dict[str, Any], name: str, timeout: float)
         which = f"the key {key}" if key else "any key offered (ssh_key is not set)"
         user = data.get("ssh_user")
         return f"key refused: {where} did not accept {which}" + (f" for {user}" if user else "")
+    for text in texts:
+        if hostkeys.refused_by_fingerprints(text):
+            return text
     if any(text.startswith("StrictPolicy: No host key for") for text in texts):
         known = data.get("ssh_known_hosts_file") or "~/.ssh/known_hosts"
         return (

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import click
-from paramiko import Channel
-from pyinfra import logger
+from paramiko import Channel, SSHException
+from pyinfra import context, logger
 from pyinfra.api import Host, State, StringCommand, arguments, util
 from pyinfra.connectors import util as connector_util
 
@@ -77,3 +78,31 @@ def log(host: Host, text: str, color: str, error: bool = False) -> None:
 def labelled(host: Host, label: str, color: str, bold: bool = False) -> str:
     """Return the start of a log line for ``host``: its prefix and ``label`` styled."""
     return f"{host.print_prefix}{util.format_text(label, color, bold=bold)}"
+
+
+def upload_empty(host: Host, path: str) -> bool:
+    """Upload an empty file to ``path`` on ``host`` over SFTP (relative to the SSH user's
+    home), as the SSH user: through no login shell, so it works where a command cannot run.
+    Returns whether it was written."""
+    try:
+        return bool(host.connector.put_file(io.BytesIO(b""), path))
+    except (OSError, SSHException):
+        return False
+
+
+def fail(state: State, host: Host, text: str) -> None:
+    """Fail ``host`` for the rest of this run with ``text`` as its error line, as pyinfra
+    fails a pod whose command failed (the pod itself, not pyinfra's ``host`` proxy, which
+    names another pod once this one is planned)."""
+    log(host, text, "red", error=True)
+    state.fail_hosts({context.ctx_host.get() if host is context.host else host})
+
+
+def try_shell(state: State, host: Host, command: str) -> tuple[bool, Lines] | None:
+    """Return ``run_shell``'s answer for ``command`` run as the SSH user; None when the
+    connection failed under it (a pod that died or hangs), which pyinfra reports itself at
+    its next command."""
+    try:
+        return run_shell(state, host, command, {"_timeout": 30})
+    except (OSError, TimeoutError, SSHException, EOFError):
+        return None

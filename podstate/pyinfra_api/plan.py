@@ -46,6 +46,12 @@ def current_op(host: Host) -> str:
     return host.current_op_hash
 
 
+def current_host_data() -> Any | None:
+    """Return the host data of the pod pyinfra is planning or running for now, None outside
+    one (a desired state checked before any pod is: podstate.pod.fits)."""
+    return pyinfra.context.ctx_host.get().data if pyinfra.context.ctx_host.isset() else None
+
+
 def current_deploy(host: Host) -> str | None:
     """Return the name of the deploy (podstate: the role) being planned on ``host``."""
     return host.current_deploy_name

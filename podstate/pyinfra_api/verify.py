@@ -36,6 +36,8 @@ _CALLED = {
     "pyinfra.api.connect.connect_all": ["state"],
     "pyinfra.connectors.ssh.SSHConnector.connect": ["self"],
     "pyinfra.api.connect.disconnect_all": ["state"],
+    "pyinfra.connectors.sshuserclient.client.get_missing_host_key_policy": ["policy"],
+    "pyinfra.connectors.sshuserclient.client.append_hostkey": ["client", "hostname", "key"],
     "pyinfra.api.host.Host.log_styled": ["self", "message", "log_func"],
     "pyinfra.api.host.Host.run_shell_command": ["self"],
     "pyinfra.api.config.Config.lock_current_state": ["self"],
@@ -49,7 +51,8 @@ pyinfra.api.state.StateStage.Connect
 pyinfra.api.state.StateStage.Prepare pyinfra.api.state.StateStage.Disconnect
 pyinfra.api.operation.OperationMeta.will_change pyinfra.api.host.Host.print_prefix
 pyinfra.context.ctx_state pyinfra.context.ctx_config pyinfra.context.ctx_host
-pyinfra.context.ctx_inventory pyinfra.connectors.sshuserclient.client.get_host_keys.cache
+pyinfra.context.ctx_inventory pyinfra.context.ContextManager.isset
+pyinfra.connectors.sshuserclient.client.get_host_keys.cache
 pyinfra.api.state.State.get_op_order pyinfra.api.state.State.init""".split()
 _DECLARED = {
     "pyinfra.api.host.Host": "connector in_op current_op_hash current_op_global_arguments "

@@ -49,7 +49,12 @@ class Findings:
     ``made``: what this run's roles make or edit on the pod, by path, for its record
     (roles/removal.py), which removes what an earlier run made and this one does not;
     ``left``: what a record names that now holds something else, which podstate leaves as
-    it is; ``first``: the operations that run before every other (the records' first write).
+    it is; ``first``: the operations that run before every other (the records' first write);
+    ``busy``: the owner line of another run that held the pod lock when the probe read the
+    pod (it was changing the pod: what the probe read may be halfway through that), None
+    when no run held it;
+    ``activity``: whether the pod is in use now (``podstate.facts.activity.read``), None
+    before the probe.
     """
 
     violations: list[Violation] = field(default_factory=list)
@@ -68,6 +73,8 @@ class Findings:
     made: dict[str, Entry] = field(default_factory=dict)
     left: dict[str, str] = field(default_factory=dict)
     first: list[str] = field(default_factory=list)
+    activity: dict[str, Any] | None = None
+    busy: str | None = None
 
 
 _BY_POD: dict[str, Findings] = {}

@@ -92,10 +92,12 @@ def guarded(
 
 
 def read(pod: Host, reading: dict[str, Any] | None) -> None:
-    """Remember what ``pod``'s probe read of the lock (``podstate.facts.probe``: its count, and
-    whether another run held it even after the probe waited), for this run's first take."""
+    """Remember what ``pod``'s probe read of the lock (``podstate.facts.lock``: its count, and
+    whether another run held it even after the probe waited), for this run's first take, and
+    who held it, for the check (``findings.busy``)."""
     if reading is not None:
         _SEEN[pod.name] = "held" if reading["held"] else str(reading["gen"])
+        findings.of(pod).busy = reading["owner"] if reading["held"] else None
 
 
 def seen(pod: Host) -> str:

@@ -12,10 +12,11 @@ from pyinfra import host, state
 from pyinfra.api import deploy
 
 from podstate import settings
+from podstate.facts import activity
 from podstate.facts.probe import PodProbe
 from podstate.facts.request import Request
 from podstate.pyinfra_api import plan as pyinfra_plan
-from podstate.run import findings, lock
+from podstate.run import findings, lock, login
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -53,12 +54,17 @@ def read_probe(request: Request) -> dict[str, Any] | None:
 
     None when the probe failed; pyinfra has then already failed the pod.
     """
-    found = host.get_fact(
-        PodProbe,
+    arguments = {
         **request.arguments(),
-        lock_wait=min(lock.probe_wait, settings.COMMAND_TIMEOUT // 2),
-        _stdin=request.stdin(),
-    )
+        "lock_wait": min(lock.probe_wait, settings.COMMAND_TIMEOUT // 2),
+        "_stdin": request.stdin(),
+    }
+    # A probe without an answer is not failed yet: the login shell may have run nothing
+    # (Vast's tmux), which podstate.run.login names or fixes before probing again.
+    found = host.get_fact(PodProbe, **arguments, _ignore_errors=True)
+    if found is None:
+        found = login.recover(lambda: host.get_fact(PodProbe, **arguments))
     if found is not None:
         lock.read(host, found["lock"])
+        findings.of(host).activity = activity.read(found)
     return found

@@ -26,7 +26,8 @@ Pod shapes cycle through ``shapes.SHAPES``. The modules, by concern:
   its sshd served and started);
 * ``ssh``: OpenSSH, the pods' servers and the client that reaches them as a user would;
 * ``api``: the sandbox's RunPod API (``api_env`` says where, with its key), which lists
-  the same pods as RunPod's ``GET /v2/pods`` would;
+  the same pods as RunPod's ``GET /v2/pods`` would; ``vast_api``: its Vast API, which lists
+  the sandbox's Vast instances (``up(vast=N)``) as Vast's ``GET /api/v1/instances`` would;
 * ``shapes`` (what pods look like), ``prepare`` (each pod's files before it starts),
   ``processes`` (processes in namespaces, marked: start, check, end), ``storage`` (the sshd
   behind the sshfs volumes) and ``state`` (the state directory and its records).

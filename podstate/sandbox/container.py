@@ -27,7 +27,7 @@ def stop_pod(name: str) -> None:
     stop(pod_state_dir(state_dir(), name))
 
 
-def restart(name: str) -> None:
+def restart(name: str) -> str:
     """Restart sandbox pod ``name`` as RunPod re-creates a container at a stop and start, a
     restart, a migration or a spot interruption; return once its start script has finished
     (its new sshd answers, its ~/.bashrc line is there).
@@ -44,6 +44,10 @@ def restart(name: str) -> None:
     reports); the pod's own known_hosts (``ssh_command``) gets the new key, the pods
     file's does not. A stopped pod (``stop_pod``) is started again. Raises SandboxError
     when the pod does not start (a failing start command, say), with the log's last line.
+
+    A Vast instance (``vast`` in its record) keeps its container disk, as Vast does at a
+    stop and start: its processes, /run, /dev/shm and every mount made in it are new.
+    Returns what the restart did, in words.
     """
     root = state_dir()
     pod = load_pods().get(name)
@@ -57,6 +61,9 @@ def restart(name: str) -> None:
     wait_for_banners({name: (record["port"], record, pod_dir / "bootstrap.log")})
     finish_start(root, name, record)
     save_pod(root, name, record)
+    if record.get("vast"):
+        return "container disk kept; processes, /dev/shm and mounts new; start script run"
+    return "container disk wiped, /workspace kept, start script run"
 
 
 def set_start_command(name: str, command: str | None) -> None:

@@ -13,7 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from podstate.sandbox.processes import POD_PATH, alive
-from podstate.sandbox.shapes import NVIDIA_SMI_CALLS, gpu_fault_command
+from podstate.sandbox.shapes import (
+    GPU_LAYOUT,
+    NVIDIA_SMI_CALLS,
+    compute_app_command,
+    gpu_busy_command,
+    gpu_fault_command,
+)
 from podstate.sandbox.state import SandboxError, load_pods, state_dir
 
 # What a pod's sshd logs for every exec request (a remote command).
@@ -57,6 +63,25 @@ def gpu_fault(name: str, fault: str, index: int = 0) -> None:
     ecc, pcie, old-driver, nvml-mismatch, nvml-unknown, unknown-field) or ``no-gpus``;
     ``index`` the GPU it spoils."""
     pod_exec(name, gpu_fault_command(fault, index))
+
+
+def gpu_busy(name: str, index: int = 0, percent: int = 87, memory_mib: int = 0) -> None:
+    """Make GPU ``index`` of running pod ``name`` read ``percent`` % utilization with
+    ``memory_mib`` MiB in use, to nvidia-smi and to the sandbox API's ``runtime.gpus``."""
+    pod_exec(name, gpu_busy_command(index, percent, memory_mib))
+
+
+def compute_process(
+    name: str, index: int = 0, pid: int = 4242, command: str = "python3", memory_mib: int = 2048
+) -> None:
+    """Give GPU ``index`` of running pod ``name`` a compute process (``pid``, ``command``)
+    holding ``memory_mib`` MiB, as nvidia-smi lists one."""
+    pod_exec(name, compute_app_command(index, pid, command, memory_mib))
+
+
+def gpus_idle(name: str) -> None:
+    """Make every GPU of running pod ``name`` idle again: 0 %, no memory, no process."""
+    pod_exec(name, f"sed -i '/^util|/d; /^app|/d' {GPU_LAYOUT}")
 
 
 def nvidia_smi_calls(name: str) -> list[str]:

@@ -24,7 +24,7 @@ from podstate.procfs import unescape
 from podstate.sandbox.api import API_KEY_FILE, start_api
 from podstate.sandbox.prepare import FILES, prepare_pod, software_mounts
 from podstate.sandbox.processes import alive, marked, proc_start, spawn, stop
-from podstate.sandbox.shapes import Shape, shape_for
+from podstate.sandbox.shapes import VAST_SHAPES, Shape, shape_for, shape_of
 from podstate.sandbox.ssh import (
     SSHD,
     free_ports,
@@ -76,8 +76,11 @@ def up(
     disk: str = DISK,
     storage_route: Callable[[int], int] | None = None,
     nvidia_smi_delay: float = 0,
+    vast: int = 0,
 ) -> Path:
-    """Start ``pods`` sandbox pods and return the pods file written for them.
+    """Start ``pods`` sandbox pods and ``vast`` sandbox Vast instances (``vast-1``, ...,
+    shaped by ``shapes.VAST_SHAPES``, listed by the sandbox's Vast API) and return the pods
+    file written for them.
 
     Ports are the first free ones from ``base_port`` on; by default a base between 20001
     and 31701 derived from the state directory (see ``DEFAULT_BASE_PORT``), so that two
@@ -96,7 +99,7 @@ def up(
     ``restart`` leaves it alone, so a restarted pod's new key is refused through the pods
     file, as it is on RunPod.
     """
-    if pods < 1:
+    if pods < 0 or vast < 0 or pods + vast < 1:
         raise SandboxError("a sandbox needs at least one pod")
     if not re.fullmatch(r"[1-9]\d*[kKmMgG]?", disk):
         raise SandboxError(f"disk size {disk!r} is not a size like 4G or 512M")
@@ -108,7 +111,7 @@ def up(
         raise SandboxError(ALREADY_UP_MESSAGE)
     try:
         base = base_port or DEFAULT_BASE_PORT + zlib.crc32(str(root).encode()) % 40 * 300
-        return _up(root, pods, base, disk, storage_route, nvidia_smi_delay)
+        return _up(root, pods, base, disk, storage_route, nvidia_smi_delay, vast)
     except BaseException as error:
         try:
             down()
@@ -143,7 +146,7 @@ def down() -> None:
         shutil.rmtree(root / name, ignore_errors=True)
     for name in (
         "pods.yaml", "pods.json", "known_hosts", "id_ed25519", "id_ed25519.pub",
-        API_KEY_FILE, "api.log",
+        API_KEY_FILE, "api.log", "vast_api_key", "vast_faults.json",
     ):  # fmt: skip
         (root / name).unlink(missing_ok=True)
     (root / "sandbox.json").unlink(missing_ok=True)
@@ -165,7 +168,7 @@ def status() -> list[PodStatus]:
                 pid=pod["pid"],
                 sshd_pid=pod.get("sshd_pid"),
                 running=alive(pod["pid"], pod.get("pid_start")),
-                shape=shape_for(pod["number"]),
+                shape=shape_of(pod),
             )
         )
     return result
@@ -207,6 +210,7 @@ def _up(
     disk: str,
     storage_route: Callable[[int], int] | None = None,
     nvidia_smi_delay: float = 0,
+    vast: int = 0,
 ) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     for stale in ("pods", "storage", "storaged"):  # left by a down() that was cut short
@@ -215,8 +219,8 @@ def _up(
     meta: dict[str, Any] = {"disk": disk, "storage": None, "api": None}
     write_json(root / "sandbox.json", meta, sort_keys=True)
 
-    ports = free_ports(count + 1, base_port)
-    names = [f"pod-{i}" for i in range(1, count + 1)]
+    ports = free_ports(count + vast + 1, base_port)
+    names = [f"pod-{i}" for i in range(1, count + 1)] + [f"vast-{i}" for i in range(1, vast + 1)]
     storaged = root / "storaged"
     storaged.mkdir()
     (root / "storage").mkdir()
@@ -237,13 +241,18 @@ def _up(
     submounts = "".join(point + "\n" for point in software_mounts(root))
     records: dict[str, dict[str, Any]] = {}
     for number, (name, port) in enumerate(zip(names, ports, strict=False), start=1):
-        shape = shape_for(number)
+        vast_number = number - count if number > count else 0
+        shape = (
+            VAST_SHAPES[(vast_number - 1) % len(VAST_SHAPES)] if vast_number else shape_for(number)
+        )
         pod_dir = pod_state_dir(root, name)
         prepare_pod(
             root, pod_dir, name, port, shape, storage_port, client_pub, disk, nvidia_smi_delay
         )
         (pod_dir / "submounts").write_text(submounts)
         records[name] = _pod_record(name, number, port, shape, pod_dir)
+        if vast_number:
+            records[name]["vast"] = vast_number
     meta["api"] = start_api(root)
     write_json(root / "sandbox.json", meta, sort_keys=True)
     for name, record in records.items():

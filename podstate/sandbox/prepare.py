@@ -64,7 +64,10 @@ def prepare_pod(
     etc = seed / "etc"
     (etc / "ssh").mkdir(parents=True, exist_ok=True)
     (pod_dir / "disk").mkdir()
-    pod_id = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(14))
+    if shape.provider == "vast":  # a Vast instance (contract) id
+        pod_id = str(10_000_000 + secrets.randbelow(90_000_000))
+    else:
+        pod_id = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(14))
     (pod_dir / "pod_id").write_text(pod_id + "\n")
 
     # /etc/ssh: the pod's sshd_config (the bootstrap hides the host's host keys and makes the
@@ -79,8 +82,7 @@ def prepare_pod(
         "AuthorizedKeysFile .ssh/authorized_keys\n"
         "LogLevel VERBOSE\n"
         "AcceptEnv LANG LC_*\n"
-        f"Subsystem sftp {sftp if os.access(sftp, os.X_OK) else 'internal-sftp'}\n"
-        + common_sshd_options()
+        f"Subsystem sftp {_sftp(sftp, shape)}\n" + common_sshd_options()
     )
     _root_account(etc)
     (etc / "hostname").write_text(name + "\n")
@@ -100,6 +102,8 @@ def prepare_pod(
         "HF_HOME": "/workspace/.cache/huggingface",
         "PATH": POD_PATH,
     }
+    if shape.provider == "vast":
+        env = vast_environment(pod_id, port, shape, client_pub)
     # As /etc/rp_environment has it: export lines, values in double quotes.
     (pod_dir / "container.env").write_text("".join(f'export {k}="{v}"\n' for k, v in env.items()))
 
@@ -109,7 +113,8 @@ def prepare_pod(
     home.chmod(0o700)
     skel = Path("/etc/skel")
     bashrc = (skel / ".bashrc").read_text() if (skel / ".bashrc").exists() else _FALLBACK_BASHRC
-    (home / ".bashrc").write_text(bashrc.rstrip("\n") + "\n")
+    tmux = VAST_AUTO_TMUX if shape.provider == "vast" else ""
+    (home / ".bashrc").write_text(tmux + bashrc.rstrip("\n") + "\n")
     profile = (skel / ".profile").read_text() if (skel / ".profile").exists() else ""
     (home / ".profile").write_text(profile)
     (seed / "tmp").mkdir(mode=0o1777)
@@ -143,6 +148,8 @@ def prepare_pod(
         "POD_SHM": shape.shm,
         "POD_WORKSPACE": shape.workspace,
         "POD_PRIVILEGED": "1" if shape.privileged else "0",
+        # A Vast instance's container disk survives a stop: kept in the pod's state directory
+        "POD_KEEP_DISK": "1" if shape.provider == "vast" else "0",
         "STORAGE_PORT": str(storage_port),
         "STORAGE_DIR": str(root / "storage" / name),
         "DOCKER_CAPS": ",".join(f"+{cap}" for cap in DOCKER_CAPS),
@@ -150,6 +157,42 @@ def prepare_pod(
     (pod_dir / "pod.env").write_text(
         "".join(f"{k}={shell_quote(v)}\n" for k, v in settings.items())
     )
+
+
+def vast_environment(pod_id: str, port: int, shape: Shape, client_pub: str) -> dict[str, str]:
+    """Return a Vast instance's container environment: its identity (``CONTAINER_ID``,
+    ``VAST_CONTAINERLABEL``), its per-instance key ``CONTAINER_API_KEY`` (a secret podstate
+    must never read), the address, GPUs and the SSH key Vast passes; no RunPod variable."""
+    return {
+        "CONTAINER_ID": pod_id,
+        "VAST_CONTAINERLABEL": f"C.{pod_id}",
+        "CONTAINER_API_KEY": "vastai_sandbox_" + secrets.token_hex(16),
+        "PUBLIC_IPADDR": "127.0.0.1",
+        "GPU_COUNT": str(shape.gpus),
+        "VAST_TCP_PORT_22": str(port),
+        "SSH_PUBLIC_KEY": client_pub,
+        "DATA_DIRECTORY": "/workspace/",
+        "PATH": POD_PATH,
+    }
+
+
+# Vast's login habit: an SSH session starts inside tmux unless ~/.no_auto_tmux exists, before
+# anything else in ~/.bashrc, which bash reads for a command sshd runs too. Without a
+# terminal tmux fails, and the session ends without running the command.
+VAST_AUTO_TMUX = """\
+if [ -z "$TMUX" ] && [ -n "$SSH_CONNECTION" ] && [ ! -f ~/.no_auto_tmux ]; then
+    tmux attach-session -t ssh_tmux || tmux new-session -s ssh_tmux
+    exit
+fi
+"""
+
+
+def _sftp(server: str, shape: Shape) -> str:
+    """Return the sshd_config's sftp subsystem: Vast's sshd serves SFTP itself (an upload
+    goes through no login shell, so no tmux), RunPod's runs ``server`` where it exists."""
+    if shape.provider != "vast" and os.access(server, os.X_OK):
+        return server
+    return "internal-sftp"
 
 
 def _daemons(local: Path) -> None:

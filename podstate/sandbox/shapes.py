@@ -24,6 +24,8 @@ class Shape:
     shm: str  # /dev/shm tmpfs size, as mount(8) takes it
     workspace: str  # "sshfs" (network volume) or "local"
     privileged: bool  # keeps CAP_SYS_ADMIN (mounts work inside the pod)
+    provider: str = "runpod"  # "vast": a Vast.ai instance (``VAST_SHAPES``)
+    endpoint: str = "direct"  # a Vast instance's SSH as its API lists it: direct or proxy
 
     @property
     def nvlink(self) -> bool:
@@ -34,6 +36,14 @@ class Shape:
     def data_center(self) -> str:
         """Return the RunPod data centre id the pod reports (``RUNPOD_DC_ID``, ``dataCenterId``)."""
         return "EU-RO-1" if self.cloud == "SECURE" else "CA-MTL-1"
+
+    @property
+    def cost_per_hour(self) -> float:
+        """Return what RunPod would charge for the pod, USD per hour (the sandbox API's
+        ``cost`` while it runs): its GPUs at their cloud's price, or a CPU pod's."""
+        if not self.gpus:
+            return CPU_PRICE
+        return round(self.gpus * GPU_PRICES[(self.cloud, self.gpu_name)], 2)
 
     @property
     def shm_bytes(self) -> int:
@@ -47,6 +57,8 @@ class Shape:
         else:
             gpus = "no GPU"
         extra = ", privileged" if self.privileged else ""
+        if self.provider == "vast":
+            return f"Vast ({self.endpoint}), {gpus}, /dev/shm {self.shm}{extra}"
         return f"{self.cloud}, {gpus}, /dev/shm {self.shm}, /workspace {self.workspace}{extra}"
 
 
@@ -55,12 +67,27 @@ CUDA_VERSION = "12.4"
 _RTX4090 = ("NVIDIA GeForce RTX 4090", 24564)
 _H100 = ("NVIDIA H100 80GB HBM3", 81559)
 
+# USD per GPU and hour, as RunPod's price list has them (the sandbox API's ``cost``).
+GPU_PRICES = {
+    ("COMMUNITY", _RTX4090[0]): 0.34,
+    ("SECURE", _H100[0]): 2.99,
+    ("COMMUNITY", _H100[0]): 2.69,
+}
+CPU_PRICE = 0.06  # a 2 vCPU pod
+
 SHAPES: list[Shape] = [
     Shape("COMMUNITY", 2, *_RTX4090, "PHB", "24G", "sshfs", False),
     Shape("SECURE", 8, *_H100, "NV18", "32G", "local", False),
     Shape("COMMUNITY", 1, *_RTX4090, None, "64M", "sshfs", False),
     Shape("COMMUNITY", 2, *_H100, "NV4", "8G", "local", True),
     Shape("SECURE", 0, None, 0, None, "20G", "sshfs", False),
+]
+# Vast.ai instances (``up(vast=N)``): community hosts whose /dev/shm follows the GPU share,
+# one reached directly, one through Vast's SSH proxy; they cycle.
+_RTX3090 = ("RTX 3090", 24576)
+VAST_SHAPES: list[Shape] = [
+    Shape("COMMUNITY", 2, "RTX 4090", 24564, "PHB", "16G", "local", False, "vast", "direct"),
+    Shape("COMMUNITY", 1, *_RTX3090, None, "64M", "local", False, "vast", "proxy"),
 ]
 # Pods past the fifth cycle through these (so pod-3 stays the only 64 MiB /dev/shm pod).
 _CYCLE = (0, 1, 3, 4)
@@ -73,6 +100,14 @@ def shape_for(number: int) -> Shape:
     if number <= len(SHAPES):
         return SHAPES[number - 1]
     return SHAPES[_CYCLE[(number - len(SHAPES) - 1) % len(_CYCLE)]]
+
+
+def shape_of(record: dict) -> Shape:
+    """Return the shape of a sandbox pod's record (pods.json): a Vast instance's by its
+    ``vast`` number, else ``shape_for`` its number."""
+    if record.get("vast"):
+        return VAST_SHAPES[(record["vast"] - 1) % len(VAST_SHAPES)]
+    return shape_for(record["number"])
 
 
 def gpu_layout(name: str, shape: Shape, delay: float = 0) -> str:
@@ -123,6 +158,42 @@ GPU_FAULTS = {
 NO_GPUS = "no-gpus"  # a pod that came back from a restart with no GPUs listed
 GPU_LAYOUT = "/usr/local/share/nvidia-smi-standin/layout"  # in each pod
 NVIDIA_SMI_CALLS = "/run/podstate-sandbox/nvidia-smi.calls"  # each call's arguments, in each pod
+
+
+def gpu_readings(layout: str) -> list[tuple[int, int]]:
+    """Return each GPU's utilization (percent) and memory in use (percent of its memory), in
+    index order, from a pod's layout file: its ``util`` line (percent, MiB in use) plus the
+    memory of its ``app`` lines (compute processes); see the stand-in nvidia-smi."""
+    total: dict[int, int] = {}
+    util: dict[int, int] = {}
+    used: dict[int, int] = {}
+    for line in layout.splitlines():
+        kind, *fields = line.split("|")
+        if kind == "gpu":
+            total[int(fields[0])] = int(fields[3])
+        elif kind == "util":
+            util[int(fields[0])] = int(fields[1])
+            used[int(fields[0])] = used.get(int(fields[0]), 0) + int(fields[2])
+        elif kind == "app":
+            used[int(fields[0])] = used.get(int(fields[0]), 0) + int(fields[3])
+    return [
+        (util.get(i, 0), min(100, round(100 * used.get(i, 0) / (total[i] or 1))))
+        for i in sorted(total)
+    ]
+
+
+def gpu_busy_command(index: int, percent: int, memory_mib: int) -> str:
+    """Return the sh command that makes GPU ``index`` of a running pod read ``percent`` %
+    utilization with ``memory_mib`` MiB in use (a later call replaces an earlier one)."""
+    line = f"util|{index}|{percent}|{memory_mib}"
+    return f"sed -i '/^util|{index}|/d' {GPU_LAYOUT} && echo '{line}' >> {GPU_LAYOUT}"
+
+
+def compute_app_command(index: int, pid: int, name: str, memory_mib: int) -> str:
+    """Return the sh command that gives GPU ``index`` of a running pod a compute process
+    (``pid``, ``name``: no ``|`` or quote) holding ``memory_mib`` MiB, as
+    ``nvidia-smi --query-compute-apps`` lists it."""
+    return f"echo 'app|{index}|{pid}|{name}|{memory_mib}' >> {GPU_LAYOUT}"
 
 
 def gpu_fault_command(fault: str, index: int = 0) -> str:

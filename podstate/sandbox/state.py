@@ -22,6 +22,9 @@ class SandboxError(Exception):
     """A sandbox operation failed; the message is one line, fit for the command line."""
 
 
+ACTIONS_LOG = "api-actions.log"  # in the state directory: each stop the sandbox API answered
+
+
 def state_dir() -> Path:
     """Return the sandbox state directory: $PODSTATE_SANDBOX, or .sandbox in the cwd."""
     configured = os.environ.get("PODSTATE_SANDBOX")
@@ -108,6 +111,8 @@ def pods_yaml(root: Path, records: dict[str, dict[str, Any]]) -> str:
             f"    ssh_port: {rec['port']}",
             f"    cloud: {rec['cloud']}",
         ]
+        if rec.get("vast"):
+            lines.append("    provider: vast")
     return "\n".join(lines) + "\n"
 
 

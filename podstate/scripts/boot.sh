@@ -1,20 +1,28 @@
 #!/bin/sh
 # podstate's boot hook (boot: {hook: true}): at every container start, it puts back the part
 # of the pod's desired state that lives on the container disk, from the data podstate's last
-# apply left on the volume, before anything else starts. Written by podstate: the next apply
-# rewrites it.
+# apply left beside it, before anything else starts. On RunPod, whose stop wipes the
+# container disk, the hook and its data are on the volume; on Vast, whose stop keeps it, on
+# the container disk (/var/lib/podstate). Written by podstate: the next apply rewrites it.
 #
 # The template's container start command sources it, then hands over to the image's start
 # script, which then has the declared environment, and so has everything it starts:
 #
 #   bash -c '. /workspace/.podstate/boot.sh; exec /start.sh'
 #
+# On Vast, the template's onstart script (/root/onstart.sh, run at every container start)
+# sources it first:
+#
+#   if [ -f /var/lib/podstate/boot.sh ]; then . /var/lib/podstate/boot.sh; fi
+#
 # It never stops a start: sourced, it never exits and always succeeds; what goes wrong is
 # written to its status (boot/status beside it on the volume, and /etc/podstate/boot on the
 # container disk), which the next `podstate check` reports. It reads its data once (a copy,
 # which it then checks and uses: an apply from another pod sharing the volume may replace
 # the file meanwhile), and restores it only when its checksum holds and it names this
-# container's RUNPOD_POD_ID: data that names no pod id, or a container without one, gets
+# container's identity (IDS below: RUNPOD_POD_ID on RunPod, VAST_CONTAINERLABEL and
+# CONTAINER_ID on Vast, read by name from the container's environment, /proc/1/environ, and
+# nothing else of it): data that names no identity, or a container without one, gets
 # nothing restored, since it may be another pod's. Else it does nothing and says why. The
 # restore runs as a child process with a time limit; a venv restore goes on in the
 # background, and the ready marker follows it. What needs the machine running podstate
@@ -56,6 +64,10 @@ if [ "${PODSTATE_BOOT_PART:-}" = restore ] || [ "${PODSTATE_BOOT_PART:-}" = back
     C=/etc/podstate
     W=$C/.boot
     blocked=
+    # The variables of the container's environment that name this pod, and what they are
+    # in words: podstate writes the provider's (podstate.operations.boot.IDENTITY).
+    IDS='RUNPOD_POD_ID'
+    IDENTIFIED='RunPod pod id'
 
     now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
     note() { printf '%s\n' "$*" >>"$W/status"; }
@@ -242,9 +254,28 @@ if [ "${PODSTATE_BOOT_PART:-}" = restore ] || [ "${PODSTATE_BOOT_PART:-}" = back
         [ -z "$missing" ] || pend "packages.apt:$missing not installed: the next apply installs them"
     }
 
-    marker() { # the ready marker, on the container disk
-        printf '{"digest": "%s", "restored_at": "%s"}\n' "$1" "$(now)" >"$C/ready.part" &&
-            mv -f -- "$C/ready.part" "$C/ready"
+    cstart() { # this container's start as podstate.facts.start reads it (BOOT_ID:TICKS)
+        { read -r b </proc/sys/kernel/random/boot_id && read -r s </proc/1/stat; } 2>/dev/null ||
+            return 1
+        s=${s##*) }
+        # shellcheck disable=SC2086 # the fields of /proc/1/stat, split on purpose
+        set -- $s
+        printf '%s:%s\n' "$b" "${20}"
+    }
+    started() { # the same as JSON, or null
+        if c=$(cstart); then printf '"%s"\n' "$c"; else echo null; fi
+    }
+    identity() { # this container's identity as the probe reads it (podstate.facts.boot)
+        i=
+        for n in $IDS; do
+            v=$(tr '\0' '\n' </proc/1/environ 2>/dev/null | sed -n "s/^$n=//p")
+            [ -z "$v" ] || i=${i:+$i/}$v
+        done
+        printf '%s\n' "$i"
+    }
+    marker() { # the ready marker, on the container disk, for this container's start
+        printf '{"digest": "%s", "restored_at": "%s", "container": %s}\n' "$1" "$(now)" \
+            "$(started)" >"$C/ready.part" && mv -f -- "$C/ready.part" "$C/ready"
     }
 
     restore() { # 0: the state is in place (perhaps with errors, or pending items)
@@ -272,14 +303,16 @@ EOF
             return 1
         fi
         note "pod $pod $id"
+        me=$(identity)
+        names=$(printf %s "$IDS" | tr ' ' /)
         if [ -z "$id" ] || [ "$id" = - ]; then
-            note "skipped the hook's data on this volume (for pod $pod) names no RunPod pod id: the apply that wrote it could not read its container's RUNPOD_POD_ID, so it may be another pod's: nothing was restored"
+            note "skipped the hook's data in $D (for pod $pod) names no $IDENTIFIED: the apply that wrote it could not read its container's $names, so it may be another pod's: nothing was restored"
             return 1
-        elif [ -z "${RUNPOD_POD_ID:-}" ]; then
-            note "skipped this container has no RUNPOD_POD_ID, so the hook cannot tell whether the data on this volume (for pod $pod, $id) is its own: nothing was restored"
+        elif [ -z "$me" ]; then
+            note "skipped this container has no $names, so the hook cannot tell whether the data in $D (for pod $pod, $id) is its own: nothing was restored"
             return 1
-        elif [ "$RUNPOD_POD_ID" != "$id" ]; then
-            note "skipped the hook's data on this volume is for pod $pod ($id), not this one (RUNPOD_POD_ID=$RUNPOD_POD_ID): nothing was restored; an apply to this pod writes its own"
+        elif [ "$me" != "$id" ]; then
+            note "skipped the hook's data in $D is for pod $pod ($id), not this one ($names=$me): nothing was restored; an apply to this pod writes its own"
             return 1
         fi
         venv='' digest='' unsafe=''
@@ -355,6 +388,7 @@ EOF
     mkdir -p -- "$W" || exit 1
     : >"$W/status"
     note "start $(now)"
+    if c=$(cstart); then note "container $c"; fi
     restore
     r=$?
     publish

@@ -1,10 +1,13 @@
 #!/bin/sh
-# Defines gpu_state, which the probe runs once, beside the rest of it: gpu_state FIELDS CACHE
-# prints nothing without nvidia-smi (a CPU pod), else:
+# Defines gpu_state, which the probe runs once, beside the rest of it:
+# gpu_state FIELDS CACHE IDLE_MIB APPS prints nothing without nvidia-smi (a CPU pod), else:
 #   gpu.query STATUS OUTPUT   nvidia-smi --query-gpu=FIELDS (csv, no header, no units);
 #                             OUTPUT by b64. A field it says "is not a valid field to query"
 #                             (another release's name) is asked again without.
 #   gpu.unknown F1,F2         the fields asked again without, if any
+#   gpu.apps STATUS OUTPUT    nvidia-smi --query-compute-apps=APPS, by b64: only when a GPU
+#                             has more than IDLE_MIB of memory.used, or it is unknown (a
+#                             CUDA context takes more, so a GPU below it runs no process)
 #   gpu.header HEADER         plain nvidia-smi's first 5 lines (the CUDA version), by b64
 #   topo MATRIX               nvidia-smi topo -m, by b64
 # The last two only when the query succeeded: an nvidia-smi that fails (a driver update, a
@@ -15,6 +18,21 @@
 # CACHE is the probe's only change to the pod, and one that cannot be made (a non-root
 # user) only costs the two calls again next time. Every call is limited to 20 s.
 # Needs b64, which the probe defines.
+# gpu_cell LINE NAME: sets v to LINE's cell (of a query of the fields $f) for field NAME,
+# '' when it was not asked
+gpu_cell() {
+    v='' y=,$f,
+    case $y in *,"$2",*) ;; *) return 0 ;; esac
+    y=${y%%,"$2",*}
+    l=$1
+    while [ -n "$y" ]; do
+        y=${y#,}
+        case $y in *,*) y=,${y#*,} ;; *) y='' ;; esac
+        l=${l#*, }
+    done
+    v=${l%%,*}
+}
+
 gpu_state() {
     command -v nvidia-smi >/dev/null 2>&1 || return 0
     f=$1 u=''
@@ -36,6 +54,18 @@ gpu_state() {
     echo "gpu.query $r $(printf %s "$q" | b64)"
     [ -z "$u" ] || echo "gpu.unknown ${u#,}"
     [ "$r" = 0 ] || return 0
+    x=$q
+    while [ -n "$x" ]; do
+        gpu_cell "${x%%"
+"*}" memory.used
+        case $x in *"
+"*) x=${x#*"
+"} ;; *) x='' ;; esac
+        case $v in '' | *[!0-9]*) ;; *) [ "$v" -gt "$3" ] || continue ;; esac
+        a=$(timeout 20 nvidia-smi --query-compute-apps="$4" --format=csv,noheader,nounits 2>&1)
+        echo "gpu.apps $? $(printf %s "$a" | b64)"
+        break
+    done
     # The key: how many GPUs (lines) and the first one's driver_version (its place in $f).
     k=''
     case ,$f, in *,driver_version,*)

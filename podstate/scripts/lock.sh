@@ -1,30 +1,38 @@
 #!/bin/sh
 # The pod lock (see podstate/run/lock.py). LOCK is a directory holding token (the run's), owner
-# (for messages) and expires (seconds since the epoch). Every read and write of it happens
-# under flock(1) on LOCK.mutex, held for that moment only, so taking it, taking over an
-# expired one, renewing and releasing are each atomic, whatever the number of contenders.
+# (for messages) and expires (seconds since the epoch); LOCK.gen counts its takes. Every read
+# and write of them happens under flock(1) on LOCK.mutex, held for that moment only: here,
+# exclusive, so taking it, taking over an expired one, renewing and releasing are each
+# atomic, whatever the number of contenders; in the probe (podstate/facts/lock.py), shared,
+# so a reader never meets expires halfway through a rewrite.
 #
 # Usage: sh -c "$(cat lock.sh)" lock run LOCK TOKEN OWNER MODE TTL WAIT GRACE END SEEN COMMAND
 #   MODE take: take LOCK for TOKEN, or find that TOKEN holds it. Another run's lock is waited
 #   for up to WAIT seconds (then exit 75 with one line naming its owner), unless it has
 #   expired: then it is taken over. Each take counts in LOCK.gen; with SEEN (the count the
 #   run's probe read, or "held"), a count that moved since means another run changed the
-#   pod after this run read it: exit 75, changing nothing, since its plan is out of date. MODE hold: TOKEN must hold LOCK already, else exit 75
-#   (the run lost it). LOCK is valid for TTL seconds while COMMAND runs (sh, in a subshell
-#   of its own, where `set -e` works; it may call `renew SECONDS`). If COMMAND fails, LOCK
-#   is released and this exits with its status. Else, with END "release", LOCK is released;
-#   with END "keep", it stays valid for GRACE seconds (at least 3), and a keeper started
-#   when LOCK was taken renews it for GRACE seconds every second while the run's SSH
-#   connection (the nearest sshd above this shell) is open and TOKEN holds LOCK. So a run
-#   keeps its lock between its commands however long it waits, and the lock of a run whose
-#   connection is gone expires GRACE seconds later, or once the TTL of a command still
-#   running has passed.
+#   pod after this run read it: exit 75, changing nothing, since its plan is out of date.
+#   MODE hold: TOKEN must hold LOCK already, else exit 75 (the run lost it). LOCK is valid
+#   for TTL seconds while COMMAND runs (sh, in a subshell of its own, where `set -e` works;
+#   it may call `renew SECONDS`). If COMMAND fails, LOCK is released and this exits with its
+#   status. Else, with END "release", LOCK is released; with END "keep", it stays valid for
+#   GRACE seconds (at least 3), and a keeper started when LOCK was taken renews it for GRACE
+#   seconds every second while the run's SSH connection is open and TOKEN holds LOCK. The
+#   connection is the process that started this shell's session: sshd starts every command
+#   of a connection in a session of its own. So a run keeps its lock between its commands
+#   however long it waits, and the lock of a run whose connection is gone expires GRACE
+#   seconds later, or once the TTL of a command still running has passed.
 #   A path where LOCK cannot be made fails at once (exit 73) with one line saying why.
 # Usage: sh -c "$(cat lock.sh)" lock release LOCK TOKEN
 #   Release LOCK if, and only if, TOKEN holds it.
+#
+# The clock is the time since boot (/proc/uptime) plus the boot's time, which date(1) gives
+# once: renewing starts no program but flock, and a step whose lock this run made valid for
+# long enough already starts none.
 # shellcheck disable=SC2317 # functions run by mutex()
 job=$1 L=$2 token=$3
 M=$L.mutex
+boot='' mine=0
 
 mutex() { # mutex SECONDS FUNCTION [ARG]: FUNCTION's status, run holding LOCK's mutex; 76: busy
     w=$1
@@ -35,8 +43,28 @@ mutex() { # mutex SECONDS FUNCTION [ARG]: FUNCTION's status, run holding LOCK's 
     ) 9>>"$M"
 }
 
-now() {
-    date +%s
+clock() { # set now: seconds since the epoch
+    up=''
+    { read -r up _ </proc/uptime; } 2>/dev/null
+    case $up in
+    *[!0-9.]*) up='' ;;
+    [0-9]*.[0-9][0-9]) ;;
+    *) up='' ;;
+    esac
+    if [ -z "$up" ]; then # no usable uptime: date(1) every time
+        now=$(date +%s)
+        return
+    fi
+    up=$((${up%.*} * 100 + 1${up#*.} - 100)) # hundredths since boot (two decimals)
+    if [ -z "$boot" ]; then                  # the boot's time, in hundredths since the epoch
+        d=$(date +%s.%N)
+        case ${d#*.} in
+        [0-9][0-9]*) f=${d#*.} f=${f%"${f#??}"} ;;
+        *) f=00 ;;
+        esac
+        boot=$((${d%.*} * 100 + 1$f - 100 - up))
+    fi
+    now=$(((boot + up) / 100))
 }
 
 readlock() { # set t (LOCK's token) and e (when it expires)
@@ -55,19 +83,21 @@ try_take() { # 0: taken now; 3: TOKEN held it already; 2: another run holds it; 
         extend "$ttl"
         return 3
     fi
-    if [ -d "$L" ] && [ "$(now)" -le "$e" ]; then
+    clock
+    if [ -d "$L" ] && [ "$now" -le "$e" ]; then
         return 2
     fi
     g=''
     { read -r g <"$L.gen"; } 2>/dev/null
     [ -z "$seen" ] || [ "$seen" = "${g:-0}" ] || return 4
-    rm -rf "$L" && mkdir "$L" && echo "$owner" >"$L/owner" &&
-        echo $(($(now) + ttl)) >"$L/expires" && echo "$token" >"$L/token" &&
+    { [ ! -e "$L" ] || rm -rf "$L"; } && mkdir "$L" && echo "$owner" >"$L/owner" &&
+        echo $((now + ttl)) >"$L/expires" && echo "$token" >"$L/token" &&
         echo $((${g:-0} + 1)) >"$L.gen"
 }
 
 extend() { # LOCK valid for at least $1 more seconds
-    n=$(($(now) + $1))
+    clock
+    n=$((now + $1))
     [ "$e" -ge "$n" ] || echo "$n" >"$L/expires"
 }
 
@@ -79,7 +109,8 @@ renew_ours() { # 0: LOCK, TOKEN's, is valid for at least $1 more seconds; 1: not
 
 settle_ours() { # LOCK, if TOKEN's, is valid for exactly $1 more seconds
     readlock
-    [ "$t" != "$token" ] || echo $(($(now) + $1)) >"$L/expires"
+    clock
+    [ "$t" != "$token" ] || echo $((now + $1)) >"$L/expires"
 }
 
 release_ours() {
@@ -93,8 +124,13 @@ lost() {
 }
 
 renew() { # for COMMAND: keep LOCK valid for $1 more seconds
+    # Left as it is while this run's own last renewal keeps it valid for all but a quarter
+    # of that (10 s at most): only the holder shortens its lock, so it is still this run's.
+    clock
+    s=$(($1 / 4 < 10 ? $1 / 4 : 10))
+    [ "$mine" -lt $((now + $1 - s)) ] || return 0
     mutex "$wait" renew_ours "$1"
-    case $? in 0) ;; 1) lost ;; *) return 75 ;; esac
+    case $? in 0) mine=$((now + $1)) ;; 1) lost ;; *) return 75 ;; esac
 }
 
 usable() { # whether LOCK's mutex can be made; else one line saying why
@@ -115,26 +151,22 @@ usable() { # whether LOCK's mutex can be made; else one line saying why
     return 1
 }
 
-connection() { # the pid of this SSH connection's sshd, else this shell's parent
-    p=$PPID
-    while [ "${p:-1}" -gt 1 ] && [ -r "/proc/$p/status" ]; do
-        n='' q=''
-        while read -r k v; do
-            case $k in Name:) n=$v ;; PPid:)
-                q=$v
-                break
-                ;;
-            esac
-        done <"/proc/$p/status"
-        case $n in sshd*)
-            echo "$p"
-            return
+connection() { # set c: the pid of the process that started this shell's session (sshd, for
+    # the connection this command came on), else of this shell's parent
+    c=$PPID s=''
+    { read -r s </proc/$$/stat; } 2>/dev/null
+    s=${s##*) } # after the command's name: state, parent, group, session
+    # shellcheck disable=SC2086 # split into its fields
+    set -- $s
+    [ "${4:-0}" -gt 1 ] || return 0
+    while read -r k v; do
+        case $k in PPid:)
+            [ "$v" -le 1 ] || c=$v
+            return 0
             ;;
         esac
-        p=$q
-    done
-    echo "$PPID"
-}
+    done <"/proc/$4/status"
+} 2>/dev/null
 
 keeper() { # renew LOCK every second while process $1 lives and TOKEN holds LOCK
     while kill -0 "$1" 2>/dev/null; do
@@ -153,15 +185,17 @@ usable || exit 73
 if [ "$mode" = hold ]; then
     renew "$ttl" || exit
 else
-    deadline=$(($(now) + wait))
+    clock
+    deadline=$((now + wait))
     while :; do
-        left=$((deadline - $(now)))
+        left=$((deadline - now))
         mutex "$((left > 1 ? left : 1))" try_take
         r=$?
-        [ "$r" -eq 3 ] && break
+        [ "$r" -eq 3 ] && mine=$((now + ttl)) && break
         if [ "$r" -eq 0 ]; then
+            mine=$((now + ttl))
             if [ "$end" = keep ]; then # with no descriptor of the session's left open
-                c=$(connection)
+                connection
                 (
                     exec </dev/null >/dev/null 2>&1
                     keeper "$c"
@@ -174,7 +208,8 @@ else
             exit 75
         fi
         [ "$r" -eq 2 ] || [ "$r" -eq 76 ] || exit "$r"
-        if [ "$(now)" -ge "$deadline" ]; then
+        clock
+        if [ "$now" -ge "$deadline" ]; then
             echo "podstate: skipped: another podstate run holds this pod ($(cat "$L/owner" 2>/dev/null)); try again when it has finished" >&2
             exit 75
         fi

@@ -1,7 +1,8 @@
 #!/bin/sh
 # podstate-ready [--wait SECONDS]: whether podstate's last apply in this container succeeded.
-# Exit 0 once the pod's ready marker is there (an apply left it on the container disk,
-# which a restart wipes); else, after SECONDS (default 0), exit 1 with one line.
+# Exit 0 once the pod's ready marker is there, from this container's start (an apply left it
+# on the container disk, which a RunPod restart wipes and a Vast one keeps); else, after
+# SECONDS (default 0), exit 1 with one line.
 # Example: podstate-ready --wait 900 && python train.py
 marker=/etc/podstate/ready
 wait=0
@@ -24,8 +25,23 @@ case ${1:-} in
     exit 2
     ;;
 esac
+# A marker that names a container start must name this one (Vast keeps the container disk,
+# and the marker on it, across a stop and start): the kernel's boot id and process 1's start.
+this_start() {
+    read -r b </proc/sys/kernel/random/boot_id && read -r s </proc/1/stat || return
+    s=${s##*) }
+    # shellcheck disable=SC2086 # the fields of /proc/1/stat, split on purpose
+    set -- $s
+    printf '"container": "%s:%s"' "$b" "${20}"
+}
+ready() {
+    [ -s "$marker" ] || return 1
+    grep -q '"container"' "$marker" || return 0
+    started=$(this_start 2>/dev/null) || return 1
+    grep -qF -e "$started" "$marker"
+}
 end=$(($(date +%s) + wait))
-until [ -s "$marker" ]; do
+until ready; do
     if [ "$(date +%s)" -ge "$end" ]; then
         echo "podstate-ready: not ready after ${wait} s: no podstate apply has succeeded since this container started" >&2
         exit 1

@@ -22,18 +22,19 @@ from podstate.inventory.runpod_client import LISTING_ENV
 
 
 @contextmanager
-def handed(listing: list[Any] | None) -> Iterator[tuple[Path, dict[str, str]]]:
+def handed(listing: dict[str, list[Any]] | None) -> Iterator[tuple[Path, dict[str, str]]]:
     """Yield a private directory for the pass (0700, gone when the block ends) and the
     environment of the runs it starts: this process's, with ``PODSTATE_API_LISTING`` naming
-    a file of ``listing`` in that directory (mode 0600; the pod records as
-    ``runpod_pods.kept`` leaves them, no API key), or without it for a pods file (None)."""
+    a file of ``listing`` in that directory (mode 0600; each provider's records as its
+    ``kept`` leaves them, no API key: ``{"pods": RunPod's, "vast": Vast's}``), or without
+    it for a pods file (None)."""
     with tempfile.TemporaryDirectory(prefix="podstate-watch-") as tmp:
         env = {k: v for k, v in os.environ.items() if k != LISTING_ENV}
         if listing is not None:
             path = Path(tmp) / "listing.json"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as handle:
-                json.dump({"pods": listing}, handle)
+                json.dump(listing, handle)
             env[LISTING_ENV] = str(path)
         yield Path(tmp), env
 

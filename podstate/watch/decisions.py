@@ -28,6 +28,7 @@ MOVED = "moved"  # its SSH address (ssh_hostname, ssh_port) changed
 # The check's statuses that an apply puts right, and those that are failures (backoff).
 APPLY_STATUSES = ("drift", "restarted")
 FAILED_STATUSES = ("unreachable", "error")
+BUSY = "busy"  # another run held the pod lock: left alone for this pass, tried at the next
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # pyinfra's lines about a pod's progress, which say nothing about why it failed
 _PROGRESS = re.compile(
@@ -125,7 +126,8 @@ def from_report(
     """Return what a check report (``podstate check --json``'s ``pods``) says of the listed
     pods it covers: those that need an apply (their status: drift, restarted, or a violation
     with changes, which an apply fixes as far as it can), those that failed (unreachable,
-    error) with their error, and every covered pod's status.
+    error) with their error, and every covered pod's status. A busy pod (another run is
+    changing it) is in none but the last: the watch leaves it for this pass (``busy``).
 
     A status the watch does not know needs no apply and is a failure, so it is named rather
     than taken for fine. A listed pod the report lacks (listed between the two) is in none.
@@ -143,9 +145,20 @@ def from_report(
             apply[name] = status
         elif status in FAILED_STATUSES:
             failed[name] = str(entry.get("error") or status)
-        elif status not in ("ok", "violation"):
+        elif status not in ("ok", "violation", BUSY):
             failed[name] = f"the check reported status {status!r}, which watch does not know"
     return apply, failed, statuses
+
+
+def busy(report: dict[str, dict[str, Any]], statuses: dict[str, str]) -> dict[str, str]:
+    """Return the pods a check report found busy, each with why the watch leaves it alone
+    for this pass: the run that holds its lock, which is changing it."""
+    return {
+        name: f"another podstate run is changing it ({report[name].get('holder')}); "
+        "it is checked again at the next pass"
+        for name, status in statuses.items()
+        if status == BUSY
+    }
 
 
 def violation_text(entry: dict[str, Any]) -> str:
@@ -232,17 +245,18 @@ def summary(
 def exit_code(statuses: Iterable[str]) -> int:
     """Return the fleet's exit status from its pods' statuses after a pass, as the check
     does: 1 when any pod failed, has a violation or was unreachable, else 2 for drift (or a
-    restart) left, else 0."""
+    restart) left or a pod another run is changing (busy), else 0."""
     statuses = set(statuses)
-    if statuses - {"ok", *APPLY_STATUSES}:
+    if statuses - {"ok", BUSY, *APPLY_STATUSES}:
         return 1
-    return 2 if statuses & set(APPLY_STATUSES) else 0
+    return 2 if statuses & {BUSY, *APPLY_STATUSES} else 0
 
 
 @dataclass(frozen=True)
 class Event:
     """One line of the watch's output: a pod (None for the fleet), what the watch saw, what
-    it did, the result, how long it took, and a detail (an error, why a pod is held)."""
+    it did, the result, how long it took, and a detail (an error, why a pod is held); an
+    idle pod's events say since when it has been idle and what it has cost since."""
 
     pod: str | None
     seen: str
@@ -250,6 +264,8 @@ class Event:
     result: str
     seconds: float = 0.0
     detail: str | None = None
+    idle_since: str | None = None  # RFC 3339, UTC
+    cost_since: float | None = None  # USD since idle_since, at the pod's price now
 
     def as_dict(self, time: str, number: int) -> dict[str, Any]:
         """Return the event as ``--json`` writes it, one object a line: stable keys."""
@@ -262,6 +278,8 @@ class Event:
             "seconds": round(self.seconds, 1),
             "result": self.result,
             "detail": self.detail,
+            "idle_since": self.idle_since,
+            "cost_since": self.cost_since,
         }
 
     def line(self, time: str, number: int, as_json: bool) -> str:

@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -40,12 +40,14 @@ from podstate import signals
 from podstate.desired.errors import SpecError
 from podstate.inventory.fleet import Inventory, load_inventory
 from podstate.inventory.runpod_client import ApiUnavailable
+from podstate.watch import state
 from podstate.watch.children import handed, pyinfra
 from podstate.watch.decisions import (
     Event,
     Pending,
     Sighting,
     apply_outcomes,
+    busy,
     changed,
     exit_code,
     from_report,
@@ -56,33 +58,18 @@ from podstate.watch.decisions import (
     summary,
     violation_text,
 )
+from podstate.watch.idler import Idler
+from podstate.watch.options import Options, validate
 
 INVENTORY = "inventories/pods.py"
 _RESET = ("new", "restarted", "moved")  # the pod itself changed: a fresh start, no backoff
 
 
-class WatchError(Exception):
-    """The watch cannot start (a missing file, a bad option): one line."""
-
-
-@dataclass(frozen=True)
-class Options:
-    """The command line of ``podstate watch``."""
-
-    deploys: list[str]
-    interval: float = 30.0
-    check_every: int = 10
-    max_backoff: float = 900.0
-    exclude: tuple[str, ...] = ()
-    json: bool = False
-    once: bool = False
-    passes: int | None = None  # stop after this many passes (tests; undocumented)
-
-
 class Watch:
     """The loop's state: what earlier passes saw, the pods waiting for an apply, the child
     process in flight, the signals received. Its only ties to time are ``sleep`` (the wait
-    between passes) and ``clock`` (``time.monotonic``), which unit tests give."""
+    between passes), ``clock`` (``time.monotonic``) and ``wall`` (the time idle periods are
+    kept in), which unit tests give."""
 
     def __init__(
         self,
@@ -90,11 +77,15 @@ class Watch:
         out: TextIO = sys.stdout,
         sleep: Callable[[float], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.options = options
         self.out = out
         self.sleep = sleep or self._sleep
         self.clock = clock
+        path = Path(options.state) if options.state else state.default_path()
+        gap = max(options.max_backoff, 3 * options.interval) + options.interval
+        self.idler = Idler(path, wall, gap, self.emit, options.dry_run)  # idle pods
         self.delay = options.interval  # from this pass's start to the next one's
         self.api_failures = 0  # listings in a row the API failed
         self.next_check = 1  # the first pass that may run the drift check
@@ -130,7 +121,6 @@ class Watch:
                 self.number += 1
                 self.busy = True
                 status = self.one_pass()
-                self.busy = False
                 if self.options.once:
                     return status
                 if self.stopping or self.number == self.options.passes:
@@ -153,17 +143,17 @@ class Watch:
             o = self.options
             self.delay = listing_delay(self.api_failures, o.interval, o.max_backoff, e.retry_after)
             detail = f"{e}; next listing in {self.delay:.0f}s"
-            self.emit(Event(None, e.kind, "none", "nothing applied", detail=detail))
+            self._end(Event(None, e.kind, "none", "nothing applied", detail=detail))
             return 1
         except SpecError as e:
             if self.number == 1:
                 raise
-            self.emit(Event(None, "invalid", "none", "nothing applied", detail=str(e)))
+            self._end(Event(None, "invalid", "none", "nothing applied", detail=str(e)))
             return 1
         self.api_failures = 0
         with handed(found.listing) as (self.pass_dir, self.child_env):
             status, line = self._act(found)
-        self.emit(replace(line, seconds=self.clock() - started))  # its files gone: it ends
+        self._end(replace(line, seconds=self.clock() - started))  # its files gone: it ends
         return status
 
     def _act(self, found: Inventory) -> tuple[int, Event]:
@@ -173,6 +163,7 @@ class Watch:
         reasons = changed(self.known, listed)
         failed: dict[str, str] = {}
         statuses: dict[str, str] = {}
+        busy_now: dict[str, str] = {}
         checked = self.number >= self.next_check  # put off by a pass that could not list
         if checked:
             self.next_check = self.number + self.options.check_every
@@ -185,11 +176,15 @@ class Watch:
                     self.pending.pop(name, None)  # nothing an apply would do
                 if status == "violation" and name not in from_check:
                     self._event(listed, name, status, violation_text(report[name]))
+            busy_now = busy(report, statuses)
+            for name, why in busy_now.items():
+                self.emit(Event(name, "busy", "none", "skipped", detail=why))
+        self.idler.note(found.pods, listed, report, checked)
         for name in self.present - listed.keys():
             self.pending.pop(name, None)
             self.emit(Event(name, "gone", "none", "ok", detail=f"no longer in the {found.source}"))
         self._note(listed, reasons, failed, statuses)
-        results = self._apply_due(listed, found) if not self.stopping else {}
+        results = self._apply_due(listed, found, busy_now) if not self.stopping else {}
         for name, error in results.items():
             statuses[name] = "error" if error else "ok"
         self.known.update(listed)
@@ -245,13 +240,19 @@ class Watch:
         """Return ``--max-backoff`` in passes."""
         return int(self.options.max_backoff // self.options.interval)
 
-    def _apply_due(self, listed: dict[str, Sighting], found: Inventory) -> dict[str, str | None]:
-        """Apply, in one pyinfra run, to every pending pod whose try is due; return each
-        one's error (None: it succeeded)."""
+    def _apply_due(
+        self, listed: dict[str, Sighting], found: Inventory, busy_now: dict[str, str]
+    ) -> dict[str, str | None]:
+        """Apply, in one pyinfra run, to every pending pod whose try is due (but those this
+        pass's check found busy: they stay pending); return each one's error (None: it
+        succeeded)."""
         due = sorted(
             name
             for name, pending in self.pending.items()
-            if pending.due <= self.number and name in listed and not listed[name].held
+            if pending.due <= self.number
+            and name in listed
+            and not listed[name].held
+            and name not in busy_now
         )
         if not due:
             return {}
@@ -322,6 +323,12 @@ class Watch:
         finally:
             self.child = None
 
+    def _end(self, event: Event) -> None:
+        """Emit the pass's own line: the pass is over, so a signal from now on stops the
+        watch at once (what a reader of that line may send next)."""
+        self.busy = False
+        self.emit(event)
+
     def emit(self, event: Event) -> None:
         """Write one event line to the output, at once."""
         self.out.write(event.line(_now(), self.number, self.options.json))
@@ -383,11 +390,5 @@ def _now() -> str:
 
 def run(options: Options) -> int:
     """Check the options and files, then watch; return the exit status."""
-    if options.interval <= 0 or options.max_backoff <= 0 or options.check_every < 1:
-        raise WatchError("--interval and --max-backoff must be above 0, --check-every at least 1")
-    if not options.deploys:
-        raise WatchError("no deploy files to apply (run from the repository root)")
-    for path, what in [(INVENTORY, "inventory"), *((d, "deploy file") for d in options.deploys)]:
-        if not os.path.isfile(path):
-            raise WatchError(f"no {what} at {path} (run from the repository root)")
+    validate(options, INVENTORY)
     return Watch(options).run()

@@ -13,7 +13,7 @@
 # The pod's root is an overlayfs whose lower layer is the host's / and whose upper layer
 # lives on a tmpfs of $POD_DISK private to this mount namespace: the pod's container disk.
 # Every write outside the pod's other mounts lands there, and all of it vanishes with the
-# namespace. Host directories that are separate mounts (/usr, /home, ... listed in
+# namespace (but a Vast instance's: POD_KEEP_DISK below). Host directories that are separate mounts (/usr, /home, ... listed in
 # submounts) are not part of the lower layer, so each gets an overlay of its own on top.
 set -eu
 
@@ -28,36 +28,49 @@ fail() {
 
 hostname "$POD_NAME" || fail "cannot set hostname (UTS namespace missing?)"
 
-# The container disk: the upper layers of every overlay, and the new root's mount point.
+# The container disk: the upper layers of every overlay (U), and the new root's mount point.
+# A Vast instance's (POD_KEEP_DISK=1) is kept/ in the state directory, which outlives the
+# namespace, so it survives a stop as Vast's does; it is new only at the first start.
 mount -t tmpfs -o "size=$POD_DISK,mode=0755" pod-disk disk || fail "cannot mount the pod disk"
-mkdir disk/upper disk/work disk/root disk/layers
+mkdir disk/root
+U=disk FIRST=1
+if [ "${POD_KEEP_DISK:-0}" = 1 ]; then
+    U=kept
+    [ ! -d kept/upper ] || FIRST=
+fi
+mkdir -p "$U/upper" "$U/work" "$U/layers"
 # Whiteouts: /tmp, /root and /workspace start empty (re-created from seed/ below, which
 # makes them opaque directories hiding the host's).
-for dir in tmp root workspace; do
-    mknod "disk/upper/$dir" c 0 0
-done
+if [ -n "$FIRST" ]; then
+    for dir in tmp root workspace; do
+        mknod "$U/upper/$dir" c 0 0
+    done
+fi
 R=$(pwd -P)/disk/root
-mount -t overlay overlay -o lowerdir=/,upperdir=disk/upper,workdir=disk/work "$R" ||
+mount -t overlay overlay -o "lowerdir=/,upperdir=$U/upper,workdir=$U/work" "$R" ||
     fail "overlayfs mount of / failed"
 
 n=0
 while IFS= read -r point; do
     [ -n "$point" ] && [ -d "$R$point" ] || continue
     n=$((n + 1))
-    mkdir "disk/layers/$n" "disk/layers/$n/upper" "disk/layers/$n/work"
+    mkdir -p "$U/layers/$n/upper" "$U/layers/$n/work"
     if ! mount -t overlay overlay \
-        -o "lowerdir=$point,upperdir=disk/layers/$n/upper,workdir=disk/layers/$n/work" "$R$point"; then
+        -o "lowerdir=$point,upperdir=$U/layers/$n/upper,workdir=$U/layers/$n/work" "$R$point"; then
         # Not overlayable (a FUSE or network filesystem, say): read-only, still private.
         mount --rbind "$point" "$R$point" || fail "cannot mount $point"
         mount -o remount,bind,ro "$R$point" || true
     fi
 done <submounts
 
-# The pod's own files: /etc changes, /root, /tmp, /workspace, nvidia-smi. Directories in
-# seed/ carry the modes and owners of the host's, so copying them over changes nothing.
-cp -R --preserve=mode,ownership seed/. "$R/" || fail "cannot write the pod's files"
-# No host keys, as RunPod's base image has none: hide the host's.
-rm -f "$R"/etc/ssh/ssh_host_*
+# The pod's own files: /etc changes, /root, /tmp, /workspace, nvidia-smi (the image's,
+# at the first start of a kept disk). Directories in seed/ carry the modes and owners of
+# the host's, so copying them over changes nothing.
+if [ -n "$FIRST" ]; then
+    cp -R --preserve=mode,ownership seed/. "$R/" || fail "cannot write the pod's files"
+    # No host keys, as RunPod's base image has none: hide the host's.
+    rm -f "$R"/etc/ssh/ssh_host_*
+fi
 
 mount -t proc proc "$R/proc" 2>/dev/null || mount --rbind /proc "$R/proc" ||
     fail "cannot mount /proc"
@@ -84,8 +97,10 @@ else
     mount --bind workspace "$R/workspace" || fail "cannot bind-mount /workspace"
 fi
 
-# Files of the state directory still needed once it is out of reach.
-exec 4>>sshd.log 5>sshfs.pid 6>host_key.pub 7>started
+# Files of the state directory still needed once it is out of reach; container.log, new at
+# every start, is the container's output (its stdout), which the sandbox's API serves as
+# RunPod's serves a container's log.
+exec 4>>sshd.log 5>sshfs.pid 6>host_key.pub 7>started 8>container.log
 
 cd "$R"
 pivot_root . . || fail "pivot_root into the pod's root failed"
@@ -100,7 +115,7 @@ if [ "$POD_WORKSPACE" = sshfs ]; then
         -o StrictHostKeyChecking=yes -o BatchMode=yes \
         -o reconnect,ServerAliveInterval=15,ServerAliveCountMax=3 \
         -o idmap=none,allow_other,default_permissions \
-        "root@127.0.0.1:$STORAGE_DIR" /workspace </dev/null 4>&- 5>&- 6>&- 7>&- &
+        "root@127.0.0.1:$STORAGE_DIR" /workspace </dev/null 4>&- 5>&- 6>&- 7>&- 8>&- &
     SSHFS_PID=$!
     echo "$SSHFS_PID" >&5
     tries=0
@@ -137,11 +152,15 @@ export HOME
 . "$ENV"
 # The container's environment, where a RunPod container has it: its first process's
 # (/proc/1/environ). The pod has no pid namespace of its own, so this is shown there.
+# So is its start time: this shell's /proc/PID/stat (its start time never changes) as
+# /proc/1/stat, which tells one container start from another.
 if ! { env -0 >/run/podstate-sandbox/environ &&
-    mount --bind /run/podstate-sandbox/environ /proc/1/environ; }; then
-    fail "cannot show the container's environment as /proc/1/environ"
+    mount --bind /run/podstate-sandbox/environ /proc/1/environ &&
+    cat "/proc/$$/stat" >/run/podstate-sandbox/stat &&
+    mount --bind /run/podstate-sandbox/stat /proc/1/stat; }; then
+    fail "cannot show the container's environment and start as /proc/1/environ and stat"
 fi
-exec 5>&-
+exec 5>&- >&8 8>&-
 if [ ! -f /run/podstate-sandbox/start_command ]; then
     exec_in_container /bin/sh /start.sh
 fi

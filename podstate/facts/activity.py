@@ -1,0 +1,72 @@
+"""Whether a pod is in use now, from one probe: its GPUs' utilization, memory in use and
+compute processes, and its interactive sessions.
+
+A pod is idle only when every GPU reads 0 %, no compute process runs on any GPU, no GPU has
+more than ``IDLE_MEMORY_MIB`` in use (a loaded model waiting for requests reads 0 % with its
+memory full) and no terminal or notebook kernel is open. Any reading that cannot be made
+makes the answer unknown (None), never idle: decisions on it take the safe side.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from podstate.facts.gpu import IDLE_MEMORY_MIB, GpuState
+
+
+def _gpus(state: GpuState) -> list[dict[str, Any]]:
+    """Return each GPU's reading: index, utilization, memory in use, its compute processes."""
+    apps = state.apps or ()
+    return [
+        {
+            "index": device.index,
+            "utilization": device.utilization,
+            "memory_used_mib": device.memory_used_mib,
+            "processes": [
+                {"pid": app.pid, "name": app.name}
+                for app in apps
+                if device.uuid is not None and app.gpu_uuid == device.uuid
+            ],
+        }
+        for device in state.devices
+    ]
+
+
+def read(probe: dict[str, Any]) -> dict[str, Any]:
+    """Return what the probe says of the pod's use: ``idle`` (True, False, or None when a
+    reading is unknown), ``in_use`` (why it is not idle, in words), ``unknown`` (what could
+    not be read), ``gpus`` (each GPU's reading), ``processes`` (every compute process:
+    ``pid``, ``name``, ``gpu_uuid``) and ``sessions`` (the probe's)."""
+    state: GpuState = probe["gpu"]
+    in_use: list[str] = []
+    unknown: list[str] = []
+    if not state.readable:
+        unknown.append(f"the GPUs: {state.error}")
+    for device in state.devices:
+        name = f"GPU {device.index}"
+        if device.utilization is None:
+            unknown.append(f"{name} utilization")
+        elif device.utilization > 0:
+            in_use.append(f"{name} at {device.utilization} %")
+        if device.memory_used_mib is None:
+            unknown.append(f"{name} memory in use")
+        elif device.memory_used_mib > IDLE_MEMORY_MIB:
+            in_use.append(f"{name} has {device.memory_used_mib} MiB in use")
+    if state.apps is None:
+        unknown.append("the GPUs' compute processes")
+    for app in state.apps or ():
+        in_use.append(f"compute process {app.name} (pid {app.pid})")
+    for session in probe.get("sessions", []):
+        what = "terminal" if session["kind"] == "tty" else "notebook kernel"
+        in_use.append(f"{what} {session['command']} (pid {session['pid']})")
+    idle = False if in_use else (None if unknown else True)
+    return {
+        "idle": idle,
+        "in_use": in_use,
+        "unknown": unknown,
+        "gpus": _gpus(state),
+        "processes": [
+            {"pid": app.pid, "name": app.name, "gpu_uuid": app.gpu_uuid} for app in state.apps or ()
+        ],
+        "sessions": list(probe.get("sessions", [])),
+    }

@@ -1,0 +1,113 @@
+"""Host names and group-name parts for the pods providers list, whichever provider.
+
+A provider's pods and the ones it skips are given host names together, across providers,
+so that the same listing always names a fleet alike.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from podstate.inventory import hostkeys
+from podstate.inventory.podsfile import HOST_NAME
+
+
+class Listed(Protocol):
+    """What naming reads of a listed pod: its key (unique across providers), its name and
+    when it was made (RFC 3339)."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def created_at(self) -> str: ...
+
+
+@dataclass
+class Listing:
+    """One provider's listing, parsed: the pods podstate can manage and the ones it skips
+    (records with ``key``, ``id``, ``name``, ``created_at``), the raw records as a run it
+    hands them on keeps them (``kept``), what the listing met on the way (``notes``), and
+    the private key file for every pod (PODSTATE_SSH_KEY)."""
+
+    provider: str  # "runpod" or "vast": PODSTATE_INVENTORY's word
+    pods: list[Any]
+    skipped: list[Any]
+    kept: list[Any]
+    ssh_key: str | None
+    notes: list[str] = field(default_factory=list)
+
+    def records(self) -> list[Any]:
+        """Return every pod listed, skipped ones too: all that hold names."""
+        return [*self.pods, *self.skipped]
+
+
+def host_names(pods: Sequence[Listed]) -> dict[str, str]:
+    """Return pyinfra host names by pod key: the pod's own name where it is a valid host name
+    no older pod has, else ``<name>-<pod id>`` (the name cleaned up, or the id alone when
+    nothing of it is left).
+
+    ``pods`` is every pod the providers list, skipped ones included, so a pod keeps its name
+    while an older one of that name is stopped. Among pods that share a name, whichever
+    provider lists them, the oldest (creation time, then the pod id) keeps it: a pod that
+    appears later never renames one that was there before, which would hand it another pod's
+    ``host_vars/`` (a ``watch`` hold) or take its own away, and every run and every CI shard
+    names a fleet alike from the listing alone. Plain names are given first, so a generated
+    name never takes one; a generated name that is already taken (a pod named ``web-a1``
+    beside the second ``web``, of id ``a1``) gets ``-2``, ``-3``, ... in the same order.
+    """
+    ordered = sorted(pods, key=lambda pod: (hostkeys.parse_time(pod.created_at), pod.key))
+    names: dict[str, str] = {}
+    used: set[str] = set()
+    for pod in ordered:
+        if HOST_NAME.match(pod.name) and pod.name not in used:
+            names[pod.key] = pod.name
+            used.add(pod.name)
+    for pod in ordered:
+        if pod.key in names:
+            continue
+        name = _with_id(_clean(pod.name), pod.id)
+        unique, number = name, 2
+        while unique in used:
+            suffix = f"-{number}"
+            unique, number = name[: 63 - len(suffix)] + suffix, number + 1
+        used.add(unique)
+        names[pod.key] = unique
+    return names
+
+
+def _clean(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-._")
+
+
+def _with_id(base: str, pod_id: str) -> str:
+    suffix = _clean(pod_id)[:40] or "pod"
+    base = base[: 62 - len(suffix)].rstrip("-._")
+    return f"{base}-{suffix}" if base else suffix
+
+
+def slug(text: str, drop: tuple[str, ...] = ()) -> str:
+    """Return ``text`` as a group-name part: lowercase, runs of other characters as ``_``.
+
+    Leading words in ``drop`` go first ("NVIDIA GeForce RTX 4090" -> "rtx_4090").
+    """
+    text = text.strip().lower()
+    for word in drop:
+        if text.startswith(word + " "):
+            text = text[len(word) + 1 :].lstrip()
+    return re.sub(r"[^a-z0-9]+", "_", text).strip("_")
+
+
+def gpu_group(model: str | None) -> str | None:
+    """Return the group of a GPU model (``gpu_rtx_4090``), None when there is none."""
+    gpu = slug(model, ("nvidia", "geforce")) if model else ""
+    return f"gpu_{gpu}"[:63].rstrip("_") if gpu else None

@@ -1,0 +1,159 @@
+"""The live inventory's Vast.ai instances (``GET /api/v1/instances``), as pyinfra hosts.
+
+Used when ``vast`` is one of the inventory's sources (``VAST_API_KEY``, or
+``PODSTATE_INVENTORY``). Every running instance with an SSH endpoint becomes a pyinfra host
+named after its label (``C.<id>`` without one); the others are skipped, each with a reason.
+The client is ``vast_client``, the records are checked in ``vast_instances``; this module
+maps them to hosts: automatic groups, ``groups.yaml`` groups and host data.
+
+Vast instances count as COMMUNITY for the NCCL guards: ``verification`` says who vouched for
+the machine, not how its GPUs are linked. Their host keys are trusted on first use and
+never renewed by a restart: Vast keeps the container disk, host keys included, across a
+stop, so a changed key is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from podstate.inventory import hostkey_hints, hostkeys
+from podstate.inventory import live as readings
+from podstate.inventory.api_http import InventoryError
+from podstate.inventory.naming import Listing, gpu_group
+from podstate.inventory.podsfile import GROUP_NAME, Pod
+from podstate.inventory.runpod import ruled
+from podstate.inventory.runpod_client import LISTING_ENV
+from podstate.inventory.vast_client import fetch, settings
+from podstate.inventory.vast_instances import VastInstance, kept, parse
+
+CLOUD = "COMMUNITY"
+LISTING_KEY = "vast"  # its records' key in a listing handed on (``PODSTATE_API_LISTING``)
+_RESERVED = ("community", "secure", "runpod", "vast")
+_RESERVED_PREFIXES = ("gpu_", "gpus_", "dc_")
+# Why a Vast instance's new key is trusted unverified (the reports say it).
+NO_KEY_LOG = "Vast's API serves no log of the container's host keys"
+
+
+def label_group(instance: VastInstance) -> tuple[str | None, str | None]:
+    """Return the group an instance's label puts it in and, where the label is not a group
+    name podstate can use, the note that says so (the instance is managed all the same,
+    in its other groups)."""
+    label = instance.label
+    if label is None:
+        return None, None
+    if not GROUP_NAME.match(label) or label.startswith("_"):
+        why = "not a valid group name (letters, digits and _, not starting with a digit)"
+    elif label in _RESERVED or label.startswith(_RESERVED_PREFIXES):
+        why = "a group podstate sets itself"
+    else:
+        return label, None
+    return None, (
+        f"Vast instance {instance.id}: its label {json.dumps(label)} is {why}, so it puts "
+        "the instance in no group of its own; relabel it, or match it in groups.yaml"
+    )
+
+
+def auto_groups(instance: VastInstance) -> list[str]:
+    """Return the groups Vast's data puts an instance in: ``community``, ``vast``, its
+    label's, ``gpu_<model>``, ``gpus_<count>``."""
+    groups = ["community", "vast"]
+    label, _ = label_group(instance)
+    if label:
+        groups.append(label)
+    gpu = gpu_group(instance.gpu_name)
+    if gpu:
+        groups.append(gpu)
+    groups.append(f"gpus_{instance.gpu_count}")
+    return groups
+
+
+def to_pods(
+    listing: Listing,
+    rules: dict[str, list[str]],
+    names: dict[str, str],
+    record_host_keys: bool = True,
+    strict_host_keys: bool | None = None,
+) -> list[Pod]:
+    """Return inventory pods (sorted by host name) for Vast's listing, named by ``names``.
+
+    Host data: the endpoint's address, ``endpoint`` (direct or proxy), ``pod_id`` (the
+    instance id), ``provider``, ``cloud`` (COMMUNITY), ``gpu_id``, ``gpu_count``,
+    ``cost_per_hour`` (Vast's ``dph_total``; None: unknown), ``live_idle`` (from
+    ``gpu_util``: ``live.one_utilization``), ``verification``, ``ssh_key`` from
+    PODSTATE_SSH_KEY, and the host-key settings (``hostkeys``, under ``vast-<id>``, never
+    renewed by a restart).
+    Each label that gives no group adds a note to ``listing.notes``.
+    """
+    pods: list[Pod] = []
+    trusts: list[hostkeys.HostKeyTrust] = []
+    for instance in listing.pods:
+        name = names[instance.key]
+        trust = hostkeys.plan(
+            f"vast-{instance.id}", name, instance.host, instance.port, None, None,
+            strict_host_keys,
+        )  # fmt: skip
+        trust = hostkeys.vouched(trust, (), NO_KEY_LOG, strict_host_keys)
+        if record_host_keys:
+            hostkeys.record(trust)
+        trusts.append(trust)
+        _, note = label_group(instance)
+        if note:
+            listing.notes.append(note)
+        groups = auto_groups(instance) + ruled(rules, name, instance.name)
+        live = readings.one_utilization(instance.gpu_util)
+        data: dict[str, Any] = {
+            "ssh_hostname": instance.host,
+            "ssh_port": instance.port,
+            "ssh_user": "root",
+            **trust.host_data(),
+            "pod_id": instance.id,
+            "provider": "vast",
+            "endpoint": instance.endpoint,
+            "cloud": CLOUD,
+            "gpu_id": instance.gpu_name,
+            "gpu_count": instance.gpu_count,
+            "cost_per_hour": instance.dph_total,
+            "live_idle": None if live is None else readings.idle(live),
+            "verification": instance.verification,
+            "started_at": None,
+        }
+        if listing.ssh_key:
+            data["ssh_key"] = listing.ssh_key
+        pods.append(Pod(name, data, list(dict.fromkeys(groups))))
+    if record_host_keys:
+        hostkey_hints.explain_mismatches(trusts)
+    return sorted(pods, key=lambda pod: pod.name)
+
+
+def listed() -> Listing:
+    """Return Vast's listing, parsed, from the API the environment names; with
+    ``PODSTATE_API_LISTING`` set (by ``podstate watch``), its ``vast`` records are read
+    instead and the API is not asked."""
+    config = settings()
+    handed = os.environ.get(LISTING_ENV)
+    notes: list[str] = []
+    if handed:
+        raw = _handed(Path(handed))
+    else:
+        fetched = fetch(config)
+        raw, notes = fetched.instances, fetched.notes
+    instances, skipped = parse(raw)
+    ssh_key = (os.environ.get("PODSTATE_SSH_KEY") or "").strip() or None
+    if ssh_key:
+        ssh_key = str(Path(ssh_key).expanduser())
+        if not Path(ssh_key).is_file():
+            raise InventoryError(f"PODSTATE_SSH_KEY: no private key file at {ssh_key}")
+    return Listing("vast", instances, skipped, kept(raw), ssh_key, notes)
+
+
+def _handed(path: Path) -> list[Any]:
+    try:
+        doc = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        raise InventoryError(f"{LISTING_ENV}: cannot read a listing from {path}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get(LISTING_KEY), list):
+        raise InventoryError(f"{LISTING_ENV}: {path} holds no '{LISTING_KEY}' list")
+    return doc[LISTING_KEY]

@@ -1,0 +1,36 @@
+#!/bin/sh
+# Defines sessions, which the probe calls once: prints "sess PID KIND COMM" for each
+# interactive session of this container (same mount namespace), COMM encoded by enc:
+#   tty     a session leader with a controlling terminal (an SSH login with a terminal, a
+#           terminal in Jupyter, a tmux window), but for the container's init (pid 1)
+#   kernel  a running notebook kernel (ipykernel in its command line)
+# Reads /proc with the shell's own read: no program is started. The probe's own session
+# has no terminal, so it is never listed.
+# Needs enc, which the probe defines.
+
+# shellcheck disable=SC2154 # enc_v is set by enc, which the probe defines
+sessions() {
+    for d in /proc/[0-9]*; do
+        pid=${d#/proc/}
+        [ "$pid" = 1 ] && continue
+        # shellcheck disable=SC3013 # -ef is in dash, bash and busybox
+        [ "$d/ns/mnt" -ef /proc/self/ns/mnt ] || continue
+        { read -r st <"$d/stat"; } 2>/dev/null || continue
+        kind=''
+        # after "(comm) ": state ppid pgrp session tty_nr ...
+        set -f
+        # shellcheck disable=SC2086 # split into fields on purpose
+        set -- ${st##*) }
+        set +f
+        [ "$4" = "$pid" ] && [ "${5:-0}" != 0 ] && kind='tty'
+        if [ -z "$kind" ]; then
+            { read -r cl <"$d/cmdline"; } 2>/dev/null
+            case ${cl-} in *ipykernel*) kind=kernel ;; esac
+            cl=''
+        fi
+        [ -n "$kind" ] || continue
+        { read -r comm <"$d/comm"; } 2>/dev/null || continue
+        enc "$comm"
+        echo "sess $pid $kind $enc_v"
+    done
+}

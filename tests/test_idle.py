@@ -1,0 +1,145 @@
+"""In use or idle, now: the probe's GPU utilization, memory in use, compute processes and
+interactive sessions, and the rule that makes a pod idle (any unknown reading: null).
+
+The rule on data; end to end on sandbox pods whose nvidia-smi stand-in is made busy or given
+a compute process, and with a terminal open over SSH. Idle is one probe, as before: a check
+of an idle GPU pod asks nvidia-smi once (tests/test_pod_work.py).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from podstate.facts import activity
+from podstate.facts.gpu import GpuDevice, GpuState, parse_apps, parse_gpu_query
+from podstate.sandbox import inside
+from podstate.sandbox.api import list_pods
+from tests.e2e import check
+
+SANDBOX = {"pods": 1}
+POD = "pod-1"  # two GPUs
+
+
+def _probe(*devices: GpuDevice, apps=(), sessions=(), readable=True) -> dict:
+    return {
+        "gpu": GpuState(readable=readable, devices=devices, apps=apps, error="NVML failed"),
+        "sessions": list(sessions),
+    }
+
+
+IDLE_GPU = GpuDevice(0, uuid="GPU-a", utilization=0, memory_used_mib=0)
+
+
+def test_a_pod_is_idle_only_when_every_reading_says_so():
+    assert activity.read(_probe(IDLE_GPU, IDLE_GPU))["idle"] is True
+    busy = GpuDevice(1, uuid="GPU-b", utilization=3, memory_used_mib=0)
+    assert activity.read(_probe(IDLE_GPU, busy))["in_use"] == ["GPU 1 at 3 %"]
+    loaded = GpuDevice(0, uuid="GPU-a", utilization=0, memory_used_mib=30000)
+    assert activity.read(_probe(loaded))["idle"] is False  # a model waiting for requests
+    session = {"pid": 7, "kind": "kernel", "command": "python3"}
+    assert activity.read(_probe(IDLE_GPU, sessions=[session]))["idle"] is False
+
+
+@pytest.mark.parametrize(
+    "probe",
+    [
+        _probe(GpuDevice(0, utilization=None, memory_used_mib=0)),
+        _probe(GpuDevice(0, utilization=0, memory_used_mib=None)),
+        _probe(IDLE_GPU, apps=None),  # the process list could not be read
+        _probe(readable=False),
+    ],
+)
+def test_any_unknown_reading_is_never_idle(probe):
+    assert activity.read(probe)["idle"] is None
+
+
+def test_a_utilization_outside_0_to_100_is_unknown():
+    (gpu,) = parse_gpu_query("0, 140, 0", ("index", "utilization.gpu", "memory.used"))
+    assert gpu.utilization is None and gpu.memory_used_mib == 0
+
+
+def test_compute_processes_parse_and_a_failed_list_is_unknown():
+    (app,) = parse_apps("0", "GPU-b, 4242, python3, 2048\n")
+    assert (app.gpu_uuid, app.pid, app.name, app.memory_mib) == ("GPU-b", 4242, "python3", 2048)
+    assert parse_apps("0", "") == ()
+    assert parse_apps("6", "No devices were found") is None
+
+
+def _entry(fleet, tmp_path) -> dict:
+    report = tmp_path / "r.json"
+    result = check(fleet, "--json", str(report))
+    assert report.exists(), result.stdout + result.stderr
+    entry = json.loads(report.read_text())["pods"][POD]
+    entry["table"] = result.stdout
+    return entry
+
+
+@pytest.fixture
+def quiet(fleet):
+    """POD with idle GPUs, after the test too."""
+    inside.gpus_idle(POD)
+    yield
+    inside.gpus_idle(POD)
+
+
+def test_an_untouched_gpu_pod_is_idle_now(fleet, quiet, tmp_path):
+    entry = _entry(fleet, tmp_path)
+    assert entry["idle"] is True, entry["activity"]
+    assert "idle now" in entry["table"]
+    assert [g["utilization"] for g in entry["activity"]["gpus"]] == [0, 0]
+
+
+def test_a_busy_gpu_makes_the_pod_in_use(fleet, quiet, tmp_path):
+    inside.gpu_busy(POD, index=1, percent=87)
+    entry = _entry(fleet, tmp_path)
+    assert entry["idle"] is False
+    assert "in use: GPU 1 at 87 %" in entry["table"]
+    (listed,) = list_pods(fleet.state)["pods"]  # and RunPod's live numbers say so too
+    assert listed["runtime"]["gpus"] == [
+        {"util": 0, "memoryUtil": 0},
+        {"util": 87, "memoryUtil": 0},
+    ]
+
+
+def test_a_compute_process_makes_the_pod_in_use_and_is_named(fleet, quiet, tmp_path):
+    inside.compute_process(POD, index=0, pid=4242, command="vllm", memory_mib=30000)
+    entry = _entry(fleet, tmp_path)
+    assert entry["idle"] is False
+    (gpu0, gpu1) = entry["activity"]["gpus"]
+    assert gpu0["processes"] == [{"pid": 4242, "name": "vllm"}] and gpu1["processes"] == []
+    assert gpu0["memory_used_mib"] == 30000
+
+
+def test_an_open_terminal_makes_the_pod_in_use(fleet, quiet, tmp_path):
+    from podstate.sandbox import ssh
+
+    *options, host = ssh.ssh_command(POD)
+    terminal = subprocess.Popen(
+        [*options, "-tt", host, "echo open; exec sleep 600"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert terminal.stdout.readline().strip() == "open"  # the session is there
+        entry = _entry(fleet, tmp_path)
+    finally:
+        terminal.kill()
+        terminal.wait()
+    assert entry["idle"] is False
+    (session,) = entry["activity"]["sessions"]
+    assert session["kind"] == "tty"
+
+
+def test_an_unreadable_gpu_is_unknown_never_idle(fleet, quiet, tmp_path):
+    inside.gpu_fault(POD, "nvml-mismatch")
+    try:
+        entry = _entry(fleet, tmp_path)
+    finally:
+        inside.pod_exec(POD, f"sed -i '/^fail|/d' {inside.GPU_LAYOUT}")
+    assert entry["idle"] is None
+    assert "idle unknown (unread: the GPUs: Failed to initialize NVML" in entry["table"]
