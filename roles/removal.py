@@ -93,7 +93,7 @@ def undo(
     if entry.kind in ("venv", "snapshot"):
         return _venv(entry, probe, keep_venv)
     info = files.get(path)
-    same = probe["made"]["same"].get(path)
+    same = made.same(entry, probe)
     content = info.content if info is not None else None
     if entry.kind == "mount":
         return _unmount(entry, probe)
@@ -117,7 +117,7 @@ def undo(
         )
         return None
     if entry.kind in ("secrets", "keys", "data", "dir"):
-        if entry.kind == "dir" and probe["made"]["kinds"].get(path) == "directory":
+        if entry.kind == "dir" and made.kind(path, probe) == "directory":
             scratch = "scratch" in entry.fields  # with podstate's caches for the venv in it
             ops.remove_paths(
                 name=f"Remove {path}",
@@ -126,14 +126,14 @@ def undo(
                 what=f"would remove: {path}, when nothing else is in it",
                 trees=[posixpath.join(path, ".podstate-cache")] if scratch else [],
             )
-        elif entry.kind == "secrets" and path in probe["made"]["kinds"]:
+        elif entry.kind == "secrets" and made.kind(path, probe):
             ops.remove_paths(
                 name=f"Remove {path}",
                 paths=[path],
                 directories=[posixpath.dirname(path)],
                 what=f"would remove: {path} (the secrets file)",
             )
-        elif entry.kind in ("keys", "data") and path in probe["made"]["kinds"]:
+        elif entry.kind in ("keys", "data") and made.kind(path, probe):
             keys = entry.kind == "keys"
             directory = posixpath.dirname(path) if keys else path
             names = ["hostkeys.tar", "hostkeys.sum"] + ([] if keys else ["state", "status"])
@@ -240,7 +240,7 @@ def _package(entry: Entry, probe: dict[str, Any], uninstall: bool, remove: bool)
 
 def _venv(entry: Entry, probe: dict[str, Any], keep: bool) -> Entry | None:
     """Plan removing the venv podstate built, or its snapshots (neither with ``keep``)."""
-    path, there = entry.path, probe["made"]["kinds"].get(entry.path)
+    path, there = entry.path, made.kind(entry.path, probe)
     if keep or there is None:
         if keep and there is not None:
             findings.left(path, f"{path} (--keep-venv)")

@@ -74,7 +74,7 @@ def test_a_record_reads_back_as_written():
         ("podstate-made 2\npod p i\n", "from a newer podstate (version 2)"),
         ("hello\n", "not a podstate record"),
         ("podstate-made 1\n", "names no pod"),
-        ("podstate-made 1\npod p i\nrmrf Lw==\n", "entry podstate cannot read (rmrf)"),
+        ("podstate-made 1\npod =p =i\nrmrf =/\n", "entry podstate cannot read (rmrf)"),
     ],
 )
 def test_a_record_podstate_cannot_use_says_why_and_names_nothing(text, problem):

@@ -57,7 +57,10 @@ def made_files(fleet):
     "damage, why",
     [
         ("sed -i 's/^podstate-made 1$/podstate-made 9/' {record}", "from a newer podstate"),
-        ("sed -i 's/^pod \\([^ ]*\\) .*$/pod \\1 someone-else/' {record}", "another pod's"),
+        (
+            "sed -i 's/^pod \\([^ ]*\\) .*$/pod \\1 =someone-else/' {volume}",
+            "another pod's",
+        ),
         ("rm {record} && mkdir {record}", "podstate cannot read it"),
     ],
 )
@@ -65,7 +68,11 @@ def test_a_record_podstate_cannot_use_removes_nothing_and_says_why(
     made_files, tmp_path, damage, why
 ):
     fleet = made_files
-    fleet.out("pod-1", f"cp -a {MADE} /tmp/made.kept && " + damage.format(record=MADE))
+    volume = (
+        "/workspace/.podstate/made/" + fleet.out("pod-1", "ls /workspace/.podstate/made").strip()
+    )
+    fleet.out("pod-1", f"cp -a {MADE} /tmp/made.kept && cp -a {volume} /tmp/made.volume")
+    fleet.out("pod-1", damage.format(record=MADE, volume=volume))
     try:
         entry = _report(fleet, tmp_path)
         assert entry["status"] == "violation"
@@ -77,6 +84,7 @@ def test_a_record_podstate_cannot_use_removes_nothing_and_says_why(
         assert _contents(fleet) == {path: item["content"] for path, item in FILES.items()}
     finally:
         fleet.out("pod-1", f"rm -rf {MADE} && mv /tmp/made.kept {MADE}")
+        fleet.out("pod-1", f"mv /tmp/made.volume {volume}")
     assert apply(fleet).returncode == 0
     assert set(_contents(fleet).values()) == {None}
 

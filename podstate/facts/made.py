@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,7 +78,7 @@ class Entry:
 
     def line(self) -> str:
         """Return the entry as a line of the record."""
-        return " ".join([self.kind, b64(self.path), *self.fields]) + "\n"
+        return " ".join([self.kind, word(self.path), *self.fields]) + "\n"
 
     @property
     def sums(self) -> tuple[str, ...]:
@@ -145,15 +146,41 @@ def ancestors(path: str) -> list[str]:
     return found
 
 
+def same(entry: Entry, probe: dict[str, Any]) -> bool:
+    """Return whether ``entry``'s path holds one of the contents podstate wrote there: as
+    compared on the pod, or from the content the probe read of it."""
+    found = probe["made"]["same"].get(entry.path)
+    if found is None:
+        info = probe["files"].get(entry.path)
+        if info is not None and info.state == "file" and info.content is not None:
+            found = sums(info.content) in entry.sums
+    return bool(found)
+
+
+def kind(path: str, probe: dict[str, Any]) -> str | None:
+    """Return what is at a recorded ``path`` that is not a file podstate wrote: as the
+    records' section read it, or the paths' section (None: nothing)."""
+    return probe["made"]["kinds"].get(path) or (probe["paths"].get(path) or {}).get("kind")
+
+
 def volume_record(volume: str, pod_id: str) -> str:
     """Return the path of the volume's record for the pod whose RunPod id is ``pod_id``."""
     return posixpath.join(volume, ".podstate", "made", pod_id)
 
 
+_PLAIN = re.compile(r"[A-Za-z0-9/._+,:~=-]+")
+
+
+def word(text: str) -> str:
+    """Return ``text`` as one word of a record, as the probe's ``enc`` sends a value: ``=``
+    and the text where it is plain (no program is needed to read it back), else base64."""
+    return "=" + text if _PLAIN.fullmatch(text) else b64(text)
+
+
 def render(pod: str, pod_id: str | None, entries: list[Entry]) -> str:
     """Return a record: its format and version, the pod it is for (name and RunPod id, "-"
-    when unknown), then each entry, by path."""
-    head = f"{FORMAT} {VERSION}\npod {pod} {pod_id or '-'}\n"
+    when unknown), then each entry, by path; every word of it is plain (``word``)."""
+    head = f"{FORMAT} {VERSION}\npod {word(pod)} {word(pod_id) if pod_id else '-'}\n"
     return head + "".join(e.line() for e in sorted(entries, key=lambda e: (e.path, e.kind)))
 
 
@@ -169,7 +196,11 @@ def parse_record(text: str) -> Record:
     pod = lines[1].split(" ") if len(lines) > 1 else []
     if len(pod) != 3 or pod[0] != "pod":
         return Record("file", problem="it names no pod")
-    record = Record("file", pod=pod[1], pod_id=None if pod[2] == "-" else pod[2])
+    try:
+        name, pod_id = decode(pod[1]), None if pod[2] == "-" else decode(pod[2])
+    except ValueError:
+        return Record("file", problem="it names no pod")
+    record = Record("file", pod=name, pod_id=pod_id)
     for line in lines[2:]:
         if not line:
             continue
@@ -184,22 +215,33 @@ def parse_record(text: str) -> Record:
     return record
 
 
-def probe_lines(args: dict[str, Any] | None) -> list[str]:
-    """Return the probe's lines for the records (read-only): ``made.pod_id`` (the container's
-    RunPod id, from ``ENVIRON``), then each record and what is at the paths it names
-    (scripts/made_state.sh); ``args``: ``volume``, the volume's mount point."""
+def probe_lines(args: dict[str, Any] | None, asked: list[str] = ()) -> list[str]:
+    """Return the probe's lines for the records (read-only): the container disk's record and
+    what is at the paths it names (scripts/made_state.sh), ``made.pod_id`` (the RunPod id
+    that record names, else the container's, from ``ENVIRON``), then the volume's record
+    for that id; ``args``: ``volume``, the volume's mount point, and ``keep``,
+    the mounts and repositories the desired state keeps; ``asked``: the files and paths the
+    probe reads anyway, which the records' section does not read again (``same`` and
+    ``kind`` then tell from what the probe read)."""
     if not args:
         return []
     volume = quote_path(posixpath.join(args["volume"], ".podstate", "made"))
-    keep = " ".join(b64(path) for path in args.get("keep") or ())
+    keep = " ".join(word(path) for path in args.get("keep") or ())
     return [
-        f"made_keep='{keep}'",
+        f"made_keep='{keep}' made_asked='{' '.join(word(path) for path in asked)}'",
+        script("stats.sh"),
         script("file_state.sh"),
         script("repo_clean.sh"),
         script("made_state.sh"),
-        f"i=$(tr '\\0' '\\n' <{ENVIRON} 2>/dev/null | sed -n 's/^RUNPOD_POD_ID=//p');"
+        f"made_id=; made_state disk {quote_path(MADE)} {MAX_FILE}",
+        # The pod's id, as the container disk's record names it (that disk is this
+        # container's alone), else from the container's environment (one program; the
+        # shell finds RUNPOD_POD_ID in its lines).
+        'i=; case $made_id in =?*) i=${made_id#=} ;; esac; if [ -z "$i" ]; then'
+        " made_nl='\n'; i=$(tr '\\0' '\\n' <" + ENVIRON + ' 2>/dev/null); i="$made_nl$i$made_nl";'
+        ' case $i in *"$made_nl"RUNPOD_POD_ID=*) i=${i#*"$made_nl"RUNPOD_POD_ID=};'
+        ' i=${i%%"$made_nl"*} ;; *) i= ;; esac; fi;'
         ' if [ -n "$i" ]; then enc "$i"; echo "made.pod_id $enc_v"; fi',
-        f"made_state disk {quote_path(MADE)} {MAX_FILE}",
         'case $i in "" | */* | .*) echo "made.record volume noid" ;;'
         f' *) made_state volume {volume}/"$i" {MAX_FILE} ;; esac',
     ]
@@ -212,6 +254,7 @@ def parse(output: list[str]) -> dict[str, Any]:
     ``kinds`` (path -> what is there, for the entries whose content is not read) and ``busy``
     (mount -> the processes using it: ``pid``, ``command``)."""
     found: dict[str, Any] = {"pod_id": None, "records": {}, "same": {}, "kinds": {}, "busy": {}}
+    lines: dict[str, list[str]] = {}
     for line in output:
         key, _, rest = line.partition(" ")
         words = rest.split(" ")
@@ -219,18 +262,21 @@ def parse(output: list[str]) -> dict[str, Any]:
             found["pod_id"] = decode(words[0]).strip() or None
         elif key == "made.record":
             where, state = words[0], words[1]
-            if state == "file":
-                text = decode(words[2]) if len(words) > 2 else ""
-                found["records"][where] = parse_record(text)
-                found["records"][where].text = text
-            else:
-                problem = "podstate cannot read it" if state == "unreadable" else None
-                found["records"][where] = Record(state, problem=problem)
+            problem = "podstate cannot read it" if state == "unreadable" else None
+            found["records"][where] = Record(state, problem=problem)
+            lines[where] = []
+        elif key == "made.line":
+            lines[words[0]].append(rest.partition(" ")[2])
         elif key == "made.same":
             found["same"][decode(words[0])] = words[1] == "yes"
         elif key == "made.busy":
             process = {"pid": int(words[1]), "command": decode(words[2])}
             found["busy"].setdefault(decode(words[0]), []).append(process)
         elif key == "made.kind":
-            found["kinds"][decode(words[0])] = words[1].replace("_", " ")
+            found["kinds"][decode(words[0])] = " ".join(words[1:])
+    for where, text in lines.items():
+        if found["records"][where].state == "file":
+            record = parse_record("".join(line + "\n" for line in text))
+            record.text = "".join(line + "\n" for line in text)
+            found["records"][where] = record
     return found

@@ -153,7 +153,7 @@ class PodProbe(FactBase[dict[str, Any]]):
             *(apt_section.probe_lines(apt) if apt else []),
             *repos_section.probe_lines(repos or []),
             *boot_section.probe_lines(boot),
-            *made_section.probe_lines(made),
+            *made_section.probe_lines(made, [*files, *paths]),
         ]
         if secrets is not None:
             lines.insert(0, secrets_section.KEEP_STDIN)

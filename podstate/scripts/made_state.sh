@@ -1,67 +1,114 @@
 #!/bin/sh
 # Defines made_state, which the probe calls once for each record of what podstate made on the
-# pod (podstate.facts.made), read-only:
+# pod (podstate.facts.made), read-only, starting as few programs as it can (one sha256sum and
+# one stat for the whole record; file_state only for a path the probe does not read anyway):
 #   made_state WHERE RECORD LIMIT
-# prints "made.record WHERE absent|unreadable", or "made.record WHERE file CONTENT" (base64),
-# then, for each entry of the record, what is at its path now: a file_state line ("file ...")
-# and, for a regular file, "made.same PATH yes|no": whether it holds one of the contents the
-# entry names (SUMS, compared here: no digest is printed); PATH as the record has it; for a
-# "secrets" entry only "made.kind PATH KIND" (its content is never read here); for a "saved"
-# entry the same of the copy of the user's file it names; for an "apt" entry (apt:NAME) whose
-# package dpkg has installed, "made.kind PATH installed"; for a "repo" entry, "made.kind PATH
-# repo" and, unless PATH is one of made_keep, "made.same PATH yes|no": whether the checkout
-# holds nothing of anyone's own (repo_clean); for a "mount" entry mounted now,
-# "made.kind PATH mount", and unless PATH is one of made_keep (base64 words, the mounts the
-# desired state keeps: its scratch paths and repositories) "made.busy PATH PID COMM" for each process with a file or its working
-# directory on it. The probe defines b64, enc and file_state.
-# shellcheck disable=SC2154 # enc_v is set by enc, which the probe defines
+# prints "made.record WHERE absent|unreadable|file" (and sets made_id to the pod id word the
+# record names); for a record, its lines ("made.line
+# WHERE LINE": a record holds nothing but words of [A-Za-z0-9+/=,:._~-], else it is
+# unreadable), then for each entry what is at its PATH (as the record has it: "=path", or
+# base64) now:
+#   nothing for a path the probe reads already (made_asked: the PATH words of its files and
+#     paths), whose content or kind the parser has;
+#   file_state's "file" line for a file, and for a "saved" entry's copy of the user's file;
+#   "made.same PATH yes|no" for a regular file: whether it holds one of the contents the
+#     entry names (SUMS, compared here, with one sha256sum for all: no digest is printed);
+#   "made.kind PATH KIND" for what is there, for the entries whose content is not read
+#     (secrets, keys, data, dir, venv, snapshot; KIND as stat names it), "mount" for a
+#     mount point, "repo" for a checkout, "installed" for an apt package dpkg has installed;
+#   "made.same PATH yes|no" for a repo not in made_keep (the PATH words of the mounts and
+#     repositories the desired state keeps): whether it holds nothing of anyone's own
+#     (repo_clean);
+#   "made.busy PATH PID COMM" for a mount not in made_keep, per process using it.
+# The probe defines b64, enc, stats and file_state; repo_clean is scripts/repo_clean.sh.
+# shellcheck disable=SC2154 # enc_v and st_* are set by enc and stats, which the probe defines
 made_path() {
-    f=$(printf %s "$1" | base64 -d) || return 1
+    case $1 in
+    =*) f=${1#=} ;;
+    *) f=$(printf %s "$1" | base64 -d) || return 1 ;;
+    esac
     # shellcheck disable=SC2088 # a literal "~/" in the record means $HOME
     case $f in "~/"*) f=$HOME/${f#??} ;; esac
 }
-made_file() {
-    made_path "$1" || return 0
-    file_state "$1" "$f" "$2" -
-    if [ -f "$f" ] && s=$(sha256sum <"$f" 2>/dev/null); then
-        case ,$3, in *",${s%% *},"*) echo "made.same $1 yes" ;; *) echo "made.same $1 no" ;; esac
-    fi
-}
 made_state() {
-    if [ ! -e "$2" ] && [ ! -L "$2" ]; then
-        echo "made.record $1 absent"
+    made_where=$1 made_rec=$2 made_max=$3
+    if [ ! -e "$made_rec" ] && [ ! -L "$made_rec" ]; then
+        echo "made.record $made_where absent"
         return
     fi
-    if [ ! -f "$2" ] || ! c=$(b64 <"$2"); then
-        echo "made.record $1 unreadable"
+    made_ok=1
+    [ -f "$made_rec" ] || made_ok=
+    {
+        while IFS= read -r l; do
+            case $l in *[!A-Za-z0-9+/=,:._~\ -]*) made_ok= ;; esac
+        done <"$made_rec"
+    } 2>/dev/null || made_ok=
+    if [ -z "$made_ok" ]; then
+        echo "made.record $made_where unreadable"
         return
     fi
-    echo "made.record $1 file $c"
-    # (file_state sets short names of its own: these are longer)
+    echo "made.record $made_where file"
+    while IFS= read -r l; do
+        echo "made.line $made_where $l"
+        # shellcheck disable=SC2034 # read by the probe's lines after the call
+        case $l in "pod "*) made_id=${l##* } ;; esac
+    done <"$made_rec"
+    set --
     while read -r made_k made_p made_s made_b; do
-        p=$made_p
         case $made_k in
+        file | saved | block | hook | stub)
+            if [ "$made_k" = saved ] && made_path "$made_b" 2>/dev/null; then
+                file_state "$made_b" "$f" "$made_max" -
+            fi
+            made_path "$made_p" 2>/dev/null || continue
+            case " $made_asked " in *" $made_p "*) continue ;; esac
+            file_state "$made_p" "$f" "$made_max" -
+            case $made_k in block) ;; *) set -- "$@" "$f" ;; esac
+            ;;
+        esac
+    done <"$made_rec"
+    made_sums=
+    if [ "$#" -gt 0 ]; then made_sums=$(sha256sum -- "$@" 2>/dev/null); fi
+    set --
+    while read -r made_k made_p made_s made_b; do
+        case $made_k in
+        file | saved | hook | stub | secrets | keys | data | dir | venv | snapshot)
+            case " $made_asked " in *" $made_p "*) continue ;; esac
+            ;;
+        apt | repo | mount) ;;
+        *) continue ;;
+        esac
+        made_path "$made_p" 2>/dev/null || continue
+        case $made_k in
+        file | saved | hook | stub)
+            [ -f "$f" ] || continue
+            made_y=no
+            while read -r h q; do
+                if [ "$q" = "$f" ]; then
+                    case ,$made_s, in *",$h,"*) made_y=yes ;; esac
+                fi
+            done <<EOF
+$made_sums
+EOF
+            echo "made.same $made_p $made_y"
+            ;;
         secrets | keys | data | dir | venv | snapshot)
-            made_path "$p" || continue
-            if [ -e "$f" ]; then echo "made.kind $p $(stat -c %F -- "$f" | tr ' ' _)"; fi
+            if [ -e "$f" ] || [ -L "$f" ]; then set -- "$@" "$made_p" "$f"; fi
             ;;
         apt)
-            made_path "$made_p" || continue
             s=$(dpkg-query -W -f '${db:Status-Abbrev}' -- "${f#apt:}" 2>/dev/null) || s=
             case $s in ?[iWt]*) echo "made.kind $made_p installed" ;; esac
             ;;
         repo)
-            made_path "$made_p" || continue
+            case " $made_keep " in *" $made_p "*) continue ;; esac
             [ -d "$f" ] || continue
             echo "made.kind $made_p repo"
-            case " ${made_keep:-} " in *" $made_p "*) continue ;; esac
             if repo_clean "$f"; then echo "made.same $made_p yes"; else echo "made.same $made_p no"; fi
             ;;
         mount)
-            made_path "$made_p" || continue
+            case " $made_keep " in *" $made_p "*) continue ;; esac
             mountpoint -q -- "$f" 2>/dev/null || continue
             echo "made.kind $made_p mount"
-            case " ${made_keep:-} " in *" $made_p "*) continue ;; esac
             for u in $(find /proc/[0-9]*/cwd /proc/[0-9]*/fd -maxdepth 1 \( -lname "$f" -o -lname "$f/*" \) 2>/dev/null | cut -d / -f 3 | sort -u); do
                 if read -r c <"/proc/$u/comm"; then
                     enc "$c"
@@ -69,10 +116,25 @@ made_state() {
                 fi 2>/dev/null
             done
             ;;
-        file | saved | block | hook | stub)
-            made_file "$made_p" "$3" "$made_s"
-            if [ "$made_k" = saved ]; then made_file "$made_b" "$3" -; fi
-            ;;
         esac
-    done <"$2"
+    done <"$made_rec"
+    made_kind "$@"
+}
+# made_kind (PATH_WORD FILE)...: "made.kind PATH_WORD KIND" for each, from one stat of all.
+made_kind() {
+    [ "$#" -gt 0 ] || return 0
+    made_w=
+    n=0
+    for x; do
+        n=$((n + 1))
+        if [ $((n % 2)) = 1 ]; then made_w="$made_w $x"; else set -- "$@" "$x"; fi
+    done
+    shift "$n"
+    stats -P %F "$@"
+    i=0
+    for w in $made_w; do
+        i=$((i + 1))
+        eval "k=\$st_$i"
+        [ "$k" = - ] || echo "made.kind $w $k"
+    done
 }
