@@ -83,9 +83,11 @@ def undo(
     uninstall: bool,
     packages: bool = False,
     keep_venv: bool = False,
+    records: tuple[str, ...] = (),
 ) -> Entry | None:
     """Plan taking ``entry`` away as the probe found it (apt packages only with
-    ``packages``; the venv and its snapshot not with ``keep_venv``); return what the record
+    ``packages``; the venv and its snapshot not with ``keep_venv``; ``records``: the records'
+    paths on the pod, which a removal checks the file against); return what the record
     names afterwards (a disarmed boot hook's stub), None when nothing."""
     path, files = entry.path, probe["files"]
     if entry.kind == "apt":
@@ -108,13 +110,8 @@ def undo(
             )
             return None
         emptied = "emptied" in entry.fields
-        ops.remove_checkout(
-            name=f"Remove {path}",
-            path=path,
-            keep_directory=emptied,
-            what=f"would remove: the checkout {path}"
-            + (", leaving the empty directory" if emptied else ""),
-        )
+        what = f"would remove: the checkout {path}" + (", emptied" if emptied else "")
+        ops.remove_checkout(name=f"Remove {path}", path=path, keep_directory=emptied, what=what)
         return None
     if entry.kind in ("secrets", "keys", "data", "dir"):
         if entry.kind == "dir" and made.kind(path, probe) == "directory":
@@ -197,7 +194,7 @@ def undo(
             name=f"Remove {copy}", paths=[copy], directories=[], what=f"would remove: {copy}"
         )
         return None
-    ops.remove_file(name=f"Remove {path}", path=path, content=content, sums=entry.sums)
+    ops.remove_file(name=f"Remove {path}", path=path, content=content, records=records)
     return None
 
 
@@ -302,59 +299,88 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     new = dict(findings.of(host).made)
     after: dict[str, Entry] = {}
     packages = bool((wanted.get("packages") or {}).get("remove_undeclared"))
+    where = boot.volume(wanted)
     for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
         if path in new:
             continue
         with pyinfra_plan.keyed(host, path):
-            kept = undo(entry, probe, uninstall=False, packages=packages)
+            kept = undo(entry, probe, False, packages, records=paths(probe, where.volume))
         if kept is not None:
             after[path] = kept
     after.update(new)
     _records(wanted, probe, old, after)
 
 
+def paths(probe: dict[str, Any], volume: str) -> tuple[str, ...]:
+    """Return the paths of this pod's records: the container disk's, and the volume's."""
+    pod_id = probe["made"]["pod_id"]
+    return (made.MADE, *((made.volume_record(volume, pod_id),) if pod_id else ()))
+
+
+def _changed(entry: Entry, was: Entry | None, probe: dict[str, Any]) -> bool:
+    """Return whether the record's line for ``entry`` changes in this run (its sums, which
+    never leave the pod, are compared through what the probe read): a new path or kind,
+    other fields, or a file that does not hold, or will not hold, the content it names."""
+    if was is None or was.kind != entry.kind:
+        return True
+    if not entry.sums:
+        return was.fields != entry.fields
+    info = probe["files"].get(entry.path)
+    content = info.content if info is not None and info.state == "file" else None
+    return (
+        was.fields[1:] != entry.fields[1:]
+        or content is None
+        or made.sums(content) not in entry.sums
+        or not made.same(entry, probe)
+    )
+
+
 def _records(
     wanted: dict[str, Any], probe: dict[str, Any], old: dict[str, Entry], after: dict[str, Entry]
 ) -> None:
     """Plan the records' two writes: first (before every other change: podstate.pod.bookends)
-    what was made and what this run makes, each file with every content podstate wrote
-    there; last, what is made now. Neither is a change the check reports, unless the last
+    the lines of what this run makes anew, added to the record on the pod (which keeps what
+    was made, with the sums of what podstate wrote); last, the whole record of what is made
+    now, unless it would be the same. Neither is a change the check reports, unless the last
     forgets what now holds something else."""
     found, where = probe["made"], boot.volume(wanted)
     pod_id = found["pod_id"]
     volume = pod_id is not None and boot.has_volume(probe, where)
-    intent: dict[str, Entry] = dict(old)
-    for path, entry in after.items():
-        sums = [*(old[path].sums if path in old else ()), *entry.sums]
-        if entry.sums:
-            entry = Entry(entry.kind, path, (",".join(dict.fromkeys(sums)), *entry.fields[1:]))
-        intent[path] = entry
     mine = findings.of(host)
     for name in ("disk", "volume") if volume else ("disk",):
         at = made.MADE if name == "disk" else made.volume_record(where.volume, pod_id or "-")
 
-        def here(entries: dict[str, Entry], name: str = name) -> list[Entry]:
-            return [
-                e
-                for p, e in entries.items()
-                if (volume and _on(p, where.volume)) == (name == "volume")
-            ]
+        def here(entries: dict[str, Entry], name: str = name) -> dict[str, Entry]:
+            on = name == "volume"
+            return {p: e for p, e in entries.items() if (volume and _on(p, where.volume)) == on}
 
         record = found["records"].get(name)
-        text = record.text if record is not None else None
-        if text is None and not here(intent):
+        there = record is not None and record.state == "file"
+        was, now = here(old), here(after)
+        if not there and not now:
             continue
-        first = made.render(host.name, pod_id, here(intent))
-        final = made.render(host.name, pod_id, here(after))
+        final = made.render(host.name, pod_id, list(now.values()))
         if name == "disk":  # the boot hook puts it back with what it names
             findings.restorable(at, final, "600")
+        changed = [e for p, e in now.items() if _changed(e, was.get(p), probe)]
+        stale = bool(set(was) - set(now)) or bool(there and record.dups)
+        first = "".join(e.line() for e in changed) if there else final
         label, private = f"Record of what podstate made ({name})", name == "volume"
         with pyinfra_plan.keyed(host, name):
             before = pyinfra_plan.op_hashes(state, host)
-            ops.write_record(name=label, path=at, content=first, current=text, private=private)
+            ops.write_record(
+                name=label,
+                path=at,
+                content=first,
+                current=None,
+                private=private,
+                append=there,
+            )
             added = pyinfra_plan.op_hashes(state, host) - before
             mine.first += sorted(added)
             mine.bookkeeping |= added
+            if not there or not (changed or stale):
+                continue  # the first write is the whole record, or nothing changes
             before = pyinfra_plan.op_hashes(state, host)
             left = [m for p, m in mine.left.items() if here({p: Entry("file", p)})]
             what = "; ".join(f"would forget: {m}" for m in left) if left else None
@@ -362,7 +388,7 @@ def _records(
                 name=f"{label}, after",
                 path=at,
                 content=final,
-                current=first,
+                current=None,
                 private=private,
                 what=what,
             )

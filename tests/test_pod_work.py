@@ -27,9 +27,11 @@ QUERY = "--query-gpu="
 # Every program a check starts on pod-4, converged and probed before: sshd's re-exec for the
 # connection, the login shell, sh, one base64 per value read (the mounts, the GPU query, 8
 # files), one stat each for the disks, the paths and the files, timeout and nvidia-smi for
-# the GPU query (it started 46 before the GPU cache and one stat for all paths), and flock to
-# read the pod lock under its mutex.
-CHECK_PROGRAMS = 19
+# the GPU query (it started 46 before the GPU cache and one stat for all paths), flock to
+# read the pod lock under its mutex, and one sha256sum for each record of what podstate made
+# (the container disk's, the volume's): whether each file podstate wrote still holds it is
+# compared on the pod, so no digest of it leaves the pod.
+CHECK_PROGRAMS = 21
 
 
 def _calls(run) -> list[str]:

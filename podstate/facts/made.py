@@ -84,8 +84,8 @@ class Entry:
     def sums(self) -> tuple[str, ...]:
         """Return the sha256 sums of what podstate wrote at the path (none for most kinds)."""
         if self.kind in ("file", "saved", "hook", "stub") and self.fields:
-            return tuple(s for s in self.fields[0].split(",") if s)
-        return ()
+            return tuple(s for s in self.fields[0].split(",") if s and s != "-")
+        return ()  # "-": the probe's copy of a record, whose sums stay on the pod
 
 
 @dataclass
@@ -100,7 +100,8 @@ class Record:
     pod_id: str | None = None
     entries: dict[str, Entry] = field(default_factory=dict)
     problem: str | None = None
-    text: str | None = None  # the record as it is on the pod
+    text: str | None = None  # the record as the probe read it (without its sums)
+    dups: set[str] = field(default_factory=set)  # paths with more than one line
 
 
 def request(wanted: dict[str, Any]) -> dict[str, Any]:
@@ -147,14 +148,9 @@ def ancestors(path: str) -> list[str]:
 
 
 def same(entry: Entry, probe: dict[str, Any]) -> bool:
-    """Return whether ``entry``'s path holds one of the contents podstate wrote there: as
-    compared on the pod, or from the content the probe read of it."""
-    found = probe["made"]["same"].get(entry.path)
-    if found is None:
-        info = probe["files"].get(entry.path)
-        if info is not None and info.state == "file" and info.content is not None:
-            found = sums(info.content) in entry.sums
-    return bool(found)
+    """Return whether ``entry``'s path holds one of the contents podstate wrote there, as
+    compared on the pod (the sums never leave it)."""
+    return bool(probe["made"]["same"].get(entry.path))
 
 
 def kind(path: str, probe: dict[str, Any]) -> str | None:
@@ -211,6 +207,8 @@ def parse_record(text: str) -> Record:
             path = decode(rest[0])
         except ValueError:
             return Record("file", problem="it has a path podstate cannot read")
+        if path in record.entries:
+            record.dups.add(path)  # a first write's line beside the last's: both hold
         record.entries[path] = Entry(kind, path, tuple(rest[1:]))
     return record
 
@@ -267,8 +265,9 @@ def parse(output: list[str]) -> dict[str, Any]:
             lines[where] = []
         elif key == "made.line":
             lines[words[0]].append(rest.partition(" ")[2])
-        elif key == "made.same":
-            found["same"][decode(words[0])] = words[1] == "yes"
+        elif key == "made.same":  # one per line of the entry: any of them may hold
+            path = decode(words[0])
+            found["same"][path] = found["same"].get(path, False) or words[1] == "yes"
         elif key == "made.busy":
             process = {"pid": int(words[1]), "command": decode(words[2])}
             found["busy"].setdefault(decode(words[0]), []).append(process)

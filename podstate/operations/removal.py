@@ -17,43 +17,50 @@ from collections.abc import Iterable
 from pyinfra import host
 from pyinfra.api import operation
 
+from podstate.facts.made import word
 from podstate.run import findings
 from podstate.run.bookkeeping import write_command
 from podstate.run.lock import changing
 from podstate.shell import b64, quote_path, script
 
 
-def remove_command(path: str, sums: Iterable[str]) -> str:
-    """Return sh that removes the file ``path`` while it holds one of ``sums`` (sha256);
-    nothing there is done; anything else there fails, and is left as it is."""
-    q = quote_path(path)
-    cases = "|".join(sums) or "-"
+def remove_command(path: str, sums: Iterable[str] = (), records: Iterable[str] = ()) -> str:
+    """Return sh that removes the file ``path`` while it holds one of ``sums`` (sha256), or
+    of those its lines in ``records`` (the records of what podstate made, on the pod: their
+    sums never leave it) name; nothing there is done; anything else there fails, and is
+    left as it is."""
+    q, w = quote_path(path), shlex.quote(word(path))
+    lines = " ".join(quote_path(r) for r in records)
     return (
-        f"if [ -L {q} ] || [ -e {q} ]; then s=$(sha256sum <{q}) && case ${{s%% *}} in "
-        f"{cases}) rm -f -- {q} ;; *) echo 'podstate: '{shlex.quote(path)}': holds what "
-        "podstate did not write; left as it is' >&2; exit 1 ;; esac; fi"
+        f"if [ -L {q} ] || [ -e {q} ]; then s=$(sha256sum <{q}) || exit 1; s=${{s%% *}}; o=;"
+        f" case $s in {'|'.join(sums) or '-'}) o=1 ;; esac; for r in {lines or '-'}; do"
+        ' [ -f "$r" ] || continue; while read -r k p m _; do'
+        f' if [ "$p" = {w} ]; then case ,$m, in *,"$s",*) o=1 ;; esac; fi; done <"$r"; done;'
+        f" if [ -n \"$o\" ]; then rm -f -- {q}; else echo 'podstate: '{shlex.quote(path)}': holds"
+        " what podstate did not write; left as it is' >&2; exit 1; fi; fi"
     )
 
 
 @operation()
-def remove_file(path: str, content: str | None, sums: Iterable[str]):
+def remove_file(path: str, content: str | None, records: Iterable[str]):
     """
     Remove a file podstate created, while it still holds what podstate wrote.
 
     + path: the file (``~/`` for the SSH user's home)
     + content: what the probe read there, for the diff (None: not read, or a secret)
-    + sums: the sha256 of each content podstate wrote there
+    + records: the records of what podstate made on the pod, whose lines for ``path`` name
+      the sha256 of each content podstate wrote there
 
     **Example:**
 
     .. code:: python
 
-        remove_file(name="Remove /etc/x", path="/etc/x", content="x\\n", sums=[sha])
+        remove_file(name="Remove /etc/x", path="/etc/x", content="x\\n", records=[MADE])
     """
     findings.describe(f"would remove: {path}")
     if content is not None:
         findings.record_diff(path, content, "", gone=True)
-    yield changing(remove_command(path, sums))
+    yield changing(remove_command(path, records=records))
 
 
 @operation()
@@ -193,7 +200,12 @@ def unmount(path: str, remove: bool, what: str):
 
 @operation()
 def write_record(
-    path: str, content: str, current: str | None, private: bool, what: str | None = None
+    path: str,
+    content: str,
+    current: str | None,
+    private: bool,
+    what: str | None = None,
+    append: bool = False,
 ):
     """
     Write a record of what podstate made (podstate.facts.made), root-only, in one rename.
@@ -203,15 +215,24 @@ def write_record(
     + current: the record the probe read (None: none)
     + private: the record's directory holds records alone, and is made root-only
     + what: what the write changes, in words, where the check reports it (None: it does not)
+    + append: ``content`` is lines added to the record on the pod (whose sums podstate does
+      not know: they never leave the pod), not the whole record
     """
     if what:
         findings.describe(what)
-    if current == content:
+    if current == content or (append and not content):
         host.noop(f"{path} is up to date")
         return
     directory, q = quote_path(path.rsplit("/", 1)[0]), quote_path(path)
     make = f"mkdir -p -m 700 -- {directory}" if private else f"mkdir -p -- {directory}"
     # short (the apply's one command holds every change): replaced in one rename, proved
+    if append:  # the record as it is, then the lines: proved by the lines at its end
+        yield changing(
+            f"{make} && (umask 077 && {{ cat -- {q} && printf %s {b64(content)} | base64 -d;"
+            f' }} >{q}.part) && mv -f -- {q}.part {q} && [ "$(tail -c {len(content.encode())}'
+            f' -- {q} | sha256sum)" = "{_sha256(content)}  -" ]'
+        )
+        return
     yield changing(
         f"{make} && (umask 077 && printf %s {b64(content)} | base64 -d >{q}.part) && "
         f'mv -f -- {q}.part {q} && [ "$(sha256sum <{q})" = "{_sha256(content)}  -" ]'

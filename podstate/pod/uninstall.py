@@ -16,7 +16,7 @@ from podstate.facts.request import Request
 from podstate.operations import removal as ops
 from podstate.paths import BOOT_FLAG, GIT_KNOWN_HOSTS, GPU_CACHE, READY_MARKER, SAVED
 from podstate.pyinfra_api import plan as pyinfra_plan
-from podstate.roles import boot
+from podstate.roles import boot, removal
 from podstate.roles.removal import undo, usable
 from podstate.run import findings
 from podstate.run.role import role
@@ -49,7 +49,8 @@ def apply(
         return
     for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
         with pyinfra_plan.keyed(host, path):
-            undo(entry, probe, uninstall=True, packages=packages, keep_venv=keep_venv)
+            records = removal.paths(probe, volume)
+            undo(entry, probe, True, packages, keep_venv, records)
     left = findings.of(host).left.values()
     where = boot.Layout(volume)
     mine = [made.MADE, READY_MARKER, BOOT_FLAG, GIT_KNOWN_HOSTS, GPU_CACHE]

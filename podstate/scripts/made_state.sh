@@ -4,15 +4,16 @@
 # one stat for the whole record; file_state only for a path the probe does not read anyway):
 #   made_state WHERE RECORD LIMIT
 # prints "made.record WHERE absent|unreadable|file" (and sets made_id to the pod id word the
-# record names); for a record, its lines ("made.line
+# record names); for a record, its lines, with "-" for the SUMS of a file's entry: no digest
+# leaves the pod ("made.line
 # WHERE LINE": a record holds nothing but words of [A-Za-z0-9+/=,:._~-], else it is
 # unreadable), then for each entry what is at its PATH (as the record has it: "=path", or
 # base64) now:
-#   nothing for a path the probe reads already (made_asked: the PATH words of its files and
-#     paths), whose content or kind the parser has;
-#   file_state's "file" line for a file, and for a "saved" entry's copy of the user's file;
-#   "made.same PATH yes|no" for a regular file: whether it holds one of the contents the
-#     entry names (SUMS, compared here, with one sha256sum for all: no digest is printed);
+#   file_state's "file" line for a file the probe does not read already (made_asked: the PATH
+#     words of its files and paths), and for a "saved" entry's copy of the user's file;
+#   "made.same PATH yes|no" for each line of a regular file's entry: whether it holds one of
+#     the contents the line names (SUMS, compared here, one sha256sum for the record);
+#   nothing for the kind of a path the probe reads already (its paths), which the parser has;
 #   "made.kind PATH KIND" for what is there, for the entries whose content is not read
 #     (secrets, keys, data, dir, venv, snapshot; KIND as stat names it), "mount" for a
 #     mount point, "repo" for a checkout, "installed" for an apt package dpkg has installed;
@@ -49,9 +50,20 @@ made_state() {
     fi
     echo "made.record $made_where file"
     while IFS= read -r l; do
-        echo "made.line $made_where $l"
         # shellcheck disable=SC2034 # read by the probe's lines after the call
-        case $l in "pod "*) made_id=${l##* } ;; esac
+        case $l in
+        "pod "*) made_id=${l##* } ;;
+        file\ * | saved\ * | hook\ * | stub\ *) # SUMS stay on the pod: "-" in their place
+            set -f
+            # shellcheck disable=SC2086 # split into its words, which have no glob character
+            set -- $l
+            set +f
+            l="$1 $2 -"
+            shift 3
+            [ "$#" = 0 ] || l="$l $*"
+            ;;
+        esac
+        echo "made.line $made_where $l"
     done <"$made_rec"
     set --
     while read -r made_k made_p made_s made_b; do
@@ -61,9 +73,9 @@ made_state() {
                 file_state "$made_b" "$f" "$made_max" -
             fi
             made_path "$made_p" 2>/dev/null || continue
+            case $made_k in block) ;; *) set -- "$@" "$f" ;; esac
             case " $made_asked " in *" $made_p "*) continue ;; esac
             file_state "$made_p" "$f" "$made_max" -
-            case $made_k in block) ;; *) set -- "$@" "$f" ;; esac
             ;;
         esac
     done <"$made_rec"
@@ -72,10 +84,10 @@ made_state() {
     set --
     while read -r made_k made_p made_s made_b; do
         case $made_k in
-        file | saved | hook | stub | secrets | keys | data | dir | venv | snapshot)
+        secrets | keys | data | dir | venv | snapshot)
             case " $made_asked " in *" $made_p "*) continue ;; esac
             ;;
-        apt | repo | mount) ;;
+        file | saved | hook | stub | apt | repo | mount) ;;
         *) continue ;;
         esac
         made_path "$made_p" 2>/dev/null || continue
