@@ -11,9 +11,11 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import json
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.message import Message
@@ -68,6 +70,35 @@ class Api:
     def scrub(self, text: str) -> str:
         """Return ``text`` with the API key blanked out, whatever sent it back."""
         return text.replace(self.key, f"<{self.key_variable}>")
+
+
+def key_url_timeout(
+    env: Mapping[str, str], prefix: str, url: str, timeout: float, missing: str
+) -> tuple[str, str, float]:
+    """Return a provider's API key, base URL and time limit from ``PREFIX_API_KEY``,
+    ``PREFIX_API_URL`` and ``PREFIX_API_TIMEOUT`` (``url`` and ``timeout`` when unset);
+    InventoryError names the variable that is wrong (``missing``: what to say of no key).
+
+    The key is checked for characters an HTTP header cannot carry here, because Python's
+    own error for them would quote the key.
+    """
+    key = (env.get(f"{prefix}_API_KEY") or "").strip()
+    if not key:
+        raise InventoryError(missing)
+    if not re.fullmatch(r"[\x21-\x7e]+", key):
+        raise InventoryError(
+            f"{prefix}_API_KEY contains spaces, line breaks or non-ASCII characters: "
+            "set it to the key alone"
+        )
+    base_url = check_url((env.get(f"{prefix}_API_URL") or url).strip(), f"{prefix}_API_URL", url)
+    raw = (env.get(f"{prefix}_API_TIMEOUT") or "").strip()
+    try:
+        seconds = float(raw) if raw else timeout
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= 600:
+        raise InventoryError(f"{prefix}_API_TIMEOUT: expected seconds (0 to 600), got {raw!r}")
+    return key, base_url, seconds
 
 
 def check_url(url: str, variable: str, example: str) -> str:

@@ -60,32 +60,11 @@ class Settings:
 
 
 def settings(env: Mapping[str, str] | None = None) -> Settings:
-    """Return the API settings from the environment; InventoryError names a bad variable.
-
-    The key is checked for characters an HTTP header cannot carry here, because Python's
-    own error for them would quote the key.
-    """
+    """Return the API settings from the environment; InventoryError names a bad variable."""
     env = os.environ if env is None else env
-    key = (env.get("RUNPOD_API_KEY") or "").strip()
-    if not key:
-        raise InventoryError("RUNPOD_API_KEY is not set: set it to a RunPod API key")
-    if not re.fullmatch(r"[\x21-\x7e]+", key):
-        raise InventoryError(
-            "RUNPOD_API_KEY contains spaces, line breaks or non-ASCII characters: "
-            "set it to the key alone"
-        )
-    base_url = api_http.check_url(
-        (env.get("RUNPOD_API_URL") or API_URL).strip(), "RUNPOD_API_URL", API_URL
+    key, base_url, timeout = api_http.key_url_timeout(
+        env, "RUNPOD", API_URL, TIMEOUT_S, "RUNPOD_API_KEY is not set: set it to a RunPod API key"
     )
-    raw_timeout = (env.get("RUNPOD_API_TIMEOUT") or "").strip()
-    try:
-        timeout = float(raw_timeout) if raw_timeout else TIMEOUT_S
-    except ValueError:
-        timeout = -1.0
-    if not 0 < timeout <= 600:
-        raise InventoryError(
-            f"RUNPOD_API_TIMEOUT: expected seconds (0 to 600), got {raw_timeout!r}"
-        )
     cluster = (env.get("PODSTATE_CLUSTER_PODS") or "0").strip().lower()
     if cluster not in ("0", "1", "true", "false", "yes", "no"):
         raise InventoryError(f"PODSTATE_CLUSTER_PODS: expected 1 or 0, got {cluster!r}")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping
@@ -71,28 +70,14 @@ class Fetched:
 
 def settings(env: Mapping[str, str] | None = None) -> Settings:
     """Return the API settings from the environment; InventoryError names a bad variable."""
-    env = os.environ if env is None else env
-    key = (env.get("VAST_API_KEY") or "").strip()
-    if not key:
-        raise InventoryError(
-            "VAST_API_KEY is not set: set it to a Vast API key (Vast's CLI keeps one in "
-            "~/.config/vastai/vast_api_key)"
-        )
-    if not re.fullmatch(r"[\x21-\x7e]+", key):
-        raise InventoryError(
-            "VAST_API_KEY contains spaces, line breaks or non-ASCII characters: "
-            "set it to the key alone"
-        )
-    base_url = api_http.check_url(
-        (env.get("VAST_API_URL") or API_URL).strip(), "VAST_API_URL", API_URL
+    key, base_url, timeout = api_http.key_url_timeout(
+        os.environ if env is None else env,
+        "VAST",
+        API_URL,
+        TIMEOUT_S,
+        "VAST_API_KEY is not set: set it to a Vast API key (Vast's CLI keeps one in "
+        "~/.config/vastai/vast_api_key)",
     )
-    raw = (env.get("VAST_API_TIMEOUT") or "").strip()
-    try:
-        timeout = float(raw) if raw else TIMEOUT_S
-    except ValueError:
-        timeout = -1.0
-    if not 0 < timeout <= 600:
-        raise InventoryError(f"VAST_API_TIMEOUT: expected seconds (0 to 600), got {raw!r}")
     return Settings(key, base_url, timeout)
 
 
