@@ -101,6 +101,20 @@ def key_url_timeout(
     return key, base_url, seconds
 
 
+def json_body(body: bytes, headers: Message, answered: str, variable: str) -> Any:
+    """Return a 200 answer's JSON; InventoryError saying that ``answered`` (who answered
+    what) with something that is not JSON, its content type and size, and asking whether
+    ``variable`` (the API's URL) is right."""
+    try:
+        return json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        kind = headers.get("Content-Type") or "no content type"
+        raise InventoryError(
+            f"{answered} with something that is not JSON ({kind}, {len(body)} bytes); "
+            f"is {variable} right?"
+        ) from None
+
+
 def check_url(url: str, variable: str, example: str) -> str:
     """Return the base URL without a trailing slash; InventoryError naming ``variable`` when it
     is unusable.

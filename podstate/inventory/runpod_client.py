@@ -191,14 +191,8 @@ def read_listing(path: Path) -> list[Any]:
 
 def _pods_list(body: bytes, headers: Message, config: Settings) -> list[Any]:
     """Return the ``pods`` array of a 200 answer; InventoryError when it is not one."""
-    try:
-        doc = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        kind = headers.get("Content-Type") or "no content type"
-        raise InventoryError(
-            f"the RunPod API at {config.base_url} answered with something that is not JSON "
-            f"({kind}, {len(body)} bytes); is RUNPOD_API_URL right?"
-        ) from None
+    answered = f"the RunPod API at {config.base_url} answered"
+    doc = api_http.json_body(body, headers, answered, "RUNPOD_API_URL")
     if not isinstance(doc, dict) or not isinstance(doc.get("pods"), list):
         got = "no 'pods' list" if isinstance(doc, dict) else kind_of(doc)
         raise InventoryError(

@@ -149,14 +149,8 @@ def _page(
     body: bytes, headers: Message, config: Settings, page: int
 ) -> tuple[list[Any], str | None]:
     """Return a 200 page's ``instances`` and ``next_token``; InventoryError otherwise."""
-    try:
-        doc = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        kind = headers.get("Content-Type") or "no content type"
-        raise InventoryError(
-            f"the Vast API at {config.base_url} answered page {page} with something that is "
-            f"not JSON ({kind}, {len(body)} bytes); is VAST_API_URL right?"
-        ) from None
+    answered = f"the Vast API at {config.base_url} answered page {page}"
+    doc = api_http.json_body(body, headers, answered, "VAST_API_URL")
     if not isinstance(doc, dict) or not isinstance(doc.get("instances"), list):
         got = "no 'instances' list" if isinstance(doc, dict) else kind_of(doc)
         raise InventoryError(
