@@ -1,19 +1,11 @@
 """The vars directory: a wrong PODSTATE_VARS is refused, ``.yml`` is read as ``.yaml``, and
 ``groups.yaml`` groups pods of a pods file as it groups RunPod's."""
 
-import textwrap
-from pathlib import Path
-
 import pytest
 
 from podstate.desired.errors import SpecError
 from podstate.inventory.fleet import load_pods
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text))
-    return path
+from tests.test_spec import write
 
 
 @pytest.fixture
