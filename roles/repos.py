@@ -15,6 +15,7 @@ from podstate.facts import repos as repo_facts
 from podstate.facts.origin import ask_origin
 from podstate.facts.request import Request
 from podstate.operations import repos as repo_ops
+from podstate.roles import files as files_role
 from podstate.run import findings
 from podstate.run.role import read_probe, role
 
@@ -22,14 +23,17 @@ from podstate.run.role import read_probe, role
 def reads(wanted: dict[str, Any]) -> Request:
     """Return what the probe reads for this role: each repository's path with its ref, and
     whether the probe asks origin where a branch is (not with a deploy key, which is on the
-    pod only while apply fetches: this machine asks instead)."""
-    if not wanted.get("repos"):
+    pod only while apply fetches: this machine asks instead); the directories above each
+    (the clone makes those missing, which podstate records)."""
+    repos = wanted.get("repos") or {}
+    if not repos:
         return Request()
     return Request(
         repos=tuple(
             {"path": path, "ref": item["ref"], "ask": item["ssh_key"] is None}
-            for path, item in (wanted.get("repos") or {}).items()
+            for path, item in repos.items()
         ),
+        paths=tuple(dict.fromkeys(p for path in repos for p in made.ancestors(path))),
         made=made.request(wanted),
     )
 
@@ -90,6 +94,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
         if kind in ("absent", "empty") or (was is not None and was.kind == "repo"):
             emptied = kind == "empty" or (was is not None and "emptied" in was.fields)
             findings.made("repo", path, *(["emptied"] if emptied else []))  # podstate clones it
+            files_role.made_directories(path, probe, old)
         why = problem(path, state, found["git"] or coming)
         if why or state is None:
             findings.violation(why or f"{path} could not be read", f"repos.{path}")

@@ -237,6 +237,38 @@ def test_a_restart_with_other_gpus_keeps_the_nccl_guards_safe_and_no_marker(
     restart("pod-4")
 
 
+def test_the_profile_the_hook_guarded_goes_when_env_and_nccl_leave(fleet, api, tmp_path):
+    shipped = fleet.vars_dir / "group_vars" / "all.yaml"
+    kept_vars = shipped.read_text()
+    layout = pod_state_dir(fleet.state, "pod-4") / LAYOUT
+    kept = layout.read_text()
+    shipped.write_text("shm: {min_size: 32M}\n")  # no dirs, env or nccl but pod-4's own
+    try:
+        applied(fleet, api, "pod-4", {**BASE, "env": {"WHO": "pod-4"},
+                                      "nccl": {"p2p": "auto", "ib": "auto"}})  # fmt: skip
+        assert "NCCL_P2P_DISABLE" not in fleet.out("pod-4", f"cat {env.PROFILE}")  # NVLink
+        layout.write_text(kept.replace("link|NV4\n", "") + "link|PHB\n")
+        restart("pod-4")
+        assert "export NCCL_P2P_DISABLE=1\n" in fleet.out("pod-4", f"cat {env.PROFILE}")
+        assert "NCCL_P2P_DISABLE" in fleet.out("pod-4", f"cat {env.DECLARED}")
+
+        fleet.host_vars("pod-4", BASE)
+        _, entry, _ = boot_report(fleet, api, "pod-4", tmp_path)
+        changes = [c["operation"] for c in entry["changes"]]
+        for path in (env.PROFILE, env.DECLARED):  # as the hook wrote them: podstate's
+            assert f"would remove: {path}" in changes, changes
+        assert not [c for c in changes if "left as it is" in c]
+        assert apply(fleet, "--limit", "pod-4", env=api).returncode == 0
+        gone = fleet.ssh("pod-4", f"test -e {env.PROFILE} || test -e {env.DECLARED}")
+        assert gone.returncode == 1
+        status, entry, stdout = boot_report(fleet, api, "pod-4", tmp_path)
+        assert (status, entry["status"]) == (0, "ok"), stdout
+    finally:
+        layout.write_text(kept)
+        shipped.write_text(kept_vars)
+    restart("pod-4")
+
+
 def test_the_start_command_for_a_volume_path_with_a_space_boots(fleet, api, tmp_path):
     where = boot_ops.Layout("/mnt/my vol")
     mount = 'mkdir -p "/mnt/my vol" && mount --bind /workspace "/mnt/my vol"'

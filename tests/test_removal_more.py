@@ -3,7 +3,8 @@ a violation names the processes, and the mount stays until they stop (pod-4 may 
 apt package podstate installed is left in place and named once when it leaves the list,
 unless ``packages.remove_undeclared`` says to remove it; one that was there before, never
 (pod-2, whose only apt source is a local repository). A repository podstate cloned goes,
-unless someone's work is in it (pod-2). The venv and its snapshots go; ``podstate uninstall
+unless someone's work is in it, and the directories made above it to clone it go after it
+when nothing else is in them (pod-2). The venv and its snapshots go; ``podstate uninstall
 --keep-venv`` leaves them (pod-4)."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import base64
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.apt_repo import build_deb, serve
@@ -124,6 +126,37 @@ def test_a_checkout_podstate_cloned_goes_unless_someones_work_is_in_it(fleet, tm
     assert run.returncode == 0, run.stderr
     assert fleet.ssh("pod-2", f"test -e {clean}").returncode == 1
     assert fleet.out("pod-2", f"cat {worked}/notes.txt") == "mine\n"
+    assert _entry(fleet, tmp_path, "pod-2")["status"] == "ok"
+
+
+@pytest.mark.parametrize("mine", [False, True], ids=["empty", "a-file-of-the-users"])
+def test_the_directories_made_above_a_checkout_go_after_it_unless_someone_uses_them(
+    fleet, tmp_path, mine
+):
+    fleet.out("pod-2", MAKE_ORIGIN.format(bare="/srv/git/deep.git"))
+    top = f"/root/rm-deep-{'mine' if mine else 'empty'}"
+    middle, checkout = f"{top}/team", f"{top}/team/proj"
+    _desired(
+        fleet, {**BASE, "repos": {checkout: {"url": "file:///srv/git/deep.git", "ref": "v1.0"}}}
+    )
+    for _ in range(2):  # the second run finds the directories there: still podstate's
+        assert apply(fleet, "--limit", "pod-2").returncode == 0
+        record = fleet.out("pod-2", "cat /etc/podstate/made").splitlines()
+        assert {f"dir ={top}", f"dir ={middle}"} <= set(record)
+    if mine:
+        fleet.out("pod-2", f"echo mine > {middle}/notes.txt")
+
+    _desired(fleet, BASE)
+    changes = [c["operation"] for c in _entry(fleet, tmp_path, "pod-2")["changes"]]
+    assert f"would remove: the checkout {checkout}" in changes
+    for directory in (middle, top):
+        assert f"would remove: {directory}, when nothing else is in it" in changes
+    assert apply(fleet, "--limit", "pod-2").returncode == 0
+    assert fleet.ssh("pod-2", f"test -e {checkout}").returncode == 1
+    if mine:
+        assert fleet.out("pod-2", f"cat {middle}/notes.txt") == "mine\n"
+    else:
+        assert fleet.ssh("pod-2", f"test -e {top}").returncode == 1
     assert _entry(fleet, tmp_path, "pod-2")["status"] == "ok"
 
 
