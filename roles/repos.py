@@ -12,6 +12,7 @@ from typing import Any
 
 from podstate.facts import made
 from podstate.facts import repos as repo_facts
+from podstate.facts.made import Entry
 from podstate.facts.origin import ask_origin
 from podstate.facts.request import Request
 from podstate.operations import repos as repo_ops
@@ -33,7 +34,7 @@ def reads(wanted: dict[str, Any]) -> Request:
             {"path": path, "ref": item["ref"], "ask": item["ssh_key"] is None}
             for path, item in repos.items()
         ),
-        paths=tuple(dict.fromkeys(p for path in repos for p in made.ancestors(path))),
+        paths=tuple(dict.fromkeys(p for path in repos for p in (path, *made.ancestors(path)))),
         made=made.request(wanted),
     )
 
@@ -75,6 +76,23 @@ def problem(path: str, found: dict[str, Any] | None, git: bool) -> str | None:
     return f"{path} is a {str(kind).replace('_', ' ')}, not a git checkout: move it away"
 
 
+def cloned(
+    state: dict[str, Any] | None, there: str | None, was: Entry | None
+) -> tuple[str, ...] | None:
+    """Return the fields of the record's ``repo`` entry for a checkout podstate clones in
+    this run, or cloned before (``was``: the record's entry), None for one it did not make.
+    ``state`` is the probe's reading of the checkout (``UNKNOWN`` while git comes in this
+    run; then ``there``, what the paths section found at it, tells an absent path, which the
+    clone makes, from a directory that may hold someone's files: not recorded)."""
+    kind = (state or {}).get("kind")
+    if kind == "unknown" and there is None:
+        kind = "absent"
+    ours = was is not None and was.kind == "repo"
+    if kind not in ("absent", "empty") and not ours:
+        return None
+    return ("emptied",) if kind == "empty" or (ours and "emptied" in was.fields) else ()
+
+
 @role("Repos")
 def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     """Clone, fetch and check out every repository in ``repos`` that is not at its ref."""
@@ -90,10 +108,9 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     coming = not found["git"] and "git" in (wanted.get("packages") or {}).get("apt", [])
     for path, item in repos.items():
         state = repo_facts.UNKNOWN if coming else found["paths"].get(path)
-        kind, was = (state or {}).get("kind"), old.get(path)
-        if kind in ("absent", "empty") or (was is not None and was.kind == "repo"):
-            emptied = kind == "empty" or (was is not None and "emptied" in was.fields)
-            findings.made("repo", path, *(["emptied"] if emptied else []))  # podstate clones it
+        fields = cloned(state, probe["paths"][path]["kind"], old.get(path))
+        if fields is not None:
+            findings.made("repo", path, *fields)
             files_role.made_directories(path, probe, old)
         why = problem(path, state, found["git"] or coming)
         if why or state is None:

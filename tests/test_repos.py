@@ -13,6 +13,9 @@ import subprocess
 import pytest
 import yaml
 
+from podstate.facts.made import Entry
+from podstate.facts.repos import UNKNOWN
+from roles.repos import cloned
 from tests.e2e import apply, check, exec_count
 
 SANDBOX = {"pods": 3}
@@ -328,3 +331,19 @@ def test_a_private_branch_moved_upstream_is_asked_with_the_key_from_here(fleet, 
     for pod in fleet.pods:
         assert head(fleet, pod, "/root/code/private") == moved
     assert check(fleet).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("state", "there", "was", "fields"),
+    [
+        ({"kind": "absent"}, None, None, ()),
+        ({"kind": "empty"}, "directory", None, ("emptied",)),
+        ({"kind": "repo"}, "directory", None, None),  # the user's checkout
+        ({"kind": "repo"}, "directory", Entry("repo", "/r", ("emptied",)), ("emptied",)),
+        (UNKNOWN, None, None, ()),  # git comes in this run: the clone makes the path
+        (UNKNOWN, "directory", None, None),  # may hold someone's files: not podstate's
+        (UNKNOWN, "directory", Entry("repo", "/r"), ()),
+    ],
+)
+def test_the_record_names_a_checkout_podstate_clones_and_no_other(state, there, was, fields):
+    assert cloned(state, there, was) == fields
