@@ -23,16 +23,13 @@ from __future__ import annotations
 
 import posixpath
 import shlex
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from datetime import date
 from typing import Any
 
 from pyinfra import host
 
 from podstate import settings
-from podstate.facts.boot import ENVIRON
+from podstate.facts.boot import ENVIRON, provider
 from podstate.facts.made import sums
 from podstate.facts.marker import digest, read
 from podstate.facts.request import Request
@@ -42,42 +39,16 @@ from podstate.operations import boot as boot_ops
 from podstate.operations import venv as venv_ops
 from podstate.operations.boot import FLAG, Layout
 from podstate.paths import READY_MARKER, VOLUME
-from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.roles import env, scratch, venv
 from podstate.run import bookkeeping, findings, lock
 from podstate.run.role import read_probe, role
 from podstate.shell import b64, quote_path
 
-# The provider assumed outside a pod (``assuming``): podstate.pod.fits checks a desired state
-# with each provider's layout before any pod is touched.
-_ASSUMED: ContextVar[str] = ContextVar("podstate_boot_provider", default="runpod")
-
-
-def provider() -> str:
-    """Return the provider whose layout this pod's hook has (``Layout``): the pod's host data
-    ``provider`` (set by the inventories, and by a pods file's ``provider:``; none is
-    RunPod's); outside a pod, the one ``assuming`` names (RunPod's by default). The one
-    place that decides it."""
-    data = pyinfra_plan.current_host_data()
-    if data is None:
-        return _ASSUMED.get()
-    return data.get("provider") or "runpod"
-
-
-@contextmanager
-def assuming(name: str) -> Iterator[None]:
-    """Within the block, outside a pod, take the hook's layout to be provider ``name``'s."""
-    token = _ASSUMED.set(name)
-    try:
-        yield
-    finally:
-        _ASSUMED.reset(token)
-
 
 def volume(wanted: dict[str, Any]) -> Layout:
     """Return where podstate keeps what outlives the container, with or without the hook:
     the volume at ``boot.volume`` (``/workspace`` by default), and the hook where this
-    pod's provider keeps it (``provider``)."""
+    pod's provider keeps it (podstate.facts.boot.provider)."""
     return Layout((wanted.get("boot") or {}).get("volume", VOLUME), provider())
 
 

@@ -63,20 +63,6 @@ def _on(path: str, volume: str) -> bool:
     return path == volume or path.startswith(volume.rstrip("/") + "/")
 
 
-def trusted(probe: dict[str, Any]) -> dict[str, str]:
-    """Return, for each record podstate must not act on, why (empty: it may act on all):
-    unreadable, not a record, from a newer podstate, or another pod's."""
-    found = probe["made"]
-    problems = {}
-    for where, record in found["records"].items():
-        problem = record.problem
-        if problem is None and record.state == "file" and record.pod_id != found["pod_id"]:
-            problem = f"it is another pod's (RunPod id {record.pod_id or 'unknown'})"
-        if problem:
-            problems[where] = problem
-    return problems
-
-
 def undo(
     entry: Entry,
     probe: dict[str, Any],
@@ -90,6 +76,13 @@ def undo(
     paths on the pod, which a removal checks the file against); return what the record
     names afterwards (a disarmed boot hook's stub), None when nothing."""
     path, files = entry.path, probe["files"]
+    if path in probe["made"]["others"]:
+        findings.left(
+            path,
+            f"{path} is in another pod's record on the volume too (a pod sharing it made it "
+            "as well): left as it is",
+        )
+        return None
     if entry.kind == "apt":
         return _package(entry, probe, uninstall, packages)
     if entry.kind in ("venv", "snapshot"):
@@ -201,7 +194,7 @@ def undo(
 def usable(probe: dict[str, Any]) -> bool:
     """Return whether podstate may act on the records the probe read; a violation says why
     for each it may not (unreadable, not a record, from a newer podstate, another pod's)."""
-    problems = trusted(probe)
+    problems = made.trusted(probe["made"])
     for where, problem in problems.items():
         findings.violation(
             f"the record of what podstate made on this pod ({where}) cannot be used: "
@@ -299,22 +292,17 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     new = dict(findings.of(host).made)
     after: dict[str, Entry] = {}
     packages = bool((wanted.get("packages") or {}).get("remove_undeclared"))
-    where = boot.volume(wanted)
+    pod_id, where = made.own_id(found), boot.volume(wanted)
+    records = made.record_paths(pod_id, where.volume)
     for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
         if path in new:
             continue
         with pyinfra_plan.keyed(host, path):
-            kept = undo(entry, probe, False, packages, records=paths(probe, where.volume))
+            kept = undo(entry, probe, False, packages, records=records)
         if kept is not None:
             after[path] = kept
     after.update(new)
-    _records(wanted, probe, old, after)
-
-
-def paths(probe: dict[str, Any], volume: str) -> tuple[str, ...]:
-    """Return the paths of this pod's records: the container disk's, and the volume's."""
-    pod_id = probe["made"]["pod_id"]
-    return (made.MADE, *((made.volume_record(volume, pod_id),) if pod_id else ()))
+    _records(wanted, probe, pod_id, after)
 
 
 def _changed(entry: Entry, was: Entry | None, probe: dict[str, Any]) -> bool:
@@ -336,19 +324,20 @@ def _changed(entry: Entry, was: Entry | None, probe: dict[str, Any]) -> bool:
 
 
 def _records(
-    wanted: dict[str, Any], probe: dict[str, Any], old: dict[str, Entry], after: dict[str, Entry]
+    wanted: dict[str, Any], probe: dict[str, Any], pod_id: str, after: dict[str, Entry]
 ) -> None:
-    """Plan the records' two writes: first (before every other change: podstate.pod.bookends)
-    the lines of what this run makes anew, added to the record on the pod (which keeps what
-    was made, with the sums of what podstate wrote); last, the whole record of what is made
-    now, unless it would be the same. Neither is a change the check reports, unless the last
-    forgets what now holds something else."""
+    """Plan the records' two writes, for the pod ``pod_id`` (``made.own_id``): first (before
+    every other change: podstate.pod.bookends) the lines of what this run makes anew, added
+    to the record on the pod (which keeps what was made, with the sums of what podstate
+    wrote; its head names ``pod_id`` from then on); last, the whole record of what is made
+    now, unless it would be the same. What is on a mounted volume goes in the volume's
+    record, the rest in the container disk's. Neither is a change the check reports, unless
+    the last forgets what now holds something else."""
     found, where = probe["made"], boot.volume(wanted)
-    pod_id = found["pod_id"]
-    volume = pod_id is not None and boot.has_volume(probe, where)
+    volume = boot.has_volume(probe, where)
     mine = findings.of(host)
     for name in ("disk", "volume") if volume else ("disk",):
-        at = made.MADE if name == "disk" else made.volume_record(where.volume, pod_id or "-")
+        at = made.MADE if name == "disk" else made.volume_record(where.volume, pod_id)
 
         def here(entries: dict[str, Entry], name: str = name) -> dict[str, Entry]:
             on = name == "volume"
@@ -356,14 +345,15 @@ def _records(
 
         record = found["records"].get(name)
         there = record is not None and record.state == "file"
-        was, now = here(old), here(after)
+        was, now = record.entries if there else {}, here(after)
         if not there and not now:
             continue
         final = made.render(host.name, pod_id, list(now.values()))
         if name == "disk":  # the boot hook puts it back with what it names
             findings.restorable(at, final, "600")
+        head = made.render(host.name, pod_id, []) if there and record.pod_id != pod_id else None
         changed = [e for p, e in now.items() if _changed(e, was.get(p), probe)]
-        stale = bool(set(was) - set(now)) or bool(there and record.dups)
+        stale = bool(set(was) - set(now)) or bool(there and record.dups) or head is not None
         first = "".join(e.line() for e in changed) if there else final
         label, private = f"Record of what podstate made ({name})", name == "volume"
         with pyinfra_plan.keyed(host, name):
@@ -375,6 +365,7 @@ def _records(
                 current=None,
                 private=private,
                 append=there,
+                head=head,
             )
             added = pyinfra_plan.op_hashes(state, host) - before
             mine.first += sorted(added)

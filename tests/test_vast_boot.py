@@ -155,6 +155,7 @@ def test_a_vast_start_without_the_onstart_line_is_named(fleet, tmp_path):
 
 
 def test_a_desired_state_is_fitted_with_each_providers_probe_of_the_hook():
+    from podstate.facts.boot import assuming, provider
     from podstate.facts.probe import PodProbe
     from podstate.inventory.fleet import desired
     from podstate.pod import fits, probe
@@ -162,11 +163,11 @@ def test_a_desired_state_is_fitted_with_each_providers_probe_of_the_hook():
 
     state = desired({"boot": {"hook": True, "volume": "/w"}})
     lengths = []
-    for provider in boot_ops.IDENTITY:
-        with boot.assuming(provider):
-            assert boot.volume(state).provider == provider
+    for name in boot_ops.IDENTITY:
+        with assuming(name):
+            assert boot.volume(state).provider == name
             lengths.append(len(PodProbe().command(**probe.request(state).arguments())))
-    assert boot.provider() == "runpod"  # outside a pod, by default
+    assert provider() == "runpod"  # outside a pod, by default
     assert len(set(lengths)) == len(lengths)  # each provider's probe is its own
     state["boot"]["volume"] = "/" + "v" * 40_000  # RunPod's probe names it four times
     with pytest.raises(fits.SpecError, match="^probe: "):

@@ -1,13 +1,17 @@
 """The probe's boot section: the identity of this container (its provider's variables, as the boot
-hook reads them), and the host keys the boot hook keeps beside its data (whether they are the pod's
-own, compared on the pod, and the sha256 of the pod's public keys, which binds the saved keys to the
-hook's data: no private key ever leaves the pod)."""
+hook reads them; the pod's ``provider`` says which), and the host keys the boot hook keeps beside
+its data (whether they are the pod's own, compared on the pod, and the sha256 of the pod's public
+keys, which binds the saved keys to the hook's data: no private key ever leaves the pod)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from podstate.facts.decode import by_key, decode
+from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.shell import quote_path
 
 # The container's environment: RunPod gives every container RUNPOD_POD_ID there, Vast
@@ -16,6 +20,40 @@ from podstate.shell import quote_path
 # address; only the variables named, by name (the rest of it holds secrets, Vast's
 # CONTAINER_API_KEY among them).
 ENVIRON = "/proc/1/environ"
+# The variables of the container's environment that name this pod, by provider (host data
+# ``provider``, which the inventories set; a pods file's pod without one is RunPod's): read
+# by name and nothing else of it, their values joined by "/".
+IDENTITY = {"runpod": ("RUNPOD_POD_ID",), "vast": ("VAST_CONTAINERLABEL", "CONTAINER_ID")}
+
+# The provider assumed outside a pod (``assuming``): podstate.pod.fits checks a desired state
+# with each provider's probe before any pod is touched.
+_ASSUMED: ContextVar[str] = ContextVar("podstate_boot_provider", default="runpod")
+
+
+def provider() -> str:
+    """Return this pod's provider (``IDENTITY``'s keys), which its identity and the boot hook's
+    layout depend on: the pod's host data ``provider`` (set by the inventories, and by a pods
+    file's ``provider:``; none is RunPod's); outside a pod, the one ``assuming`` names
+    (RunPod's by default). The one place that decides it."""
+    data = pyinfra_plan.current_host_data()
+    if data is None:
+        return _ASSUMED.get()
+    return data.get("provider") or "runpod"
+
+
+@contextmanager
+def assuming(name: str) -> Iterator[None]:
+    """Within the block, outside a pod, take the provider to be ``name``."""
+    token = _ASSUMED.set(name)
+    try:
+        yield
+    finally:
+        _ASSUMED.reset(token)
+
+
+def identity() -> tuple[str, ...]:
+    """Return the variables that name this pod (``IDENTITY``) for its ``provider``."""
+    return IDENTITY[provider()]
 
 
 def identity_line(names: tuple[str, ...]) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 from pyinfra import host
 from pyinfra.api import operation
 
+from podstate.facts.boot import IDENTITY
 from podstate.paths import BOOT_FLAG
 from podstate.run.lock import changing
 from podstate.shell import b64, quote_path, script_file
@@ -32,14 +33,10 @@ _IDS_LINE = "    IDS='RUNPOD_POD_ID'\n"
 _IDENTIFIED_LINE = "    IDENTIFIED='RunPod pod id'\n"
 
 
-# What the hook's place and the pod's identity depend on, by provider (host data
-# ``provider``, which the inventories set; a pods file's pod without one is RunPod's).
+# Where the hook lives depends on the provider (podstate.facts.boot.provider, IDENTITY):
 # RunPod wipes the container disk at every stop, so the hook and its data must be on the
 # volume; Vast keeps it across a stop and start, so they live there (and need no volume).
-# The identity: the variables of the container's environment that name this pod, read by
-# name and nothing else of it, their values joined by "/".
 ON_DISK = "/var/lib/podstate"
-IDENTITY = {"runpod": ("RUNPOD_POD_ID",), "vast": ("VAST_CONTAINERLABEL", "CONTAINER_ID")}
 _IDENTIFIED = {"runpod": "RunPod pod id", "vast": "Vast instance id"}
 
 

@@ -198,6 +198,28 @@ def unmount(path: str, remove: bool, what: str):
     yield changing(f"{{ ! mountpoint -q -- {q} || umount -- {q}; }}{rest}")
 
 
+def record_command(path: str, content: str, private: bool, append: bool, head: str | None) -> str:
+    """Return sh that writes a record (``write_record``, whose arguments these are) in one
+    rename, and proves it: short, since the apply's one command holds every change."""
+    directory, q = quote_path(path.rsplit("/", 1)[0]), quote_path(path)
+    make = f"mkdir -p -m 700 -- {directory}" if private else f"mkdir -p -- {directory}"
+    if not append:
+        return (
+            f"{make} && (umask 077 && printf %s {b64(content)} | base64 -d >{q}.part) && "
+            f'mv -f -- {q}.part {q} && [ "$(sha256sum <{q})" = "{_sha256(content)}  -" ]'
+        )
+    # the record as it is (or with ``head`` for its first two lines), then the lines:
+    # proved by the lines at its end
+    old = (
+        f"cat -- {q}" if head is None else f"printf %s {b64(head)} | base64 -d && tail -n +3 -- {q}"
+    )
+    return (
+        f"{make} && (umask 077 && {{ {old} && printf %s {b64(content)} | base64 -d;"
+        f' }} >{q}.part) && mv -f -- {q}.part {q} && [ "$(tail -c {len(content.encode())}'
+        f' -- {q} | sha256sum)" = "{_sha256(content)}  -" ]'
+    )
+
+
 @operation()
 def write_record(
     path: str,
@@ -206,6 +228,7 @@ def write_record(
     private: bool,
     what: str | None = None,
     append: bool = False,
+    head: str | None = None,
 ):
     """
     Write a record of what podstate made (podstate.facts.made), root-only, in one rename.
@@ -217,23 +240,12 @@ def write_record(
     + what: what the write changes, in words, where the check reports it (None: it does not)
     + append: ``content`` is lines added to the record on the pod (whose sums podstate does
       not know: they never leave the pod), not the whole record
+    + head: with ``append``, the record's first two lines (its format and the pod it is
+      for) become these (None: they stay)
     """
     if what:
         findings.describe(what)
-    if current == content or (append and not content):
+    if current == content or (append and not content and head is None):
         host.noop(f"{path} is up to date")
         return
-    directory, q = quote_path(path.rsplit("/", 1)[0]), quote_path(path)
-    make = f"mkdir -p -m 700 -- {directory}" if private else f"mkdir -p -- {directory}"
-    # short (the apply's one command holds every change): replaced in one rename, proved
-    if append:  # the record as it is, then the lines: proved by the lines at its end
-        yield changing(
-            f"{make} && (umask 077 && {{ cat -- {q} && printf %s {b64(content)} | base64 -d;"
-            f' }} >{q}.part) && mv -f -- {q}.part {q} && [ "$(tail -c {len(content.encode())}'
-            f' -- {q} | sha256sum)" = "{_sha256(content)}  -" ]'
-        )
-        return
-    yield changing(
-        f"{make} && (umask 077 && printf %s {b64(content)} | base64 -d >{q}.part) && "
-        f'mv -f -- {q}.part {q} && [ "$(sha256sum <{q})" = "{_sha256(content)}  -" ]'
-    )
+    yield changing(record_command(path, content, private, append, head))

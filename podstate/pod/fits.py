@@ -46,16 +46,15 @@ def check(state: dict[str, Any]) -> None:
     packages, each managed file of the state (``files``, the profile and what it declares,
     the ``authorized_keys`` block), and the venv's build and restore."""
     from podstate import settings
+    from podstate.facts.boot import IDENTITY, assuming
     from podstate.facts.probe import PodProbe
     from podstate.operations import apt as apt_ops
-    from podstate.operations.boot import IDENTITY
     from podstate.pod import probe as deploy_probe
-    from podstate.roles import boot
     from podstate.run import bookkeeping
 
     probe = 0
-    for provider in IDENTITY:  # the boot hook's layout is its provider's
-        with boot.assuming(provider):
+    for provider in IDENTITY:  # the boot hook's layout and the identity are its provider's
+        with assuming(provider):
             request = deploy_probe.request(state)
         probe = max(probe, login_length(PodProbe().command(**request.arguments())))
     _fit("probe", "reading the pod", probe, "list fewer or shorter paths, packages or names")

@@ -16,17 +16,19 @@ from podstate.facts.request import Request
 from podstate.operations import removal as ops
 from podstate.paths import BOOT_FLAG, GIT_KNOWN_HOSTS, GPU_CACHE, READY_MARKER, SAVED
 from podstate.pyinfra_api import plan as pyinfra_plan
-from podstate.roles import boot, removal
+from podstate.roles import boot
 from podstate.roles.removal import undo, usable
 from podstate.run import findings
 from podstate.run.role import role
 
 
 def reads(volume: str) -> Request:
-    """Return what ``podstate uninstall`` reads: the records (the volume's at ``volume``),
-    what they name, and the volume's applied record (roles/ready.py)."""
+    """Return what ``podstate uninstall`` reads: the records (the volume's at ``volume``,
+    for the pod's id), what they name, and the volume's applied record (roles/ready.py)."""
     where = boot.Layout(volume)
-    return Request(paths=(volume,), files=(where.record,), made={"volume": volume})
+    return Request(
+        paths=(volume,), files=(where.record,), made=made.request({"boot": {"volume": volume}})
+    )
 
 
 @role("Uninstall")
@@ -49,7 +51,7 @@ def apply(
         return
     for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
         with pyinfra_plan.keyed(host, path):
-            records = removal.paths(probe, volume)
+            records = made.record_paths(found["pod_id"], volume)
             undo(entry, probe, True, packages, keep_venv, records)
     left = findings.of(host).left.values()
     where = boot.Layout(volume)

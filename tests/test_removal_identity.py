@@ -1,0 +1,291 @@
+"""The records of what podstate made are bound to the pod's identity on every provider: a
+Vast instance's records name its Vast identity, and a container without any provider's
+identity gets an id podstate makes, written into its container disk's record; on a volume
+two pods share, each pod's things stay in its own record, and a path the other pod's record
+names too is never removed by this one.
+
+End to end on sandbox pods: ``vast-1`` (a Vast instance, from the pods file), and pod-2 and
+pod-4 restarted without RUNPOD_POD_ID (an image without any provider's variables), pod-4's
+volume the same directory as pod-2's (a volume the two share).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from podstate.facts import made
+from podstate.facts.made import Entry, Record
+from podstate.operations.removal import record_command
+from podstate.sandbox import container
+from podstate.sandbox.state import pod_state_dir
+from podstate.shell import script
+from tests.e2e import BIN, apply, check, run
+
+SANDBOX = {"pods": 4, "vast": 1}
+BASE = {"shm": {"min_size": "32M"}}
+RECORDS = "/workspace/.podstate/made"
+SHARED = "/workspace/shared/both.txt"
+NEW_ID = re.compile(r"podstate-[0-9a-f]{32}")
+
+
+# --- unit tests ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pod_id", "name"),
+    [
+        ("k3x9q2mz8w1abc", "k3x9q2mz8w1abc"),  # RunPod's: the name as it always was
+        ("C.38250/38250", "C.38250+38250"),  # Vast's two values
+        ("podstate-0123456789abcdef0123456789abcdef", "podstate-0123456789abcdef0123456789abcdef"),
+        ("a/b/c", "a+b+c"),
+        ("x_y.z-1", "x_y.z-1"),
+        ("", None),
+        (".hidden", None),
+        ("..", None),
+        ("/abc", None),
+        ("-abc", None),
+        ("a+b", None),  # else it would share a name with a/b
+        ("a b", None),
+        ("a\nb", None),
+        ("é", None),
+        ("a" * 128, "a" * 128),
+        ("a" * 129, None),
+    ],
+)
+def test_the_volume_records_name_is_one_safe_path_component_as_in_the_found(pod_id, name):
+    assert made.record_name(pod_id) == name
+    shell = subprocess.run(
+        ["sh", "-c", f'i=$1; {made.name_line()}; printf %s "$made_name"', "sh", pod_id],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert shell == (name or "")
+    if name is None:
+        with pytest.raises(ValueError):
+            made.volume_record("/workspace", pod_id)
+    else:
+        assert made.volume_record("/workspace", pod_id) == f"{RECORDS}/{name}"
+
+
+def test_a_path_another_record_on_the_volume_names_is_told(tmp_path):
+    records, disk = tmp_path / "made", tmp_path / "disk"
+    records.mkdir()
+    mine = [Entry("file", "/workspace/a", ("s",)), Entry("dir", "/workspace/d")]
+    theirs = [Entry("file", "/workspace/a", ("t",)), Entry("file", "/workspace/b", ("t",))]
+    (records / "C.1+1").write_text(made.render("me", "C.1/1", mine))
+    (records / "C.1+1.part").write_text(made.render("me", "C.1/1", [Entry("dir", "/x")]))
+    (records / "podstate-f00").write_text(made.render("other", "podstate-f00", theirs))
+    disk.write_text(made.render("me", "C.1/1", [Entry("file", "/etc/x", ("s",))]))
+    (records / "gone").write_text(made.render("old", "gone", [Entry("dir", "/x")]))
+
+    def others(name: str) -> list[str]:
+        text = f"{script('made_others.sh')}made_others {records} '{name}' {disk}"
+        out = subprocess.run(["sh", "-c", text], capture_output=True, text=True, check=True)
+        return out.stdout.splitlines()
+
+    assert others("C.1+1") == ["made.other =/workspace/a"]
+    assert sorted(others("")) == []  # no record on the volume: only the disk's paths
+    found = made.parse(["made.pod_id =C.1/1", *others("C.1+1")])
+    assert found["pod_id"] == "C.1/1" and found["others"] == {"/workspace/a"}
+
+
+def test_a_record_that_names_no_id_gets_the_pods_id_with_the_lines_it_adds(tmp_path):
+    record = tmp_path / "made"
+    old = [Entry("file", "/workspace/a", ("s1",)), Entry("dir", "/workspace")]
+    record.write_text(made.render("pod-4", None, old))
+    new = Entry("file", "/etc/b", ("s2",)).line()
+    head = made.render("pod-4", "podstate-f00", [])
+    command = record_command(str(record), new, True, True, head)
+    subprocess.run(["sh", "-c", command], check=True)
+    written = made.parse_record(record.read_text())
+    assert (written.pod, written.pod_id) == ("pod-4", "podstate-f00")
+    assert list(written.entries) == ["/workspace", "/workspace/a", "/etc/b"]
+    assert written.entries["/workspace/a"].fields == ("s1",)  # the sums on the pod, kept
+
+
+def _found(pod_id: str | None, **records: Record) -> dict:
+    return {"pod_id": pod_id, "records": records}
+
+
+def test_a_record_naming_another_id_is_refused_and_one_naming_none_on_the_disk_is_adopted():
+    adopted = _found("C.1/1", disk=Record("file", "vast-1", None))
+    assert made.trusted(adopted) == {}
+    theirs = _found("C.1/1", disk=Record("file", "vast-1", "C.1/1"),
+                    volume=Record("file", "vast-2", "C.2/2"))  # fmt: skip
+    assert made.trusted(theirs) == {"volume": "it is another pod's (pod id C.2/2)"}
+    nameless = _found("C.1/1", volume=Record("file", "x", None))
+    assert made.trusted(nameless) == {"volume": "it is another pod's (pod id unknown)"}
+
+
+def test_a_pod_without_an_id_that_names_a_record_gets_a_new_one():
+    assert made.own_id(_found("k3x9q2mz8w1abc")) == "k3x9q2mz8w1abc"
+    assert made.own_id(_found("C.38250/38250")) == "C.38250/38250"
+    fresh = [made.own_id(_found(pod_id)) for pod_id in (None, "a b", ".x")]
+    assert all(NEW_ID.fullmatch(i) for i in fresh) and len(set(fresh)) == 3
+
+
+# --- end to end ---------------------------------------------------------------------------
+
+
+def _desired(fleet, data: dict) -> None:
+    (fleet.vars_dir / "group_vars" / "all.yaml").write_text(yaml.safe_dump(data))
+
+
+def _record(fleet, pod: str, path: str) -> Record:
+    record = made.parse_record(fleet.out(pod, f"cat {path}"))
+    assert record.problem is None, record.problem
+    return record
+
+
+def _entry(fleet, pod: str, tmp_path: Path, env: dict | None = None) -> dict:
+    out = tmp_path / "r.json"
+    result = check(fleet, "--limit", pod, "--json", str(out), env=env)
+    assert out.exists(), result.stdout + result.stderr
+    return json.loads(out.read_text())["pods"][pod]
+
+
+def _changes(entry: dict) -> list[str]:
+    return [c["operation"] for c in entry["changes"]]
+
+
+def _applied(fleet, pod: str, state: dict, env: dict | None = None) -> None:
+    fleet.host_vars(pod, state)
+    done = apply(fleet, "--limit", pod, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+
+
+def test_a_vast_instances_records_name_its_identity_and_what_it_made_goes(fleet, tmp_path):
+    _desired(fleet, BASE)
+    ident = str(json.loads((fleet.state / "pods.json").read_text())["vast-1"]["pod_id"])
+    identity = f"C.{ident}/{ident}"
+    files = {"/workspace/vast/notes.txt": "on the volume\n", "/etc/vast-made.conf": "on disk\n"}
+    _applied(fleet, "vast-1", {"files": {p: {"content": c} for p, c in files.items()}})
+
+    disk = _record(fleet, "vast-1", made.MADE)
+    volume = _record(fleet, "vast-1", f"{RECORDS}/C.{ident}+{ident}")
+    assert (disk.pod, disk.pod_id) == (volume.pod, volume.pod_id) == ("vast-1", identity)
+    assert "/etc/vast-made.conf" in disk.entries and "/workspace/vast/notes.txt" not in disk.entries
+    assert volume.entries["/workspace/vast/notes.txt"].kind == "file"
+    assert fleet.out("vast-1", f"ls -A {RECORDS}") == f"C.{ident}+{ident}\n"
+    assert _entry(fleet, "vast-1", tmp_path)["status"] == "ok"
+
+    fleet.host_vars("vast-1", {})
+    entry = _entry(fleet, "vast-1", tmp_path)
+    assert entry["status"] == "drift", entry
+    for path in files:
+        assert f"would remove: {path}" in _changes(entry)
+    _applied(fleet, "vast-1", {})
+    for path in [*files, "/workspace/vast"]:
+        assert fleet.ssh("vast-1", f"test -e {path}").returncode == 1, path
+    assert _entry(fleet, "vast-1", tmp_path)["status"] == "ok"
+
+
+@pytest.fixture(scope="module")
+def sharing(fleet, tmp_path_factory) -> dict:
+    """pod-2 and pod-4 restarted without RUNPOD_POD_ID, pod-4's volume pod-2's directory;
+    return the environment of a user whose pods come from the sandbox's RunPod API (which
+    vouches for the host keys a restart makes)."""
+    for pod in ("pod-2", "pod-4"):
+        environment = pod_state_dir(fleet.state, pod) / "container.env"
+        lines = environment.read_text().splitlines(keepends=True)
+        environment.write_text("".join(line for line in lines if "RUNPOD_POD_ID=" not in line))
+    workspace = pod_state_dir(fleet.state, "pod-4") / "workspace"
+    workspace.rmdir()
+    workspace.symlink_to(pod_state_dir(fleet.state, "pod-2") / "workspace")
+    for pod in ("pod-2", "pod-4"):
+        container.restart(pod)
+    assert fleet.ssh("pod-2", "grep -qa RUNPOD_POD_ID= /proc/1/environ").returncode == 1
+    fleet.out("pod-2", "touch /workspace/seen-by-both")
+    assert fleet.out("pod-4", "ls /workspace") == "seen-by-both\n"
+    fleet.out("pod-2", "rm /workspace/seen-by-both")
+    return fleet.api_env(tmp_path_factory.mktemp("hostkeys"))
+
+
+def _id(fleet, pod: str) -> str:
+    """Return the id the pod's container disk's record names: one podstate made."""
+    pod_id = _record(fleet, pod, made.MADE).pod_id
+    assert pod_id is not None and NEW_ID.fullmatch(pod_id), pod_id
+    return pod_id
+
+
+def test_pods_without_an_id_sharing_a_volume_keep_their_records_apart(fleet, sharing, tmp_path):
+    _desired(fleet, BASE)
+    state = {"files": {SHARED: {"content": "both\n"}, "/etc/own.conf": {"content": "own\n"}}}
+    fleet.host_vars("pod-2", state)
+    assert _entry(fleet, "pod-2", tmp_path, sharing)["status"] == "drift"
+    assert fleet.ssh("pod-2", f"test -e {made.MADE}").returncode == 1  # a check writes nothing
+    for pod in ("pod-2", "pod-4"):
+        _applied(fleet, pod, state, sharing)
+    ids = {pod: _id(fleet, pod) for pod in ("pod-2", "pod-4")}
+    assert ids["pod-2"] != ids["pod-4"]
+    for pod, pod_id in ids.items():
+        assert SHARED not in _record(fleet, pod, made.MADE).entries
+        assert "/etc/own.conf" in _record(fleet, pod, made.MADE).entries
+        volume = _record(fleet, pod, f"{RECORDS}/{pod_id}")
+        assert (volume.pod, volume.pod_id) == (pod, pod_id) and SHARED in volume.entries
+    assert sorted(fleet.out("pod-2", f"ls -A {RECORDS}").split()) == sorted(ids.values())
+    for pod in ("pod-2", "pod-4"):  # the id stays what was written
+        _applied(fleet, pod, state, sharing)
+        assert _id(fleet, pod) == ids[pod]
+        assert _entry(fleet, pod, tmp_path, sharing)["status"] == "ok"
+
+    # pod-4 no longer declares the file pod-2 made too: pod-4 forgets it, and it stays
+    fleet.host_vars("pod-4", {"files": {"/etc/own.conf": state["files"]["/etc/own.conf"]}})
+    changes = _changes(_entry(fleet, "pod-4", tmp_path, sharing))
+    assert (
+        f"would forget: {SHARED} is in another pod's record on the volume too (a pod sharing "
+        "it made it as well): left as it is"
+    ) in changes
+    assert not [c for c in changes if c.startswith(f"would remove: {SHARED}")]
+    _applied(fleet, "pod-4", {"files": {"/etc/own.conf": {"content": "own\n"}}}, sharing)
+    assert fleet.out("pod-4", f"cat {SHARED}") == "both\n"
+    assert SHARED not in _record(fleet, "pod-4", f"{RECORDS}/{ids['pod-4']}").entries
+    assert SHARED in _record(fleet, "pod-2", f"{RECORDS}/{ids['pod-2']}").entries
+    assert _entry(fleet, "pod-4", tmp_path, sharing)["status"] == "ok"
+
+    # uninstall on pod-4 takes its own record and leaves pod-2's
+    done = run(fleet, [str(BIN / "podstate"), "uninstall", "--limit", "pod-4"], env=sharing)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert fleet.out("pod-2", f"ls -A {RECORDS}") == f"{ids['pod-2']}\n"
+    assert fleet.ssh("pod-4", "test -e /etc/own.conf").returncode == 1
+    assert fleet.out("pod-2", f"cat {SHARED}") == "both\n"
+
+    # now that no other record names it, pod-2 removes it when it leaves its desired state
+    fleet.host_vars("pod-2", {})
+    changes = _changes(_entry(fleet, "pod-2", tmp_path, sharing))
+    assert f"would remove: {SHARED}" in changes and "would remove: /etc/own.conf" in changes
+    _applied(fleet, "pod-2", {}, sharing)
+    assert fleet.ssh("pod-2", "test -e /workspace/shared").returncode == 1
+    assert _id(fleet, "pod-2") == ids["pod-2"]
+
+
+def test_a_record_an_earlier_podstate_wrote_without_an_id_is_adopted(fleet, sharing, tmp_path):
+    # pod-4 after its uninstall (above), with what an earlier podstate recorded on a pod
+    # without an id: everything in the container disk's record, which names no id
+    _desired(fleet, BASE)
+    kept, gone = "/workspace/old/kept.txt", "/workspace/old/gone.txt"
+    for path in (kept, gone):
+        fleet.out("pod-4", f"mkdir -p /workspace/old && echo old > {path}")
+    entries = [Entry("file", p, (made.sums("old\n"),)) for p in (kept, gone)]
+    fleet.out("pod-4", f"mkdir -p /etc/podstate && cat > {made.MADE}",
+              made.render("pod-4", None, entries).encode())  # fmt: skip
+    state = {"files": {kept: {"content": "old\n"}}}
+    fleet.host_vars("pod-4", state)
+    assert f"would remove: {gone}" in _changes(_entry(fleet, "pod-4", tmp_path, sharing))
+
+    _applied(fleet, "pod-4", state, sharing)
+    pod_id = _id(fleet, "pod-4")
+    assert fleet.ssh("pod-4", f"test -e {gone}").returncode == 1
+    assert not [p for p in _record(fleet, "pod-4", made.MADE).entries if p.startswith("/workspace")]
+    on_volume = _record(fleet, "pod-4", f"{RECORDS}/{pod_id}").entries
+    assert kept in on_volume and gone not in on_volume
+    _applied(fleet, "pod-4", state, sharing)
+    assert _id(fleet, "pod-4") == pod_id
+    assert _entry(fleet, "pod-4", tmp_path, sharing)["status"] == "ok"
