@@ -46,7 +46,8 @@ VERSION = 1
 #                       installed before; removed only when the desired state says so
 #   repo [emptied]      a checkout podstate cloned (into an empty directory, with
 #                       ``emptied``); removed only while nothing of anyone's own is in it
-#   venv                the venv's link and the versioned directories beside it
+#   venv                the venv's link and the versioned directories beside it; removed
+#                       unless a process runs from it
 #   snapshot            the venv's snapshots (archives and ``current``) in their directory
 #   mount [made]        a tmpfs podstate mounted (and its mount point, with ``made``);
 #                       unmounted unless a process has a file on it
@@ -107,12 +108,39 @@ class Record:
 def request(wanted: dict[str, Any]) -> dict[str, Any]:
     """Return the probe's ``made`` argument for ``wanted``: where the volume is (boot.volume,
     ``/workspace`` by default), whose record the probe reads beside the container disk's, and
-    the scratch paths and repositories it keeps (``keep``: whether a process uses them, or
-    someone's work is in them, does not matter)."""
+    the scratch paths, repositories and venv it keeps (``keep``: whether a process uses them,
+    or someone's work is in them, does not matter, and the probe does not look)."""
+    venv = wanted.get("venv")
     return {
         "volume": (wanted.get("boot") or {}).get("volume", VOLUME),
-        "keep": (*(wanted.get("scratch") or {}), *(wanted.get("repos") or {})),
+        "keep": (
+            *(wanted.get("scratch") or {}),
+            *(wanted.get("repos") or {}),
+            *((venv["path"],) if venv else ()),
+        ),
     }
+
+
+def using(busy: list[dict[str, Any]], verb: str) -> str:
+    """Return the processes ``busy`` (``parse``'s) in words, as a violation names them, with
+    ``verb`` (``uses``, ``runs from``): those that do, and those podstate cannot read, which
+    may (``python (pid 12) still runs from it; podstate cannot read what sleep (pid 13) runs
+    from ...``)."""
+    parts = []
+    for unread in (False, True):
+        these = [p for p in busy if p["unread"] is unread]
+        if not these:
+            continue
+        who = ", ".join(f"{p['command']} (pid {p['pid']})" for p in these)
+        first, _, rest = verb.partition(" ")
+        how = " ".join([first if len(these) == 1 else first[:-1], rest]).strip()
+        parts.append(
+            f"podstate cannot read what {who} {how} (another user's: root has no "
+            "CAP_SYS_PTRACE here)"
+            if unread
+            else f"{who} still {how} it"
+        )
+    return "; ".join(parts)
 
 
 def previous(found: dict[str, Any] | None) -> dict[str, Entry]:
@@ -218,7 +246,7 @@ def probe_lines(args: dict[str, Any] | None, asked: list[str] = ()) -> list[str]
     what is at the paths it names (scripts/made_state.sh), ``made.pod_id`` (the RunPod id
     that record names, else the container's, from ``ENVIRON``), then the volume's record
     for that id; ``args``: ``volume``, the volume's mount point, and ``keep``,
-    the mounts and repositories the desired state keeps; ``asked``: the files and paths the
+    the mounts, repositories and venv the desired state keeps; ``asked``: the files and paths the
     probe reads anyway, which the records' section does not read again (``same`` and
     ``kind`` then tell from what the probe read)."""
     if not args:
@@ -250,7 +278,8 @@ def parse(output: list[str]) -> dict[str, Any]:
     the container has none), ``records`` (``disk``, ``volume``: a ``Record`` each), ``same``
     (path -> whether the regular file there holds one of the contents its entry names),
     ``kinds`` (path -> what is there, for the entries whose content is not read) and ``busy``
-    (mount -> the processes using it: ``pid``, ``command``)."""
+    (mount or venv -> the processes using it: ``pid``, ``command``, and ``unread``: True for
+    one whose files cannot be read, which may)."""
     found: dict[str, Any] = {"pod_id": None, "records": {}, "same": {}, "kinds": {}, "busy": {}}
     lines: dict[str, list[str]] = {}
     for line in output:
@@ -269,7 +298,11 @@ def parse(output: list[str]) -> dict[str, Any]:
             path = decode(words[0])
             found["same"][path] = found["same"].get(path, False) or words[1] == "yes"
         elif key == "made.busy":
-            process = {"pid": int(words[1]), "command": decode(words[2])}
+            process = {
+                "pid": int(words[1]),
+                "command": decode(words[2]),
+                "unread": words[3:] == ["unread"],
+            }
             found["busy"].setdefault(decode(words[0]), []).append(process)
         elif key == "made.kind":
             found["kinds"][decode(words[0])] = " ".join(words[1:])
