@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from podstate.check.uninstall import DEPLOY
 from podstate.facts import made
 from podstate.shell import b64
 from tests.e2e import BIN, apply, check, run
@@ -162,6 +163,17 @@ def test_a_venv_a_process_runs_from_stays_and_names_it_then_goes(fleet, tmp_path
     assert _entry(fleet, tmp_path)["status"] == "ok"
 
 
+def _uninstall_deploy(fleet, tmp_path: Path):
+    """Apply the deploy ``podstate uninstall`` applies once its plan found something to
+    remove, as it would for a process started after that plan."""
+    nothing = tmp_path / "nothing"
+    (nothing / "group_vars").mkdir(parents=True)
+    (nothing / "group_vars" / "all.yaml").write_text("{}\n")
+    env = {**fleet.env(), "PODSTATE_VARS": str(nothing), "PODSTATE_UNINSTALL_VOLUME": "/workspace"}
+    deploy = [str(BIN / "pyinfra"), "-y", "--limit", POD, "inventories/pods.py", DEPLOY]
+    return run(fleet, deploy, env=env)
+
+
 def test_uninstall_leaves_a_venv_a_process_runs_from_until_it_stops(fleet, tmp_path):
     built = _build(fleet, tmp_path)
     cwd = f"cd /opt/{built}/lib && exec sleep 3600"  # its working directory is in the venv
@@ -170,6 +182,10 @@ def test_uninstall_leaves_a_venv_a_process_runs_from_until_it_stops(fleet, tmp_p
         result = _uninstall(fleet)
         assert result.returncode == 1, result.stdout + result.stderr
         assert f"sleep (pid {pid}) still runs from it" in result.stdout
+        assert _there(fleet) == built
+        # applied all the same, the record still names the venv
+        result = _uninstall_deploy(fleet, tmp_path)
+        assert result.returncode == 1 and "removal.busy" in result.stderr, result.stderr
         assert _there(fleet) == built
         assert VENV in fleet.out(POD, f"cat {made.MADE}")
     finally:
