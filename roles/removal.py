@@ -30,6 +30,7 @@ from podstate.facts.request import Request
 from podstate.operations import removal as ops
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.roles import boot
+from podstate.roles.scratch import unmount
 from podstate.run import bookkeeping, findings
 from podstate.run.role import role
 
@@ -86,12 +87,12 @@ def undo(
     if entry.kind == "apt":
         return _package(entry, probe, uninstall, packages)
     if entry.kind in ("venv", "snapshot"):
-        return _venv(entry, probe, keep_venv)
+        return _venv(entry, probe, keep_venv, uninstall)
     info = files.get(path)
     same = made.same(entry, probe)
     content = info.content if info is not None else None
     if entry.kind == "mount":
-        return _unmount(entry, probe)
+        return unmount(entry, probe)
     if entry.kind == "repo":
         if probe["made"]["kinds"].get(path) != "repo":
             return None
@@ -228,8 +229,11 @@ def _package(entry: Entry, probe: dict[str, Any], uninstall: bool, remove: bool)
     return None
 
 
-def _venv(entry: Entry, probe: dict[str, Any], keep: bool) -> Entry | None:
-    """Plan removing the venv podstate built, or its snapshots (neither with ``keep``)."""
+def _venv(entry: Entry, probe: dict[str, Any], keep: bool, uninstall: bool) -> Entry | None:
+    """Plan removing the venv podstate built, or its snapshots (neither with ``keep``); a
+    venv that a process runs from, or may (one podstate cannot read), stays: a violation
+    names the processes, and the record keeps it (``uninstall``: the run is an uninstall).
+    Return what the record names afterwards."""
     path, there = entry.path, made.kind(entry.path, probe)
     if keep or there is None:
         if keep and there is not None:
@@ -239,6 +243,15 @@ def _venv(entry: Entry, probe: dict[str, Any], keep: bool) -> Entry | None:
         if there != "symbolic link":
             findings.left(path, f"{path} is no longer podstate's venv link: left as it is")
             return None
+        if busy := probe["made"]["busy"].get(path):
+            findings.violation(
+                f"the venv {path} is {'to go' if uninstall else 'no longer declared'}, but "
+                f"{made.using(busy, 'runs from')}: podstate does not remove a venv in use (its "
+                "interpreter and libraries would vanish from under them); stop them, and the "
+                f"next {'uninstall' if uninstall else 'apply'} removes it",
+                "removal.busy",
+            )
+            return entry
         ops.remove_venv(
             name=f"Remove the venv {path}", path=path, what=f"would remove: the venv {path}"
         )
@@ -249,35 +262,6 @@ def _venv(entry: Entry, probe: dict[str, Any], keep: bool) -> Entry | None:
         directories=[path],
         what=f"would remove: the venv snapshots in {path}",
         globs=[posixpath.join(path, "venv-*.tar.*")],
-    )
-    return None
-
-
-def _unmount(entry: Entry, probe: dict[str, Any]) -> Entry | None:
-    """Plan unmounting the tmpfs podstate mounted at ``entry.path`` (then removing its mount
-    point, when podstate made it and it is empty); one that a process uses stays mounted:
-    a violation naming the processes, and the record keeps it. Return what the record
-    names afterwards."""
-    path, made_it = entry.path, "made" in entry.fields
-    if probe["made"]["kinds"].get(path) != "mount":
-        if made_it and probe["made"]["kinds"].get(path) is None:
-            return Entry("dir", path)  # unmounted already: its mount point may be left
-        return None
-    busy = probe["made"]["busy"].get(path)
-    if busy:
-        who = ", ".join(f"{p['command']} (pid {p['pid']})" for p in busy)
-        findings.violation(
-            f"scratch {path} is no longer declared, but {who} still use it: podstate does not "
-            "unmount a tmpfs in use (what is on it would vanish from under them); stop them, "
-            "and the next apply unmounts it",
-            "removal.busy",
-        )
-        return entry
-    ops.unmount(
-        name=f"Unmount {path}",
-        path=path,
-        remove=made_it,
-        what=f"would remove: the tmpfs at {path}" + (" and its mount point" if made_it else ""),
     )
     return None
 

@@ -1,4 +1,6 @@
-"""Scratch storage: a tmpfs where the pod may mount, else a directory on local disk."""
+"""Scratch storage: a tmpfs where the pod may mount, else a directory on local disk; a tmpfs
+podstate mounted is unmounted once it leaves the desired state (``unmount``, which
+roles/removal.py calls)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from typing import Any
 from podstate.facts import made
 from podstate.facts.made import Entry
 from podstate.facts.request import Request
+from podstate.operations import removal as ops
 from podstate.run import bookkeeping, findings
 from podstate.run.role import read_probe, role
 from podstate.sizes import format_size
@@ -106,3 +109,30 @@ def _declare(path: str, info: dict[str, Any], can_mount: bool, was: Entry | None
         findings.made("mount", path, *(["made"] if created else []))
     elif created and not _mounted_at(info):
         findings.made("dir", path, "scratch")  # the venv role's caches may be in it
+
+
+def unmount(entry: Entry, probe: dict[str, Any]) -> Entry | None:
+    """Plan unmounting the tmpfs podstate mounted at ``entry.path`` (then removing its mount
+    point, when podstate made it and it is empty), which left the desired state
+    (roles/removal.py); one that a process uses stays mounted: a violation naming the
+    processes, and the record keeps it. Return what the record names afterwards."""
+    path, made_it = entry.path, "made" in entry.fields
+    if probe["made"]["kinds"].get(path) != "mount":
+        if made_it and probe["made"]["kinds"].get(path) is None:
+            return Entry("dir", path)  # unmounted already: its mount point may be left
+        return None
+    if busy := probe["made"]["busy"].get(path):
+        findings.violation(
+            f"scratch {path} is no longer declared, but {made.using(busy, 'uses')}: podstate "
+            "does not unmount a tmpfs in use (what is on it would vanish from under them); "
+            "stop them, and the next apply unmounts it",
+            "removal.busy",
+        )
+        return entry
+    ops.unmount(
+        name=f"Unmount {path}",
+        path=path,
+        remove=made_it,
+        what=f"would remove: the tmpfs at {path}" + (" and its mount point" if made_it else ""),
+    )
+    return None

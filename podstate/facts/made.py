@@ -52,7 +52,8 @@ VERSION = 1
 #                       installed before; removed only when the desired state says so
 #   repo [emptied]      a checkout podstate cloned (into an empty directory, with
 #                       ``emptied``); removed only while nothing of anyone's own is in it
-#   venv                the venv's link and the versioned directories beside it
+#   venv                the venv's link and the versioned directories beside it; removed
+#                       unless a process runs from it
 #   snapshot            the venv's snapshots (archives and ``current``) in their directory
 #   mount [made]        a tmpfs podstate mounted (and its mount point, with ``made``);
 #                       unmounted unless a process has a file on it
@@ -114,13 +115,40 @@ def request(wanted: dict[str, Any]) -> dict[str, Any]:
     """Return the probe's ``made`` argument for ``wanted``: where the volume is (boot.volume,
     ``/workspace`` by default), whose record the probe reads beside the container disk's; the
     variables that name the pod (``identity``: its provider's, podstate.facts.boot); and
-    the scratch paths and repositories it keeps (``keep``: whether a process uses them, or
-    someone's work is in them, does not matter)."""
+    the scratch paths, repositories and venv it keeps (``keep``: whether a process uses them,
+    or someone's work is in them, does not matter, and the probe does not look)."""
+    venv = wanted.get("venv")
     return {
         "volume": (wanted.get("boot") or {}).get("volume", VOLUME),
         "identity": identity(),
-        "keep": (*(wanted.get("scratch") or {}), *(wanted.get("repos") or {})),
+        "keep": (
+            *(wanted.get("scratch") or {}),
+            *(wanted.get("repos") or {}),
+            *((venv["path"],) if venv else ()),
+        ),
     }
+
+
+def using(busy: list[dict[str, Any]], verb: str) -> str:
+    """Return the processes ``busy`` (``parse``'s) in words, as a violation names them, with
+    ``verb`` (``uses``, ``runs from``): those that do, and those podstate cannot read, which
+    may (``python (pid 12) still runs from it; podstate cannot read what sleep (pid 13) runs
+    from ...``)."""
+    parts = []
+    for unread in (False, True):
+        these = [p for p in busy if p["unread"] is unread]
+        if not these:
+            continue
+        who = ", ".join(f"{p['command']} (pid {p['pid']})" for p in these)
+        first, _, rest = verb.partition(" ")
+        how = " ".join([first if len(these) == 1 else first[:-1], rest]).strip()
+        parts.append(
+            f"podstate cannot read what {who} {how} (another user's: root has no "
+            "CAP_SYS_PTRACE here)"
+            if unread
+            else f"{who} still {how} it"
+        )
+    return "; ".join(parts)
 
 
 def previous(found: dict[str, Any] | None) -> dict[str, Entry]:
@@ -298,8 +326,8 @@ def probe_lines(args: dict[str, Any] | None, asked: list[str] = ()) -> list[str]
     record names, else the container's identity: ``identity_line``), the volume's record
     for that id (``name_line``), then which of their paths another record on the volume
     names (scripts/made_others.sh); ``args``: ``volume``, the volume's mount point,
-    ``identity``, the variables that name the pod, and ``keep``, the mounts and
-    repositories the desired state keeps; ``asked``: the files and paths the probe reads
+    ``identity``, the variables that name the pod, and ``keep``, the mounts,
+    repositories and venv the desired state keeps; ``asked``: the files and paths the probe reads
     anyway, which the records' section does not read again (``same`` and ``kind`` then
     tell from what the probe read)."""
     if not args:
@@ -332,7 +360,8 @@ def parse(output: list[str]) -> dict[str, Any]:
     (the paths they name that another pod's record on the volume names too), ``same``
     (path -> whether the regular file there holds one of the contents its entry names),
     ``kinds`` (path -> what is there, for the entries whose content is not read) and ``busy``
-    (mount -> the processes using it: ``pid``, ``command``)."""
+    (mount or venv -> the processes using it: ``pid``, ``command``, and ``unread``: True for
+    one whose files cannot be read, which may)."""
     found: dict[str, Any] = {
         "pod_id": None,
         "records": {},
@@ -360,7 +389,11 @@ def parse(output: list[str]) -> dict[str, Any]:
         elif key == "made.other":
             found["others"].add(decode(words[0]))
         elif key == "made.busy":
-            process = {"pid": int(words[1]), "command": decode(words[2])}
+            process = {
+                "pid": int(words[1]),
+                "command": decode(words[2]),
+                "unread": words[3:] == ["unread"],
+            }
             found["busy"].setdefault(decode(words[0]), []).append(process)
         elif key == "made.kind":
             found["kinds"][decode(words[0])] = " ".join(words[1:])

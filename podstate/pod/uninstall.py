@@ -40,7 +40,9 @@ def apply(
     the applied record on the volume where it names this pod. A pod without a record has
     nothing taken away: podstate never guesses what it made. The apt packages podstate
     installed go only with ``packages``, else they are named as left in place; with
-    ``keep_venv`` the venv and its snapshots stay, named."""
+    ``keep_venv`` the venv and its snapshots stay, named. What stays because it is in use
+    (a venv a process runs from, a tmpfs one uses: a violation) keeps the records and
+    podstate's own files, so the next uninstall finds and finishes it."""
     found = probe["made"]
     if not usable(probe):
         return
@@ -49,10 +51,13 @@ def apply(
     if not records:
         host.noop("no record of what podstate made on this pod: nothing to remove")
         return
+    kept = False
     for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
         with pyinfra_plan.keyed(host, path):
             records = made.record_paths(found["pod_id"], volume)
-            undo(entry, probe, True, packages, keep_venv, records)
+            kept |= undo(entry, probe, True, packages, keep_venv, records) == entry
+    if kept:
+        return
     left = findings.of(host).left.values()
     where = boot.Layout(volume)
     mine = [made.MADE, READY_MARKER, BOOT_FLAG, GIT_KNOWN_HOSTS, GPU_CACHE]
