@@ -21,7 +21,8 @@ from tests.fixtures.venv.wheels import tar_bytes, wheelhouse
 SANDBOX = {"pods": 1}
 POD = "pod-1"
 VENV = "/opt/busy-venv"
-BASE = {"shm": {"min_size": "32M"}}
+MOTD = "/etc/busy-venv-motd"
+BASE = {"shm": {"min_size": "32M"}, "files": {MOTD: {"content": "podstate's\n"}}}
 SPEC = {"path": VENV, "packages": ["tinyapp"], "find_links": ["/workspace/wheels"],
         "no_index": True}  # fmt: skip
 # A process of the system's python that maps a file of the venv, as one that loaded a
@@ -183,6 +184,7 @@ def test_uninstall_leaves_a_venv_a_process_runs_from_until_it_stops(fleet, tmp_p
         assert result.returncode == 1, result.stdout + result.stderr
         assert f"sleep (pid {pid}) still runs from it" in result.stdout
         assert _there(fleet) == built
+        assert fleet.ssh(POD, f"test -e {MOTD}").returncode == 1  # the rest went all the same
         # applied all the same, the record still names the venv
         result = _uninstall_deploy(fleet, tmp_path)
         assert result.returncode == 1 and "removal.busy" in result.stderr, result.stderr

@@ -85,7 +85,12 @@ def run(
 
     with _nothing_declared(volume, packages, keep_venv) as environment:
         planned = plan()
-        chosen = sorted(name for name, r in planned.items() if r.status == "drift")
+        # a pod with a violation (a busy venv or tmpfs) has the rest of it taken away all the same
+        chosen = sorted(
+            name
+            for name, r in planned.items()
+            if r.status == "drift" or (r.status == "violation" and r.changes)
+        )
         if dry_run or not chosen:
             return planned, 0
         if strict_host_keys:
