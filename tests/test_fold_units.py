@@ -13,6 +13,8 @@ from pyinfra.api.command import FileUploadCommand
 
 from podstate import settings
 from podstate.run import fold, lock
+from podstate.run.bookkeeping import write_command
+from podstate.shell import script
 
 
 def test_a_change_is_a_step_with_its_own_time_limit():
@@ -151,3 +153,22 @@ def test_a_segment_that_holds_a_lock_it_lost_runs_no_step(lock_dir):
     assert result.returncode == 75
     assert "ran" not in result.stdout
     assert "no longer holds the pod lock" in result.stderr
+
+
+def test_file_writes_share_one_copy_of_their_script_and_each_writes_its_file(lock_dir, tmp_path):
+    segment = fold.Segment("h")
+    for name in ("a", "b", "c"):
+        write = write_command(str(tmp_path / name), f"{name}'s content\n", True, "640")
+        segment.add(fold._step(lock.Change(write))[0], None, 5)
+    segment.release = True
+    command = segment.command()
+    line = next(x for x in script("write_file.sh").splitlines() if "'" not in x and len(x) > 40)
+    assert command.count(line) == 1  # the command is quoted: a line without a quote is as it is
+    result = run_segment(segment)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for name in ("a", "b", "c"):
+        assert (tmp_path / name).read_text() == f"{name}'s content\n"
+        assert oct((tmp_path / name).stat().st_mode & 0o777) == "0o640"
+    alone = fold.Segment("h")  # a segment without a file write defines nothing
+    alone.add(fold._step(lock.Change("echo hi"))[0], None, 5)
+    assert "podstate_write_file" not in alone.command()

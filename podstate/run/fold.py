@@ -36,8 +36,12 @@ from podstate.limits import COMMAND_MAX
 from podstate.pyinfra_api import execute
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import lock
+from podstate.shell import script
 
 MARK = f"@@podstate-{lock.TOKEN[:12]}"
+# What steps carry each time (every file write holds scripts/write_file.sh): a segment
+# defines each once, as a function, and its steps call it, so its command carries it once.
+SHARED = {script("write_file.sh"): "podstate_write_file"}
 UPLOAD_MAX = 32_768  # bytes of a file sent on stdin (as one base64 line)
 
 
@@ -77,6 +81,11 @@ class Segment:
         stops at. Each step's output
         follows its marker line, stderr and stdout in one stream, in order."""
         body = ["exec 2>&1", f"m={MARK}", 'step() { echo "$m $1"; renew "$2"; }']
+        body += [
+            f"{name}() {{\n{shared}\n}}"
+            for shared, name in SHARED.items()
+            if any(name in step for step in self.steps)
+        ]
         for i, (step, ttl) in enumerate(zip(self.steps, self.ttls, strict=True)):
             body += [
                 f"step {i} {ttl + lock.MARGIN} || exit 75",
@@ -91,7 +100,10 @@ def _step(command: PyinfraCommand) -> tuple[str, str | None, int] | None:
     """Return the shell, the stdin line and the time limit of ``command`` as a step of a
     segment; None if a segment cannot hold it."""
     if isinstance(command, lock.Change):
-        shell = f"(set --; eval {shlex.quote(command.inner)}) </dev/null"
+        inner = command.inner
+        for shared, name in SHARED.items():
+            inner = inner.replace(shared, f'{name} "$@"')
+        shell = f"(set --; eval {shlex.quote(inner)}) </dev/null"
         return shell, None, command.ttl or settings.COMMAND_TIMEOUT
     if (
         isinstance(command, FileUploadCommand)
