@@ -23,7 +23,7 @@ from typing import Any
 
 from pyinfra import host, state
 
-from podstate.facts import made
+from podstate.facts import made, record_id
 from podstate.facts.decode import decode
 from podstate.facts.made import Entry
 from podstate.facts.request import Request
@@ -195,7 +195,7 @@ def undo(
 def usable(probe: dict[str, Any]) -> bool:
     """Return whether podstate may act on the records the probe read; a violation says why
     for each it may not (unreadable, not a record, from a newer podstate, another pod's)."""
-    problems = made.trusted(probe["made"])
+    problems = record_id.trusted(probe["made"])
     for where, problem in problems.items():
         findings.violation(
             f"the record of what podstate made on this pod ({where}) cannot be used: "
@@ -276,8 +276,8 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     new = dict(findings.of(host).made)
     after: dict[str, Entry] = {}
     packages = bool((wanted.get("packages") or {}).get("remove_undeclared"))
-    pod_id, where = made.own_id(found), boot.volume(wanted)
-    records = made.record_paths(pod_id, where.volume)
+    pod_id, where = record_id.own_id(found), boot.volume(wanted)
+    records = record_id.record_paths(pod_id, where.volume)
     for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
         if path in new:
             continue
@@ -310,9 +310,9 @@ def _changed(entry: Entry, was: Entry | None, probe: dict[str, Any]) -> bool:
 def _records(
     wanted: dict[str, Any], probe: dict[str, Any], pod_id: str, after: dict[str, Entry]
 ) -> None:
-    """Plan the records' two writes, for the pod ``pod_id`` (``made.own_id``): first (before
-    every other change: podstate.pod.bookends) the lines of what this run makes anew, added
-    to the record on the pod (which keeps what was made, with the sums of what podstate
+    """Plan the records' two writes, for the pod ``pod_id`` (``record_id.own_id``): first
+    (before every other change: podstate.pod.bookends) the lines of what this run makes anew,
+    added to the record on the pod (which keeps what was made, with the sums of what podstate
     wrote; its head names ``pod_id`` from then on); last, the whole record of what is made
     now, unless it would be the same. What is on a mounted volume goes in the volume's
     record, the rest in the container disk's. Neither is a change the check reports, unless
@@ -321,7 +321,7 @@ def _records(
     volume = boot.has_volume(probe, where)
     mine = findings.of(host)
     for name in ("disk", "volume") if volume else ("disk",):
-        at = made.MADE if name == "disk" else made.volume_record(where.volume, pod_id)
+        at = made.MADE if name == "disk" else record_id.volume_record(where.volume, pod_id)
 
         def here(entries: dict[str, Entry], name: str = name) -> dict[str, Entry]:
             on = name == "volume"

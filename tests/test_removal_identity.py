@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from podstate.facts import made
+from podstate.facts import made, record_id
 from podstate.facts.made import Entry, Record
 from podstate.operations.removal import record_command
 from podstate.sandbox import container
@@ -59,9 +59,9 @@ NEW_ID = re.compile(r"podstate-[0-9a-f]{32}")
     ],
 )
 def test_the_volume_records_name_is_one_safe_path_component_as_in_the_found(pod_id, name):
-    assert made.record_name(pod_id) == name
+    assert record_id.record_name(pod_id) == name
     shell = subprocess.run(
-        ["sh", "-c", f'i=$1; {made.name_line()}; printf %s "$made_name"', "sh", pod_id],
+        ["sh", "-c", f'i=$1; {record_id.name_line()}; printf %s "$made_name"', "sh", pod_id],
         capture_output=True,
         text=True,
         check=True,
@@ -69,9 +69,9 @@ def test_the_volume_records_name_is_one_safe_path_component_as_in_the_found(pod_
     assert shell == (name or "")
     if name is None:
         with pytest.raises(ValueError):
-            made.volume_record("/workspace", pod_id)
+            record_id.volume_record("/workspace", pod_id)
     else:
-        assert made.volume_record("/workspace", pod_id) == f"{RECORDS}/{name}"
+        assert record_id.volume_record("/workspace", pod_id) == f"{RECORDS}/{name}"
 
 
 def test_a_path_another_record_on_the_volume_names_is_told(tmp_path):
@@ -116,18 +116,18 @@ def _found(pod_id: str | None, **records: Record) -> dict:
 
 def test_a_record_naming_another_id_is_refused_and_one_naming_none_on_the_disk_is_adopted():
     adopted = _found("C.1/1", disk=Record("file", "vast-1", None))
-    assert made.trusted(adopted) == {}
+    assert record_id.trusted(adopted) == {}
     theirs = _found("C.1/1", disk=Record("file", "vast-1", "C.1/1"),
                     volume=Record("file", "vast-2", "C.2/2"))  # fmt: skip
-    assert made.trusted(theirs) == {"volume": "it is another pod's (pod id C.2/2)"}
+    assert record_id.trusted(theirs) == {"volume": "it is another pod's (pod id C.2/2)"}
     nameless = _found("C.1/1", volume=Record("file", "x", None))
-    assert made.trusted(nameless) == {"volume": "it is another pod's (pod id unknown)"}
+    assert record_id.trusted(nameless) == {"volume": "it is another pod's (pod id unknown)"}
 
 
 def test_a_pod_without_an_id_that_names_a_record_gets_a_new_one():
-    assert made.own_id(_found("k3x9q2mz8w1abc")) == "k3x9q2mz8w1abc"
-    assert made.own_id(_found("C.38250/38250")) == "C.38250/38250"
-    fresh = [made.own_id(_found(pod_id)) for pod_id in (None, "a b", ".x")]
+    assert record_id.own_id(_found("k3x9q2mz8w1abc")) == "k3x9q2mz8w1abc"
+    assert record_id.own_id(_found("C.38250/38250")) == "C.38250/38250"
+    fresh = [record_id.own_id(_found(pod_id)) for pod_id in (None, "a b", ".x")]
     assert all(NEW_ID.fullmatch(i) for i in fresh) and len(set(fresh)) == 3
 
 

@@ -14,6 +14,7 @@ import yaml
 
 from podstate.check.uninstall import DEPLOY
 from podstate.facts import made
+from podstate.operations.removal import venv_command
 from podstate.shell import b64
 from tests.e2e import BIN, apply, check, run
 from tests.fixtures.venv.wheels import tar_bytes, wheelhouse
@@ -196,3 +197,21 @@ def test_uninstall_leaves_a_venv_a_process_runs_from_until_it_stops(fleet, tmp_p
     assert result.returncode == 0, result.stdout + result.stderr
     assert _there(fleet) == "gone"
     assert fleet.ssh(POD, f"test -e {made.MADE}").returncode == 1
+
+
+def test_the_removal_looks_again_and_leaves_a_venv_a_process_started_since(fleet):
+    versioned = "/opt/again/.venv-0123456789ab"
+    link = "/opt/again/venv"
+    fleet.out(POD, f"mkdir -p {versioned}/lib && ln -sfn {versioned} {link}")
+    # started after the plan: only the removal's own look finds it
+    pid = _start(fleet, f"sh -c 'cd {versioned}/lib && exec sleep 3600'", _runs("$p", "sleep"))
+    try:
+        result = fleet.ssh(POD, venv_command(link))
+        assert result.returncode == 1
+        assert f"{link}: in use now by sleep (pid {pid}): left as it is" in result.stderr
+        assert fleet.ssh(POD, f"test -L {link} && test -d {versioned}/lib").returncode == 0
+    finally:
+        _stop(fleet, [pid])
+    result = fleet.ssh(POD, venv_command(link))
+    assert result.returncode == 0, result.stderr
+    assert fleet.ssh(POD, f"test -e {link} || test -e {versioned}").returncode == 1

@@ -3,18 +3,18 @@ and what is at each path they name now.
 
 podstate keeps two records, each where its subject lives: one on the container disk
 (``paths.MADE``, wiped with what it lists) and one on the volume, named for the pod's id
-(``<volume>/.podstate/made/<name>``, ``record_name``, so a volume shared by two pods keeps
-each pod's apart). The pod's id is the one the container disk's record names (that disk is
-this container's alone), else its provider's identity (podstate.facts.boot), else one
-podstate makes (``new_id``) and writes into the container disk's record. Both records are
-root-only, line-based text (``render``), bound to the pod they were written for (its name
-and id), and never hold a secret value: a file podstate wrote is named with the
-sha256 of what it wrote, except the secrets file, named alone. The probe reads the records
-(scripts/made_state.sh) and, in the same command, every path they name: a file's content
-(a ``file`` line, for the files section), and whether it still holds what podstate wrote
-(``made.same``: compared on the pod, so no digest is in the probe's output); and which of
-the paths they name another pod's record on the volume names too (``others``: a pod sharing
-the volume made it as well, and this pod must not remove it).
+(``<volume>/.podstate/made/<name>``, ``record_id.record_name``, so a volume shared by two
+pods keeps each pod's apart). The pod's id is the one the container disk's record names
+(that disk is this container's alone), else its provider's identity (podstate.facts.boot),
+else one podstate makes (``record_id.new_id``) and writes into the container disk's record.
+Both records are root-only, line-based text (``render``), bound to the pod they were written
+for (its name and id), and never hold a secret value: a file podstate wrote is named with
+the sha256 of what it wrote, except the secrets file, named alone. The probe reads the
+records (scripts/made_state.sh) and, in the same command, every path they name: a file's
+content (a ``file`` line, for the files section), and whether it still holds what podstate
+wrote (``made.same``: compared on the pod, so no digest is in the probe's output); and which
+of the paths they name another pod's record on the volume names too (``others``: a pod
+sharing the volume made it as well, and this pod must not remove it).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import re
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from podstate.facts import record_id
 from podstate.facts.boot import identity, identity_line
 from podstate.facts.decode import decode
 from podstate.limits import MAX_FILE
@@ -195,82 +195,6 @@ def kind(path: str, probe: dict[str, Any]) -> str | None:
     return probe["made"]["kinds"].get(path) or (probe["paths"].get(path) or {}).get("kind")
 
 
-# A pod id that names a volume record: a letter or digit, then letters, digits, ".", "_",
-# "-" and "/" (Vast's identity joins two values with it), at most MAX_ID of them.
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
-MAX_ID = 128
-
-
-def record_name(pod_id: str) -> str | None:
-    """Return the file name of the volume's record for the pod ``pod_id``: the id, each "/"
-    in it a "+" (so a RunPod id is the name as it is, and two ids never share a name); None
-    for an id that makes no safe name (``_ID``), which then names no volume record. The
-    probe's ``name_line`` is the same in sh."""
-    if len(pod_id) > MAX_ID or not _ID.fullmatch(pod_id):
-        return None
-    return pod_id.replace("/", "+")
-
-
-def name_line() -> str:
-    """Return sh that sets ``made_name`` to ``record_name`` of the id in ``i`` (empty: it
-    names none)."""
-    return (
-        "made_name=; case $i in [A-Za-z0-9]*) case $i in *[!A-Za-z0-9._/-]*) ;; *)"
-        f' [ "${{#i}}" -gt {MAX_ID} ] || made_name=$i ;; esac ;; esac; while :; do'
-        " case $made_name in */*) made_name=${made_name%%/*}+${made_name#*/} ;;"
-        " *) break ;; esac; done"
-    )
-
-
-def new_id() -> str:
-    """Return a new pod id, for a pod whose container has no identity of its provider that
-    names a record (an image without its variables): written into the container disk's
-    record, it binds the records to this container from then on."""
-    return "podstate-" + uuid.uuid4().hex
-
-
-def volume_record(volume: str, pod_id: str) -> str:
-    """Return the path of the volume's record for the pod ``pod_id`` (``record_name``;
-    ValueError for an id that names none)."""
-    name = record_name(pod_id)
-    if name is None:
-        raise ValueError(f"pod id {pod_id!r} names no record")
-    return posixpath.join(volume, ".podstate", "made", name)
-
-
-def record_paths(pod_id: str | None, volume: str) -> tuple[str, ...]:
-    """Return the paths of the records of the pod ``pod_id``: the container disk's, and
-    the volume's (none for an id that names no record)."""
-    if pod_id is None or record_name(pod_id) is None:
-        return (MADE,)
-    return (MADE, volume_record(volume, pod_id))
-
-
-def trusted(found: dict[str, Any]) -> dict[str, str]:
-    """Return, for each record the probe read (``found``: its ``made``) that podstate must
-    not act on, why (empty: it may act on all): unreadable, not a record, from a newer
-    podstate, or another pod's (one that names another id; the container disk's may name
-    none: that disk is this container's own, and the next write names the pod's id)."""
-    problems = {}
-    for where, record in found["records"].items():
-        problem = record.problem
-        mine = record.pod_id == found["pod_id"] or (where == "disk" and record.pod_id is None)
-        if problem is None and record.state == "file" and not mine:
-            problem = f"it is another pod's (pod id {record.pod_id or 'unknown'})"
-        if problem:
-            problems[where] = problem
-    return problems
-
-
-def own_id(found: dict[str, Any]) -> str:
-    """Return the id this pod's records are bound to: the one the probe found (``found``:
-    its ``made``; the container disk's record's, else the provider's identity) where it
-    names a record, else a new one (``new_id``), which the apply writes into the container
-    disk's record, where the next probe finds it."""
-    pod_id = found["pod_id"]
-    return pod_id if pod_id and record_name(pod_id) else new_id()
-
-
 _PLAIN = re.compile(r"[A-Za-z0-9/._+,:~=-]+")
 
 
@@ -324,7 +248,7 @@ def probe_lines(args: dict[str, Any] | None, asked: list[str] = ()) -> list[str]
     """Return the probe's lines for the records (read-only): the container disk's record and
     what is at the paths it names (scripts/made_state.sh), ``made.pod_id`` (the id that
     record names, else the container's identity: ``identity_line``), the volume's record
-    for that id (``name_line``), then which of their paths another record on the volume
+    for that id (``record_id.name_line``), then which of their paths another record on the volume
     names (scripts/made_others.sh); ``args``: ``volume``, the volume's mount point,
     ``identity``, the variables that name the pod, and ``keep``, the mounts,
     repositories and venv the desired state keeps; ``asked``: the files and paths the probe reads
@@ -339,6 +263,7 @@ def probe_lines(args: dict[str, Any] | None, asked: list[str] = ()) -> list[str]
         script("stats.sh"),
         script("file_state.sh"),
         script("repo_clean.sh"),
+        script("busy.sh"),
         script("made_state.sh"),
         script("made_others.sh"),
         f"made_id=; made_state disk {quote_path(MADE)} {MAX_FILE}",
@@ -347,7 +272,7 @@ def probe_lines(args: dict[str, Any] | None, asked: list[str] = ()) -> list[str]
         'i=; case $made_id in =?*) i=${made_id#=} ;; esac; if [ -z "$i" ]; then '
         + identity_line(tuple(args["identity"]))
         + '; fi; if [ -n "$i" ]; then enc "$i"; echo "made.pod_id $enc_v"; fi',
-        name_line(),
+        record_id.name_line(),
         'if [ -z "$made_name" ]; then echo "made.record volume noid";'
         f' else made_state volume {volume}/"$made_name" {MAX_FILE}; fi',
         f'made_others {volume} "$made_name" {quote_path(MADE)}',

@@ -155,7 +155,9 @@ def remove_checkout(path: str, keep_directory: bool, what: str):
 def venv_command(path: str) -> str:
     """Return sh that removes the venv at ``path``: its link, the versioned directories
     beside it (``.<name>-<fingerprint12>``, their ``.part`` and ``-2``), and podstate's
-    working directory beside them (uv, logs) when no other venv link is in that directory."""
+    working directory beside them (uv, logs) when no other venv link is in that directory;
+    unless a process runs from it now, or may (scripts/busy.sh, as the probe looked before
+    the plan: one may have started since), when it fails naming them and removes nothing."""
     directory, name = posixpath.split(path)
     d, q = quote_path(directory), quote_path(path)
     hexes = "[0-9a-f]" * 12
@@ -163,7 +165,16 @@ def venv_command(path: str) -> str:
         f"{d}/{shlex.quote('.' + name + '-')}{hexes}{tail}"
         for tail in ("", ".part", "-2", "-2.part")
     )
-    return (
+    busy = (
+        "enc() { enc_v=$1; }\n"
+        + script("busy.sh")
+        + f"b=$(made_venv_busy - {q})\n"
+        + 'if [ -n "$b" ]; then w=; while read -r _ _ p r; do c=${r% unread}; w="$w, $c (pid $p)";'
+        + ' [ "$c" = "$r" ] || w="$w, which podstate cannot read"; done <<EOF\n$b\nEOF\n'
+        + "printf 'podstate: %s: in use now by %s: left as it is; the next apply removes it once"
+        + f' they stop\\n\' {q} "${{w#, }}" >&2; exit 1; fi\n'
+    )
+    return busy + (
         f'rm -f -- {q} && for v in {versions}; do [ ! -e "$v" ] || rm -rf -- "$v" || exit 1;'
         f' done && o=; for l in {d}/*; do [ -L "$l" ] && case $(readlink -- "$l") in'
         f' .*-{hexes}) o=1 ;; esac; done; [ -n "$o" ] || rm -rf -- {d}/.podstate'

@@ -10,7 +10,7 @@ from typing import Any
 
 from pyinfra import host
 
-from podstate.facts import made
+from podstate.facts import made, record_id
 from podstate.facts.marker import read
 from podstate.facts.request import Request
 from podstate.operations import removal as ops
@@ -54,7 +54,7 @@ def apply(
     kept = False
     for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
         with pyinfra_plan.keyed(host, path):
-            records = made.record_paths(found["pod_id"], volume)
+            records = record_id.record_paths(found["pod_id"], volume)
             kept |= undo(entry, probe, True, packages, keep_venv, records) == entry
     if kept:
         return
@@ -65,7 +65,7 @@ def apply(
     if applied is not None and applied.get("pod") == host.name:
         mine.append(where.record)
     if found["records"].get("volume") and found["records"]["volume"].state == "file":
-        mine.append(made.volume_record(volume, found["pod_id"]))
+        mine.append(record_id.volume_record(volume, found["pod_id"]))
     base = posixpath.join(volume, ".podstate")
     ops.remove_paths(
         name="Remove podstate's records and own files",
