@@ -51,11 +51,10 @@ def apply(
     if not records:
         host.noop("no record of what podstate made on this pod: nothing to remove")
         return
-    kept = False
+    kept, paths = False, record_id.record_paths(found["pod_id"], volume)
     for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
         with pyinfra_plan.keyed(host, path):
-            records = record_id.record_paths(found["pod_id"], volume)
-            kept |= undo(entry, probe, True, packages, keep_venv, records) == entry
+            kept |= undo(entry, probe, True, packages, keep_venv, paths) == entry
     if kept:
         return
     left = findings.of(host).left.values()
