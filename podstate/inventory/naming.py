@@ -6,13 +6,18 @@ so that the same listing always names a fleet alike.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from podstate.inventory import hostkeys
-from podstate.inventory.podsfile import HOST_NAME
+from podstate.inventory.podsfile import HOST_NAME, Pod
+
+# The groups the providers' data sets (the automatic groups): no other may take their names.
+RESERVED_GROUPS = ("community", "secure", "runpod", "vast")
+RESERVED_PREFIXES = ("gpu_", "gpus_", "dc_")
 
 
 class Listed(Protocol):
@@ -111,3 +116,37 @@ def gpu_group(model: str | None) -> str | None:
     """Return the group of a GPU model (``gpu_rtx_4090``), None when there is none."""
     gpu = slug(model, ("nvidia", "geforce")) if model else ""
     return f"gpu_{gpu}"[:63].rstrip("_") if gpu else None
+
+
+def reserved(group: str) -> bool:
+    """Return whether ``group`` is a name the providers' data sets (``RESERVED_GROUPS``)."""
+    return group in RESERVED_GROUPS or group.startswith(RESERVED_PREFIXES)
+
+
+def ruled(rules: dict[str, list[str]], *names: str) -> list[str]:
+    """Return the ``groups.yaml`` groups one of whose globs matches one of ``names``, in the
+    file's order."""
+    return [
+        group
+        for group, globs in rules.items()
+        if any(fnmatch.fnmatchcase(n, g) for n in names for g in globs)
+    ]
+
+
+def inventory_pod(
+    name: str,
+    address: tuple[str, int, str],
+    trust: hostkeys.HostKeyTrust,
+    data: dict[str, Any],
+    groups: list[str],
+    ssh_key: str | None,
+) -> Pod:
+    """Return the inventory pod ``name`` of a provider's listing: its SSH ``address`` (host,
+    port, user), the host-key settings of ``trust``, the provider's host ``data``, and the
+    private key file for every pod (``ssh_key``, PODSTATE_SSH_KEY); in ``groups`` (its
+    automatic ones, then those of ``groups.yaml``), each once."""
+    host, port, user = address
+    data = {"ssh_hostname": host, "ssh_port": port, "ssh_user": user, **trust.host_data(), **data}
+    if ssh_key:
+        data["ssh_key"] = ssh_key
+    return Pod(name, data, list(dict.fromkeys(groups)))

@@ -9,7 +9,6 @@ to hosts: host names, automatic groups, ``groups.yaml`` groups and host data.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from pathlib import Path
 from typing import Any
@@ -18,15 +17,20 @@ from podstate.desired.errors import SpecError
 from podstate.desired.load import display_path, load_yaml, spelled
 from podstate.inventory import hostkey_hints, hostkeys, keylog
 from podstate.inventory import live as readings
-from podstate.inventory.naming import Listing, gpu_group, host_names, slug
+from podstate.inventory.naming import (
+    Listing,
+    gpu_group,
+    host_names,
+    inventory_pod,
+    reserved,
+    ruled,
+    slug,
+)
 from podstate.inventory.podsfile import GROUP_NAME, Pod, cloud_group
 from podstate.inventory.runpod_client import LISTING_ENV, fetch, read_listing, settings
 from podstate.inventory.runpod_pods import ApiPod, Skipped, kept, parse
 
 __all__ = ["Skipped", "host_names", "listed", "slug", "to_pods"]
-
-_RESERVED_GROUPS = ("community", "secure", "runpod", "vast")
-_RESERVED_PREFIXES = ("gpu_", "gpus_", "dc_")
 
 
 def auto_groups(pod: ApiPod) -> list[str]:
@@ -67,7 +71,7 @@ def load_group_rules(path: Path) -> dict[str, list[str]]:
                 f"{shown}: {group}: not a valid group name (letters, digits and _, "
                 "not starting with a digit or _)"
             )
-        if group in _RESERVED_GROUPS or group.startswith(_RESERVED_PREFIXES):
+        if reserved(group):
             raise SpecError(
                 f"{shown}: {group}: set from the providers' data (community, secure, runpod, "
                 "vast, gpu_*, gpus_*, dc_*); pick another group name"
@@ -126,10 +130,6 @@ def to_pods(
             hostkeys.record(trust)
         groups = auto_groups(api) + ruled(rules, name, api.name)
         data: dict[str, Any] = {
-            "ssh_hostname": api.host,
-            "ssh_port": api.port,
-            "ssh_user": api.user,
-            **trust.host_data(),
             "pod_id": api.id,
             "provider": "runpod",
             "cloud": api.cloud,
@@ -140,22 +140,11 @@ def to_pods(
             "cost_per_hour": api.cost_per_hour,
             "live_idle": None if api.live is None else readings.idle(api.live),
         }
-        if listing.ssh_key:
-            data["ssh_key"] = listing.ssh_key
-        pods.append(Pod(name, data, list(dict.fromkeys(groups))))
+        address = (api.host, api.port, api.user)
+        pods.append(inventory_pod(name, address, trust, data, groups, listing.ssh_key))
     if record_host_keys:
         hostkey_hints.explain_mismatches(trusts)
     return sorted(pods, key=lambda pod: pod.name)
-
-
-def ruled(rules: dict[str, list[str]], *names: str) -> list[str]:
-    """Return the ``groups.yaml`` groups one of whose globs matches one of ``names``, in the
-    file's order."""
-    return [
-        group
-        for group, globs in rules.items()
-        if any(fnmatch.fnmatchcase(n, g) for n in names for g in globs)
-    ]
 
 
 def _vouched(

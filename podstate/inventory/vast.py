@@ -22,17 +22,14 @@ from typing import Any
 from podstate.inventory import hostkey_hints, hostkeys
 from podstate.inventory import live as readings
 from podstate.inventory.api_http import InventoryError
-from podstate.inventory.naming import Listing, gpu_group
+from podstate.inventory.naming import Listing, gpu_group, inventory_pod, reserved, ruled
 from podstate.inventory.podsfile import GROUP_NAME, Pod
-from podstate.inventory.runpod import ruled
 from podstate.inventory.runpod_client import LISTING_ENV
 from podstate.inventory.vast_client import fetch, settings
 from podstate.inventory.vast_instances import VastInstance, kept, parse
 
 CLOUD = "COMMUNITY"
 LISTING_KEY = "vast"  # its records' key in a listing handed on (``PODSTATE_API_LISTING``)
-_RESERVED = ("community", "secure", "runpod", "vast")
-_RESERVED_PREFIXES = ("gpu_", "gpus_", "dc_")
 # Why a Vast instance's new key is trusted unverified (the reports say it).
 NO_KEY_LOG = "Vast's API serves no log of the container's host keys"
 
@@ -46,7 +43,7 @@ def label_group(instance: VastInstance) -> tuple[str | None, str | None]:
         return None, None
     if not GROUP_NAME.match(label) or label.startswith("_"):
         why = "not a valid group name (letters, digits and _, not starting with a digit)"
-    elif label in _RESERVED or label.startswith(_RESERVED_PREFIXES):
+    elif reserved(label):
         why = "a group podstate sets itself"
     else:
         return label, None
@@ -105,10 +102,6 @@ def to_pods(
         groups = auto_groups(instance) + ruled(rules, name, instance.name)
         live = readings.one_utilization(instance.gpu_util)
         data: dict[str, Any] = {
-            "ssh_hostname": instance.host,
-            "ssh_port": instance.port,
-            "ssh_user": "root",
-            **trust.host_data(),
             "pod_id": instance.id,
             "provider": "vast",
             "endpoint": instance.endpoint,
@@ -120,9 +113,8 @@ def to_pods(
             "verification": instance.verification,
             "started_at": None,
         }
-        if listing.ssh_key:
-            data["ssh_key"] = listing.ssh_key
-        pods.append(Pod(name, data, list(dict.fromkeys(groups))))
+        address = (instance.host, instance.port, "root")
+        pods.append(inventory_pod(name, address, trust, data, groups, listing.ssh_key))
     if record_host_keys:
         hostkey_hints.explain_mismatches(trusts)
     return sorted(pods, key=lambda pod: pod.name)
