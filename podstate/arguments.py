@@ -74,21 +74,23 @@ def _command(commands, name: str, summary: str, exits: str, **more) -> Parser:
     )
 
 
-def _fleet_arguments(command: argparse.ArgumentParser, verb: str) -> None:
+def _fleet_arguments(command: argparse.ArgumentParser, verb: str | None) -> None:
     """Add the options that choose the pods and deploy files and how they are reached:
-    --inventory, --deploy, --limit, --strict-host-keys."""
+    --inventory, --deploy (none without a ``verb``: what is done to them), --limit,
+    --strict-host-keys."""
     command.add_argument(
         "--inventory",
         default="inventories/pods.py",
         metavar="FILE",
         help="the pyinfra inventory file that lists the pods",
     )
-    command.add_argument(
-        "--deploy",
-        action="append",
-        metavar="FILE",
-        help=f"a deploy file to {verb} (repeatable; default: every deploy/*.py, in name order)",
-    )
+    if verb:
+        command.add_argument(
+            "--deploy",
+            action="append",
+            metavar="FILE",
+            help=f"a deploy file to {verb} (repeatable; default: every deploy/*.py, in name order)",
+        )
     command.add_argument(
         "--limit",
         action="append",
@@ -100,6 +102,17 @@ def _fleet_arguments(command: argparse.ArgumentParser, verb: str) -> None:
         "--strict-host-keys",
         action="store_true",
         help="refuse a new host key that RunPod's log does not verify, instead of trusting it",
+    )
+
+
+def _connect_timeout(command: argparse.ArgumentParser) -> None:
+    """Add --timeout: how long connecting to a pod may take."""
+    command.add_argument(
+        "--timeout",
+        type=_number(int, 1),
+        default=settings.CONNECT_TIMEOUT,
+        metavar="SECONDS",
+        help="how long connecting to a pod may take (default: PODSTATE_CONNECT_TIMEOUT, or 10)",
     )
 
 
@@ -126,13 +139,7 @@ def _check(commands) -> None:
         "--json", metavar="PATH", help="write the JSON report here (-: stdout, the table to stderr)"
     )
     _report_arguments(drift)
-    drift.add_argument(
-        "--timeout",
-        type=_number(int, 1),
-        default=settings.CONNECT_TIMEOUT,
-        metavar="SECONDS",
-        help="how long connecting to a pod may take (default: PODSTATE_CONNECT_TIMEOUT, or 10)",
-    )
+    _connect_timeout(drift)
     drift.add_argument(
         "--shard",
         metavar="K/N",
@@ -152,23 +159,12 @@ def _uninstall(commands) -> None:
         commands,
         "uninstall",
         "remove everything podstate put on the pods, as the records on them say",
-        "exit status: 0 nothing of podstate's is left on any pod; 1 a record podstate cannot "
-        "use, an unreachable pod, an error, or a usage error; 2 something is left (with "
-        "--dry-run: 2 something would be removed, 0 nothing would)",
+        "exit status: 0 nothing of podstate's is left on any pod; 1 a violation (a venv or "
+        "tmpfs still in use, a record podstate cannot use), an unreachable pod, an error, or a "
+        "usage error; 2 something is left (with --dry-run: 2 something would be removed, 0 "
+        "nothing would)",
     )
-    gone.add_argument(
-        "--inventory",
-        default="inventories/pods.py",
-        metavar="FILE",
-        help="the pyinfra inventory file that lists the pods",
-    )
-    gone.add_argument(
-        "--limit",
-        action="append",
-        metavar="PATTERN",
-        help="a group's name, or else a glob of pod names (quoted), as pyinfra's --limit: "
-        "repeatable, and a comma is part of the pattern",
-    )
+    _fleet_arguments(gone, None)
     gone.add_argument(
         "--dry-run", action="store_true", help="list what would be removed; change nothing"
     )
@@ -191,18 +187,7 @@ def _uninstall(commands) -> None:
     gone.add_argument(
         "--diff", action="store_true", help="show unified diffs of the files in the table"
     )
-    gone.add_argument(
-        "--strict-host-keys",
-        action="store_true",
-        help="refuse pods whose host key is not in the store yet, instead of trusting it",
-    )
-    gone.add_argument(
-        "--timeout",
-        type=_number(int, 1),
-        default=settings.CONNECT_TIMEOUT,
-        metavar="SECONDS",
-        help="how long connecting to a pod may take (default: PODSTATE_CONNECT_TIMEOUT, or 10)",
-    )
+    _connect_timeout(gone)
     gone.set_defaults(command="uninstall")
 
 
