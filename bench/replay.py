@@ -7,15 +7,18 @@ one multiplexed connection per pod (ControlMaster), every pod at once. What is l
 podstate and this floor is podstate's own process, not the work its commands do on the pods.
 
 The replay must do the same work, so each command must end as it did for podstate (its exit
-status), and the cycle checks the pods afterwards (a check is clean). One thing is changed:
+status), and the cycle checks the pods afterwards (a check is clean). Two things are changed:
 the pod lock's count that podstate's probe read (``seen``), which a take refuses once another
 run has taken the lock since; podstate's own run has, so the replay's take does not compare
-it (it reads the same files).
+it (it reads the same files). And the container start the ready marker names: the first
+apply is replayed on pods restarted since podstate's, and a marker of another start is not
+ready, so it names the start the pod has now, read before the replay is timed.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import re
@@ -37,11 +40,17 @@ from bench.steps import (
     _per_pod,
     ssh_base,
 )
+from podstate.facts import start as container_start
+from podstate.paths import READY_MARKER
 from podstate.sandbox import inside
 
 RECORDER = ROOT / "bench" / "record"
 # The lock's arguments before ``seen`` (scripts/lock.sh: MODE TTL WAIT GRACE END SEEN).
 _SEEN = re.compile(r"( take \d+ \d+ \d+ (?:release|keep) )(\S+) ")
+# The ready marker's write (bookkeeping.write_command): its mode, sha256 and base64 content.
+_MARKER = re.compile(
+    rf"(set -- {re.escape(READY_MARKER)} own \d+ )([0-9a-f]{{64}}) ([A-Za-z0-9+/=]+)"
+)
 
 
 @dataclass(frozen=True)
@@ -91,6 +100,18 @@ def unseen(command: str) -> str:
     return _SEEN.sub(r'\1"" ', command, count=1)
 
 
+def restarted(command: str, container: str | None) -> str:
+    """Return ``command`` with the ready marker it writes naming the container start
+    ``container`` (see the module docstring), its sum to match."""
+
+    def swap(found: re.Match[str]) -> str:
+        fields = json.loads(base64.b64decode(found[3]))
+        text = (json.dumps({**fields, "container": container}) + "\n").encode()
+        return f"{found[1]}{hashlib.sha256(text).hexdigest()} {base64.b64encode(text).decode()}"
+
+    return _MARKER.sub(swap, command)
+
+
 def replay(
     commands: dict[int, list[Recorded]], pods_file: Path, state: Path, work: Path
 ) -> dict[str, Any]:
@@ -109,10 +130,22 @@ def replay(
             "-o", "ControlPersist=yes", "-p", str(port), f"root@{hosts[port]}",
         ]  # fmt: skip
 
+    def container(port: int) -> str | None:
+        if not any(_MARKER.search(item.command) for item in commands[port]):
+            return None
+        read = subprocess.run(
+            [*base, "-p", str(port), f"root@{hosts[port]}", container_start.PROBE_LINE],
+            capture_output=True, text=True, timeout=STEP_TIMEOUT_S,
+        )  # fmt: skip
+        return container_start.parse(read.stdout.strip().removeprefix("cstart "))
+
     def one(port: int) -> str | None:
         for i, item in enumerate(commands[port]):
+            command = unseen(item.command)
+            if port in starts:
+                command = restarted(command, starts[port])
             result = subprocess.run(
-                [*target(port), unseen(item.command)], input=item.stdin, capture_output=True,
+                [*target(port), command], input=item.stdin, capture_output=True,
                 timeout=STEP_TIMEOUT_S,
             )  # fmt: skip
             if item.status is not None and result.returncode != item.status:
@@ -125,6 +158,7 @@ def replay(
     missing = set(commands) - set(hosts)
     if missing:
         raise BenchError(f"replay: no pod on port {sorted(missing)[0]}")
+    starts = {port: found for port in commands if (found := container(port)) is not None}
     before = inside.commands_served(state)
     cpu, machine_cpu = _children_cpu(), _machine_cpu()
     start = time.perf_counter()
