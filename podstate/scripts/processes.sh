@@ -14,10 +14,13 @@
 # Needs enc and b64, which the probe defines.
 
 # shellcheck disable=SC2154 # enc_v is set by enc, which the probe defines
+# parent_of PID: sets ppid to PID's parent (empty when its status has none), in this shell:
+# no subshell to fork for each ancestor of each process
 parent_of() {
+    ppid=
     while read -r key value; do
         if [ "$key" = PPid: ]; then
-            echo "$value"
+            ppid=$value
             return
         fi
     done <"/proc/$1/status"
@@ -29,7 +32,8 @@ in_ssh_session() {
     while [ "${p:-0}" -gt 1 ]; do
         read -r c <"/proc/$p/comm" || return 1
         [ "$c" = sshd ] && return 0
-        p=$(parent_of "$p") || return 1
+        parent_of "$p" || return 1
+        p=$ppid
     done
     return 1
 }
