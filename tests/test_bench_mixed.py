@@ -39,7 +39,12 @@ def test_the_report_shows_the_mixed_fleets_check_against_its_floor():
 
 
 def test_a_run_without_the_mixed_fleet_has_no_rows_of_it():
-    text = report(RAW)
+    raw = copy.deepcopy(RAW)
+    raw["settings"]["mixed_runs"] = 0
+    for sample in raw["samples"]:
+        for step in ("mixed_floor", "mixed_check"):
+            sample["steps"].pop(step, None)
+    text = report(raw)
     assert "mixed fleet: `podstate check`" not in text
     assert "*mixed fleet: check / its floor*" not in text
 
