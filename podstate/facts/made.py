@@ -246,14 +246,13 @@ def parse_record(text: str) -> Record:
 
 def probe_lines(args: dict[str, Any] | None, asked: list[str] = ()) -> list[str]:
     """Return the probe's lines for the records (read-only): the container disk's record and
-    what is at the paths it names (scripts/made_state.sh), ``made.pod_id`` (the id that
-    record names, else the container's identity: ``identity_line``), the volume's record
-    for that id (``record_id.name_line``), then which of their paths another record on the volume
-    names (scripts/made_others.sh); ``args``: ``volume``, the volume's mount point,
-    ``identity``, the variables that name the pod, and ``keep``, the mounts,
-    repositories and venv the desired state keeps; ``asked``: the files and paths the probe reads
-    anyway, which the records' section does not read again (``same`` and ``kind`` then
-    tell from what the probe read)."""
+    what is at the paths it names (scripts/made_state.sh), ``made.pod_id`` (the id that record
+    names, else the container's identity: ``identity_line``), the volume's record for that id
+    (``record_id.name_line``), then which of their paths another record on the volume names
+    (scripts/made_others.sh); ``args``: ``volume``, the volume's mount point, ``identity``, the
+    variables that name the pod, and ``keep``, the mounts, repositories and venv the desired
+    state keeps; ``asked``: the files and paths the probe reads anyway, which the records'
+    section does not read again (``same`` and ``kind`` then tell from what the probe read)."""
     if not args:
         return []
     volume = quote_path(posixpath.join(args["volume"], ".podstate", "made"))
