@@ -97,11 +97,8 @@ def undo(
         if probe["made"]["kinds"].get(path) != "repo":
             return None
         if not probe["made"]["same"].get(path):
-            findings.left(
-                path,
-                f"{path} has work of someone's own in it (changes, untracked files, commits "
-                "no remote holds, or a stash): left as it is",
-            )
+            work = probe["made"].get("work", {}).get(path) or "what git cannot read"
+            findings.left(path, f"{path} has work of someone's own in it ({work}): left as it is")
             return None
         emptied = "emptied" in entry.fields
         what = f"would remove: the checkout {path}" + (", emptied" if emptied else "")

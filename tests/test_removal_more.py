@@ -3,8 +3,10 @@ a violation names the processes, and the mount stays until they stop (pod-4 may 
 apt package podstate installed is left in place and named once when it leaves the list,
 unless ``packages.remove_undeclared`` says to remove it; one that was there before, never
 (pod-2, whose only apt source is a local repository). A repository podstate cloned goes,
-unless someone's work is in it, and the directories made above it to clone it go after it
-when nothing else is in them (pod-2). The venv and its snapshots go; ``podstate uninstall
+unless someone's work is in it (work `git status --porcelain` does not show too: ignored
+files, untracked ones hidden by status.showUntrackedFiles, a linked worktree, a branch no
+remote holds), and the directories made above it to clone it go after it when nothing else
+is in them (pod-2). The venv and its snapshots go; ``podstate uninstall
 --keep-venv`` leaves them (pod-4)."""
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from podstate.operations.removal import checkout_command
 from tests.apt_repo import build_deb, serve
 from tests.e2e import BIN, apply, check, run
 from tests.fixtures.venv.wheels import tar_bytes, wheelhouse
@@ -127,6 +130,70 @@ def test_a_checkout_podstate_cloned_goes_unless_someones_work_is_in_it(fleet, tm
     assert fleet.ssh("pod-2", f"test -e {clean}").returncode == 1
     assert fleet.out("pod-2", f"cat {worked}/notes.txt") == "mine\n"
     assert _entry(fleet, tmp_path, "pod-2")["status"] == "ok"
+
+
+# Work git would not give back from the remote, though `git status --porcelain` shows none:
+# each checkout's kind of work, the sh that makes it, and the words that name it.
+HIDDEN_WORK = {
+    "ignored": (
+        "echo checkpoints/ >> .git/info/exclude && mkdir checkpoints &&"
+        " echo weights > checkpoints/step-1000.pt",
+        "ignored files",
+    ),
+    "unshown": (
+        "git config status.showUntrackedFiles no && echo mine > notes.txt",
+        "untracked files",
+    ),
+    "worktree": ("git worktree add -q --detach /root/rm-hidden-tree", "a linked worktree"),
+    "branch": ("git branch experiment", "a branch no remote holds"),
+}
+
+
+def test_a_checkout_with_work_git_status_does_not_show_is_kept_and_named(fleet, tmp_path):
+    fleet.out("pod-2", MAKE_ORIGIN.format(bare="/srv/git/hidden.git"))
+    url = "file:///srv/git/hidden.git"
+    paths = {kind: f"/root/rm-hidden/{kind}" for kind in HIDDEN_WORK}
+    _desired(fleet, {**BASE, "repos": {p: {"url": url, "ref": "main"} for p in paths.values()}})
+    run = apply(fleet, "--limit", "pod-2")
+    assert run.returncode == 0, run.stderr
+    for kind, (make, _) in HIDDEN_WORK.items():
+        fleet.out("pod-2", f"cd {paths[kind]} && {make}")
+        assert fleet.out("pod-2", f"git -C {paths[kind]} status --porcelain") == ""
+
+    _desired(fleet, BASE)
+    changes = [c["operation"] for c in _entry(fleet, tmp_path, "pod-2")["changes"]]
+    for kind, (_, words) in HIDDEN_WORK.items():
+        named = f"would forget: {paths[kind]} has work of someone's own in it ({words})"
+        assert named in "\n".join(changes), "\n".join(changes)
+        assert f"would remove: the checkout {paths[kind]}" not in changes
+    run = apply(fleet, "--limit", "pod-2")
+    assert run.returncode == 0, run.stderr
+    assert fleet.out("pod-2", f"cat {paths['ignored']}/checkpoints/step-1000.pt") == "weights\n"
+    assert fleet.out("pod-2", f"cat {paths['unshown']}/notes.txt") == "mine\n"
+    assert fleet.out("pod-2", f"git -C {paths['branch']} branch --list experiment").strip()
+    tree = "git -C /root/rm-hidden-tree rev-parse --is-inside-work-tree"
+    assert fleet.out("pod-2", tree) == "true\n"
+    assert _entry(fleet, tmp_path, "pod-2")["status"] == "ok"
+
+
+def test_the_checkouts_removal_looks_again_and_keeps_work_done_since_the_plan(fleet):
+    fleet.out("pod-2", MAKE_ORIGIN.format(bare="/srv/git/again.git"))
+    checkout = "/root/rm-again/code"
+    fleet.out("pod-2", f"git clone -q file:///srv/git/again.git {checkout}")
+    fleet.out(
+        "pod-2",
+        f"cd {checkout} && echo out/ >> .git/info/exclude && mkdir out && echo x > out/run.log",
+    )
+    result = fleet.ssh("pod-2", checkout_command(checkout, keep_directory=False))
+    assert result.returncode == 1
+    assert (
+        f"{checkout}: it holds work of its own now (ignored files): left as it is" in result.stderr
+    )
+    assert fleet.out("pod-2", f"cat {checkout}/out/run.log") == "x\n"
+    fleet.out("pod-2", f"rm -r {checkout}/out")
+    result = fleet.ssh("pod-2", checkout_command(checkout, keep_directory=False))
+    assert result.returncode == 0, result.stderr
+    assert fleet.ssh("pod-2", f"test -e {checkout}").returncode == 1
 
 
 @pytest.mark.parametrize("mine", [False, True], ids=["empty", "a-file-of-the-users"])

@@ -283,9 +283,10 @@ def parse(output: list[str]) -> dict[str, Any]:
     the pod has none), ``records`` (``disk``, ``volume``: a ``Record`` each), ``others``
     (the paths they name that another pod's record on the volume names too), ``same``
     (path -> whether the regular file there holds one of the contents its entry names),
-    ``kinds`` (path -> what is there, for the entries whose content is not read) and ``busy``
+    ``kinds`` (path -> what is there, for the entries whose content is not read), ``busy``
     (mount or venv -> the processes using it: ``pid``, ``command``, and ``unread``: True for
-    one whose files cannot be read, which may)."""
+    one whose files cannot be read, which may) and ``work`` (checkout -> what of someone's
+    own is in it, in words: scripts/repo_clean.sh)."""
     found: dict[str, Any] = {
         "pod_id": None,
         "records": {},
@@ -293,6 +294,7 @@ def parse(output: list[str]) -> dict[str, Any]:
         "same": {},
         "kinds": {},
         "busy": {},
+        "work": {},
     }
     lines: dict[str, list[str]] = {}
     for line in output:
@@ -310,6 +312,8 @@ def parse(output: list[str]) -> dict[str, Any]:
         elif key == "made.same":  # one per line of the entry: any of them may hold
             path = decode(words[0])
             found["same"][path] = found["same"].get(path, False) or words[1] == "yes"
+        elif key == "made.work":  # a checkout's work of someone's own, in words
+            found["work"][decode(words[0])] = " ".join(words[1:])
         elif key == "made.other":
             found["others"].add(decode(words[0]))
         elif key == "made.busy":

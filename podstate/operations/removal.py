@@ -136,19 +136,28 @@ def remove_package(package: str, what: str):
 def remove_checkout(path: str, keep_directory: bool, what: str):
     """
     Remove a checkout podstate cloned, while nothing of anyone's own is in it
-    (scripts/repo_clean.sh, checked again when the step runs; else it fails and is left).
+    (scripts/repo_clean.sh, checked again when the step runs; else it fails naming what
+    work is in it, and is left: ``checkout_command``).
 
     + path: the checkout
     + keep_directory: leave the (empty) directory it was cloned into
     + what: what goes, in words (the check's line)
     """
     findings.describe(what)
+    yield changing(checkout_command(path, keep_directory))
+
+
+def checkout_command(path: str, keep_directory: bool) -> str:
+    """Return sh that removes the checkout at ``path`` (its contents alone, with
+    ``keep_directory``) while scripts/repo_clean.sh finds nothing of anyone's own in it,
+    looked at again when it runs (work may have been done since the plan); else it fails
+    naming the kinds of work, and removes nothing."""
     q = quote_path(path)
     gone = f"find {q} -mindepth 1 -delete" if keep_directory else f"rm -rf -- {q}"
-    yield changing(
+    return (
         script("repo_clean.sh")
-        + f"if repo_clean {q}; then {gone}; else echo 'podstate: '{shlex.quote(path)}': it holds"
-        " work of its own now (changes, commits or a stash); left as it is' >&2; exit 1; fi"
+        + f"if repo_clean {q}; then {gone}; else printf 'podstate: %s: it holds work of its"
+        f' own now (%s): left as it is\\n\' {shlex.quote(path)} "$repo_work" >&2; exit 1; fi'
     )
 
 

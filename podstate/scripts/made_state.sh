@@ -19,7 +19,8 @@
 #     mount point, "repo" for a checkout, "installed" for an apt package dpkg has installed;
 #   "made.same PATH yes|no" for a repo not in made_keep (the PATH words of the mounts and
 #     repositories the desired state keeps): whether it holds nothing of anyone's own
-#     (repo_clean);
+#     (repo_clean), and for one that does, "made.work PATH WORK": what kinds of work, in
+#     repo_clean's words;
 #   "made.busy PATH PID COMM" for a mount not in made_keep, per process using it, and for a
 #     venv not in made_keep, per process running from it (made_venv_busy; "made.busy PATH PID
 #     COMM unread" for one that may, whose files cannot be read).
@@ -126,7 +127,12 @@ EOF
             case " $made_keep " in *" $made_p "*) continue ;; esac
             [ -d "$f" ] || continue
             echo "made.kind $made_p repo"
-            if repo_clean "$f"; then echo "made.same $made_p yes"; else echo "made.same $made_p no"; fi
+            if repo_clean "$f"; then
+                echo "made.same $made_p yes"
+            else
+                echo "made.same $made_p no"
+                echo "made.work $made_p $repo_work"
+            fi
             ;;
         mount)
             case " $made_keep " in *" $made_p "*) continue ;; esac
