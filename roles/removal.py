@@ -46,9 +46,11 @@ def reads(wanted: dict[str, Any]) -> Request:
     return Request(made=made.request(wanted))
 
 
-def take_block(text: str, begin: str, end: str) -> str:
+def take_block(text: str, begin: str, end: str) -> str | None:
     """Return ``text`` without podstate's blocks: each run of lines from one starting with
-    ``begin`` to one starting with ``end``, both included; every other line as it was."""
+    ``begin`` to one starting with ``end``, both included; every other line as it was. None
+    when a ``begin`` line has no ``end`` line after it: which of the lines after it are
+    podstate's cannot be told (in ~/.ssh/authorized_keys, the keys someone logs in with)."""
     kept, inside = [], False
     for line in text.splitlines(keepends=True):
         if not inside and line.startswith(begin):
@@ -57,7 +59,7 @@ def take_block(text: str, begin: str, end: str) -> str:
             inside = False
         elif not inside:
             kept.append(line)
-    return "".join(kept)
+    return None if inside else "".join(kept)
 
 
 def _on(path: str, volume: str) -> bool:
@@ -140,6 +142,15 @@ def undo(
         if content is None or begin not in content:
             return None
         rest = take_block(content, begin, end)
+        if rest is None:
+            findings.violation(
+                f"podstate's block in {path} has lost its end mark ({end!r}): podstate cannot "
+                "tell its lines from the ones after it, so it removes nothing there; put the end "
+                "mark back after podstate's lines (or take them out, with the begin mark, by "
+                "hand), and the next run finishes",
+                "removal.block",
+            )
+            return entry
         gone = "created" in entry.fields[2:] and not rest.strip()
         ops.put_back(
             name=f"Take podstate's block out of {path}",

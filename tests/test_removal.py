@@ -87,6 +87,13 @@ def test_taking_the_block_out_leaves_every_other_line():
     assert take_block(text, "# >>> p", "# <<< p") == "alias a=b\n\ntail\n"
 
 
+@pytest.mark.parametrize(
+    "text", ["# >>> p\nx\nkey of the user\n", "# >>> p\nx\n# <<< p\nkey\n# >>> p\nx\n"]
+)
+def test_a_block_without_its_end_mark_is_not_taken_out(text):
+    assert take_block(text, "# >>> p", "# <<< p") is None
+
+
 # --- end to end ---------------------------------------------------------------------------
 
 

@@ -28,6 +28,7 @@ SANDBOX = {"pods": 4}
 SCRATCH = "/scratch-rm"
 BASE = {"shm": {"min_size": "32M"}}
 MOUNTED = f"mountpoint -q {SCRATCH} && echo mounted || echo not"
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGmYcG6NWlP6zxDiXGHDwC4whjAQALSZ3F6gIKZEhofW a@b"
 
 
 def _desired(fleet, data: dict) -> None:
@@ -69,6 +70,11 @@ def test_a_busy_tmpfs_stays_mounted_and_names_its_processes_then_goes(fleet, tmp
     assert fleet.out("pod-4", MOUNTED) == "not\n"
     assert fleet.ssh("pod-4", f"test -e {SCRATCH}").returncode == 1
     assert _entry(fleet, tmp_path)["status"] == "ok"
+
+
+def uninstall(fleet, pod: str, *options: str):
+    """Return ``podstate uninstall`` of ``pod`` with ``options``, as a user runs it."""
+    return run(fleet, [str(BIN / "podstate"), "uninstall", "--limit", pod, *options])
 
 
 def _installed(fleet, package: str) -> bool:
@@ -225,6 +231,36 @@ def test_the_directories_made_above_a_checkout_go_after_it_unless_someone_uses_t
     else:
         assert fleet.ssh("pod-2", f"test -e {top}").returncode == 1
     assert _entry(fleet, tmp_path, "pod-2")["status"] == "ok"
+
+
+def test_a_keys_block_without_its_end_mark_removes_nothing_and_says_why(fleet, tmp_path):
+    keys, mine = "/root/.ssh/authorized_keys", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMine mine@pc"
+    _desired(fleet, {**BASE, "authorized_keys": [KEY]})
+    assert apply(fleet, "--limit", "pod-3").returncode == 0
+    # the end mark lost in a hand edit, the user's own key added after podstate's
+    fleet.out(
+        "pod-3", f"sed -i '/^# <<< podstate authorized_keys/d' {keys} && echo '{mine}' >> {keys}"
+    )
+    edited = fleet.out("pod-3", f"cat {keys}")
+
+    _desired(fleet, BASE)
+    entry = _entry(fleet, tmp_path, "pod-3")
+    assert entry["status"] == "violation"
+    [why] = [v["message"] for v in entry["violations"] if v["id"] == "removal.block"]
+    assert "~/.ssh/authorized_keys has lost its end mark" in why and "removes nothing" in why
+    run = apply(fleet, "--limit", "pod-3")
+    assert run.returncode == 1 and "removal.block" in run.stderr
+    assert fleet.out("pod-3", f"cat {keys}") == edited
+    gone = uninstall(fleet, "pod-3")
+    assert gone.returncode == 1 and "lost its end mark" in gone.stdout, gone.stdout + gone.stderr
+    assert fleet.out("pod-3", f"cat {keys}") == edited
+
+    # the end mark put back after podstate's key: the block goes, the user's key stays
+    fleet.out("pod-3", f"sed -i 's/^{KEY}$/&\\n# <<< podstate authorized_keys <<</' {keys}")
+    assert apply(fleet, "--limit", "pod-3").returncode == 0
+    after = fleet.out("pod-3", f"cat {keys}")
+    assert KEY not in after and "podstate" not in after and after.endswith(mine + "\n")
+    assert _entry(fleet, tmp_path, "pod-3")["status"] == "ok"
 
 
 def test_the_venv_and_its_snapshots_go_or_stay_with_keep_venv(fleet, tmp_path):
