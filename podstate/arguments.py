@@ -160,9 +160,9 @@ def _uninstall(commands) -> None:
         "uninstall",
         "remove everything podstate put on the pods, as the records on them say",
         "exit status: 0 nothing of podstate's is left on any pod; 1 a violation (a venv or "
-        "tmpfs still in use, a record podstate cannot use), an unreachable pod, an error, or a "
-        "usage error; 2 something is left (with --dry-run: 2 something would be removed, 0 "
-        "nothing would)",
+        "tmpfs still in use, a tmpfs with files in it, a record podstate cannot use), an "
+        "unreachable pod, an error, or a usage error; 2 something is left (with --dry-run: 2 "
+        "something would be removed, 0 nothing would)",
     )
     _fleet_arguments(gone, None)
     gone.add_argument(
@@ -183,6 +183,12 @@ def _uninstall(commands) -> None:
         "--keep-venv",
         action="store_true",
         help="leave the venv podstate built, and its snapshots on the volume",
+    )
+    gone.add_argument(
+        "--discard-scratch",
+        action="store_true",
+        help="unmount the tmpfs scratch podstate mounted even when files are in it, which go "
+        "with it (default: such a tmpfs stays mounted, named)",
     )
     gone.add_argument(
         "--diff", action="store_true", help="show unified diffs of the files in the table"

@@ -196,6 +196,7 @@ def _uninstall(args: argparse.Namespace) -> int:
             volume=args.volume,
             packages=args.packages,
             keep_venv=args.keep_venv,
+            discard_scratch=args.discard_scratch,
             timeout=args.timeout,
             strict_host_keys=True if args.strict_host_keys else None,
             progress=display.pod,

@@ -73,11 +73,13 @@ def undo(
     packages: bool = False,
     keep_venv: bool = False,
     records: tuple[str, ...] = (),
+    discard_scratch: bool = False,
 ) -> Entry | None:
     """Plan taking ``entry`` away as the probe found it (apt packages only with
     ``packages``; the venv and its snapshot not with ``keep_venv``; ``records``: the records'
-    paths on the pod, which a removal checks the file against); return what the record
-    names afterwards (a disarmed boot hook's stub), None when nothing."""
+    paths on the pod, which a removal checks the file against; a tmpfs that holds files
+    only with ``discard_scratch``); return what the record names afterwards (a disarmed boot
+    hook's stub, what stays), None when nothing."""
     path, files = entry.path, probe["files"]
     if path in probe["made"]["others"]:
         findings.left(
@@ -94,7 +96,7 @@ def undo(
     same = made.same(entry, probe)
     content = info.content if info is not None else None
     if entry.kind == "mount":
-        return unmount(entry, probe)
+        return unmount(entry, probe, uninstall, discard_scratch)
     if entry.kind == "repo":
         if probe["made"]["kinds"].get(path) != "repo":
             return None

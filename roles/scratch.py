@@ -111,28 +111,51 @@ def _declare(path: str, info: dict[str, Any], can_mount: bool, was: Entry | None
         findings.made("dir", path, "scratch")  # the venv role's caches may be in it
 
 
-def unmount(entry: Entry, probe: dict[str, Any]) -> Entry | None:
+def unmount(
+    entry: Entry, probe: dict[str, Any], uninstall: bool = False, discard: bool = False
+) -> Entry | None:
     """Plan unmounting the tmpfs podstate mounted at ``entry.path`` (then removing its mount
     point, when podstate made it and it is empty), which left the desired state
-    (roles/removal.py); one that a process uses stays mounted: a violation naming the
-    processes, and the record keeps it. Return what the record names afterwards."""
+    (roles/removal.py), or goes with ``uninstall``; one that a process uses stays mounted,
+    and one that holds files (or may: one podstate cannot read) too, unless ``discard``
+    (``podstate uninstall --discard-scratch``): a violation naming the processes or a file,
+    and the record keeps it. Return what the record names afterwards."""
     path, made_it = entry.path, "made" in entry.fields
     if probe["made"]["kinds"].get(path) != "mount":
         if made_it and probe["made"]["kinds"].get(path) is None:
             return Entry("dir", path)  # unmounted already: its mount point may be left
         return None
+    gone, next_run = ("to go", "uninstall") if uninstall else ("no longer declared", "apply")
     if busy := probe["made"]["busy"].get(path):
         findings.violation(
-            f"scratch {path} is no longer declared, but {made.using(busy, 'uses')}: podstate "
+            f"scratch {path} is {gone}, but {made.using(busy, 'uses')}: podstate "
             "does not unmount a tmpfs in use (what is on it would vanish from under them); "
-            "stop them, and the next apply unmounts it",
+            f"stop them, and the next {next_run} unmounts it",
             "removal.busy",
+        )
+        return entry
+    held = probe["made"].get("held", {}).get(path)
+    if held and not discard:
+        what = "what podstate cannot read" if held == "?" else f"files (among them {held})"
+        then = (
+            "`podstate uninstall --discard-scratch` discards the rest with it"
+            if uninstall
+            else f"empty it to discard the rest (`find {path} -mindepth 1 -delete`), and the "
+            "next apply unmounts it"
+        )
+        findings.violation(
+            f"scratch {path} is {gone}, but holds {what}: podstate does not unmount a tmpfs "
+            f"with files in it (they would be lost with it); move what you need, then {then}",
+            "removal.scratch",
         )
         return entry
     ops.unmount(
         name=f"Unmount {path}",
         path=path,
         remove=made_it,
-        what=f"would remove: the tmpfs at {path}" + (" and its mount point" if made_it else ""),
+        discard=discard,
+        what=f"would remove: the tmpfs at {path}"
+        + (", and the files in it" if held else "")
+        + (" and its mount point" if made_it else ""),
     )
     return None

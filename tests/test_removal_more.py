@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from podstate.operations.removal import checkout_command
+from podstate.operations.removal import checkout_command, unmount_command
 from tests.apt_repo import build_deb, serve
 from tests.e2e import BIN, apply, check, run
 from tests.fixtures.venv.wheels import tar_bytes, wheelhouse
@@ -64,6 +64,7 @@ def test_a_busy_tmpfs_stays_mounted_and_names_its_processes_then_goes(fleet, tmp
         assert fleet.out("pod-4", MOUNTED) == "mounted\n"
     finally:
         fleet.out("pod-4", f"kill {pid}; while kill -0 {pid} 2>/dev/null; do sleep 0.1; done")
+    fleet.out("pod-4", f"rm {SCRATCH}/tmp/held")  # a tmpfs that holds a file stays: below
     changes = [c["operation"] for c in _entry(fleet, tmp_path)["changes"]]
     assert f"would remove: the tmpfs at {SCRATCH} and its mount point" in changes
     assert apply(fleet, "--limit", "pod-4").returncode == 0
@@ -75,6 +76,86 @@ def test_a_busy_tmpfs_stays_mounted_and_names_its_processes_then_goes(fleet, tmp
 def uninstall(fleet, pod: str, *options: str):
     """Return ``podstate uninstall`` of ``pod`` with ``options``, as a user runs it."""
     return run(fleet, [str(BIN / "podstate"), "uninstall", "--limit", pod, *options])
+
+
+def _scratch_with_a_checkpoint(fleet) -> str:
+    """Apply a tmpfs scratch (TMPDIR in it) to pod-4, write a file into it, and take scratch
+    out of the desired state; return the file's path."""
+    _desired(
+        fleet,
+        {**BASE, "scratch": {SCRATCH: {"size": "64M"}}, "dirs": {"TMPDIR": f"{SCRATCH}/tmp"}},
+    )
+    assert apply(fleet, "--limit", "pod-4").returncode == 0
+    assert fleet.out("pod-4", MOUNTED) == "mounted\n"
+    checkpoint = f"{SCRATCH}/tmp/run-7/step-1000.pt"
+    fleet.out("pod-4", f"mkdir -p {SCRATCH}/tmp/run-7 && echo weights > {checkpoint}")
+    _desired(fleet, BASE)
+    return checkpoint
+
+
+def _held(entry: dict) -> str:
+    """Return the message of the violation that keeps a tmpfs with files in it mounted."""
+    assert entry["status"] == "violation", entry
+    [held] = [v["message"] for v in entry["violations"] if v["id"] == "removal.scratch"]
+    return held
+
+
+def test_a_tmpfs_with_files_in_it_stays_mounted_and_named_until_it_is_emptied(fleet, tmp_path):
+    checkpoint = _scratch_with_a_checkpoint(fleet)
+    held = _held(_entry(fleet, tmp_path))
+    assert (
+        f"scratch {SCRATCH} is no longer declared, but holds files (among them {checkpoint})"
+        in held
+    )
+    assert f"find {SCRATCH} -mindepth 1 -delete" in held
+    run = apply(fleet, "--limit", "pod-4")
+    assert run.returncode == 1 and "removal.scratch" in run.stderr
+    assert fleet.out("pod-4", f"cat {checkpoint}") == "weights\n"
+    assert SCRATCH in fleet.out("pod-4", "cat /etc/podstate/made")  # the record keeps it
+
+    fleet.out("pod-4", f"find {SCRATCH} -mindepth 1 -delete")  # as the violation says
+    changes = [c["operation"] for c in _entry(fleet, tmp_path)["changes"]]
+    assert f"would remove: the tmpfs at {SCRATCH} and its mount point" in changes
+    assert apply(fleet, "--limit", "pod-4").returncode == 0
+    assert fleet.out("pod-4", MOUNTED) == "not\n"
+    assert _entry(fleet, tmp_path)["status"] == "ok"
+
+
+def test_uninstall_leaves_a_tmpfs_with_files_in_it_unless_asked_to_discard_them(fleet):
+    checkpoint = _scratch_with_a_checkpoint(fleet)
+    kept = uninstall(fleet, "pod-4")
+    assert kept.returncode == 1, kept.stdout + kept.stderr
+    assert f"scratch {SCRATCH} is to go, but holds files (among them {checkpoint})" in kept.stdout
+    assert "`podstate uninstall --discard-scratch` discards the rest" in kept.stdout
+    assert fleet.out("pod-4", f"cat {checkpoint}") == "weights\n"
+
+    dry = uninstall(fleet, "pod-4", "--dry-run", "--discard-scratch")
+    assert dry.returncode == 2, dry.stdout + dry.stderr
+    assert f"would remove: the tmpfs at {SCRATCH}, and the files in it" in dry.stdout
+    gone = uninstall(fleet, "pod-4", "--discard-scratch")
+    assert gone.returncode == 0, gone.stdout + gone.stderr
+    assert fleet.out("pod-4", MOUNTED) == "not\n"
+    assert fleet.ssh("pod-4", f"test -e {SCRATCH}").returncode == 1
+
+
+def test_the_unmount_looks_again_and_leaves_a_tmpfs_written_to_since_the_plan(fleet):
+    path = "/scratch-again"
+    fleet.out("pod-4", f"mkdir -p {path} && mount -t tmpfs -o size=1M podstate {path}")
+    fleet.out("pod-4", f"mkdir -p {path}/.podstate-cache/uv {path}/tmp && echo x > {path}/tmp/new")
+    result = fleet.ssh("pod-4", unmount_command(path, remove=True, discard=False))
+    assert result.returncode == 1
+    assert f"{path}: not empty now ({path}/tmp/new): left mounted" in result.stderr
+    assert fleet.out("pod-4", f"cat {path}/tmp/new") == "x\n"
+    fleet.out("pod-4", f"rm {path}/tmp/new")  # podstate's caches and empty directories: no file
+    result = fleet.ssh("pod-4", unmount_command(path, remove=True, discard=False))
+    assert result.returncode == 0, result.stderr
+    assert fleet.ssh("pod-4", f"test -e {path}").returncode == 1
+
+    fleet.out("pod-4", f"mkdir -p {path} && mount -t tmpfs -o size=1M podstate {path}")
+    fleet.out("pod-4", f"echo x > {path}/new")
+    result = fleet.ssh("pod-4", unmount_command(path, remove=True, discard=True))
+    assert result.returncode == 0, result.stderr
+    assert fleet.ssh("pod-4", f"test -e {path}").returncode == 1
 
 
 def _installed(fleet, package: str) -> bool:

@@ -26,12 +26,14 @@ DEPLOY = str(Path(__file__).resolve().parent.parent / "pod" / "uninstall_deploy.
 
 
 @contextmanager
-def _nothing_declared(volume: str, packages: bool, keep_venv: bool) -> Iterator[dict[str, str]]:
+def _nothing_declared(
+    volume: str, packages: bool, keep_venv: bool, discard_scratch: bool
+) -> Iterator[dict[str, str]]:
     """Within the block, ``PODSTATE_VARS`` is a vars directory that declares nothing (the
     inventory still needs one), ``PODSTATE_UNINSTALL_VOLUME`` is ``volume`` and
-    ``PODSTATE_UNINSTALL_PACKAGES`` says ``packages`` and ``PODSTATE_UNINSTALL_KEEP_VENV``
-    ``keep_venv``; yield the environment of a pyinfra run
-    the same."""
+    ``PODSTATE_UNINSTALL_PACKAGES`` says ``packages``, ``PODSTATE_UNINSTALL_KEEP_VENV``
+    ``keep_venv`` and ``PODSTATE_UNINSTALL_DISCARD_SCRATCH`` ``discard_scratch``; yield the
+    environment of a pyinfra run the same."""
     with tempfile.TemporaryDirectory(prefix="podstate-uninstall-") as directory:
         (Path(directory) / "group_vars").mkdir()
         (Path(directory) / "group_vars" / "all.yaml").write_text("{}\n")
@@ -40,6 +42,7 @@ def _nothing_declared(volume: str, packages: bool, keep_venv: bool) -> Iterator[
             "PODSTATE_UNINSTALL_VOLUME": volume,
             "PODSTATE_UNINSTALL_PACKAGES": "1" if packages else "0",
             "PODSTATE_UNINSTALL_KEEP_VENV": "1" if keep_venv else "0",
+            "PODSTATE_UNINSTALL_DISCARD_SCRATCH": "1" if discard_scratch else "0",
         }
         old = {name: os.environ.get(name) for name in new}
         os.environ.update(new)
@@ -66,6 +69,7 @@ def run(
     volume: str = VOLUME,
     packages: bool = False,
     keep_venv: bool = False,
+    discard_scratch: bool = False,
     timeout: int = settings.CONNECT_TIMEOUT,
     strict_host_keys: bool | None = None,
     progress: runner.Progress = lambda name, stage: None,
@@ -83,9 +87,10 @@ def run(
             progress=progress,
         )
 
-    with _nothing_declared(volume, packages, keep_venv) as environment:
+    with _nothing_declared(volume, packages, keep_venv, discard_scratch) as environment:
         planned = plan()
-        # a pod with a violation (a busy venv or tmpfs) has the rest of it taken away all the same
+        # a pod with a violation (a busy venv or tmpfs, one with files) has the rest of it
+        # taken away all the same
         chosen = sorted(
             name
             for name, r in planned.items()

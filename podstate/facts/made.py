@@ -285,8 +285,9 @@ def parse(output: list[str]) -> dict[str, Any]:
     (path -> whether the regular file there holds one of the contents its entry names),
     ``kinds`` (path -> what is there, for the entries whose content is not read), ``busy``
     (mount or venv -> the processes using it: ``pid``, ``command``, and ``unread``: True for
-    one whose files cannot be read, which may) and ``work`` (checkout -> what of someone's
-    own is in it, in words: scripts/repo_clean.sh)."""
+    one whose files cannot be read, which may), ``work`` (checkout -> what of someone's
+    own is in it, in words: scripts/repo_clean.sh) and ``held`` (tmpfs -> the first file
+    found in it, "?" when it cannot be read)."""
     found: dict[str, Any] = {
         "pod_id": None,
         "records": {},
@@ -295,6 +296,7 @@ def parse(output: list[str]) -> dict[str, Any]:
         "kinds": {},
         "busy": {},
         "work": {},
+        "held": {},
     }
     lines: dict[str, list[str]] = {}
     for line in output:
@@ -314,6 +316,8 @@ def parse(output: list[str]) -> dict[str, Any]:
             found["same"][path] = found["same"].get(path, False) or words[1] == "yes"
         elif key == "made.work":  # a checkout's work of someone's own, in words
             found["work"][decode(words[0])] = " ".join(words[1:])
+        elif key == "made.held":  # a file in a tmpfs podstate mounted; "?": unreadable
+            found["held"][decode(words[0])] = decode(words[1])
         elif key == "made.other":
             found["others"].add(decode(words[0]))
         elif key == "made.busy":

@@ -203,19 +203,37 @@ def remove_venv(path: str, what: str):
 
 
 @operation()
-def unmount(path: str, remove: bool, what: str):
+def unmount(path: str, remove: bool, what: str, discard: bool = False):
     """
-    Unmount the tmpfs podstate mounted at ``path`` (``umount`` refuses one in use, and the
-    step fails saying so), then remove the mount point when podstate made it and it is empty.
+    Unmount the tmpfs podstate mounted at ``path`` (``unmount_command``), then remove the
+    mount point when podstate made it and it is empty.
 
     + path: the mount point
     + remove: podstate made the mount point
     + what: what goes, in words (the check's line)
+    + discard: the files in it go with it (``podstate uninstall --discard-scratch``)
     """
     findings.describe(what)
+    yield changing(unmount_command(path, remove, discard))
+
+
+def unmount_command(path: str, remove: bool, discard: bool) -> str:
+    """Return sh that unmounts the tmpfs at ``path`` (``umount`` refuses one in use, and
+    fails), then removes the mount point with ``remove`` when it is empty; unless it holds a
+    file now (podstate's caches, .podstate-cache, aside; a file written since the plan too)
+    and not ``discard``: then it fails naming the first file found, and leaves it mounted."""
     q = quote_path(path)
     rest = f" && {{ rmdir -- {q} 2>/dev/null || :; }}" if remove else ""
-    yield changing(f"{{ ! mountpoint -q -- {q} || umount -- {q}; }}{rest}")
+    look = (
+        ""
+        if discard
+        else f"h=$(find {q} -xdev -path {q}/.podstate-cache -prune -o ! -type d -print -quit"
+        f" 2>/dev/null) && [ -r {q} ] || h='what podstate cannot read'; if [ -n \"$h\" ]; then"
+        " printf 'podstate: %s: not empty now (%s): left mounted; empty it, and the next run"
+        f" unmounts it (podstate uninstall --discard-scratch discards it)\\n' {shlex.quote(path)}"
+        ' "$h" >&2; exit 1; fi; '
+    )
+    return f"{{ ! mountpoint -q -- {q} || {{ {look}umount -- {q}; }}; }}{rest}"
 
 
 def record_command(path: str, content: str, private: bool, append: bool, head: str | None) -> str:

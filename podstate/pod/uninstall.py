@@ -33,16 +33,21 @@ def reads(volume: str) -> Request:
 
 @role("Uninstall")
 def apply(
-    probe: dict[str, Any], volume: str, packages: bool = False, keep_venv: bool = False
+    probe: dict[str, Any],
+    volume: str,
+    packages: bool = False,
+    keep_venv: bool = False,
+    discard_scratch: bool = False,
 ) -> None:
     """Take away everything the records name (the boot hook and its stub too), then the
     records and podstate's own files and directories: the ready marker, the hook's status,
     the applied record on the volume where it names this pod. A pod without a record has
     nothing taken away: podstate never guesses what it made. The apt packages podstate
     installed go only with ``packages``, else they are named as left in place; with
-    ``keep_venv`` the venv and its snapshots stay, named. What stays because it is in use
-    (a venv a process runs from, a tmpfs one uses: a violation) keeps the records and
-    podstate's own files, so the next uninstall finds and finishes it."""
+    ``keep_venv`` the venv and its snapshots stay, named; a tmpfs that holds files goes only
+    with ``discard_scratch``. What stays because it is in use (a venv a process runs from, a
+    tmpfs one uses or that holds files: a violation) keeps the records and podstate's own
+    files, so the next uninstall finds and finishes it."""
     found = probe["made"]
     if not usable(probe):
         return
@@ -54,7 +59,7 @@ def apply(
     kept, paths = False, record_id.record_paths(found["pod_id"], volume)
     for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
         with pyinfra_plan.keyed(host, path):
-            kept |= undo(entry, probe, True, packages, keep_venv, paths) == entry
+            kept |= undo(entry, probe, True, packages, keep_venv, paths, discard_scratch) == entry
     if kept:
         return
     left = findings.of(host).left.values()

@@ -5,7 +5,8 @@ in one command.
 It reads no desired state: only the records on the pod (roles/removal.py). The volume whose
 record it reads is ``PODSTATE_UNINSTALL_VOLUME`` (``/workspace`` by default); the apt
 packages podstate installed go only with ``PODSTATE_UNINSTALL_PACKAGES=1``; the venv stays
-with ``PODSTATE_UNINSTALL_KEEP_VENV=1``.
+with ``PODSTATE_UNINSTALL_KEEP_VENV=1``; a tmpfs that holds files goes with
+``PODSTATE_UNINSTALL_DISCARD_SCRATCH=1``.
 """
 
 import os
@@ -23,5 +24,6 @@ if probe is not None:
         volume,
         packages=os.environ.get("PODSTATE_UNINSTALL_PACKAGES") == "1",
         keep_venv=os.environ.get("PODSTATE_UNINSTALL_KEEP_VENV") == "1",
+        discard_scratch=os.environ.get("PODSTATE_UNINSTALL_DISCARD_SCRATCH") == "1",
     )
 bookends.finish({}, None)

@@ -21,6 +21,7 @@
 #     repositories the desired state keeps): whether it holds nothing of anyone's own
 #     (repo_clean), and for one that does, "made.work PATH WORK": what kinds of work, in
 #     repo_clean's words;
+#   "made.held PATH FILE" for a mount not in made_keep that holds a file (made_mount);
 #   "made.busy PATH PID COMM" for a mount not in made_keep, per process using it, and for a
 #     venv not in made_keep, per process running from it (made_venv_busy; "made.busy PATH PID
 #     COMM unread" for one that may, whose files cannot be read).
@@ -138,13 +139,40 @@ EOF
             case " $made_keep " in *" $made_p "*) continue ;; esac
             mountpoint -q -- "$f" 2>/dev/null || continue
             echo "made.kind $made_p mount"
-            for u in $(find /proc/[0-9]*/cwd /proc/[0-9]*/fd -maxdepth 1 \( -lname "$f" -o -lname "$f/*" \) 2>/dev/null | cut -d / -f 3 | sort -u); do
-                made_busy "$made_p" "$u"
-            done
+            made_mount "$f"
             ;;
         esac
     done <"$made_rec"
     made_kind "$@"
+}
+# made_mount MOUNT: "made.busy" for each process of this mount namespace using MOUNT (its
+# working directory or an open file there), and "made.held PATH FILE" for the first file
+# (anything but a directory) found in it, podstate's caches (.podstate-cache) aside, or
+# "made.held PATH ?" when MOUNT cannot be read: one find for both (/proc's links are not
+# followed, so no -maxdepth), which stops at that first file.
+made_mount() {
+    made_u='' made_h=''
+    [ -r "$1" ] && [ -x "$1" ] || made_h='?'
+    while IFS= read -r x; do
+        case $x in
+        /proc/*)
+            x=${x#/proc/}
+            x=${x%%/*}
+            # a process of another mount namespace names another mount by that path
+            # shellcheck disable=SC3013 # -ef is in dash, bash and busybox
+            [ "/proc/$x/ns/mnt" -ef /proc/self/ns/mnt ] || continue
+            case " $made_u " in *" $x "*) ;; *) made_u="$made_u $x" ;; esac
+            ;;
+        ?*) [ -n "$made_h" ] || made_h=$x ;;
+        esac
+    done <<EOF
+$(find /proc/[0-9]*/cwd /proc/[0-9]*/fd "$1" -xdev -path "$1/.podstate-cache" -prune -o \( -lname "$1" -o -lname "$1/*" \) -print -o -path "$1/?*" ! -type d -print -quit 2>/dev/null)
+EOF
+    for u in $made_u; do made_busy "$made_p" "$u"; done
+    if [ -n "$made_h" ]; then
+        enc "$made_h"
+        echo "made.held $made_p $enc_v"
+    fi
 }
 # made_kind (PATH_WORD FILE)...: "made.kind PATH_WORD KIND" for each, from one stat of all.
 made_kind() {
