@@ -49,9 +49,11 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     for path, item in items.items():
         name = f"File {path}"
         found = probe["files"][path]
+        was = old.get(path)
+        saving = was is None or was.kind == "found"  # the file there now is the user's
         with pyinfra_plan.keyed(host, name):
-            entry = _entry(path, item["content"], found, old.get(path))
-            if entry.kind == "saved" and path not in old:
+            entry = _entry(path, item["content"], item["mode"], found, was)
+            if entry.kind == "saved" and saving:
                 bookkeeping.managed_file(
                     name=f"Keep the user's {path}",
                     path=copy_of(path),
@@ -70,7 +72,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
             )
         findings.restorable(path, item["content"], item["mode"])
         if entry.kind == "saved":  # the hook puts the user's file back beside podstate's
-            kept = found if path not in old else probe["files"].get(copy_of(path))
+            kept = found if saving else probe["files"].get(copy_of(path))
             if kept is not None and kept.content is not None:
                 findings.restorable(copy_of(path), kept.content, "600")
         findings.made(entry.kind, path, *entry.fields)
@@ -85,13 +87,19 @@ def made_directories(path: str, probe: dict[str, Any], old: dict[str, Entry]) ->
             findings.made("dir", directory)
 
 
-def _entry(path: str, content: str, found: FileInfo, was: Entry | None) -> Entry:
+def _entry(path: str, content: str, mode: str, found: FileInfo, was: Entry | None) -> Entry:
     """Return the record's entry for the ``files`` path: ``saved`` (with the copy of the
-    user's file) where a file of other content was there before podstate wrote it, else
-    ``file``."""
+    user's file, its mode and owner) where a file of other content or mode was there before
+    podstate wrote it; ``found`` where the user's file holds ``content`` with ``mode``
+    already (podstate writes nothing, and never removes it); else ``file``. A file once
+    found is still the user's: the next run decides on it afresh."""
     sums = made.sums(content)
     if was is not None and was.kind == "saved":
-        return Entry("saved", path, (sums, *was.fields[1:2]))
-    if was is None and found.state == "file" and found.content not in (None, content):
-        return Entry("saved", path, (sums, b64(copy_of(path))))
+        return Entry("saved", path, (sums, *was.fields[1:]))
+    if (was is None or was.kind == "found") and found.state == "file":
+        if found.content == content and found.mode == mode:
+            return Entry("found", path)
+        if found.content is not None:
+            owned = (found.mode, found.owner) if found.mode and found.owner else ()
+            return Entry("saved", path, (sums, b64(copy_of(path)), *owned))
     return Entry("file", path, (sums,))

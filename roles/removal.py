@@ -81,6 +81,8 @@ def undo(
     only with ``discard_scratch``); return what the record names afterwards (a disarmed boot
     hook's stub, what stays), None when nothing."""
     path, files = entry.path, probe["files"]
+    if entry.kind == "found":
+        return None  # the user's file, which held what podstate would write: kept
     if path in probe["made"]["others"]:
         findings.left(
             path,
@@ -137,6 +139,8 @@ def undo(
                 what=f"would remove: {what} in {directory}",
             )
         return None
+    if entry.kind == "saved":
+        return _put_back(entry, probe, uninstall)
     if info is None or info.state in ("absent", "dangling"):
         return None  # gone already
     if entry.kind == "block":
@@ -179,27 +183,60 @@ def undo(
         return Entry("stub", path, (made.sums(STUB),))
     if entry.kind == "stub" and not uninstall:
         return entry
-    if entry.kind == "saved":
-        copy = decode(entry.fields[1])
-        original = files.get(copy)
-        if original is None or original.content is None:
+    ops.remove_file(name=f"Remove {path}", path=path, content=content, records=records)
+    return None
+
+
+def _put_back(entry: Entry, probe: dict[str, Any], uninstall: bool) -> Entry | None:
+    """Plan putting back the user's file that a ``saved`` entry names, as it was before
+    podstate wrote over it: its content, and the mode and owner the record names (a record
+    without them: the file keeps those it has). A file that no longer holds what podstate
+    wrote, or is gone, is left as it is; while the copy of the user's file is there, a
+    violation names it and where it is, and the record keeps the entry (forgotten, the copy
+    would sit in a root-only directory that nothing names). Return what the record names
+    afterwards."""
+    path, files = entry.path, probe["files"]
+    copy = decode(entry.fields[1])
+    info, original = files.get(path), files.get(copy)
+    kept = original is not None and original.state == "file" and original.content is not None
+    there = info is not None and info.state not in ("absent", "dangling")
+    if there and made.same(entry, probe):
+        if not kept:
             findings.left(
                 path, f"{path}: the copy of the user's file is gone ({copy}): left as it is"
             )
             return None
+        mode, owner = entry.fields[2:4] if len(entry.fields) >= 4 else (None, None)
         ops.put_back(
             name=f"Put back {path}",
             path=path,
-            current=content or "",
+            current=info.content or "",
             content=original.content,
             what=f"would put back: {path} as it was before podstate wrote it",
+            mode=mode,
+            owner=owner,
         )
         ops.remove_paths(
             name=f"Remove {copy}", paths=[copy], directories=[], what=f"would remove: {copy}"
         )
         return None
-    ops.remove_file(name=f"Remove {path}", path=path, content=content, records=records)
-    return None
+    if not kept:
+        if there:
+            findings.left(path, f"{path} holds what podstate did not write: left as it is")
+        return None
+    findings.violation(
+        f"{path} is {'to go' if uninstall else 'no longer declared'}, but "
+        + (
+            "it holds what podstate did not write (it was edited since)"
+            if there
+            else "it is gone (removed since podstate wrote it)"
+        )
+        + f", and the file it held before podstate wrote it is kept at {copy}: podstate "
+        "neither puts that back over it nor removes it; move it where it belongs (or remove "
+        f"it), and the next {'uninstall' if uninstall else 'apply'} forgets it",
+        "removal.saved",
+    )
+    return entry
 
 
 def usable(probe: dict[str, Any]) -> bool:
@@ -346,7 +383,11 @@ def _records(
         if name == "disk":  # the boot hook puts it back with what it names
             findings.restorable(at, final, "600")
         head = made.render(host.name, pod_id, []) if there and record.pod_id != pod_id else None
-        changed = [e for p, e in now.items() if _changed(e, was.get(p), probe)]
+        changed = [
+            e
+            for p, e in now.items()
+            if (_changed(e, was.get(p), probe) if p in mine.made else e != was.get(p))
+        ]  # what this run does not make is kept as the record has it, or the stub
         stale = bool(set(was) - set(now)) or bool(there and record.dups) or head is not None
         first = "".join(e.line() for e in changed) if there else final
         label, private = f"Record of what podstate made ({name})", name == "volume"

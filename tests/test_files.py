@@ -250,3 +250,14 @@ def test_an_append_during_the_rename_is_put_back(tree):
     assert result.returncode == 1 and CHANGED in result.stderr, result.stderr
     assert bashrc.read_text() == before + RUNPOD_LINE
     assert leftovers(tree) == []
+
+
+def test_an_edit_with_an_owner_gives_the_file_that_mode_and_owner(tree):
+    path = tree / "private"
+    was = path.read_text()
+    command = write_command(str(path), "#!/bin/sh\n", False, "4755", was, owner="1234:5678")
+    result = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    info = path.stat()
+    assert (stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid) == (0o4755, 1234, 5678)
+    assert path.read_text() == "#!/bin/sh\n" and leftovers(tree) == []

@@ -1,7 +1,8 @@
 """The probe's paths and files: what is at each directory and managed file the roles name.
 
 A path (``path`` lines) is read for its kind, mode, real path and the mount that holds it;
-a file (``file`` lines, scripts/file_state.sh) for what is there, with its whole content
+a file (``file`` lines, scripts/file_state.sh) for what is there, its mode and owner (a file
+podstate writes over keeps them for the user's file it puts back), with its whole content
 when it is a readable file of at most ``MAX_FILE``. Both are stat'ed in one call per kind
 (scripts/stats.sh).
 """
@@ -26,6 +27,7 @@ class FileInfo:
     link: bool = False  # the path is a symbolic link
     target: str = ""  # the resolved path (the path itself when it is no link)
     mode: str | None = None  # octal permissions of the file, e.g. "644"
+    owner: str | None = None  # its owner and group, "UID:GID"
     size: int | None = None  # bytes
     content: str | None = None  # the whole content, for a readable file of at most MAX_FILE
 
@@ -49,7 +51,7 @@ class FileInfo:
 
 def probe_lines(paths: list[str], files: list[str]) -> list[str]:
     """Return the probe lines that read ``paths`` (``path NAME REAL MODE:KIND``) and
-    ``files`` (``file NAME STATE LINK TARGET [MODE SIZE [CONTENT]]``), read-only."""
+    ``files`` (``file NAME STATE LINK TARGET [MODE UID:GID SIZE [CONTENT]]``), read-only."""
     out = [script("stats.sh")] if paths or files else []
     if paths:
         out.append("stats -P %a:%F " + " ".join(quote_path(path) for path in paths))
@@ -59,7 +61,7 @@ def probe_lines(paths: list[str], files: list[str]) -> list[str]:
         ]
     if files:
         out.append(script("file_state.sh"))
-        out.append("stats -L '%a %s %F' " + " ".join(quote_path(path) for path in files))
+        out.append("stats -L '%a %u:%g %s %F' " + " ".join(quote_path(path) for path in files))
         out += [
             f'file_state {b64(path)} {quote_path(path)} {MAX_FILE} "$st_{i}"'
             for i, path in enumerate(files, 1)
@@ -94,13 +96,14 @@ def parse_file(rest: str) -> tuple[str, FileInfo]:
     name, state, link, target, *more = rest.split(" ")
     if link not in ("0", "1") or not state:
         raise ValueError(f"bad file line for {decode(name)!r}")
-    mode, size = (more[0], int(more[1])) if len(more) >= 2 else (None, None)
-    content = (more[2] if len(more) > 2 else "") if state == "file" else None
+    mode, owner, size = (more[0], more[1], int(more[2])) if len(more) >= 3 else (None,) * 3
+    content = (more[3] if len(more) > 3 else "") if state == "file" else None
     info = FileInfo(
         state=state,
         link=link == "1",
         target="" if target == "-" else decode(target),
         mode=mode,
+        owner=owner,
         size=size,
         content=None if content is None else decode(content),
     )

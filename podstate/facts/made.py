@@ -37,8 +37,13 @@ VERSION = 1
 # What an entry is (the fields after its path):
 #   file SUMS           a file podstate created (SUMS: the sha256 of each content it wrote,
 #                       comma-separated); removed while it holds one of them
-#   saved SUMS COPY     a file that was there before podstate wrote it; the user's file is
-#                       kept at COPY, and put back while the file holds one of SUMS
+#   saved SUMS COPY [MODE OWNER]
+#                       a file that was there before podstate wrote it; the user's file is
+#                       kept at COPY, and put back while the file holds one of SUMS, with
+#                       the MODE and OWNER (UID:GID) it had (a record without them: with
+#                       the file's mode and owner then)
+#   found               a file that held the declared content, with its mode, before podstate
+#                       wrote anything there: the user's; forgotten, never removed
 #   block BEGIN END     podstate's block (between lines starting with BEGIN and END, base64)
 #                       in the user's file; taken out, the rest of the file untouched
 #   hook SUMS           the boot hook; an apply disarms it (a stub), uninstall removes it
@@ -60,6 +65,7 @@ VERSION = 1
 KINDS = (
     "file",
     "saved",
+    "found",
     "block",
     "hook",
     "stub",

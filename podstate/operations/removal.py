@@ -64,7 +64,14 @@ def remove_file(path: str, content: str | None, records: Iterable[str]):
 
 
 @operation()
-def put_back(path: str, current: str, content: str | None, what: str):
+def put_back(
+    path: str,
+    current: str,
+    content: str | None,
+    what: str,
+    mode: str | None = None,
+    owner: str | None = None,
+):
     """
     Put a user's file back as it was before podstate wrote it, or edited it: ``content``
     replaces ``current`` in one rename, only while the file still holds ``current``.
@@ -73,11 +80,15 @@ def put_back(path: str, current: str, content: str | None, what: str):
     + current: what the probe read there
     + content: what it held before (None: there was no file, which the step removes)
     + what: what is put back, in words (the check's line)
+    + mode, owner: the mode and ``UID:GID`` it had then, which it gets back in the same
+      step (proved); None: it keeps the ones it has now
     """
     findings.describe(what)
     findings.record_diff(path, current, content or "", gone=content is None)
     if content is None:
         yield changing(remove_command(path, [_sha256(current)]))
+    elif mode and owner:
+        yield changing(write_command(path, content, False, mode, current, owner))
     else:
         yield changing(write_command(path, content, own=False, mode="600", was=current))
 

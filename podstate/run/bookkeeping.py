@@ -30,7 +30,9 @@ PAGE = 4096
 WRITE_FILE = script("write_file.sh")
 
 
-def write_command(path: str, content: str, own: bool, mode: str, was: str | None = None) -> str:
+def write_command(
+    path: str, content: str, own: bool, mode: str, was: str | None = None, owner: str | None = None
+) -> str:
     """Return a sh command that replaces ``path`` with ``content`` in one rename, and proves it.
 
     Its exit status is 0 only if every step succeeded and the path then reads back with the
@@ -41,7 +43,9 @@ def write_command(path: str, content: str, own: bool, mode: str, was: str | None
     A file the user owns (not ``own``) is an edit of ``was``, the content the probe read
     (None: no file was there), and is refused, left as it is, if the file no longer holds
     it when the command runs: another program wrote it since, and replacing it would lose
-    that (RunPod's start script appends its ~/.bashrc line after sshd answers).
+    that (RunPod's start script appends its ~/.bashrc line after sshd answers). With
+    ``owner`` (``UID:GID``), the user's file gets ``mode`` and ``owner`` instead of keeping
+    the old file's, proved after the write: a file podstate wrote over, put back as it was.
     """
     arguments = [
         quote_path(path),
@@ -52,6 +56,8 @@ def write_command(path: str, content: str, own: bool, mode: str, was: str | None
     ]
     if not own:
         arguments.append("absent" if was is None else _sha256(was))
+        if owner:
+            arguments.append(shlex.quote(owner))
     return f"(set -- {' '.join(arguments)}\n{WRITE_FILE})"
 
 

@@ -1,13 +1,13 @@
 #!/bin/sh
 # Defines file_state, which the probe calls once per managed file:
 #   file_state NAME_BASE64 PATH LIMIT STAT
-# prints "file NAME STATE LINK TARGET [MODE SIZE [CONTENT]]": a symbolic link is followed to
+# prints "file NAME STATE LINK TARGET [MODE OWNER SIZE [CONTENT]]": a symbolic link is followed to
 # its target (LINK 1); STATE is file, absent, dangling, loop (the link does not resolve),
 # large (over LIMIT bytes: not read), unreadable, or the kind stat names (directory, fifo…);
 # CONTENT (base64, by b64) is there only for a readable regular file; TARGET is encoded by
-# enc (the value itself after "=", or base64). STAT is what the probe's stats read of PATH
-# ("MODE SIZE KIND", links followed), or "-" (then stat is asked here, if something is
-# there now). The probe defines enc and b64.
+# enc (the value itself after "=", or base64); OWNER is UID:GID. STAT is what the probe's
+# stats read of PATH ("MODE UID:GID SIZE KIND", links followed), or "-" (then stat is asked
+# here, if something is there now). The probe defines enc and b64.
 # shellcheck disable=SC2154 # enc_v is set by enc, which the probe defines
 file_state() {
     t=$2 l=0
@@ -26,19 +26,19 @@ file_state() {
         return
     fi
     m=$4
-    case $m in [0-7]*' '*' '*) ;; *)
-        if ! m=$(stat -c '%a %s %F' -- "$t"); then
+    case $m in [0-7]*' '*:*' '*' '*) ;; *)
+        if ! m=$(stat -c '%a %u:%g %s %F' -- "$t"); then
             echo "file $1 unreadable $l $n"
             return
         fi
         ;;
     esac
-    k=${m#* * }
+    k=${m#* * * }
     m=${m%" $k"}
     if [ ! -f "$t" ]; then
         while :; do case $k in *' '*) k=${k%% *}_${k#* } ;; *) break ;; esac; done
         echo "file $1 $k $l $n"
-    elif [ "${m#* }" -gt "$3" ]; then
+    elif [ "${m##* }" -gt "$3" ]; then
         echo "file $1 large $l $n $m"
     elif c=$(b64 <"$t"); then
         echo "file $1 file $l $n $m $c"

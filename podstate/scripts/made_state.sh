@@ -71,7 +71,7 @@ made_state() {
         echo "made.line $made_where $l"
     done <"$made_rec"
     set --
-    while read -r made_k made_p made_s made_b; do
+    while read -r made_k made_p made_s made_b _; do
         case $made_k in
         file | saved | block | hook | stub)
             if [ "$made_k" = saved ] && made_path "$made_b" 2>/dev/null; then
@@ -87,7 +87,7 @@ made_state() {
     made_sums=
     if [ "$#" -gt 0 ]; then made_sums=$(sha256sum -- "$@" 2>/dev/null); fi
     set --
-    while read -r made_k made_p made_s made_b; do
+    while read -r made_k made_p made_s _; do
         case $made_k in
         secrets | keys | data | dir | snapshot)
             case " $made_asked " in *" $made_p "*) continue ;; esac

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Replace a file's whole content atomically, then prove on the pod that it holds it.
-# Usage: (set -- PATH HOW MODE SHA256 CONTENT_BASE64 [WAS]; <this script>): a subshell of
-# the caller's shell, not a shell of its own (podstate.run.bookkeeping.write_command).
+# Usage: (set -- PATH HOW MODE SHA256 CONTENT_BASE64 [WAS [OWNER]]; <this script>): a
+# subshell of the caller's shell, not a shell of its own (podstate.run.bookkeeping.write_command).
 #   HOW=own   podstate owns PATH: a regular file of MODE; anything else there is refused.
 #   HOW=edit  the user owns PATH: a symbolic link is followed and its target replaced in its
 #             own directory (the link stays); an existing file keeps its mode and owner;
@@ -11,10 +11,11 @@
 #             sshd answers) is refused and left as it is: the next apply edits it as it is
 #             then. The old file is kept under a second name (a hard link) across the
 #             rename, so a write that lands in it during the rename is seen too, and the
-#             old file is put back.
+#             old file is put back. With OWNER (UID:GID), the file gets MODE and OWNER, not
+#             the old file's: a user's file put back as it was.
 # Exit status 0 only when every step succeeded and PATH reads back with SHA256 (and, for
-# HOW=own, MODE); otherwise one line on stderr saying what is wrong. Each step is checked on
-# its own: no `set -e`, which a caller's `&&` would switch off.
+# HOW=own, MODE; with OWNER, MODE and OWNER); otherwise one line on stderr saying what is
+# wrong. Each step is checked on its own: no `set -e`, which a caller's `&&` would switch off.
 path=$1 how=$2 mode=$3 sum=$4
 fail() {
     echo "podstate: $path: $*" >&2
@@ -31,8 +32,8 @@ if [ -e "$target" ] && [ ! -f "$target" ]; then
 fi
 dir=${target%/*} # PATH is absolute, and so is a link's target
 [ -d "${dir:=/}" ] || mkdir -p -- "$dir" || exit 1
-owner=''
-if [ "$how" = edit ] && [ -f "$target" ]; then
+owner=${7-}
+if [ "$how" = edit ] && [ -z "$owner" ] && [ -f "$target" ]; then
     m=$(stat -c '%a %u:%g' -- "$target") || exit 1
     mode=${m% *} owner=${m#* }
 fi
@@ -54,8 +55,8 @@ until tmp=$dir/.${target##*/}.podstate.$$.$i && (umask "$u" && set -C && : >"$tm
 done
 trap 'rm -f -- "$tmp"' EXIT
 printf %s "$5" | base64 -d >"$tmp" || exit 1
+[ -z "$owner" ] || chown "$owner" -- "$tmp" || exit 1 # before chmod, which it may undo
 [ -z "$k" ] || chmod "$mode" -- "$tmp" || exit 1
-[ -z "$owner" ] || chown "$owner" -- "$tmp" || exit 1
 changed() {
     fail "changed since podstate read it (another program wrote it); it is left as it is: run apply again, which edits it as it is then"
 }
@@ -87,3 +88,5 @@ trap - EXIT
 [ -f "$path" ] || fail "is not a regular file after the write"
 [ "$(sha256sum <"$path")" = "$sum  -" ] || fail "does not hold the content podstate wrote"
 [ "$how" = edit ] || [ "$(stat -c %a -- "$path")" = "$mode" ] || fail "does not have mode $mode after the write"
+[ -z "${7-}" ] || [ "$(stat -c '%a %u:%g' -- "$target")" = "$mode $7" ] ||
+    fail "does not have mode $mode and owner $7 after the write"
