@@ -18,6 +18,7 @@ from pyinfra import host
 from pyinfra.api import operation
 
 from podstate.facts.made import word
+from podstate.operations.venv import MANAGED
 from podstate.run import findings
 from podstate.run.bookkeeping import write_command
 from podstate.run.lock import changing
@@ -154,10 +155,14 @@ def remove_checkout(path: str, keep_directory: bool, what: str):
 
 def venv_command(path: str) -> str:
     """Return sh that removes the venv at ``path``: its link, the versioned directories
-    beside it (``.<name>-<fingerprint12>``, their ``.part`` and ``-2``), and podstate's
-    working directory beside them (uv, logs) when no other venv link is in that directory;
-    unless a process runs from it now, or may (scripts/busy.sh, as the probe looked before
-    the plan: one may have started since), when it fails naming them and removes nothing."""
+    beside it (``.<name>-<fingerprint12>``, their ``.part`` and ``-2``), and what the venv
+    role keeps for it in podstate's working directory beside them (``.podstate``): its log
+    and requirements (``<name>.log``, ``<name>.requirements``), and podstate's uv (``uv``,
+    ``uv-env``, ``uv-install.log``) when no other venv link is in that directory; then that
+    directory, if nothing else is in it (on a volume it holds the boot hook and the
+    records); unless a process runs from it now, or may (scripts/busy.sh, as the probe
+    looked before the plan: one may have started since), when it fails naming them and
+    removes nothing."""
     directory, name = posixpath.split(path)
     d, q = quote_path(directory), quote_path(path)
     hexes = "[0-9a-f]" * 12
@@ -165,6 +170,9 @@ def venv_command(path: str) -> str:
         f"{d}/{shlex.quote('.' + name + '-')}{hexes}{tail}"
         for tail in ("", ".part", "-2", "-2.part")
     )
+    work = f"{d}/{MANAGED}"
+    own = " ".join(f"{work}/{shlex.quote(name + tail)}" for tail in (".log", ".requirements"))
+    uv = " ".join(f"{work}/{n}" for n in ("uv", "uv.podstate-new", "uv.podstate-upload"))
     busy = (
         "enc() { enc_v=$1; }\n"
         + script("busy.sh")
@@ -176,8 +184,10 @@ def venv_command(path: str) -> str:
     )
     return busy + (
         f'rm -f -- {q} && for v in {versions}; do [ ! -e "$v" ] || rm -rf -- "$v" || exit 1;'
-        f' done && o=; for l in {d}/*; do [ -L "$l" ] && case $(readlink -- "$l") in'
-        f' .*-{hexes}) o=1 ;; esac; done; [ -n "$o" ] || rm -rf -- {d}/.podstate'
+        f' done && rm -f -- {own} && o=; for l in {d}/*; do [ -L "$l" ] && case $(readlink -- "$l")'
+        f' in .*-{hexes} | .*-{hexes}-2) o=1 ;; esac; done; if [ -z "$o" ]; then rm -rf --'
+        f" {work}/uv-env && rm -f -- {uv} {work}/uv-install.log || exit 1; fi;"
+        f" {{ rmdir -- {work} 2>/dev/null || :; }}"
     )
 
 
