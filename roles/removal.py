@@ -19,21 +19,25 @@ it, so the next run finishes the job.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Callable
 from typing import Any
 
 from pyinfra import host, state
 
 from podstate.facts import made, record_id
+from podstate.facts.boot import IDENTITY
 from podstate.facts.decode import decode
 from podstate.facts.made import Entry
 from podstate.facts.request import Request
 from podstate.operations import removal as ops
+from podstate.paths import SAVED, SECRETS_FILE, VOLUME
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.roles import boot
 from podstate.roles.scratch import unmount
 from podstate.run import bookkeeping, findings
 from podstate.run.role import role
 
+KEYS = ("hostkeys.sum", "hostkeys.tar")  # the archived host keys, in the boot hook's data
 STUB = (
     "# podstate's boot hook, disarmed: it does nothing. The template's container start\n"
     "# command can drop the hook ('. <this file>;'); `podstate uninstall` removes this file.\n"
@@ -42,8 +46,10 @@ STUB = (
 
 
 def reads(wanted: dict[str, Any]) -> Request:
-    """Return what the probe reads for this role: the records, and what they name."""
-    return Request(made=made.request(wanted))
+    """Return what the probe reads for this role: the records, what they name, and the
+    volume's records' folder (its mode: ``_records`` tightens it)."""
+    folder = posixpath.join(boot.volume(wanted).volume, ".podstate", "made")
+    return Request(made=made.request(wanted), paths=(folder,))
 
 
 def take_block(text: str, begin: str, end: str) -> str:
@@ -64,6 +70,53 @@ def _on(path: str, volume: str) -> bool:
     return path == volume or path.startswith(volume.rstrip("/") + "/")
 
 
+def plain(path: str) -> bool:
+    """Return whether ``path`` is one podstate writes in a record: absolute (or under
+    ``~/``), below the root, without ``.``, ``..``, ``//`` or a trailing ``/``; any other is
+    one a hand wrote there, which podstate must not follow."""
+    rest = path[1:] if path.startswith("/") else path[2:] if path.startswith("~/") else ""
+    return bool(rest) and all(part not in ("", ".", "..") for part in rest.split("/"))
+
+
+def places(kind: str, volume: str) -> tuple[str, ...] | None:
+    """Return the only paths an entry of ``kind`` may name (the secrets file; the archived
+    host keys and the boot hook's data where the hook lives, on the volume at ``volume`` or
+    on the container disk), None for a kind that may be anywhere."""
+    homes = [boot.Layout(volume, provider).home for provider in IDENTITY]
+    return {
+        "secrets": (SECRETS_FILE,),
+        "data": tuple(posixpath.join(home, "boot") for home in homes),
+        "keys": tuple(posixpath.join(home, "boot", "hostkeys.tar") for home in homes),
+    }.get(kind)
+
+
+def refused(entry: Entry, probe: dict[str, Any], volume: str) -> str | None:
+    """Return why podstate must not act on ``entry``, in words (None: it may): its path, or
+    a saved copy's, is not plain (``plain``), or not where its kind lives (``places``; a
+    saved copy under /etc/podstate/saved), or it is in the volume's record (which any pod's
+    root sharing the volume can write) but not on the volume. Such a line is not one
+    podstate wrote: nothing it names is removed."""
+    path = entry.path
+    if entry.kind == "apt":
+        return None
+    if not plain(path):
+        return f"{path}: the record names it by a path podstate never writes (., .. or //)"
+    allowed = places(entry.kind, volume)
+    if allowed is not None and path not in allowed:
+        return f"{path}: the record names it as {entry.kind}, which podstate keeps only at " + (
+            " or ".join(allowed)
+        )
+    if entry.kind == "saved":
+        copy = decode(entry.fields[1]) if len(entry.fields) > 1 else ""
+        if not plain(copy) or not copy.startswith(SAVED + "/"):
+            return f"{path}: the record names its saved copy at {copy}, not under {SAVED}"
+    volume_record = probe["made"]["records"].get("volume")
+    if volume_record is not None and volume_record.entries.get(path) == entry:
+        if not _on(path, volume):
+            return f"{path}: the volume's record names it, but it is not on the volume {volume}"
+    return None
+
+
 def undo(
     entry: Entry,
     probe: dict[str, Any],
@@ -71,12 +124,17 @@ def undo(
     packages: bool = False,
     keep_venv: bool = False,
     records: tuple[str, ...] = (),
+    volume: str = VOLUME,
 ) -> Entry | None:
     """Plan taking ``entry`` away as the probe found it (apt packages only with
     ``packages``; the venv and its snapshot not with ``keep_venv``; ``records``: the records'
-    paths on the pod, which a removal checks the file against); return what the record
-    names afterwards (a disarmed boot hook's stub), None when nothing."""
+    paths on the pod, which a removal checks the file against; ``volume``: where the volume
+    is); return what the record names afterwards (a disarmed boot hook's stub), None when
+    nothing. A line podstate did not write (``refused``) is named, and nothing removed."""
     path, files = entry.path, probe["files"]
+    if why := refused(entry, probe, volume):
+        findings.left(path, f"{why}: not podstate's to remove; left as it is")
+        return None
     if path in probe["made"]["others"]:
         findings.left(
             path,
@@ -108,33 +166,7 @@ def undo(
         ops.remove_checkout(name=f"Remove {path}", path=path, keep_directory=emptied, what=what)
         return None
     if entry.kind in ("secrets", "keys", "data", "dir"):
-        if entry.kind == "dir" and made.kind(path, probe) == "directory":
-            scratch = "scratch" in entry.fields  # with podstate's caches for the venv in it
-            ops.remove_paths(
-                name=f"Remove {path}",
-                paths=[],
-                directories=[path],
-                what=f"would remove: {path}, when nothing else is in it",
-                trees=[posixpath.join(path, ".podstate-cache")] if scratch else [],
-            )
-        elif entry.kind == "secrets" and made.kind(path, probe):
-            ops.remove_paths(
-                name=f"Remove {path}",
-                paths=[path],
-                directories=[posixpath.dirname(path)],
-                what=f"would remove: {path} (the secrets file)",
-            )
-        elif entry.kind in ("keys", "data") and made.kind(path, probe):
-            keys = entry.kind == "keys"
-            directory = posixpath.dirname(path) if keys else path
-            names = ["hostkeys.tar", "hostkeys.sum"] + ([] if keys else ["state", "status"])
-            what = "the archived host keys" if keys else "the boot hook's data"
-            ops.remove_paths(
-                name=f"Remove {path}",
-                paths=[posixpath.join(directory, n) for n in names],
-                directories=[] if keys else [path],
-                what=f"would remove: {what} in {directory}",
-            )
+        _own(entry, probe)
         return None
     if info is None or info.state in ("absent", "dangling"):
         return None  # gone already
@@ -190,6 +222,61 @@ def undo(
         return None
     ops.remove_file(name=f"Remove {path}", path=path, content=content, records=records)
     return None
+
+
+def _proved(entry: Entry, probe: dict[str, Any]) -> bool:
+    """Return whether what is at ``entry``'s path holds what podstate wrote there, as the
+    probe found on the pod (scripts/made_proof.sh); else it is named as left. A directory
+    that is not a scratch directory has nothing to prove: it goes only when empty."""
+    if entry.kind == "dir" and "scratch" not in entry.fields or made.same(entry, probe):
+        return True
+    findings.left(entry.path, f"{entry.path} holds what podstate did not write: left as it is")
+    return False
+
+
+def _own(entry: Entry, probe: dict[str, Any]) -> None:
+    """Plan removing podstate's own things that ``entry`` names (a directory podstate made,
+    the secrets file, the archived host keys, the boot hook's data), when they are there
+    and hold what podstate wrote (``_proved``; the step proves it again on the pod)."""
+    path, there = entry.path, made.kind(entry.path, probe)
+    if there is None or (entry.kind == "dir" and there != "directory"):
+        return
+    if not _proved(entry, probe):
+        return
+    if entry.kind == "dir":
+        scratch = "scratch" in entry.fields  # with podstate's caches for the venv in it
+        ops.remove_made(
+            name=f"Remove {path}",
+            kind="dir",
+            path=path,
+            what=f"would remove: {path}, when nothing else is in it",
+            paths=[],
+            directories=[path],
+            trees=[posixpath.join(path, ".podstate-cache")] if scratch else [],
+            field="scratch" if scratch else "",
+        )
+    elif entry.kind == "secrets":
+        ops.remove_made(
+            name=f"Remove {path}",
+            kind="secrets",
+            path=path,
+            what=f"would remove: {path} (the secrets file)",
+            paths=[path],
+            directories=[posixpath.dirname(path)],
+        )
+    else:
+        keys = entry.kind == "keys"
+        directory = posixpath.dirname(path) if keys else path
+        names = list(KEYS) if keys else ["status", *KEYS, "state"]
+        what = "the archived host keys" if keys else "the boot hook's data"
+        ops.remove_made(
+            name=f"Remove {path}",
+            kind=entry.kind,
+            path=path,
+            what=f"would remove: {what} in {directory}",
+            paths=[posixpath.join(directory, n) for n in names],
+            directories=[] if keys else [path],
+        )
 
 
 def usable(probe: dict[str, Any]) -> bool:
@@ -256,12 +343,18 @@ def _venv(entry: Entry, probe: dict[str, Any], keep: bool, uninstall: bool) -> E
             name=f"Remove the venv {path}", path=path, what=f"would remove: the venv {path}"
         )
         return None
-    ops.remove_paths(
+    if not made.same(entry, probe):
+        findings.left(path, f"{path} holds what podstate did not write: left as it is")
+        return None
+    hexes = "[0-9a-f]" * 12
+    ops.remove_made(
         name=f"Remove the venv snapshots in {path}",
-        paths=[posixpath.join(path, n) for n in ("current", "current.bad")],
-        directories=[path],
+        kind="snapshot",
+        path=path,
         what=f"would remove: the venv snapshots in {path}",
-        globs=[posixpath.join(path, "venv-*.tar.*")],
+        paths=[posixpath.join(path, f"venv-{hexes}.tar.{z}") for z in ("zst", "gz")]
+        + [posixpath.join(path, n) for n in ("current.bad", "current")],
+        directories=[path],
     )
     return None
 
@@ -282,7 +375,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
         if path in new:
             continue
         with pyinfra_plan.keyed(host, path):
-            kept = undo(entry, probe, False, packages, records=records)
+            kept = undo(entry, probe, False, packages, records=records, volume=where.volume)
         if kept is not None:
             after[path] = kept
     after.update(new)
@@ -327,6 +420,8 @@ def _records(
             on = name == "volume"
             return {p: e for p, e in entries.items() if (volume and _on(p, where.volume)) == on}
 
+        if name == "volume":
+            _tighten(probe, posixpath.dirname(at))
         record = found["records"].get(name)
         there = record is not None and record.state == "file"
         was, now = record.entries if there else {}, here(after)
@@ -357,7 +452,7 @@ def _records(
             if not there or not (changed or stale):
                 continue  # the first write is the whole record, or nothing changes
             before = pyinfra_plan.op_hashes(state, host)
-            left = [m for p, m in mine.left.items() if here({p: Entry("file", p)})]
+            left = [m for p, m in mine.left.items() if p in was or _unnamed(p, found, here)]
             what = "; ".join(f"would forget: {m}" for m in left) if left else None
             ops.write_record(
                 name=f"{label}, after",
@@ -369,3 +464,22 @@ def _records(
             )
             if not left:
                 mine.bookkeeping |= pyinfra_plan.op_hashes(state, host) - before
+
+
+def _tighten(probe: dict[str, Any], folder: str) -> None:
+    """Plan making the volume's records' ``folder`` root-only (mode 700) where the probe
+    found it a directory of another mode: made looser by hand, or by another program."""
+    info = probe["paths"].get(folder) or {}
+    if info.get("kind") == "directory" and info.get("mode") not in (None, "700"):
+        with pyinfra_plan.keyed(host, folder):
+            ops.tighten(name=f"Tighten {folder}", path=folder, mode=info["mode"])
+
+
+def _unnamed(
+    path: str, found: dict[str, Any], here: Callable[[dict[str, Entry]], dict[str, Entry]]
+) -> bool:
+    """Return whether ``path``, which no record the probe read names, belongs in the record
+    ``here`` keeps the entries of (by where it is): a path a record names is forgotten, and
+    said so, with that record (a line podstate refused may name a path off its volume)."""
+    named = (path in r.entries for r in found["records"].values() if r.state == "file")
+    return not any(named) and bool(here({path: Entry("file", path)}))

@@ -113,6 +113,60 @@ def remove_paths(
     yield changing(" && ".join(steps))
 
 
+def proved_command(kind: str, path: str, field: str, removal: str) -> str:
+    """Return sh that runs ``removal`` only while what is at ``path``, an entry of ``kind``
+    (with ``field``: ``scratch``, or "") in the records, holds what podstate wrote there
+    (scripts/made_proof.sh, on the pod, right before it removes anything); else it fails
+    saying so, and everything is left as it is."""
+    q = quote_path(path)
+    return script("made_proof.sh") + (
+        f"if made_proof {kind} {q} {shlex.quote(field)}; then {removal}; else echo 'podstate: '"
+        f"{shlex.quote(path)}': holds what podstate did not write; left as it is' >&2; exit 1;"
+        " fi"
+    )
+
+
+@operation()
+def remove_made(
+    kind: str,
+    path: str,
+    what: str,
+    paths: list[str],
+    directories: list[str],
+    trees: Iterable[str] = (),
+    field: str = "",
+):
+    """
+    Remove what an entry of the records names whose content podstate does not name by a
+    sha256 (the secrets file, the archived host keys, the boot hook's data, the venv's
+    snapshots, a scratch directory's caches), while it holds what podstate wrote there
+    (``proved_command``): its files, in order (the one that proves it last), then its
+    directories if nothing else is left in them.
+
+    + kind: the entry's kind (scripts/made_proof.sh)
+    + path: the entry's path
+    + what: what goes, in words (the check's line)
+    + paths: files to remove, in order; a name ending in ``*`` a pattern of the directory
+    + directories: directories to remove once empty
+    + trees: podstate's own working directories, removed with all they hold
+    + field: the entry's field the proof reads (``scratch``)
+    """
+    findings.describe(what)
+    steps = [f"rm -rf -- {quote_path(t)}" for t in trees]
+    steps += [f"rm -f -- {_file(p)}" for p in paths]
+    steps += [f"{{ rmdir -- {quote_path(d)} 2>/dev/null || :; }}" for d in directories]
+    yield changing(proved_command(kind, path, field, " && ".join(steps)))
+
+
+def _file(path: str) -> str:
+    """Return ``path`` as a word of sh: quoted, but for a last part that holds ``*`` or
+    ``[`` (a pattern podstate wrote, of names podstate makes), which is left to match."""
+    directory, name = posixpath.split(path)
+    if "*" in name or "[" in name:
+        return f"{quote_path(directory)}/{name}"
+    return quote_path(path)
+
+
 def _sha256(text: str) -> str:
     """Return the hex sha256 of ``text`` as the pod's bytes."""
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
@@ -223,7 +277,11 @@ def record_command(path: str, content: str, private: bool, append: bool, head: s
     """Return sh that writes a record (``write_record``, whose arguments these are) in one
     rename, and proves it: short, since the apply's one command holds every change."""
     directory, q = quote_path(path.rsplit("/", 1)[0]), quote_path(path)
-    make = f"mkdir -p -m 700 -- {directory}" if private else f"mkdir -p -- {directory}"
+    make = (  # -m sets the mode of a directory it makes alone: chmod tightens one there
+        f"mkdir -p -m 700 -- {directory} && {{ [ -L {directory} ] || chmod 700 -- {directory}; }}"
+        if private
+        else f"mkdir -p -- {directory}"
+    )
     if not append:
         return (
             f"{make} && (umask 077 && printf %s {b64(content)} | base64 -d >{q}.part) && "
@@ -270,3 +328,19 @@ def write_record(
         host.noop(f"{path} is up to date")
         return
     yield changing(record_command(path, content, private, append, head))
+
+
+@operation()
+def tighten(path: str, mode: str):
+    """
+    Make the records' folder on the volume root-only again (mode 700) where it is not: any
+    user of a pod sharing the volume could otherwise write a record there.
+
+    + path: the folder
+    + mode: its mode, as the probe read it
+    """
+    findings.describe(
+        f"would tighten: {path} to mode 700 (it is {mode}): the records in it are root's alone"
+    )
+    q = quote_path(path)
+    yield changing(f'[ ! -L {q} ] && chmod 700 -- {q} && [ "$(stat -c %a -- {q})" = 700 ]')

@@ -54,7 +54,7 @@ def apply(
     kept, paths = False, record_id.record_paths(found["pod_id"], volume)
     for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
         with pyinfra_plan.keyed(host, path):
-            kept |= undo(entry, probe, True, packages, keep_venv, paths) == entry
+            kept |= undo(entry, probe, True, packages, keep_venv, paths, volume) == entry
     if kept:
         return
     left = findings.of(host).left.values()
