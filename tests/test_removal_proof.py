@@ -26,6 +26,7 @@ from podstate.facts.made import Entry, Record
 from podstate.operations.boot import render_state, save_keys_command
 from podstate.operations.removal import proved_command
 from podstate.operations.venv import snapshot_line
+from podstate.run import fold, lock
 from podstate.shell import script
 from roles.removal import refused
 from tests.e2e import apply, check
@@ -125,6 +126,28 @@ def test_the_host_keys_podstate_archives_are_proved_as_its_own(tmp_path):
     data = tmp_path / "boot"
     subprocess.run(["sh", "-c", save_keys_command(str(data))], check=True)
     assert _proved("keys", data / "hostkeys.tar") and _proved("data", data)
+
+
+def test_a_fold_carries_the_proof_once_and_its_steps_run_it(tmp_path):
+    steps = []
+    for name, current in (("ours", CURRENT), ("mine", "mine\n")):
+        _write(tmp_path, {f"{name}/current": current})
+        remove = f"rm -f {tmp_path}/{name}/current"
+        steps.append(
+            fold._step(lock.Change(proved_command("snapshot", str(tmp_path / name), "", remove)))
+        )
+    segment = fold.Segment("h")
+    for shell, _, ttl in steps:
+        assert segment.add(shell, None, ttl)
+    assert segment.command().count("made_hex()") == 1
+    define = f"podstate_made_proof() {{\n{script('made_proof.sh')}\n}}\n"
+    done = [
+        subprocess.run(["sh", "-c", define + shell], capture_output=True, text=True)
+        for shell, _, _ in steps
+    ]
+    assert done[0].returncode == 0 and not (tmp_path / "ours/current").exists()
+    assert done[1].returncode == 1 and "holds what podstate did not write" in done[1].stderr
+    assert (tmp_path / "mine/current").read_text() == "mine\n"
 
 
 def test_the_secrets_files_first_line_is_the_mark_the_proof_reads():

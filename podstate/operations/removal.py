@@ -119,8 +119,8 @@ def proved_command(kind: str, path: str, field: str, removal: str) -> str:
     (scripts/made_proof.sh, on the pod, right before it removes anything); else it fails
     saying so, and everything is left as it is."""
     q = quote_path(path)
-    return script("made_proof.sh") + (
-        f"if made_proof {kind} {q} {shlex.quote(field)}; then {removal}; else echo 'podstate: '"
+    return script("made_proof.sh") + (  # a function the fold defines once (run.fold.SHARED)
+        f"\nif made_proof {kind} {q} {shlex.quote(field)}; then {removal}; else echo 'podstate: '"
         f"{shlex.quote(path)}': holds what podstate did not write; left as it is' >&2; exit 1;"
         " fi"
     )
