@@ -146,7 +146,7 @@ def remove_made(
     + kind: the entry's kind (scripts/made_proof.sh)
     + path: the entry's path
     + what: what goes, in words (the check's line)
-    + paths: files to remove, in order; a name ending in ``*`` a pattern of the directory
+    + paths: files to remove, in order (a last part with ``*`` or ``[``: a pattern of names)
     + directories: directories to remove once empty
     + trees: podstate's own working directories, removed with all they hold
     + field: the entry's field the proof reads (``scratch``)
