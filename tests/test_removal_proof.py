@@ -29,7 +29,7 @@ from podstate.operations.venv import snapshot_line
 from podstate.run import fold, lock
 from podstate.shell import script
 from roles.removal import refused
-from tests.e2e import apply, check
+from tests.e2e import BIN, apply, check, run
 from tests.fixtures.venv.wheels import tar_bytes, wheelhouse
 
 SANDBOX = {"pods": 2}
@@ -322,3 +322,22 @@ def test_the_records_folder_on_the_volume_is_made_root_only_again(fleet, tmp_pat
     _applied(fleet)
     assert fleet.out(POD, f"stat -c %a {RECORDS}") == "700\n"
     assert _entry(fleet, tmp_path)["status"] == "ok"
+
+
+def test_uninstall_leaves_what_a_line_podstate_did_not_write_names(fleet):
+    _desired(fleet, BASE)
+    _applied(fleet)
+    for victim in VICTIMS:
+        fleet.out(POD, f"mkdir -p $(dirname {victim}) && echo mine > {victim}")
+    lines = "".join(line + "\n" for line, _ in FORGED.values())
+    fleet.out(POD, f"cat >> {_volume_record(fleet)}", lines.encode())
+    dry = run(fleet, [str(BIN / "podstate"), "uninstall", "--limit", POD, "--dry-run"])
+    assert dry.returncode == 2, dry.stdout + dry.stderr
+    [line] = [x for x in dry.stdout.splitlines() if "would leave in place: " in x]
+    for path, (_, why) in FORGED.items():
+        assert f"{path}" in line and why in line, line
+    done = run(fleet, [str(BIN / "podstate"), "uninstall", "--limit", POD])
+    assert done.returncode == 0, done.stdout + done.stderr
+    for victim in VICTIMS:
+        assert fleet.out(POD, f"cat {victim}") == "mine\n", victim
+    assert fleet.ssh(POD, f"test -e {HOME}/boot.sh").returncode == 1  # the rest went
