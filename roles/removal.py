@@ -24,20 +24,19 @@ from typing import Any
 
 from pyinfra import host, state
 
-from podstate.facts import made, record_id
+from podstate.facts import made, record_id, record_lines
 from podstate.facts.boot import IDENTITY
 from podstate.facts.decode import decode
 from podstate.facts.made import Entry
 from podstate.facts.request import Request
 from podstate.operations import removal as ops
-from podstate.paths import SAVED, SECRETS_FILE, VOLUME
+from podstate.paths import VOLUME
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.roles import boot
 from podstate.roles.scratch import unmount
 from podstate.run import bookkeeping, findings
 from podstate.run.role import role
 
-KEYS = ("hostkeys.sum", "hostkeys.tar")  # the archived host keys, in the boot hook's data
 STUB = (
     "# podstate's boot hook, disarmed: it does nothing. The template's container start\n"
     "# command can drop the hook ('. <this file>;'); `podstate uninstall` removes this file.\n"
@@ -70,53 +69,6 @@ def _on(path: str, volume: str) -> bool:
     return path == volume or path.startswith(volume.rstrip("/") + "/")
 
 
-def plain(path: str) -> bool:
-    """Return whether ``path`` is one podstate writes in a record: absolute (or under
-    ``~/``), below the root, without ``.``, ``..``, ``//`` or a trailing ``/``; any other is
-    one a hand wrote there, which podstate must not follow."""
-    rest = path[1:] if path.startswith("/") else path[2:] if path.startswith("~/") else ""
-    return bool(rest) and all(part not in ("", ".", "..") for part in rest.split("/"))
-
-
-def places(kind: str, volume: str) -> tuple[str, ...] | None:
-    """Return the only paths an entry of ``kind`` may name (the secrets file; the archived
-    host keys and the boot hook's data where the hook lives, on the volume at ``volume`` or
-    on the container disk), None for a kind that may be anywhere."""
-    homes = [boot.Layout(volume, provider).home for provider in IDENTITY]
-    return {
-        "secrets": (SECRETS_FILE,),
-        "data": tuple(posixpath.join(home, "boot") for home in homes),
-        "keys": tuple(posixpath.join(home, "boot", "hostkeys.tar") for home in homes),
-    }.get(kind)
-
-
-def refused(entry: Entry, probe: dict[str, Any], volume: str) -> str | None:
-    """Return why podstate must not act on ``entry``, in words (None: it may): its path, or
-    a saved copy's, is not plain (``plain``), or not where its kind lives (``places``; a
-    saved copy under /etc/podstate/saved), or it is in the volume's record (which any pod's
-    root sharing the volume can write) but not on the volume. Such a line is not one
-    podstate wrote: nothing it names is removed."""
-    path = entry.path
-    if entry.kind == "apt":
-        return None
-    if not plain(path):
-        return f"{path}: the record names it by a path podstate never writes (., .. or //)"
-    allowed = places(entry.kind, volume)
-    if allowed is not None and path not in allowed:
-        return f"{path}: the record names it as {entry.kind}, which podstate keeps only at " + (
-            " or ".join(allowed)
-        )
-    if entry.kind == "saved":
-        copy = decode(entry.fields[1]) if len(entry.fields) > 1 else ""
-        if not plain(copy) or not copy.startswith(SAVED + "/"):
-            return f"{path}: the record names its saved copy at {copy}, not under {SAVED}"
-    volume_record = probe["made"]["records"].get("volume")
-    if volume_record is not None and volume_record.entries.get(path) == entry:
-        if not _on(path, volume):
-            return f"{path}: the volume's record names it, but it is not on the volume {volume}"
-    return None
-
-
 def undo(
     entry: Entry,
     probe: dict[str, Any],
@@ -130,9 +82,11 @@ def undo(
     ``packages``; the venv and its snapshot not with ``keep_venv``; ``records``: the records'
     paths on the pod, which a removal checks the file against; ``volume``: where the volume
     is); return what the record names afterwards (a disarmed boot hook's stub), None when
-    nothing. A line podstate did not write (``refused``) is named, and nothing removed."""
+    nothing. A line podstate did not write (``record_lines.refused``) is named, and nothing
+    removed."""
     path, files = entry.path, probe["files"]
-    if why := refused(entry, probe, volume):
+    homes = tuple(boot.Layout(volume, provider).home for provider in IDENTITY)
+    if why := record_lines.refused(entry, probe["made"], volume, homes):
         findings.left(path, f"{why}: not podstate's to remove; left as it is")
         return None
     if path in probe["made"]["others"]:
@@ -241,42 +195,9 @@ def _own(entry: Entry, probe: dict[str, Any]) -> None:
     path, there = entry.path, made.kind(entry.path, probe)
     if there is None or (entry.kind == "dir" and there != "directory"):
         return
-    if not _proved(entry, probe):
-        return
-    if entry.kind == "dir":
+    if _proved(entry, probe):
         scratch = "scratch" in entry.fields  # with podstate's caches for the venv in it
-        ops.remove_made(
-            name=f"Remove {path}",
-            kind="dir",
-            path=path,
-            what=f"would remove: {path}, when nothing else is in it",
-            paths=[],
-            directories=[path],
-            trees=[posixpath.join(path, ".podstate-cache")] if scratch else [],
-            field="scratch" if scratch else "",
-        )
-    elif entry.kind == "secrets":
-        ops.remove_made(
-            name=f"Remove {path}",
-            kind="secrets",
-            path=path,
-            what=f"would remove: {path} (the secrets file)",
-            paths=[path],
-            directories=[posixpath.dirname(path)],
-        )
-    else:
-        keys = entry.kind == "keys"
-        directory = posixpath.dirname(path) if keys else path
-        names = list(KEYS) if keys else ["status", *KEYS, "state"]
-        what = "the archived host keys" if keys else "the boot hook's data"
-        ops.remove_made(
-            name=f"Remove {path}",
-            kind=entry.kind,
-            path=path,
-            what=f"would remove: {what} in {directory}",
-            paths=[posixpath.join(directory, n) for n in names],
-            directories=[] if keys else [path],
-        )
+        ops.remove_own(name=f"Remove {path}", kind=entry.kind, path=path, scratch=scratch)
 
 
 def usable(probe: dict[str, Any]) -> bool:
@@ -343,19 +264,8 @@ def _venv(entry: Entry, probe: dict[str, Any], keep: bool, uninstall: bool) -> E
             name=f"Remove the venv {path}", path=path, what=f"would remove: the venv {path}"
         )
         return None
-    if not made.same(entry, probe):
-        findings.left(path, f"{path} holds what podstate did not write: left as it is")
-        return None
-    hexes = "[0-9a-f]" * 12
-    ops.remove_made(
-        name=f"Remove the venv snapshots in {path}",
-        kind="snapshot",
-        path=path,
-        what=f"would remove: the venv snapshots in {path}",
-        paths=[posixpath.join(path, f"venv-{hexes}.tar.{z}") for z in ("zst", "gz")]
-        + [posixpath.join(path, n) for n in ("current.bad", "current")],
-        directories=[path],
-    )
+    if _proved(entry, probe):
+        ops.remove_own(name=f"Remove the venv snapshots in {path}", kind="snapshot", path=path)
     return None
 
 

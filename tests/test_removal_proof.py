@@ -23,12 +23,12 @@ import yaml
 from podstate.desired.secret import Secret, render
 from podstate.facts import made
 from podstate.facts.made import Entry, Record
+from podstate.facts.record_lines import refused
 from podstate.operations.boot import render_state, save_keys_command
 from podstate.operations.removal import proved_command
 from podstate.operations.venv import snapshot_line
 from podstate.run import fold, lock
 from podstate.shell import script
-from roles.removal import refused
 from tests.e2e import BIN, apply, check, run
 from tests.fixtures.venv.wheels import tar_bytes, wheelhouse
 
@@ -186,7 +186,8 @@ def _probe(volume: list[Entry]) -> dict:
     ],
 )
 def test_a_record_line_podstate_never_writes_is_refused(entry, on_volume, why):
-    found = refused(entry, _probe([entry] if on_volume else []), "/workspace")
+    homes = ("/workspace/.podstate", "/var/lib/podstate")
+    found = refused(entry, _probe([entry] if on_volume else [])["made"], "/workspace", homes)
     assert (found is None) if why is None else (why in (found or "")), found
 
 

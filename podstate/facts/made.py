@@ -46,7 +46,7 @@ VERSION = 1
 #   secrets             the secrets file (podstate's own path; no sum: nothing about a value)
 #   keys                the archived host keys (hostkeys.tar, and hostkeys.sum beside it)
 #   data                the boot hook's data directory (its files, then the directory)
-#                       (these three only at their own places, roles/removal.py ``places``;
+#                       (these three only at their own places: record_lines.places;
 #                       they, a snapshot and a scratch directory's caches are removed while
 #                       the marks podstate's writes leave in them hold: scripts/made_proof.sh)
 #   dir [scratch]       a directory podstate created; removed only when empty (a scratch

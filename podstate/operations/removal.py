@@ -113,6 +113,10 @@ def remove_paths(
     yield changing(" && ".join(steps))
 
 
+# The archived host keys in the boot hook's data, the file that proves them last.
+KEYS = ("hostkeys.sum", "hostkeys.tar")
+
+
 def proved_command(kind: str, path: str, field: str, removal: str) -> str:
     """Return sh that runs ``removal`` only while what is at ``path``, an entry of ``kind``
     (with ``field``: ``scratch``, or "") in the records, holds what podstate wrote there
@@ -127,35 +131,48 @@ def proved_command(kind: str, path: str, field: str, removal: str) -> str:
 
 
 @operation()
-def remove_made(
-    kind: str,
-    path: str,
-    what: str,
-    paths: list[str],
-    directories: list[str],
-    trees: Iterable[str] = (),
-    field: str = "",
-):
+def remove_own(kind: str, path: str, scratch: bool = False):
     """
-    Remove what an entry of the records names whose content podstate does not name by a
-    sha256 (the secrets file, the archived host keys, the boot hook's data, the venv's
-    snapshots, a scratch directory's caches), while it holds what podstate wrote there
+    Remove podstate's own thing that an entry of the records names without a sha256 (the
+    secrets file, the archived host keys, the boot hook's data, the venv's snapshots, a
+    directory podstate made), while it holds what podstate wrote there
     (``proved_command``): its files, in order (the one that proves it last), then its
-    directories if nothing else is left in them.
+    directories if nothing else is left in them (``_own``).
 
-    + kind: the entry's kind (scripts/made_proof.sh)
+    + kind: the entry's kind: secrets, keys, data, snapshot or dir
     + path: the entry's path
-    + what: what goes, in words (the check's line)
-    + paths: files to remove, in order (a last part with ``*`` or ``[``: a pattern of names)
-    + directories: directories to remove once empty
-    + trees: podstate's own working directories, removed with all they hold
-    + field: the entry's field the proof reads (``scratch``)
+    + scratch: a dir entry's directory is a scratch directory, with podstate's caches for
+      the venv in it (``.podstate-cache``), which go first
     """
+    what, files, directories, trees = _own(kind, path, scratch)
     findings.describe(what)
     steps = [f"rm -rf -- {quote_path(t)}" for t in trees]
-    steps += [f"rm -f -- {_file(p)}" for p in paths]
+    steps += [f"rm -f -- {_file(p)}" for p in files]
     steps += [f"{{ rmdir -- {quote_path(d)} 2>/dev/null || :; }}" for d in directories]
+    field = "scratch" if scratch else ""
     yield changing(proved_command(kind, path, field, " && ".join(steps)))
+
+
+def _own(kind: str, path: str, scratch: bool) -> tuple[str, list[str], list[str], list[str]]:
+    """Return what a removal of an entry of ``kind`` at ``path`` takes: in words; its files,
+    in order (a last part with ``*`` or ``[``: a pattern of names podstate makes); the
+    directories it removes once empty; and podstate's working trees it removes whole."""
+    join, parent = posixpath.join, posixpath.dirname(path)
+    if kind == "dir":
+        trees = [join(path, ".podstate-cache")] if scratch else []
+        return f"would remove: {path}, when nothing else is in it", [], [path], trees
+    if kind == "secrets":
+        return f"would remove: {path} (the secrets file)", [path], [parent], []
+    if kind == "snapshot":
+        hexes = "[0-9a-f]" * 12
+        names = [f"venv-{hexes}.tar.{z}" for z in ("zst", "gz")] + ["current.bad", "current"]
+        files = [join(path, n) for n in names]
+        return f"would remove: the venv snapshots in {path}", files, [path], []
+    if kind == "keys":
+        files = [join(parent, n) for n in KEYS]
+        return f"would remove: the archived host keys in {parent}", files, [], []
+    files = [join(path, n) for n in ("status", *KEYS, "state")]
+    return f"would remove: the boot hook's data in {path}", files, [path], []
 
 
 def _file(path: str) -> str:
