@@ -182,7 +182,7 @@ def _proved(entry: Entry, probe: dict[str, Any]) -> bool:
     """Return whether what is at ``entry``'s path holds what podstate wrote there, as the
     probe found on the pod (scripts/made_proof.sh); else it is named as left. A directory
     that is not a scratch directory has nothing to prove: it goes only when empty."""
-    if entry.kind == "dir" and "scratch" not in entry.fields or made.same(entry, probe):
+    if (entry.kind == "dir" and "scratch" not in entry.fields) or made.same(entry, probe):
         return True
     findings.left(entry.path, f"{entry.path} holds what podstate did not write: left as it is")
     return False
