@@ -19,15 +19,18 @@ it, so the next run finishes the job.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Callable
 from typing import Any
 
 from pyinfra import host, state
 
-from podstate.facts import made, record_id
+from podstate.facts import made, record_id, record_lines
+from podstate.facts.boot import IDENTITY
 from podstate.facts.decode import decode
 from podstate.facts.made import Entry
 from podstate.facts.request import Request
 from podstate.operations import removal as ops
+from podstate.paths import VOLUME
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.roles import boot
 from podstate.roles.scratch import unmount
@@ -42,8 +45,10 @@ STUB = (
 
 
 def reads(wanted: dict[str, Any]) -> Request:
-    """Return what the probe reads for this role: the records, and what they name."""
-    return Request(made=made.request(wanted))
+    """Return what the probe reads for this role: the records, what they name, and the
+    volume's records' folder (its mode: ``_records`` tightens it)."""
+    folder = posixpath.join(boot.volume(wanted).volume, ".podstate", "made")
+    return Request(made=made.request(wanted), paths=(folder,))
 
 
 def take_block(text: str, begin: str, end: str) -> str | None:
@@ -74,15 +79,21 @@ def undo(
     keep_venv: bool = False,
     records: tuple[str, ...] = (),
     discard_scratch: bool = False,
+    volume: str = VOLUME,
 ) -> Entry | None:
     """Plan taking ``entry`` away as the probe found it (apt packages only with
     ``packages``; the venv and its snapshot not with ``keep_venv``; ``records``: the records'
     paths on the pod, which a removal checks the file against; a tmpfs that holds files
-    only with ``discard_scratch``); return what the record names afterwards (a disarmed boot
-    hook's stub, what stays), None when nothing."""
+    only with ``discard_scratch``; ``volume``: where the volume is); return what the record
+    names afterwards (a disarmed boot hook's stub, what stays), None when nothing. A line
+    podstate did not write (``record_lines.refused``) is named, and nothing removed."""
     path, files = entry.path, probe["files"]
     if entry.kind == "found":
         return None  # the user's file, which held what podstate would write: kept
+    homes = tuple(boot.Layout(volume, provider).home for provider in IDENTITY)
+    if why := record_lines.refused(entry, probe["made"], volume, homes):
+        findings.left(path, f"{why}: not podstate's to remove; left as it is")
+        return None
     if path in probe["made"]["others"]:
         findings.left(
             path,
@@ -111,33 +122,7 @@ def undo(
         ops.remove_checkout(name=f"Remove {path}", path=path, keep_directory=emptied, what=what)
         return None
     if entry.kind in ("secrets", "keys", "data", "dir"):
-        if entry.kind == "dir" and made.kind(path, probe) == "directory":
-            scratch = "scratch" in entry.fields  # with podstate's caches for the venv in it
-            ops.remove_paths(
-                name=f"Remove {path}",
-                paths=[],
-                directories=[path],
-                what=f"would remove: {path}, when nothing else is in it",
-                trees=[posixpath.join(path, ".podstate-cache")] if scratch else [],
-            )
-        elif entry.kind == "secrets" and made.kind(path, probe):
-            ops.remove_paths(
-                name=f"Remove {path}",
-                paths=[path],
-                directories=[posixpath.dirname(path)],
-                what=f"would remove: {path} (the secrets file)",
-            )
-        elif entry.kind in ("keys", "data") and made.kind(path, probe):
-            keys = entry.kind == "keys"
-            directory = posixpath.dirname(path) if keys else path
-            names = ["hostkeys.tar", "hostkeys.sum"] + ([] if keys else ["state", "status"])
-            what = "the archived host keys" if keys else "the boot hook's data"
-            ops.remove_paths(
-                name=f"Remove {path}",
-                paths=[posixpath.join(directory, n) for n in names],
-                directories=[] if keys else [path],
-                what=f"would remove: {what} in {directory}",
-            )
+        _own(entry, probe)
         return None
     if entry.kind == "saved":
         return _put_back(entry, probe, uninstall)
@@ -239,6 +224,28 @@ def _put_back(entry: Entry, probe: dict[str, Any], uninstall: bool) -> Entry | N
     return entry
 
 
+def _proved(entry: Entry, probe: dict[str, Any]) -> bool:
+    """Return whether what is at ``entry``'s path holds what podstate wrote there, as the
+    probe found on the pod (scripts/made_proof.sh); else it is named as left. A directory
+    that is not a scratch directory has nothing to prove: it goes only when empty."""
+    if (entry.kind == "dir" and "scratch" not in entry.fields) or made.same(entry, probe):
+        return True
+    findings.left(entry.path, f"{entry.path} holds what podstate did not write: left as it is")
+    return False
+
+
+def _own(entry: Entry, probe: dict[str, Any]) -> None:
+    """Plan removing podstate's own things that ``entry`` names (a directory podstate made,
+    the secrets file, the archived host keys, the boot hook's data), when they are there
+    and hold what podstate wrote (``_proved``; the step proves it again on the pod)."""
+    path, there = entry.path, made.kind(entry.path, probe)
+    if there is None or (entry.kind == "dir" and there != "directory"):
+        return
+    if _proved(entry, probe):
+        scratch = "scratch" in entry.fields  # with podstate's caches for the venv in it
+        ops.remove_own(name=f"Remove {path}", kind=entry.kind, path=path, scratch=scratch)
+
+
 def usable(probe: dict[str, Any]) -> bool:
     """Return whether podstate may act on the records the probe read; a violation says why
     for each it may not (unreadable, not a record, from a newer podstate, another pod's)."""
@@ -303,13 +310,8 @@ def _venv(entry: Entry, probe: dict[str, Any], keep: bool, uninstall: bool) -> E
             name=f"Remove the venv {path}", path=path, what=f"would remove: the venv {path}"
         )
         return None
-    ops.remove_paths(
-        name=f"Remove the venv snapshots in {path}",
-        paths=[posixpath.join(path, n) for n in ("current", "current.bad")],
-        directories=[path],
-        what=f"would remove: the venv snapshots in {path}",
-        globs=[posixpath.join(path, "venv-*.tar.*")],
-    )
+    if _proved(entry, probe):
+        ops.remove_own(name=f"Remove the venv snapshots in {path}", kind="snapshot", path=path)
     return None
 
 
@@ -329,7 +331,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
         if path in new:
             continue
         with pyinfra_plan.keyed(host, path):
-            kept = undo(entry, probe, False, packages, records=records)
+            kept = undo(entry, probe, False, packages, records=records, volume=where.volume)
         if kept is not None:
             after[path] = kept
     after.update(new)
@@ -374,6 +376,8 @@ def _records(
             on = name == "volume"
             return {p: e for p, e in entries.items() if (volume and _on(p, where.volume)) == on}
 
+        if name == "volume":
+            _tighten(probe, posixpath.dirname(at))
         record = found["records"].get(name)
         there = record is not None and record.state == "file"
         was, now = record.entries if there else {}, here(after)
@@ -408,7 +412,7 @@ def _records(
             if not there or not (changed or stale):
                 continue  # the first write is the whole record, or nothing changes
             before = pyinfra_plan.op_hashes(state, host)
-            left = [m for p, m in mine.left.items() if here({p: Entry("file", p)})]
+            left = [m for p, m in mine.left.items() if p in was or _unnamed(p, found, here)]
             what = "; ".join(f"would forget: {m}" for m in left) if left else None
             ops.write_record(
                 name=f"{label}, after",
@@ -420,3 +424,22 @@ def _records(
             )
             if not left:
                 mine.bookkeeping |= pyinfra_plan.op_hashes(state, host) - before
+
+
+def _tighten(probe: dict[str, Any], folder: str) -> None:
+    """Plan making the volume's records' ``folder`` root-only (mode 700) where the probe
+    found it a directory of another mode: made looser by hand, or by another program."""
+    info = probe["paths"].get(folder) or {}
+    if info.get("kind") == "directory" and info.get("mode") not in (None, "700"):
+        with pyinfra_plan.keyed(host, folder):
+            ops.tighten(name=f"Tighten {folder}", path=folder, mode=info["mode"])
+
+
+def _unnamed(
+    path: str, found: dict[str, Any], here: Callable[[dict[str, Entry]], dict[str, Entry]]
+) -> bool:
+    """Return whether ``path``, which no record the probe read names, belongs in the record
+    ``here`` keeps the entries of (by where it is): a path a record names is forgotten, and
+    said so, with that record (a line podstate refused may name a path off its volume)."""
+    named = (path in r.entries for r in found["records"].values() if r.state == "file")
+    return not any(named) and bool(here({path: Entry("file", path)}))

@@ -51,6 +51,9 @@ VERSION = 1
 #   secrets             the secrets file (podstate's own path; no sum: nothing about a value)
 #   keys                the archived host keys (hostkeys.tar, and hostkeys.sum beside it)
 #   data                the boot hook's data directory (its files, then the directory)
+#                       (these three only at their own places: record_lines.places;
+#                       they, a snapshot and a scratch directory's caches are removed while
+#                       the marks podstate's writes leave in them hold: scripts/made_proof.sh)
 #   dir [scratch]       a directory podstate created; removed only when empty (a scratch
 #                       directory once podstate's caches in it, .podstate-cache, are gone)
 #   apt                 a Debian package podstate installed (path ``apt:NAME``), which was not
@@ -269,6 +272,7 @@ def probe_lines(args: dict[str, Any] | None, asked: list[str] = ()) -> list[str]
         script("file_state.sh"),
         script("repo_clean.sh"),
         script("busy.sh"),
+        script("made_proof.sh"),
         script("made_state.sh"),
         script("made_others.sh"),
         f"made_id=; made_state disk {quote_path(MADE)} {MAX_FILE}",

@@ -18,6 +18,7 @@ from pyinfra import host
 from pyinfra.api import operation
 
 from podstate.facts.made import word
+from podstate.operations.venv import MANAGED
 from podstate.run import findings
 from podstate.run.bookkeeping import write_command
 from podstate.run.lock import changing
@@ -123,6 +124,77 @@ def remove_paths(
     yield changing(" && ".join(steps))
 
 
+# The archived host keys in the boot hook's data, the file that proves them last.
+KEYS = ("hostkeys.sum", "hostkeys.tar")
+
+
+def proved_command(kind: str, path: str, field: str, removal: str) -> str:
+    """Return sh that runs ``removal`` only while what is at ``path``, an entry of ``kind``
+    (with ``field``: ``scratch``, or "") in the records, holds what podstate wrote there
+    (scripts/made_proof.sh, on the pod, right before it removes anything); else it fails
+    saying so, and everything is left as it is."""
+    q = quote_path(path)
+    return script("made_proof.sh") + (  # a function the fold defines once (run.fold.SHARED)
+        f"\nif made_proof {kind} {q} {shlex.quote(field)}; then {removal}; else echo 'podstate: '"
+        f"{shlex.quote(path)}': holds what podstate did not write; left as it is' >&2; exit 1;"
+        " fi"
+    )
+
+
+@operation()
+def remove_own(kind: str, path: str, scratch: bool = False):
+    """
+    Remove podstate's own thing that an entry of the records names without a sha256 (the
+    secrets file, the archived host keys, the boot hook's data, the venv's snapshots, a
+    directory podstate made), while it holds what podstate wrote there
+    (``proved_command``): its files, in order (the one that proves it last), then its
+    directories if nothing else is left in them (``_own``).
+
+    + kind: the entry's kind: secrets, keys, data, snapshot or dir
+    + path: the entry's path
+    + scratch: a dir entry's directory is a scratch directory, with podstate's caches for
+      the venv in it (``.podstate-cache``), which go first
+    """
+    what, files, directories, trees = _own(kind, path, scratch)
+    findings.describe(what)
+    steps = [f"rm -rf -- {quote_path(t)}" for t in trees]
+    steps += [f"rm -f -- {_file(p)}" for p in files]
+    steps += [f"{{ rmdir -- {quote_path(d)} 2>/dev/null || :; }}" for d in directories]
+    field = "scratch" if scratch else ""
+    yield changing(proved_command(kind, path, field, " && ".join(steps)))
+
+
+def _own(kind: str, path: str, scratch: bool) -> tuple[str, list[str], list[str], list[str]]:
+    """Return what a removal of an entry of ``kind`` at ``path`` takes: in words; its files,
+    in order (a last part with ``*`` or ``[``: a pattern of names podstate makes); the
+    directories it removes once empty; and podstate's working trees it removes whole."""
+    join, parent = posixpath.join, posixpath.dirname(path)
+    if kind == "dir":
+        trees = [join(path, ".podstate-cache")] if scratch else []
+        return f"would remove: {path}, when nothing else is in it", [], [path], trees
+    if kind == "secrets":
+        return f"would remove: {path} (the secrets file)", [path], [parent], []
+    if kind == "snapshot":
+        hexes = "[0-9a-f]" * 12
+        names = [f"venv-{hexes}.tar.{z}" for z in ("zst", "gz")] + ["current.bad", "current"]
+        files = [join(path, n) for n in names]
+        return f"would remove: the venv snapshots in {path}", files, [path], []
+    if kind == "keys":
+        files = [join(parent, n) for n in KEYS]
+        return f"would remove: the archived host keys in {parent}", files, [], []
+    files = [join(path, n) for n in ("status", *KEYS, "state")]
+    return f"would remove: the boot hook's data in {path}", files, [path], []
+
+
+def _file(path: str) -> str:
+    """Return ``path`` as a word of sh: quoted, but for a last part that holds ``*`` or
+    ``[`` (a pattern podstate wrote, of names podstate makes), which is left to match."""
+    directory, name = posixpath.split(path)
+    if "*" in name or "[" in name:
+        return f"{quote_path(directory)}/{name}"
+    return quote_path(path)
+
+
 def _sha256(text: str) -> str:
     """Return the hex sha256 of ``text`` as the pod's bytes."""
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
@@ -174,10 +246,14 @@ def checkout_command(path: str, keep_directory: bool) -> str:
 
 def venv_command(path: str) -> str:
     """Return sh that removes the venv at ``path``: its link, the versioned directories
-    beside it (``.<name>-<fingerprint12>``, their ``.part`` and ``-2``), and podstate's
-    working directory beside them (uv, logs) when no other venv link is in that directory;
-    unless a process runs from it now, or may (scripts/busy.sh, as the probe looked before
-    the plan: one may have started since), when it fails naming them and removes nothing."""
+    beside it (``.<name>-<fingerprint12>``, their ``.part`` and ``-2``), and what the venv
+    role keeps for it in podstate's working directory beside them (``.podstate``): its log
+    and requirements (``<name>.log``, ``<name>.requirements``), and podstate's uv (``uv``,
+    ``uv-env``, ``uv-install.log``) when no other venv link is in that directory; then that
+    directory, if nothing else is in it (on a volume it holds the boot hook and the
+    records); unless a process runs from it now, or may (scripts/busy.sh, as the probe
+    looked before the plan: one may have started since), when it fails naming them and
+    removes nothing."""
     directory, name = posixpath.split(path)
     d, q = quote_path(directory), quote_path(path)
     hexes = "[0-9a-f]" * 12
@@ -185,6 +261,9 @@ def venv_command(path: str) -> str:
         f"{d}/{shlex.quote('.' + name + '-')}{hexes}{tail}"
         for tail in ("", ".part", "-2", "-2.part")
     )
+    work = f"{d}/{MANAGED}"
+    own = " ".join(f"{work}/{shlex.quote(name + tail)}" for tail in (".log", ".requirements"))
+    uv = " ".join(f"{work}/{n}" for n in ("uv", "uv.podstate-new", "uv.podstate-upload"))
     busy = (
         "enc() { enc_v=$1; }\n"
         + script("busy.sh")
@@ -196,8 +275,10 @@ def venv_command(path: str) -> str:
     )
     return busy + (
         f'rm -f -- {q} && for v in {versions}; do [ ! -e "$v" ] || rm -rf -- "$v" || exit 1;'
-        f' done && o=; for l in {d}/*; do [ -L "$l" ] && case $(readlink -- "$l") in'
-        f' .*-{hexes}) o=1 ;; esac; done; [ -n "$o" ] || rm -rf -- {d}/.podstate'
+        f' done && rm -f -- {own} && o=; for l in {d}/*; do [ -L "$l" ] && case $(readlink -- "$l")'
+        f' in .*-{hexes} | .*-{hexes}-2) o=1 ;; esac; done; if [ -z "$o" ]; then rm -rf --'
+        f" {work}/uv-env && rm -f -- {uv} {work}/uv-install.log || exit 1; fi;"
+        f" {{ rmdir -- {work} 2>/dev/null || :; }}"
     )
 
 
@@ -251,7 +332,11 @@ def record_command(path: str, content: str, private: bool, append: bool, head: s
     """Return sh that writes a record (``write_record``, whose arguments these are) in one
     rename, and proves it: short, since the apply's one command holds every change."""
     directory, q = quote_path(path.rsplit("/", 1)[0]), quote_path(path)
-    make = f"mkdir -p -m 700 -- {directory}" if private else f"mkdir -p -- {directory}"
+    make = (  # -m sets the mode of a directory it makes alone: chmod tightens one there
+        f"mkdir -p -m 700 -- {directory} && {{ [ -L {directory} ] || chmod 700 -- {directory}; }}"
+        if private
+        else f"mkdir -p -- {directory}"
+    )
     if not append:
         return (
             f"{make} && (umask 077 && printf %s {b64(content)} | base64 -d >{q}.part) && "
@@ -298,3 +383,19 @@ def write_record(
         host.noop(f"{path} is up to date")
         return
     yield changing(record_command(path, content, private, append, head))
+
+
+@operation()
+def tighten(path: str, mode: str):
+    """
+    Make the records' folder on the volume root-only again (mode 700) where it is not: any
+    user of a pod sharing the volume could otherwise write a record there.
+
+    + path: the folder
+    + mode: its mode, as the probe read it
+    """
+    findings.describe(
+        f"would tighten: {path} to mode 700 (it is {mode}): the records in it are root's alone"
+    )
+    q = quote_path(path)
+    yield changing(f'[ ! -L {q} ] && chmod 700 -- {q} && [ "$(stat -c %a -- {q})" = 700 ]')

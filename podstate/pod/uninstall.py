@@ -59,7 +59,10 @@ def apply(
     kept, paths = False, record_id.record_paths(found["pod_id"], volume)
     for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
         with pyinfra_plan.keyed(host, path):
-            kept |= undo(entry, probe, True, packages, keep_venv, paths, discard_scratch) == entry
+            kept |= (
+                undo(entry, probe, True, packages, keep_venv, paths, discard_scratch, volume)
+                == entry
+            )
     if kept:
         return
     left = findings.of(host).left.values()

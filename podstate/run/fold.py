@@ -39,9 +39,13 @@ from podstate.run import lock
 from podstate.shell import script
 
 MARK = f"@@podstate-{lock.TOKEN[:12]}"
-# What steps carry each time (every file write holds scripts/write_file.sh): a segment
-# defines each once, as a function, and its steps call it, so its command carries it once.
-SHARED = {script("write_file.sh"): "podstate_write_file"}
+# What steps carry each time (every file write holds scripts/write_file.sh, every proved
+# removal scripts/made_proof.sh): a segment defines each once, as a function, and its steps
+# call it, so its command carries it once.
+SHARED = {
+    script("write_file.sh"): "podstate_write_file",
+    script("made_proof.sh"): "podstate_made_proof",
+}
 UPLOAD_MAX = 32_768  # bytes of a file sent on stdin (as one base64 line)
 
 

@@ -14,6 +14,9 @@
 #   "made.same PATH yes|no" for each line of a regular file's entry: whether it holds one of
 #     the contents the line names (SUMS, compared here, one sha256sum for the record);
 #   nothing for the kind of a path the probe reads already (its paths), which the parser has;
+#   "made.same PATH yes|no" for what is at a secrets, keys, data, snapshot or scratch dir
+#     entry's PATH: whether it holds what podstate wrote there (made_proof, from the marks
+#     podstate's writes leave in it);
 #   "made.kind PATH KIND" for what is there, for the entries whose content is not read
 #     (secrets, keys, data, dir, venv, snapshot; KIND as stat names it), "mount" for a
 #     mount point, "repo" for a checkout, "installed" for an apt package dpkg has installed;
@@ -26,7 +29,7 @@
 #     venv not in made_keep, per process running from it (made_venv_busy; "made.busy PATH PID
 #     COMM unread" for one that may, whose files cannot be read).
 # The probe defines b64, enc, stats and file_state; repo_clean is scripts/repo_clean.sh,
-# made_busy and made_venv_busy scripts/busy.sh.
+# made_busy and made_venv_busy scripts/busy.sh, made_proof scripts/made_proof.sh.
 # shellcheck disable=SC2154 # enc_v and st_* are set by enc and stats, which the probe defines
 made_path() {
     case $1 in
@@ -89,10 +92,7 @@ made_state() {
     set --
     while read -r made_k made_p made_s _; do
         case $made_k in
-        secrets | keys | data | dir | snapshot)
-            case " $made_asked " in *" $made_p "*) continue ;; esac
-            ;;
-        file | saved | hook | stub | apt | repo | mount | venv) ;;
+        secrets | keys | data | dir | snapshot | file | saved | hook | stub | apt | repo | mount | venv) ;;
         *) continue ;;
         esac
         made_path "$made_p" 2>/dev/null || continue
@@ -110,7 +110,18 @@ EOF
             echo "made.same $made_p $made_y"
             ;;
         secrets | keys | data | dir | snapshot)
-            if [ -e "$f" ] || [ -L "$f" ]; then set -- "$@" "$made_p" "$f"; fi
+            case $made_k:$made_s in
+            dir:scratch | secrets:* | keys:* | data:* | snapshot:*)
+                if [ -e "$f" ]; then
+                    if made_proof "$made_k" "$f" "$made_s"; then made_y=yes; else made_y=no; fi
+                    echo "made.same $made_p $made_y"
+                fi
+                ;;
+            esac
+            case " $made_asked " in
+            *" $made_p "*) ;;
+            *) if [ -e "$f" ] || [ -L "$f" ]; then set -- "$@" "$made_p" "$f"; fi ;;
+            esac
             ;;
         venv)
             case " $made_asked " in
