@@ -2,11 +2,14 @@
 Vast instance's records name its Vast identity, and a container without any provider's
 identity gets an id podstate makes, written into its container disk's record; on a volume
 two pods share, each pod's things stay in its own record, and a path the other pod's record
-names too is never removed by this one.
+names too is never removed by this one. The provider's identity wins over the record's: a
+container disk copied from another pod (a baked image) takes nothing of that pod's.
 
-End to end on sandbox pods: ``vast-1`` (a Vast instance, from the pods file), and pod-2 and
-pod-4 restarted without RUNPOD_POD_ID (an image without any provider's variables), pod-4's
-volume the same directory as pod-2's (a volume the two share).
+End to end on sandbox pods: ``vast-1`` and ``vast-2`` (Vast instances, from the pods file,
+vast-2 given a copy of vast-1's container disk's record), pod-2 and pod-4 restarted without
+RUNPOD_POD_ID (an image without any provider's variables), pod-4's volume the same
+directory as pod-2's (a volume the two share), and pod-3 with a copy of pod-1's container
+disk's record, on pod-1's network volume.
 """
 
 from __future__ import annotations
@@ -23,12 +26,12 @@ import yaml
 from podstate.facts import made, record_id
 from podstate.facts.made import Entry, Record
 from podstate.operations.removal import record_command
-from podstate.sandbox import container
+from podstate.sandbox import container, inside
 from podstate.sandbox.state import pod_state_dir
 from podstate.shell import script
 from tests.e2e import BIN, apply, check, run
 
-SANDBOX = {"pods": 4, "vast": 1}
+SANDBOX = {"pods": 4, "vast": 2}
 BASE = {"shm": {"min_size": "32M"}}
 RECORDS = "/workspace/.podstate/made"
 SHARED = "/workspace/shared/both.txt"
@@ -231,6 +234,33 @@ def test_a_vast_instances_records_name_its_identity_and_what_it_made_goes(fleet,
     _applied(fleet, "vast-1", {})
     for path in [*files, "/workspace/vast"]:
         assert fleet.ssh("vast-1", f"test -e {path}").returncode == 1, path
+    assert _entry(fleet, "vast-1", tmp_path)["status"] == "ok"
+
+
+def test_a_vast_template_made_from_an_instance_takes_nothing_of_that_instances(fleet, tmp_path):
+    # vast-2 runs a template made from vast-1's container disk: its record and what that
+    # names, under vast-2's own VAST_CONTAINERLABEL and CONTAINER_ID
+    _desired(fleet, BASE)
+    records = json.loads((fleet.state / "pods.json").read_text())
+    ids = {p: f"C.{records[p]['pod_id']}/{records[p]['pod_id']}" for p in ("vast-1", "vast-2")}
+    original = "/etc/vast-original.conf"
+    _applied(fleet, "vast-1", {"files": {original: {"content": "vast-1's\n"}}})
+    inside.pod_exec("vast-2", "touch ~/.no_auto_tmux")  # as the template has it, a copy too
+    for path in (made.MADE, original):
+        copied = fleet.out("vast-1", f"cat {path}").encode()
+        fleet.out("vast-2", f"mkdir -p /etc/podstate && cat > {path}", copied)
+
+    fleet.host_vars("vast-2", {"files": {"/etc/vast-clone.conf": {"content": "vast-2's\n"}}})
+    changes = _changes(_entry(fleet, "vast-2", tmp_path))
+    assert not [c for c in changes if original in c], changes
+    assert [c for c in changes if c.startswith("would start this pod's own record")], changes
+    _applied(fleet, "vast-2", {"files": {"/etc/vast-clone.conf": {"content": "vast-2's\n"}}})
+    assert fleet.out("vast-2", f"cat {original}") == "vast-1's\n"
+    disk = _record(fleet, "vast-2", made.MADE)
+    assert (disk.pod, disk.pod_id) == ("vast-2", ids["vast-2"])
+    assert original not in disk.entries and "/etc/vast-clone.conf" in disk.entries
+    assert _entry(fleet, "vast-2", tmp_path)["status"] == "ok"
+    assert _record(fleet, "vast-1", made.MADE).pod_id == ids["vast-1"]
     assert _entry(fleet, "vast-1", tmp_path)["status"] == "ok"
 
 
