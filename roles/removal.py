@@ -365,10 +365,12 @@ def _records(
     wrote; its head names ``pod_id`` from then on); last, the whole record of what is made
     now, unless it would be the same. What is on a mounted volume goes in the volume's
     record, the rest in the container disk's. Neither is a change the check reports, unless
-    the last forgets what now holds something else."""
+    the last forgets what now holds something else, or the first replaces a container
+    disk's record copied from another pod (``record_id.copied``) with this pod's own."""
     found, where = probe["made"], boot.volume(wanted)
     volume = boot.has_volume(probe, where)
     mine = findings.of(host)
+    copy = record_id.copied(found)
     for name in ("disk", "volume") if volume else ("disk",):
         at = made.MADE if name == "disk" else record_id.volume_record(where.volume, pod_id)
 
@@ -379,9 +381,10 @@ def _records(
         if name == "volume":
             _tighten(probe, posixpath.dirname(at))
         record = found["records"].get(name)
-        there = record is not None and record.state == "file"
+        copied = name == "disk" and copy is not None  # replaced by this pod's own
+        there = record is not None and record.state == "file" and not copied
         was, now = record.entries if there else {}, here(after)
-        if not there and not now:
+        if not there and not now and not copied:
             continue
         final = made.render(host.name, pod_id, list(now.values()))
         if name == "disk":  # the boot hook puts it back with what it names
@@ -403,12 +406,16 @@ def _records(
                 content=first,
                 current=None,
                 private=private,
+                what=f"would start this pod's own record: {record_id.copied_words(found)}"
+                if copied
+                else None,
                 append=there,
                 head=head,
             )
             added = pyinfra_plan.op_hashes(state, host) - before
             mine.first += sorted(added)
-            mine.bookkeeping |= added
+            if not copied:  # else a change the check reports, in words
+                mine.bookkeeping |= added
             if not there or not (changed or stale):
                 continue  # the first write is the whole record, or nothing changes
             before = pyinfra_plan.op_hashes(state, host)

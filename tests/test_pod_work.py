@@ -28,10 +28,12 @@ QUERY = "--query-gpu="
 # connection, the login shell, sh, one base64 per value read (the mounts, the GPU query, 8
 # files), one stat each for the disks, the paths and the files, timeout and nvidia-smi for
 # the GPU query (it started 46 before the GPU cache and one stat for all paths), flock to
-# read the pod lock under its mutex, and one sha256sum for each record of what podstate made
+# read the pod lock under its mutex, one sha256sum for each record of what podstate made
 # (the container disk's, the volume's): whether each file podstate wrote still holds it is
-# compared on the pod, so no digest of it leaves the pod.
-CHECK_PROGRAMS = 21
+# compared on the pod, so no digest of it leaves the pod; and one tr for the container's
+# identity (its provider's, which wins over the id its container disk's record names: a
+# disk copied from another pod names that pod's).
+CHECK_PROGRAMS = 22
 
 
 def _calls(run) -> list[str]:

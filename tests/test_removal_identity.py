@@ -2,17 +2,21 @@
 Vast instance's records name its Vast identity, and a container without any provider's
 identity gets an id podstate makes, written into its container disk's record; on a volume
 two pods share, each pod's things stay in its own record, and a path the other pod's record
-names too is never removed by this one.
+names too is never removed by this one. The provider's identity wins over the record's: a
+container disk copied from another pod (a baked image) takes nothing of that pod's.
 
-End to end on sandbox pods: ``vast-1`` (a Vast instance, from the pods file), and pod-2 and
-pod-4 restarted without RUNPOD_POD_ID (an image without any provider's variables), pod-4's
-volume the same directory as pod-2's (a volume the two share).
+End to end on sandbox pods: ``vast-1`` and ``vast-2`` (Vast instances, from the pods file,
+vast-2 given a copy of vast-1's container disk's record), pod-2 and pod-4 restarted without
+RUNPOD_POD_ID (an image without any provider's variables), pod-4's volume the same
+directory as pod-2's (a volume the two share), and pod-3 with a copy of pod-1's container
+disk's record, on pod-1's network volume.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -22,12 +26,12 @@ import yaml
 from podstate.facts import made, record_id
 from podstate.facts.made import Entry, Record
 from podstate.operations.removal import record_command
-from podstate.sandbox import container
+from podstate.sandbox import container, inside
 from podstate.sandbox.state import pod_state_dir
 from podstate.shell import script
 from tests.e2e import BIN, apply, check, run
 
-SANDBOX = {"pods": 4, "vast": 1}
+SANDBOX = {"pods": 4, "vast": 2}
 BASE = {"shm": {"min_size": "32M"}}
 RECORDS = "/workspace/.podstate/made"
 SHARED = "/workspace/shared/both.txt"
@@ -124,6 +128,52 @@ def test_a_record_naming_another_id_is_refused_and_one_naming_none_on_the_disk_i
     assert record_id.trusted(nameless) == {"volume": "it is another pod's (pod id unknown)"}
 
 
+def test_a_container_disks_record_naming_another_id_than_the_providers_is_a_copy():
+    ours, theirs = Entry("file", "/etc/mine", ("s",)), Entry("file", "/etc/theirs", ("t",))
+    disk = Record("file", "pod-1", "a1b2c3d4e5f6gh", entries={theirs.path: theirs})
+    volume = Record("file", "pod-3", "k3x9q2mz8w1abc", entries={ours.path: ours})
+    copy = _found("k3x9q2mz8w1abc", disk=disk, volume=volume)
+    assert record_id.trusted(copy) == {}  # not another pod's record on the pod: a copy
+    assert record_id.copied(copy) == "a1b2c3d4e5f6gh"
+    assert list(made.previous(copy)) == ["/etc/mine"]  # nothing the copy names is this pod's
+    assert "names pod id a1b2c3d4e5f6gh, not this pod's (k3x9q2mz8w1abc" in (
+        record_id.copied_words(copy)
+    )
+    own = _found("a1b2c3d4e5f6gh", disk=Record("file", "pod-1", "a1b2c3d4e5f6gh"))
+    assert (
+        record_id.copied(own) is None and record_id.copied(_found("x", disk=Record("file"))) is None
+    )
+
+
+@pytest.mark.parametrize(
+    ("names", "environment", "own"),
+    [
+        (("RUNPOD_POD_ID",), b"A=1\0RUNPOD_POD_ID=own1\0", "own1"),
+        (("VAST_CONTAINERLABEL", "CONTAINER_ID"),
+         b"CONTAINER_ID=38250\0A=1\0VAST_CONTAINERLABEL=C.38250\0", "C.38250/38250"),
+    ],
+)  # fmt: skip
+def test_the_providers_identity_wins_over_the_container_disks_record(
+    tmp_path, names, environment, own
+):
+    """The probe's lines for the pod's id, run in sh over a stand-in for /proc/1/environ."""
+    environ = tmp_path / "environ"
+    lines = made.probe_lines({"volume": str(tmp_path), "identity": list(names)})
+    line = next(x for x in lines if "made.pod_id" in x).replace("/proc/1/environ", str(environ))
+
+    def pod_id(environment: bytes, disk: str) -> str:
+        environ.write_bytes(environment)
+        text = f'enc() {{ enc_v="=$1"; }}; made_id={disk}; {line}'
+        return subprocess.run(["sh", "-c", text], capture_output=True, text=True).stdout
+
+    assert pod_id(environment, "=copied1") == f"made.pod_id ={own}\n"  # a copied disk's
+    assert pod_id(environment, "") == f"made.pod_id ={own}\n"
+    assert pod_id(b"A=1\0", "=podstate-f00") == "made.pod_id =podstate-f00\n"
+    bad = b"".join(n.encode() + b"=a b\0" for n in names)  # names no record: the disk's
+    assert pod_id(bad, "=podstate-f00") == "made.pod_id =podstate-f00\n"
+    assert pod_id(b"A=1\0", "") == ""
+
+
 def test_a_pod_without_an_id_that_names_a_record_gets_a_new_one():
     assert record_id.own_id(_found("k3x9q2mz8w1abc")) == "k3x9q2mz8w1abc"
     assert record_id.own_id(_found("C.38250/38250")) == "C.38250/38250"
@@ -184,6 +234,33 @@ def test_a_vast_instances_records_name_its_identity_and_what_it_made_goes(fleet,
     _applied(fleet, "vast-1", {})
     for path in [*files, "/workspace/vast"]:
         assert fleet.ssh("vast-1", f"test -e {path}").returncode == 1, path
+    assert _entry(fleet, "vast-1", tmp_path)["status"] == "ok"
+
+
+def test_a_vast_template_made_from_an_instance_takes_nothing_of_that_instances(fleet, tmp_path):
+    # vast-2 runs a template made from vast-1's container disk: its record and what that
+    # names, under vast-2's own VAST_CONTAINERLABEL and CONTAINER_ID
+    _desired(fleet, BASE)
+    records = json.loads((fleet.state / "pods.json").read_text())
+    ids = {p: f"C.{records[p]['pod_id']}/{records[p]['pod_id']}" for p in ("vast-1", "vast-2")}
+    original = "/etc/vast-original.conf"
+    _applied(fleet, "vast-1", {"files": {original: {"content": "vast-1's\n"}}})
+    inside.pod_exec("vast-2", "touch ~/.no_auto_tmux")  # as the template has it, a copy too
+    for path in (made.MADE, original):
+        copied = fleet.out("vast-1", f"cat {path}").encode()
+        fleet.out("vast-2", f"mkdir -p /etc/podstate && cat > {path}", copied)
+
+    fleet.host_vars("vast-2", {"files": {"/etc/vast-clone.conf": {"content": "vast-2's\n"}}})
+    changes = _changes(_entry(fleet, "vast-2", tmp_path))
+    assert not [c for c in changes if original in c], changes
+    assert [c for c in changes if c.startswith("would start this pod's own record")], changes
+    _applied(fleet, "vast-2", {"files": {"/etc/vast-clone.conf": {"content": "vast-2's\n"}}})
+    assert fleet.out("vast-2", f"cat {original}") == "vast-1's\n"
+    disk = _record(fleet, "vast-2", made.MADE)
+    assert (disk.pod, disk.pod_id) == ("vast-2", ids["vast-2"])
+    assert original not in disk.entries and "/etc/vast-clone.conf" in disk.entries
+    assert _entry(fleet, "vast-2", tmp_path)["status"] == "ok"
+    assert _record(fleet, "vast-1", made.MADE).pod_id == ids["vast-1"]
     assert _entry(fleet, "vast-1", tmp_path)["status"] == "ok"
 
 
@@ -293,3 +370,90 @@ def test_a_record_an_earlier_podstate_wrote_without_an_id_is_adopted(fleet, shar
     _applied(fleet, "pod-4", state, sharing)
     assert _id(fleet, "pod-4") == pod_id
     assert _entry(fleet, "pod-4", tmp_path, sharing)["status"] == "ok"
+
+
+@pytest.fixture(scope="module")
+def baked(fleet, tmp_path_factory) -> dict:
+    """pod-3's volume made pod-1's (an image baked from pod-1 run beside it, on the same
+    network volume); return the environment of a user whose pods come from the sandbox's
+    RunPod API (which vouches for the host keys pod-3's restart makes)."""
+    settings = pod_state_dir(fleet.state, "pod-3") / "pod.env"  # both on network volumes
+    lines = settings.read_text().splitlines(keepends=True)
+    volume = shlex.quote(str(fleet.state / "storage" / "pod-1"))
+    settings.write_text("".join(
+        f"STORAGE_DIR={volume}\n" if line.startswith("STORAGE_DIR=") else line for line in lines
+    ))  # fmt: skip
+    container.restart("pod-3")
+    fleet.out("pod-1", "echo pod-1 > /workspace/seen-by-both")
+    assert fleet.out("pod-3", "cat /workspace/seen-by-both") == "pod-1\n"
+    fleet.out("pod-1", "rm /workspace/seen-by-both")
+    return fleet.api_env(tmp_path_factory.mktemp("hostkeys"))
+
+
+def test_a_container_disk_copied_from_another_pod_takes_nothing_of_that_pods(
+    fleet, baked, tmp_path
+):
+    # pod-1 configured; pod-3 then runs an image baked from pod-1's container disk: its
+    # record and what that names, under pod-3's own RUNPOD_POD_ID, on pod-1's volume
+    _desired(fleet, BASE)
+    ids = {p: r["pod_id"] for p, r in json.loads((fleet.state / "pods.json").read_text()).items()}
+    original = {"/etc/original.conf": "pod-1's\n", "/workspace/original/data.txt": "pod-1's\n"}
+    _applied(fleet, "pod-1", {"files": {p: {"content": c} for p, c in original.items()}}, baked)
+    on_volume = fleet.out("pod-1", f"cat {RECORDS}/{ids['pod-1']}")
+    for path in (made.MADE, "/etc/original.conf"):
+        fleet.out(
+            "pod-3",
+            f"mkdir -p /etc/podstate && cat > {path}",
+            fleet.out("pod-1", f"cat {path}").encode(),
+        )
+    assert _record(fleet, "pod-3", made.MADE).pod_id == ids["pod-1"]
+
+    # uninstall on the clone takes away the copied record, and nothing it names
+    uninstall = [str(BIN / "podstate"), "uninstall", "--limit", "pod-3"]
+    done = run(fleet, [*uninstall, "--dry-run"], env=baked)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"names pod id {ids['pod-1']}, not this pod's ({ids['pod-3']}" in done.stdout
+    assert "original" not in done.stdout
+    done = run(fleet, uninstall, env=baked)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert fleet.out("pod-3", "cat /etc/original.conf") == "pod-1's\n"
+    assert fleet.ssh("pod-3", f"test -e {made.MADE}").returncode == 1
+    assert fleet.out("pod-1", "cat /workspace/original/data.txt") == "pod-1's\n"
+    copied = fleet.out("pod-1", f"cat {made.MADE}").encode()
+    fleet.out("pod-3", f"mkdir -p /etc/podstate && cat > {made.MADE}", copied)
+
+    clone = {"files": {"/etc/clone.conf": {"content": "pod-3's\n"},
+                       "/workspace/clone/data.txt": {"content": "pod-3's\n"}}}  # fmt: skip
+    fleet.host_vars("pod-3", clone)
+    entry = _entry(fleet, "pod-3", tmp_path, baked)
+    assert entry["status"] == "drift", entry
+    changes = _changes(entry)
+    assert not [c for c in changes if "original" in c and "would remove" in c], changes
+    started = [c for c in changes if c.startswith("would start this pod's own record")]
+    assert started and f"names pod id {ids['pod-1']}, not this pod's ({ids['pod-3']}" in started[0]
+    _applied(fleet, "pod-3", clone, baked)
+
+    for pod in ("pod-1", "pod-3"):
+        for path, content in original.items():
+            if pod == "pod-1" or path.startswith("/etc"):
+                assert fleet.out(pod, f"cat {path}") == content, (pod, path)
+    records = fleet.state / "storage" / "pod-1" / RECORDS.removeprefix("/workspace/")
+    assert (records / ids["pod-1"]).read_text() == on_volume
+    disk = _record(fleet, "pod-3", made.MADE)
+    assert (disk.pod, disk.pod_id) == ("pod-3", ids["pod-3"])
+    assert "/etc/clone.conf" in disk.entries and "/etc/original.conf" not in disk.entries
+    own = _record(fleet, "pod-3", f"{RECORDS}/{ids['pod-3']}")
+    assert {"/workspace/clone", "/workspace/clone/data.txt"} <= set(own.entries)
+    assert not [path for path in own.entries if "original" in path]
+    assert _entry(fleet, "pod-3", tmp_path, baked)["status"] == "ok"
+    assert _entry(fleet, "pod-1", tmp_path, baked)["status"] == "ok"
+
+    # the clone's uninstall takes its own things, and nothing of pod-1's
+    done = run(fleet, [str(BIN / "podstate"), "uninstall", "--limit", "pod-3"], env=baked)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for path in ("/etc/clone.conf", "/workspace/clone"):
+        assert fleet.ssh("pod-3", f"test -e {path}").returncode == 1, path
+    assert fleet.out("pod-3", "cat /etc/original.conf") == "pod-1's\n"
+    assert fleet.out("pod-1", "cat /workspace/original/data.txt") == "pod-1's\n"
+    assert sorted(p.name for p in records.iterdir()) == [ids["pod-1"]]
+    assert _entry(fleet, "pod-1", tmp_path, baked)["status"] == "ok"

@@ -243,6 +243,36 @@ def test_skipped_instances_say_why(api, env):
     assert "skipping Vast instance 1 (stopped_one): status stopped" in table
 
 
+def test_a_direct_port_without_a_public_address_skips_that_instance_only(api, env):
+    no_address = {k: v for k, v in instance(2, "no_address").items() if k != "public_ipaddr"}
+    empty = instance(3, "empty_address", public_ipaddr="")
+    no_port = instance(4, "no_host_port", ports={"22/tcp": [{"HostIp": "0.0.0.0"}]})
+    api.serve([instance(1, "fine"), no_address, empty, no_port, instance(5, "also_fine")])
+    found = listing(env)
+    assert [pod["name"] for pod in found["pods"]] == ["also_fine", "fine"]
+    reasons = {item["name"]: item["reason"] for item in found["skipped"]}
+    assert set(reasons) == {"no_address", "empty_address", "no_host_port"}
+    assert reasons["no_address"].startswith("a direct port for 22/tcp without a public_ipaddr")
+    assert reasons["empty_address"] == reasons["no_address"]
+    assert reasons["no_host_port"].startswith("a direct port for 22/tcp without a HostPort")
+    table = run("podstate", "inventory", env=env)
+    assert table.returncode == 0
+    assert "skipping Vast instance 2 (no_address): a direct port for 22/tcp" in table.stdout
+
+
+def test_an_instance_listed_twice_as_pages_shift_is_skipped_the_others_listed(api, env):
+    first = [instance(n, f"job_{n}") for n in range(1, 26)]
+    shifted = [instance(25, "job_25", actual_status="stopped"), instance(26, "job_26")]
+    for page in ({"next_token": "MjU=", "instances": first}, {"instances": shifted}):
+        api.queue(200, {"success": True, **page})
+    found = listing(env)
+    listed = sorted(int(pod["pod_id"]) for pod in found["pods"])
+    assert listed == [*range(1, 25), 26]
+    (skipped,) = found["skipped"]
+    assert (skipped["id"], skipped["name"]) == ("25", "job_25")
+    assert skipped["reason"].startswith("listed twice in one listing")
+
+
 def test_two_instances_with_one_label_the_oldest_keeps_it(api, env):
     older = instance(900, "twin", start_date=1_700_000_000.0)
     newer = instance(5, "twin", start_date=1_800_000_000.0)

@@ -59,11 +59,19 @@ def identity() -> tuple[str, ...]:
 def identity_line(names: tuple[str, ...]) -> str:
     """Return sh that sets ``i`` to this container's identity: the values of the variables
     ``names`` in ``ENVIRON`` that are set, in order, joined by "/" (empty: none is set, or
-    it cannot be read), as the boot hook's ``identity`` reads it (scripts/boot.sh)."""
+    it cannot be read), as the boot hook's ``identity`` reads it (scripts/boot.sh). One
+    program (``tr``, which makes its entries lines) reads it, once a probe: the shell's own
+    ``case`` finds each variable, and the boot and records sections both need it, so the
+    second takes what the first read (``id_names``, ``id_read``). The rest of the
+    environment is dropped at once, never shown."""
+    key = " ".join(names)
+    nl = "\n"  # each entry of the environment is a line: one starts after a newline
     return (
-        f"i=; for n in {' '.join(names)}; do"
-        f" v=$(tr '\\0' '\\n' <{ENVIRON} 2>/dev/null | sed -n \"s/^$n=//p\");"
-        ' [ -z "$v" ] || i=${i:+$i/}$v; done'
+        f'if [ "${{id_names-}}" = "{key}" ]; then i=$id_read; else i= id_env="{nl}'
+        f"$(tr '\\0' '\\n' 2>/dev/null <{ENVIRON}){nl}\"; for n in {key}; do"
+        f' case $id_env in *"{nl}$n="*) v=${{id_env#*"{nl}$n="}}; v=${{v%%"{nl}"*}};'
+        f' [ -z "$v" ] || i=${{i:+$i/}}$v ;; esac; done; id_env=; id_names="{key}"'
+        " id_read=$i; fi"
     )
 
 

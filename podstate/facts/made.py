@@ -4,9 +4,11 @@ and what is at each path they name now.
 podstate keeps two records, each where its subject lives: one on the container disk
 (``paths.MADE``, wiped with what it lists) and one on the volume, named for the pod's id
 (``<volume>/.podstate/made/<name>``, ``record_id.record_name``, so a volume shared by two
-pods keeps each pod's apart). The pod's id is the one the container disk's record names
-(that disk is this container's alone), else its provider's identity (podstate.facts.boot),
-else one podstate makes (``record_id.new_id``) and writes into the container disk's record.
+pods keeps each pod's apart). The pod's id is its provider's identity (podstate.facts.boot),
+else the one the container disk's record names, else one podstate makes
+(``record_id.new_id``) and writes into the container disk's record. A container disk's
+record that names another id than the provider's is a copy of another pod's (an image
+baked from it): nothing it names is this pod's (``record_id.copied``).
 Both records are root-only, line-based text (``render``), bound to the pod they were written
 for (its name and id), and never hold a secret value: a file podstate wrote is named with
 the sha256 of what it wrote, except the secrets file, named alone. The probe reads the
@@ -162,10 +164,10 @@ def using(busy: list[dict[str, Any]], verb: str) -> str:
 
 def previous(found: dict[str, Any] | None) -> dict[str, Entry]:
     """Return the entries of the records the probe read (``found``: its ``made``), by path;
-    none from a record podstate cannot act on."""
+    none from a record podstate cannot act on, nor from a copy of another pod's."""
     entries: dict[str, Entry] = {}
-    for record in (found or {}).get("records", {}).values():
-        if record.problem is None:
+    for where, record in (found or {}).get("records", {}).items():
+        if record.problem is None and not (where == "disk" and record_id.copied(found)):
             entries.update(record.entries)
     return entries
 
@@ -255,13 +257,14 @@ def parse_record(text: str) -> Record:
 
 def probe_lines(args: dict[str, Any] | None, asked: list[str] = ()) -> list[str]:
     """Return the probe's lines for the records (read-only): the container disk's record and
-    what is at the paths it names (scripts/made_state.sh), ``made.pod_id`` (the id that record
-    names, else the container's identity: ``identity_line``), the volume's record for that id
-    (``record_id.name_line``), then which of their paths another record on the volume names
-    (scripts/made_others.sh); ``args``: ``volume``, the volume's mount point, ``identity``, the
-    variables that name the pod, and ``keep``, the mounts, repositories and venv the desired
-    state keeps; ``asked``: the files and paths the probe reads anyway, which the records'
-    section does not read again (``same`` and ``kind`` then tell from what the probe read)."""
+    what is at the paths it names (scripts/made_state.sh), ``made.pod_id`` (the container's
+    identity, ``identity_line``, where it names a record, else the id that record names), the
+    volume's record for that id (``record_id.name_line``), then which of their paths another
+    record on the volume names (scripts/made_others.sh); ``args``: ``volume``, the volume's
+    mount point, ``identity``, the variables that name the pod, and ``keep``, the mounts,
+    repositories and venv the desired state keeps; ``asked``: the files and paths the probe
+    reads anyway, which the records' section does not read again (``same`` and ``kind`` then
+    tell from what the probe read)."""
     if not args:
         return []
     volume = quote_path(posixpath.join(args["volume"], ".podstate", "made"))
@@ -276,11 +279,12 @@ def probe_lines(args: dict[str, Any] | None, asked: list[str] = ()) -> list[str]
         script("made_state.sh"),
         script("made_others.sh"),
         f"made_id=; made_state disk {quote_path(MADE)} {MAX_FILE}",
-        # The pod's id, as the container disk's record names it (that disk is this
-        # container's alone: no program runs then), else its provider's identity.
-        'i=; case $made_id in =?*) i=${made_id#=} ;; esac; if [ -z "$i" ]; then '
-        + identity_line(tuple(args["identity"]))
-        + '; fi; if [ -n "$i" ]; then enc "$i"; echo "made.pod_id $enc_v"; fi',
+        # The pod's id: its provider's identity where it names a record, which wins over
+        # the id the container disk's record names (a disk copied from another pod names
+        # that pod's); else that record's id (one podstate made).
+        f"{identity_line(tuple(args['identity']))}; {record_id.name_line()}"
+        '; if [ -z "$made_name" ]; then i=; case $made_id in =?*) i=${made_id#=} ;; esac; fi;'
+        ' if [ -n "$i" ]; then enc "$i"; echo "made.pod_id $enc_v"; fi',
         record_id.name_line(),
         'if [ -z "$made_name" ]; then echo "made.record volume noid";'
         f' else made_state volume {volume}/"$made_name" {MAX_FILE}; fi',

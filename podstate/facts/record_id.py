@@ -1,7 +1,13 @@
 """Which pod a record of what podstate made is for, and where its records are: the pod's id
-(the one the container disk's record names, else its provider's identity, else one podstate
+(its provider's identity, else the one the container disk's record names, else one podstate
 makes), the volume record's name for it, and whether podstate may act on the records the
-probe read (podstate.facts.made)."""
+probe read (podstate.facts.made).
+
+The provider's identity wins: a container disk copied from a configured pod (an image baked
+with ``docker commit``, a Vast template made from an instance) carries that pod's record,
+and its clones would otherwise take that pod's id, and share its record on the volume. Where
+a container has no provider's identity, the id podstate made is copied with the disk, and
+nothing podstate reads tells a copy from the pod it was copied from (docs/uninstall.md)."""
 
 from __future__ import annotations
 
@@ -63,15 +69,37 @@ def record_paths(pod_id: str | None, volume: str) -> tuple[str, ...]:
     return (MADE, volume_record(volume, pod_id))
 
 
+def copied(found: dict[str, Any]) -> str | None:
+    """Return the id the container disk's record names (``found``: the probe's ``made``)
+    where it is not the pod's (the provider's identity, which the probe takes over it): the
+    record came with a copy of another pod's container disk, and names what that pod made,
+    not this one; None otherwise."""
+    record = found["records"].get("disk")
+    if record is None or record.state != "file" or record.problem is not None:
+        return None
+    return record.pod_id if record.pod_id not in (None, found["pod_id"]) else None
+
+
+def copied_words(found: dict[str, Any]) -> str:
+    """Return what a run says of a copied container disk's record (``copied``)."""
+    return (
+        f"the container disk's record names pod id {copied(found)}, not this pod's "
+        f"({found['pod_id']}, its provider's identity): a copy of another pod's container "
+        "disk (an image baked from it), so nothing it names is removed"
+    )
+
+
 def trusted(found: dict[str, Any]) -> dict[str, str]:
     """Return, for each record the probe read (``found``: its ``made``) that podstate must
     not act on, why (empty: it may act on all): unreadable, not a record, from a newer
-    podstate, or another pod's (one that names another id; the container disk's may name
-    none: that disk is this container's own, and the next write names the pod's id)."""
+    podstate, or another pod's (one that names another id). The container disk's is never
+    another pod's: one that names no id is adopted (that disk is this container's own, and
+    the next write names the pod's id), one that names another is a copy (``copied``),
+    whose entries are not this pod's and which the next write replaces."""
     problems = {}
     for where, record in found["records"].items():
         problem = record.problem
-        mine = record.pod_id == found["pod_id"] or (where == "disk" and record.pod_id is None)
+        mine = record.pod_id == found["pod_id"] or where == "disk"
         if problem is None and record.state == "file" and not mine:
             problem = f"it is another pod's (pod id {record.pod_id or 'unknown'})"
         if problem:
@@ -81,7 +109,7 @@ def trusted(found: dict[str, Any]) -> dict[str, str]:
 
 def own_id(found: dict[str, Any]) -> str:
     """Return the id this pod's records are bound to: the one the probe found (``found``:
-    its ``made``; the container disk's record's, else the provider's identity) where it
+    its ``made``; the provider's identity, else the container disk's record's) where it
     names a record, else a new one (``new_id``), which the apply writes into the container
     disk's record, where the next probe finds it."""
     pod_id = found["pod_id"]

@@ -26,6 +26,11 @@ READ = (
 STATUSES = (
     "loading", "running", "stopped", "frozen", "exited", "rebooting", "unknown", "offline",
 )  # fmt: skip
+# Why an instance two records of one listing name is skipped.
+TWICE = (
+    "listed twice in one listing (its pages shifted while they were read): which record "
+    "holds is unknown; skipped until a listing names it once"
+)
 NEVER = "9999-12-31T00:00:00Z"  # the creation time of an instance without start_date: newest
 
 
@@ -59,10 +64,13 @@ def parse(raw: list[Any]) -> tuple[list[VastInstance], list[Skipped]]:
     Manageable: ``actual_status`` running, with an SSH endpoint: the direct one where
     ``ports["22/tcp"]`` has a host port (``public_ipaddr``), else Vast's proxy (``ssh_host``,
     ``ssh_port``, plus one where ``image_runtype`` has ``jupyter``, as Vast's CLI has it).
+    Skipped, each with its reason, so that the others are listed: one not running, one
+    without an endpoint (a direct port without an address), one whose id two records have.
     InventoryError names the instance and the field of a record that is not one.
     """
     instances: list[VastInstance] = []
     skipped: list[Skipped] = []
+    twice = _listed_twice(raw)
     seen: set[str] = set()
     for index, item in enumerate(raw):
         where = f"instances[{index}]"
@@ -72,13 +80,15 @@ def parse(raw: list[Any]) -> tuple[list[VastInstance], list[Skipped]]:
         if number <= 0:
             raise _unexpected(f"{where}.id", f"not an instance id: {number}")
         ident = str(number)
-        if ident in seen:
-            raise _unexpected(f"{where}.id", f"{ident} is listed twice")
-        seen.add(ident)
         where = f"{where} (id {ident})"
         label = _field(item, "label", where, str, nullable=True) or None
         name = label or f"C.{ident}"
         created = _created(item, where)
+        if ident in twice:
+            if ident not in seen:
+                skipped.append(Skipped(ident, name, TWICE, created, "vast"))
+            seen.add(ident)
+            continue
         status = _field(item, "actual_status", where, str, nullable=True)
         why = _not_running(status)
         if why:
@@ -110,6 +120,17 @@ def parse(raw: list[Any]) -> tuple[list[VastInstance], list[Skipped]]:
     return instances, skipped
 
 
+def _listed_twice(raw: list[Any]) -> set[str]:
+    """Return the ids that more than one record of ``raw`` has: the pages shifted while they
+    were read, so which record is the instance as it is now cannot be told."""
+    counted: dict[str, int] = {}
+    for item in raw:
+        number = item.get("id") if isinstance(item, dict) else None
+        if isinstance(number, int) and not isinstance(number, bool):
+            counted[str(number)] = counted.get(str(number), 0) + 1
+    return {ident for ident, count in counted.items() if count > 1}
+
+
 def _not_running(status: str | None) -> str | None:
     """Return why an instance of ``actual_status`` is skipped; None when it runs."""
     if status == "running":
@@ -130,13 +151,14 @@ def _endpoint(item: dict[str, Any], where: str) -> tuple[str, int, str] | str:
             raise _unexpected(
                 f"{where}.ports.22/tcp", f"expected a list of host ports, got {kind_of(mapped)}"
             )
-        host = _field(item, "public_ipaddr", where, str, nullable=True)
+        host = (_field(item, "public_ipaddr", where, str, nullable=True) or "").strip()
         port = _port(mapped[0].get("HostPort"))
         if host and port:
-            return host.strip(), port, "direct"
-        raise _unexpected(
-            f"{where}.ports.22/tcp",
-            "a direct port without a usable public_ipaddr and HostPort",
+            return host, port, "direct"
+        missing = "a public_ipaddr" if not host else "a HostPort that is a port"
+        return (
+            f"a direct port for 22/tcp without {missing}: no address to reach it at yet; "
+            "wait for Vast to give one, or recreate the instance"
         )
     host = _field(item, "ssh_host", where, str, nullable=True)
     port = _field(item, "ssh_port", where, int, nullable=True)

@@ -42,7 +42,9 @@ def apply(
     """Take away everything the records name (the boot hook and its stub too), then the
     records and podstate's own files and directories: the ready marker, the hook's status,
     the applied record on the volume where it names this pod. A pod without a record has
-    nothing taken away: podstate never guesses what it made. The apt packages podstate
+    nothing taken away: podstate never guesses what it made. A container disk's record that
+    another pod's container disk came with (``record_id.copied``) goes, and what it names
+    stays: it is not this pod's. The apt packages podstate
     installed go only with ``packages``, else they are named as left in place; with
     ``keep_venv`` the venv and its snapshots stay, named; a tmpfs that holds files goes only
     with ``discard_scratch``. What stays because it is in use (a venv a process runs from, a
@@ -80,6 +82,7 @@ def apply(
         directories=[SAVED, posixpath.dirname(made.MADE)]
         + [posixpath.join(base, d) for d in ("bin", "made", "")],
         what="would remove: the records of what podstate made, its ready marker and status"
-        + ("; would leave in place: " + ", ".join(left) if left else ""),
+        + ("; would leave in place: " + ", ".join(left) if left else "")
+        + (f"; {record_id.copied_words(found)}" if record_id.copied(found) else ""),
         trees=[posixpath.join(posixpath.dirname(made.MADE), ".boot")],
     )
