@@ -47,6 +47,46 @@ def test_a_pod_is_idle_only_when_every_reading_says_so():
     assert activity.read(_probe(IDLE_GPU, sessions=[session]))["idle"] is False
 
 
+def test_processes_that_worked_make_the_pod_in_use_and_the_period_is_dated_on_the_pod():
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 6, 1, 12, 0, 30, tzinfo=UTC)
+    quiet = activity.read(_probe(IDLE_GPU, work={**QUIET, "age": 90.5}), now)
+    assert (quiet["idle"], quiet["idle_for"], quiet["idle_since"]) == (
+        True,
+        90.5,
+        "2026-06-01T11:58:59Z",
+    )
+    cpu = {"kind": "cpu", "pid": 812, "command": "python", "amount": 170}
+    found = activity.read(_probe(IDLE_GPU, work={**QUIET, "busy": [cpu]}), now)
+    assert found["in_use"] == ["1.7 s of CPU since the idle period began, most by python (pid 812)"]
+    unread = {**QUIET, "unread": [{"pid": 9, "command": "sleep"}]}
+    assert activity.read(_probe(IDLE_GPU, work=unread))["idle"] is None
+    unkept = activity.read(_probe(IDLE_GPU, work={**QUIET, "age": None}))
+    assert unkept["idle"] is None and unkept["idle_since"] is None
+
+
+def test_the_work_lines_parse():
+    from podstate.facts import work
+
+    found = work.parse(
+        [
+            "work.busy io 7 =curl 3355443",
+            "work.busy gone 8 =",
+            "work.unread 9 =sleep",
+            "work.age 1234",
+        ]
+    )
+    assert found["age"] == 12.34
+    assert work.describe(found["busy"][0]) == (
+        "3.2 MiB read and written since it began, most by curl (pid 7)"
+    )
+    assert work.describe(found["busy"][1]) == "process 8 ended since the idle period began"
+    assert found["unread"] == [{"pid": 9, "command": "sleep"}]
+    assert work.parse(["work.unkept", "work.age 0"])["age"] is None
+    assert work.parse([])["age"] is None  # the section did not answer: unknown
+
+
 @pytest.mark.parametrize(
     "probe",
     [

@@ -343,6 +343,9 @@ def test_durations_of_the_idle_section():
 # --- one clock for every watch: the idle period the probe keeps on the pod -----------------
 
 
+CLOCK = Clock()  # the time the watches and the pod's clock read
+
+
 def vast_pod(after=900) -> Pod:
     """A Vast instance ``a`` (Vast lists no start time), idle after ``after`` seconds."""
     data = {"pod_id": "7", "provider": "vast", "started_at": None, "live_idle": True}
@@ -351,15 +354,21 @@ def vast_pod(after=900) -> Pod:
 
 
 def reading(idle_for: float | None, container="boot:100") -> dict:
-    """A check report's entry of an idle pod whose own clock says ``idle_for`` seconds."""
-    return {**IDLE, "activity": {"idle": True, "idle_for": idle_for, "container": container}}
+    """A check report's entry of an idle pod whose own clock says ``idle_for`` seconds,
+    read at the clock's minute."""
+    since = None
+    if idle_for is not None:
+        since = (CLOCK.now - timedelta(seconds=idle_for)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    found = {"idle": True, "idle_for": idle_for, "idle_since": since, "container": container}
+    return {**IDLE, "activity": found}
 
 
 class Watches:
     """Idlers over the Vast instance ``a``, each with its state file; their stops recorded."""
 
     def __init__(self, tmp_path) -> None:
-        self.clock, self.stops, self.tmp_path = Clock(), [], tmp_path
+        self.clock, self.stops, self.tmp_path = CLOCK, [], tmp_path
+        CLOCK.now = T0
 
     def idler(self, name: str) -> Idler:
         def stopper(data):

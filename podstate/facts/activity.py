@@ -12,6 +12,7 @@ makes the answer unknown (None), never idle: decisions on it take the safe side.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from podstate.facts import work
@@ -36,13 +37,15 @@ def _gpus(state: GpuState) -> list[dict[str, Any]]:
     ]
 
 
-def read(probe: dict[str, Any]) -> dict[str, Any]:
+def read(probe: dict[str, Any], now: datetime | None = None) -> dict[str, Any]:
     """Return what the probe says of the pod's use: ``idle`` (True, False, or None when a
     reading is unknown), ``in_use`` (why it is not idle, in words), ``unknown`` (what could
     not be read), ``gpus`` (each GPU's reading), ``processes`` (every compute process:
     ``pid``, ``name``, ``gpu_uuid``), ``sessions`` (the probe's) and ``idle_for`` (seconds
     since the pod's idle period began, by the clock kept on the pod; None when unknown, and
-    0 when the probe saw work: a new period begins) and ``container`` (the container start
+    0 when the probe saw work: a new period begins), ``idle_since`` (when that period began,
+    RFC 3339 in UTC, to the second below: ``now``, the probe's answer's time, less
+    ``idle_for``; None when unknown) and ``container`` (the container start
     it is for, ``BOOT_ID:TICKS``; None when unread), which tells the watch a restart on a
     provider that lists no start time (Vast)."""
     state: GpuState = probe["gpu"]
@@ -87,5 +90,15 @@ def read(probe: dict[str, Any]) -> dict[str, Any]:
         ],
         "sessions": list(probe.get("sessions", [])),
         "idle_for": found["age"],
+        "idle_since": _since(found["age"], now),
         "container": probe.get("container_start"),
     }
+
+
+def _since(age: float | None, now: datetime | None) -> str | None:
+    """Return when a period ``age`` seconds old at ``now`` (default: the clock now) began, in
+    RFC 3339 (UTC), to the second below; None when its age is unknown."""
+    if age is None:
+        return None
+    began = (now or datetime.now(UTC)) - timedelta(seconds=age)
+    return began.strftime("%Y-%m-%dT%H:%M:%SZ")

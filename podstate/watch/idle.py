@@ -20,7 +20,7 @@ seconds of the period and at least two consecutive full checks in it, once per p
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 MIN_CHECKS = 2  # full checks in a row that must say idle before a stop
@@ -86,13 +86,14 @@ def check_reading(entry: dict[str, Any] | None) -> bool | None:
     return idle if isinstance(idle, bool) else None
 
 
-def pod_clock(entry: dict[str, Any] | None, now: datetime) -> datetime | None:
+def pod_clock(entry: dict[str, Any] | None) -> datetime | None:
     """Return since when a check report's entry says the pod's own idle period runs (the
-    clock the probe keeps on the pod: ``activity.idle_for``), None when it says none."""
-    seconds = ((entry or {}).get("activity") or {}).get("idle_for")
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+    clock the probe keeps on the pod: ``activity.idle_since``), None when it says none."""
+    since = ((entry or {}).get("activity") or {}).get("idle_since")
+    try:
+        return datetime.fromisoformat(since) if isinstance(since, str) else None
+    except ValueError:
         return None
-    return now - timedelta(seconds=seconds)
 
 
 def container(entry: dict[str, Any] | None) -> str | None:

@@ -122,7 +122,7 @@ class Idler:
                 self.gap,
                 data.get("cost_per_hour"),
                 has_live="live_idle" in data,
-                pod_since=pod_clock(entry, now) if checked else None,
+                pod_since=pod_clock(entry) if checked else None,
             )
             self._events(pod.name, before, period, checked, now)
             config = (data.get("podstate") or {}).get("idle")
