@@ -4,6 +4,7 @@ volume (kept). Every module that reads or writes one of them names it from here.
 # On the container disk, under /run: gone at a restart, as a run's state should be.
 LOCK = "/run/podstate.lock"  # the pod lock (run/lock.py, scripts/lock.sh)
 GPU_CACHE = "/run/podstate.gpu"  # what nvidia-smi says that cannot change while it runs
+IDLE_RECORD = "/run/podstate.idle"  # since when the pod's processes are quiet (facts/work.py)
 
 # On the container disk, under /etc/podstate.
 READY_MARKER = "/etc/podstate/ready"  # the applied state's digest: the pod is in state

@@ -23,10 +23,14 @@ SANDBOX = {"pods": 1}
 POD = "pod-1"  # two GPUs
 
 
-def _probe(*devices: GpuDevice, apps=(), sessions=(), readable=True) -> dict:
+QUIET = {"age": 0.0, "busy": [], "unread": []}
+
+
+def _probe(*devices: GpuDevice, apps=(), sessions=(), readable=True, work=QUIET) -> dict:
     return {
         "gpu": GpuState(readable=readable, devices=devices, apps=apps, error="NVML failed"),
         "sessions": list(sessions),
+        "work": work,
     }
 
 
@@ -41,6 +45,46 @@ def test_a_pod_is_idle_only_when_every_reading_says_so():
     assert activity.read(_probe(loaded))["idle"] is False  # a model waiting for requests
     session = {"pid": 7, "kind": "kernel", "command": "python3"}
     assert activity.read(_probe(IDLE_GPU, sessions=[session]))["idle"] is False
+
+
+def test_processes_that_worked_make_the_pod_in_use_and_the_period_is_dated_on_the_pod():
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 6, 1, 12, 0, 30, tzinfo=UTC)
+    quiet = activity.read(_probe(IDLE_GPU, work={**QUIET, "age": 90.5}), now)
+    assert (quiet["idle"], quiet["idle_for"], quiet["idle_since"]) == (
+        True,
+        90.5,
+        "2026-06-01T11:58:59Z",
+    )
+    cpu = {"kind": "cpu", "pid": 812, "command": "python", "amount": 170}
+    found = activity.read(_probe(IDLE_GPU, work={**QUIET, "busy": [cpu]}), now)
+    assert found["in_use"] == ["1.7 s of CPU since the idle period began, most by python (pid 812)"]
+    unread = {**QUIET, "unread": [{"pid": 9, "command": "sleep"}]}
+    assert activity.read(_probe(IDLE_GPU, work=unread))["idle"] is None
+    unkept = activity.read(_probe(IDLE_GPU, work={**QUIET, "age": None}))
+    assert unkept["idle"] is None and unkept["idle_since"] is None
+
+
+def test_the_work_lines_parse():
+    from podstate.facts import work
+
+    found = work.parse(
+        [
+            "work.busy io 7 =curl 3355443",
+            "work.busy gone 8 =",
+            "work.unread 9 =sleep",
+            "work.age 1234",
+        ]
+    )
+    assert found["age"] == 12.34
+    assert work.describe(found["busy"][0]) == (
+        "3.2 MiB read and written since it began, most by curl (pid 7)"
+    )
+    assert work.describe(found["busy"][1]) == "process 8 ended since the idle period began"
+    assert found["unread"] == [{"pid": 9, "command": "sleep"}]
+    assert work.parse(["work.unkept", "work.age 0"])["age"] is None
+    assert work.parse([])["age"] is None  # the section did not answer: unknown
 
 
 @pytest.mark.parametrize(
@@ -87,7 +131,7 @@ def quiet(fleet):
 
 def test_an_untouched_gpu_pod_is_idle_now(fleet, quiet, tmp_path):
     entry = _entry(fleet, tmp_path)
-    assert entry["idle"] is True, entry["activity"]
+    assert entry["idle"] is True, entry
     assert "idle now" in entry["table"]
     assert [g["utilization"] for g in entry["activity"]["gpus"]] == [0, 0]
 
@@ -130,6 +174,7 @@ def test_an_open_terminal_makes_the_pod_in_use(fleet, quiet, tmp_path):
     finally:
         terminal.kill()
         terminal.wait()
+        _end(fleet, "sleep 600")
     assert entry["idle"] is False
     (session,) = entry["activity"]["sessions"]
     assert session["kind"] == "tty"
@@ -143,3 +188,98 @@ def test_an_unreadable_gpu_is_unknown_never_idle(fleet, quiet, tmp_path):
         inside.pod_exec(POD, f"sed -i '/^fail|/d' {inside.GPU_LAYOUT}")
     assert entry["idle"] is None
     assert "idle unknown (unread: the GPUs: Failed to initialize NVML" in entry["table"]
+
+
+# --- work that no GPU reading sees: the pod's processes over its idle period ----------------
+
+
+def _end(fleet, pattern: str) -> None:
+    """End the pod's processes whose command line has ``pattern``, and wait until they are
+    gone (``[x]rest`` matches them, not this command's own line)."""
+    match = f"[{pattern[0]}]{pattern[1:]}"
+    fleet.out(POD, f"pkill -f '{match}'; while pgrep -f '{match}' >/dev/null; do sleep 0.1; done")
+
+
+def _quiet_entry(fleet, tmp_path) -> dict:
+    """Return the check's entry once a check found the pod idle: the checks before it begin
+    the pod's idle period anew for what earlier tests left (processes that ended)."""
+    for _ in range(3):
+        entry = _entry(fleet, tmp_path)
+        if entry["idle"] is True:
+            return entry
+    raise AssertionError(entry["activity"])
+
+
+def _started(fleet, command: str) -> str:
+    """Start ``command`` on the pod over SSH, detached from the session (its stdio closed),
+    and return its pid."""
+    return fleet.out(POD, f"{command} </dev/null >/dev/null 2>&1 & echo $!").strip()
+
+
+@pytest.mark.parametrize("detach", ["nohup", "setsid"])
+def test_a_cpu_only_job_keeps_the_pod_in_use(fleet, quiet, tmp_path, detach):
+    _quiet_entry(fleet, tmp_path)
+    pid = _started(fleet, f"{detach} sh -c 'while :; do :; done'")
+    try:
+        started = _entry(fleet, tmp_path)  # a process started since the period began
+        assert started["idle"] is False
+        assert f"process sh (pid {pid}) started since the idle period began" in str(
+            started["activity"]["in_use"]
+        )
+        fleet.out(POD, f"until [ $(cut -d' ' -f14 /proc/{pid}/stat) -gt 150 ]; do :; done")
+        working = _entry(fleet, tmp_path)  # its CPU since the new period began
+    finally:
+        _end(fleet, "while :")
+    assert working["idle"] is False, working["activity"]
+    (cpu,) = [why for why in working["activity"]["in_use"] if "of CPU" in why]
+    assert cpu.endswith(f"most by sh (pid {pid})")
+    assert (
+        "in use:" in working["table"] and "of CPU since the idle period began" in working["table"]
+    )
+    assert working["activity"]["idle_for"] == 0  # the pod's period begins again
+
+
+def test_a_running_ssh_command_keeps_the_pod_in_use(fleet, quiet, tmp_path):
+    from podstate.sandbox import ssh
+
+    _quiet_entry(fleet, tmp_path)
+    *options, host = ssh.ssh_command(POD)
+    command = subprocess.Popen(
+        [*options, host, "echo open; exec sleep 601"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert command.stdout.readline().strip() == "open"  # no terminal: not a tty session
+        entry = _entry(fleet, tmp_path)
+    finally:
+        command.kill()
+        command.wait()
+        _end(fleet, "sleep 601")
+    assert entry["idle"] is False
+    assert entry["activity"]["sessions"] == []
+    assert any(why.startswith("SSH session: sleep (pid") for why in entry["activity"]["in_use"])
+
+
+def test_a_quiet_pod_keeps_its_idle_period_on_the_pod(fleet, quiet, tmp_path):
+    first = _quiet_entry(fleet, tmp_path)
+    again = _entry(fleet, tmp_path)
+    assert again["idle"] is True
+    assert again["activity"]["idle_for"] > first["activity"]["idle_for"]
+    ended = _started(fleet, "sleep 0")  # a process that starts and ends between two checks
+    fleet.out(POD, f"while [ -e /proc/{ended} ]; do sleep 0.1; done")
+    assert _entry(fleet, tmp_path)["activity"]["idle_for"] > again["activity"]["idle_for"]
+
+
+def test_a_process_podstate_cannot_read_makes_idle_unknown(fleet, quiet, tmp_path):
+    _quiet_entry(fleet, tmp_path)
+    pid = _started(fleet, "setpriv --reuid=65534 --regid=65534 --clear-groups sleep 602")
+    try:
+        entry = _entry(fleet, tmp_path)
+    finally:
+        _end(fleet, "sleep 602")
+    assert entry["idle"] is None, entry["activity"]
+    assert f"what sleep (pid {pid}) does (another user's" in entry["activity"]["unknown"][0]
+    assert "idle unknown (unread: what sleep" in entry["table"]

@@ -338,3 +338,90 @@ def test_durations_of_the_idle_section():
     assert resolve(layers, "p")["idle"] == {"after": 90, "action": "report"}
     layers = [Layer("group_vars/all.yaml", {"idle": {"after": "2h", "action": "stop"}})]
     assert resolve(layers, "p")["idle"] == {"after": 7200, "action": "stop"}
+
+
+# --- one clock for every watch: the idle period the probe keeps on the pod -----------------
+
+
+CLOCK = Clock()  # the time the watches and the pod's clock read
+
+
+def vast_pod(after=900) -> Pod:
+    """A Vast instance ``a`` (Vast lists no start time), idle after ``after`` seconds."""
+    data = {"pod_id": "7", "provider": "vast", "started_at": None, "live_idle": True}
+    idle = {"idle": {"after": after, "action": "stop"}}
+    return Pod("a", {**data, "cost_per_hour": 0.5, "podstate": idle}, [])
+
+
+def reading(idle_for: float | None, container="boot:100") -> dict:
+    """A check report's entry of an idle pod whose own clock says ``idle_for`` seconds,
+    read at the clock's minute."""
+    since = None
+    if idle_for is not None:
+        since = (CLOCK.now - timedelta(seconds=idle_for)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    found = {"idle": True, "idle_for": idle_for, "idle_since": since, "container": container}
+    return {**IDLE, "activity": found}
+
+
+class Watches:
+    """Idlers over the Vast instance ``a``, each with its state file; their stops recorded."""
+
+    def __init__(self, tmp_path) -> None:
+        self.clock, self.stops, self.tmp_path = CLOCK, [], tmp_path
+        CLOCK.now = T0
+
+    def idler(self, name: str) -> Idler:
+        def stopper(data):
+            self.stops.append((name, data["pod_id"]))
+            return actions.Stopped(True)
+
+        path = self.tmp_path / f"{name}.json"
+        return Idler(path, self.clock, GAP, lambda e: None, stopper=stopper)
+
+    def passes(self, idler: Idler, minutes, entry) -> None:
+        listed = {"a": Sighting("7", ("h", 22), None, None)}
+        for minute in minutes:
+            self.clock.now = at(minute)
+            idler.note([vast_pod()], listed, {"a": entry(minute)}, True)
+
+
+def test_after_one_watch_stops_a_pod_and_it_is_started_the_other_does_not_stop_it_at_once(
+    tmp_path,
+):
+    watches = Watches(tmp_path)
+    one, other = watches.idler("one"), watches.idler("other")
+    watches.passes(other, [0, 1, 10], lambda m: reading(m * 60))  # idle since 12:00
+    watches.passes(one, [0.5, 15, 16], lambda m: reading(m * 60))
+    assert watches.stops == [("one", "7")]
+    # started again at 16:30 (Vast keeps the container disk; /run and process 1 are new)
+    entry = lambda m: reading((m - 16.5) * 60, container="boot:9000")  # noqa: E731
+    watches.passes(other, [17, 18], entry)
+    assert watches.stops == [("one", "7")]
+    assert other.periods["a"].since == at(17)
+    watches.passes(other, [32], entry)  # idle past 15 minutes since
+    assert watches.stops == [("one", "7"), ("other", "7")]
+
+
+def test_work_the_pod_saw_between_two_checks_begins_the_period_again(tmp_path):
+    watches = Watches(tmp_path)
+    idler = watches.idler("one")
+    watches.passes(idler, [0, 5, 10], lambda m: reading(m * 60))
+    watches.passes(idler, [15, 16], lambda m: reading(60))  # a job ran, and ended, at 14:00+
+    assert watches.stops == []
+    assert idler.periods["a"].since == at(14) + timedelta(minutes=1)
+
+
+def test_a_vast_stop_and_start_between_passes_restarts_the_clock(tmp_path):
+    """Vast lists no start time: the container start the check reads tells the restart,
+    even where the pod's clock could not be read."""
+    watches = Watches(tmp_path)
+    idler = watches.idler("one")
+    watches.passes(idler, [0, 5, 10], lambda m: reading(None, container="boot:100"))
+    assert idler.periods["a"].started_at == "boot:100"
+    watches.passes(idler, [15], lambda m: reading(None, container="boot:5000"))
+    assert watches.stops == []
+    assert (idler.periods["a"].since, idler.periods["a"].started_at) == (at(15), "boot:5000")
+    listed = {"a": Sighting("7", ("h", 22), None, None)}
+    watches.clock.now = at(16)
+    idler.note([vast_pod()], listed, None, False)  # a pass without a check keeps the container
+    assert idler.periods["a"].since == at(15)

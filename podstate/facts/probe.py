@@ -17,7 +17,7 @@ from podstate.facts import apt as apt_section
 from podstate.facts import boot as boot_section
 from podstate.facts import download as download_section
 from podstate.facts import files as files_section
-from podstate.facts import gpu, lock, processes, sessions, space
+from podstate.facts import gpu, lock, processes, sessions, space, work
 from podstate.facts import made as made_section
 from podstate.facts import repos as repos_section
 from podstate.facts import secrets as secrets_section
@@ -75,6 +75,8 @@ class PodProbe(FactBase[dict[str, Any]]):
                                          # ssh: started from an SSH session
             "sessions": [{"pid": 3121, "kind": "tty",   # interactive sessions: terminals
                           "command": "bash"}],   # (tty) and notebook kernels (kernel)
+            "work": {"age": 912.4,       # the pod's processes since its idle period began
+                     "busy": [], "unread": []},  # (work.parse); age None: unknown
             "user": "root",              # the SSH user
             "shell": "/bin/bash",        # its login shell (passwd), "" if unreadable
             "arch": "x86_64",            # uname -m; None unless venv was asked for
@@ -106,7 +108,8 @@ class PodProbe(FactBase[dict[str, Any]]):
         made: dict[str, Any] | None = None,
     ) -> str:
         """Return the POSIX sh program the probe runs: one output line per item, read-only
-        but for podstate's own GPU cache (GPU_CACHE, on the container disk).
+        but for podstate's own GPU cache (GPU_CACHE, on the container disk) and idle period
+        (IDLE_RECORD, where its processes worked since it began: podstate.facts.work).
 
         The GPUs are read beside the rest (scripts/gpu_state.sh): one nvidia-smi query,
         started first and collected last; the topology and CUDA version come from the cache
@@ -144,6 +147,7 @@ class PodProbe(FactBase[dict[str, Any]]):
             *(venv_section.probe_lines(venv) if venv else []),
             *processes.probe_lines(environ or [], inert or []),
             *sessions.probe_lines(),
+            *work.probe_lines(),
             *space.free_lines(free or []),
             *(
                 [download_section.probe_line(download["url"], download["seconds"])]
@@ -200,6 +204,7 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
         "free": space.parse_free(sections.get("free", [])),
         "processes": processes.parse(sections.get("proc", [])),
         "sessions": sessions.parse(sections.get("sess", [])),
+        "work": work.parse(sections.get("work", [])),
         "download": download_section.parse(value("download")),
         "user": decode(value("user") or "").strip(),
         "shell": decode(value("shell") or "").strip(),

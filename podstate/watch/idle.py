@@ -4,8 +4,10 @@ At every pass the listing gives a pod's live reading (host data ``live_idle``: t
 provider's GPU numbers, no SSH; absent for a pods file), and at a check pass the check gives
 its full one (``idle`` in its report: GPUs, compute processes, terminals, notebook kernels).
 A pod's idle period starts at the first reading that says idle and lasts while every reading
-does; it ends at any reading in use or unknown, at a new container start (another pod id or
-``startedAt``), and at a gap between readings longer than ``gap`` (the watch was not
+does, and never before the period the probe keeps on the pod (``pod_clock``: every watch
+reads that one clock); it ends at any reading in use or unknown, at a new container start
+(another pod id, ``startedAt``, or, where the provider lists none, the container start the
+check read), and at a gap between readings longer than ``gap`` (the watch was not
 running, or could not list: the pod was not watched, so it is not known idle). After a full
 check that said in use, the live readings alone start no period: they cannot see a
 terminal, so the next full check that says idle starts it.
@@ -84,6 +86,23 @@ def check_reading(entry: dict[str, Any] | None) -> bool | None:
     return idle if isinstance(idle, bool) else None
 
 
+def pod_clock(entry: dict[str, Any] | None) -> datetime | None:
+    """Return since when a check report's entry says the pod's own idle period runs (the
+    clock the probe keeps on the pod: ``activity.idle_since``), None when it says none."""
+    since = ((entry or {}).get("activity") or {}).get("idle_since")
+    try:
+        return datetime.fromisoformat(since) if isinstance(since, str) else None
+    except ValueError:
+        return None
+
+
+def container(entry: dict[str, Any] | None) -> str | None:
+    """Return the container start a check report's entry read (``activity.container``), the
+    start of a pod whose provider lists none (Vast); None when it read none."""
+    found = ((entry or {}).get("activity") or {}).get("container")
+    return found if isinstance(found, str) and found else None
+
+
 def observe(
     before: Period | None,
     pod_id: str | None,
@@ -95,10 +114,14 @@ def observe(
     gap: float,
     cost_per_hour: float | None = None,
     has_live: bool = True,
+    pod_since: datetime | None = None,
 ) -> Period:
     """Return the pod's period after this pass's readings: ``live`` (the listing's, unless
     not ``has_live``: a source without live readings) and, where ``checked``, ``check``
-    (the full check's); each True idle, False in use, None unknown."""
+    (the full check's); each True idle, False in use, None unknown. ``pod_since``, the
+    check's reading of the clock kept on the pod (``pod_clock``), moves a period that began
+    earlier to it: the pod saw work this watch did not (another watch's stop and a start, a
+    job between two checks), and every watch reads the same clock."""
     fresh = Period(pod_id, started_at, now, cost_per_hour=cost_per_hour)
     if before is None or (before.pod_id, before.started_at) != (pod_id, started_at):
         period = fresh  # a new container: whatever ran before is gone
@@ -115,6 +138,8 @@ def observe(
         return period
     if period.since is None:
         period = replace(period, since=now, checks=0, attempted=False)
+    if checked and pod_since is not None and pod_since > period.since:
+        period = replace(period, since=min(pod_since, now), checks=0, attempted=False)
     return replace(period, checks=period.checks + 1) if checked else period
 
 

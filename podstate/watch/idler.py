@@ -19,7 +19,16 @@ from podstate.inventory import actions
 from podstate.inventory.podsfile import Pod
 from podstate.watch import state
 from podstate.watch.decisions import Event, Sighting
-from podstate.watch.idle import Period, check_reading, cost_since, duration, observe, stop_due
+from podstate.watch.idle import (
+    Period,
+    check_reading,
+    container,
+    cost_since,
+    duration,
+    observe,
+    pod_clock,
+    stop_due,
+)
 
 # What a stop costs, by provider, said in each stop's event (docs/cost.md).
 STOP_COSTS = {
@@ -39,6 +48,22 @@ STOP_COSTS = {
 def stop_cost(data: dict[str, Any]) -> str:
     """Return what stopping the pod of host data ``data`` costs, in words, for its events."""
     return STOP_COSTS.get(str(data.get("provider")), STOP_COSTS["runpod"])
+
+
+def started_at(
+    data: dict[str, Any], before: Period | None, entry: dict[str, Any] | None
+) -> str | None:
+    """Return which container start the pod's period is for: the provider's (RunPod's
+    ``startedAt``), else the one this pass's check read on the pod (Vast lists none: its
+    container start tells a stop and start), else the period's own (a pass without a check
+    keeps it)."""
+    listed = data.get("started_at")
+    if listed is not None:
+        return str(listed)
+    read = container(entry)
+    if read is not None:
+        return read
+    return before.started_at if before is not None else None
 
 
 def money(usd: float | None) -> str:
@@ -85,18 +110,19 @@ class Idler:
         for pod in pods:
             data = pod.data
             before = self.periods.get(pod.name)
-            started = data.get("started_at")
+            entry = (report or {}).get(pod.name)
             period = observe(
                 before,
                 data.get("pod_id"),
-                None if started is None else str(started),
+                started_at(data, before, entry if checked else None),
                 data.get("live_idle"),
-                check_reading((report or {}).get(pod.name)),
+                check_reading(entry),
                 checked,
                 now,
                 self.gap,
                 data.get("cost_per_hour"),
                 has_live="live_idle" in data,
+                pod_since=pod_clock(entry) if checked else None,
             )
             self._events(pod.name, before, period, checked, now)
             config = (data.get("podstate") or {}).get("idle")

@@ -1,0 +1,204 @@
+#!/bin/sh
+# Defines work, which the probe calls once: work RECORD CPU_CS CPU_SHARE IO_BYTES IO_RATE
+# says whether the pod's processes worked since its idle period began, from counters read
+# with the shell's own read (no program is started but one mv when the period begins):
+#   work.age CS                the period's age in centiseconds (0: it begins now)
+#   work.busy KIND PID COMM [N]
+#     cpu   the processes' CPU time since the period began (N centiseconds, COMM the
+#           process that used most) is above CPU_CS plus CPU_SHARE per mille of the period
+#     io    their bytes read and written (rchar, wchar; N bytes, COMM the most) are above
+#           IO_BYTES plus IO_RATE bytes a second of the period
+#     new   a process started since the period began (or not there when it began)
+#     gone  a process that was there when it began has ended (COMM is empty)
+#     ssh   a process of an SSH session other than this probe's (a non-interactive
+#           `ssh pod cmd`, a tunnel, another run's)
+#   work.unread PID COMM       a process of this container whose counters cannot be read
+#                              (another user's, where root lacks CAP_SYS_PTRACE)
+#   work.unkept                the period's record cannot be written: no period is kept
+# The period and its counters at its start are RECORD, on the container disk: one line
+# "v1 CONTAINER SINCE PID:START:CPU:IO ... end", CONTAINER the boot id and process 1's start,
+# SINCE the uptime in centiseconds. A record of another container, or not whole, is none.
+# Any work, or a process that cannot be read, begins a new period: RECORD is written again
+# (a temporary file beside it, then mv). Counted: each process of this container (its mount
+# namespace; pid 1 too), but for this probe's own (its ancestors below sshd's listener, and
+# their descendants) and sshd's listener (each connection is a session); CPU is utime, stime and the waited-for children's cutime and cstime,
+# in clock ticks (USER_HZ, 100 a second on Linux), like the uptime.
+# Needs enc, which the probe defines.
+
+# shellcheck disable=SC2154 # enc_v is set by enc, which the probe defines
+# work_stat PID: sets w_c (comm), w_pp (parent), w_st (start, ticks since boot) and w_cpu
+# from /proc/PID/stat; false when it cannot be read
+work_stat() {
+    { read -r w_s <"/proc/$1/stat"; } 2>/dev/null || return 1
+    w_c=${w_s#*\(}
+    w_c=${w_c%\)*}
+    w_s=${w_s##*) }
+    set -f
+    # shellcheck disable=SC2086 # split into fields on purpose
+    set -- $w_s
+    set +f
+    [ "$#" -ge 20 ] || return 1
+    w_pp=$2 w_st=${20} w_cpu=$((${12} + ${13} + ${14} + ${15}))
+}
+
+# work_sshd COMM: true when COMM is sshd's (the listener's or a session's)
+work_sshd() {
+    case $1 in sshd | sshd-session | sshd-auth | "sshd: "*) return 0 ;; esac
+    return 1
+}
+
+# work_mine: sets w_mine to " PID ... ": this probe's shell and its ancestors below sshd's
+# listener (this SSH session's), or the shell alone when no listener is above it
+work_mine() {
+    w_mine=" $$ " w_l=' ' p=$$ w_n=0
+    work_stat "$p" || return 0
+    while [ "${w_pp:-0}" -gt 0 ] && [ "$((w_n += 1))" -lt 64 ]; do
+        w_x=$w_c q=$w_pp
+        work_stat "$q" || break
+        if work_sshd "$w_x" && ! work_sshd "$w_c"; then
+            w_mine=$w_l
+            return 0
+        fi
+        w_l="$w_l$p "
+        p=$q
+    done
+    w_mine=" $$ "
+}
+
+# work_walk PID PPID COMM: sets w_how to "mine" (this probe's), "ssh" (another SSH
+# session's) or '' (neither), walking up PID's ancestors (64 at most: where /proc names
+# parents of another PID namespace, they may loop)
+work_walk() {
+    w_how='' q=$1 pp=$2 c=$3 w_n=0
+    while [ "$((w_n += 1))" -lt 64 ]; do
+        case $w_mine in *" $q "*)
+            w_how=mine
+            return 0
+            ;;
+        esac
+        [ "${pp:-0}" -gt 0 ] && work_stat "$pp" || return 0
+        if work_sshd "$c" && work_sshd "$w_c"; then
+            w_how=ssh
+            return 0
+        fi
+        q=$pp pp=$w_pp c=$w_c
+    done
+}
+
+# work_other DIR: true when the process at DIR, which cannot be read, is not of this
+# container: its root is on another filesystem (its mountinfo, which anyone may read), or
+# it has a capability out of our bounding set (its status)
+work_other() {
+    w_r=''
+    { while read -r _ _ w_d w_x w_m _; do
+        if [ "$w_m" = / ]; then w_r="$w_d $w_x"; fi
+    done <"$1/mountinfo"; } 2>/dev/null
+    [ -n "$w_r" ] && [ "$w_r" != "$w_root" ] && return 0
+    { while read -r w_d w_x; do
+        if [ "$w_d" = CapBnd: ]; then break; fi
+    done <"$1/status"; } 2>/dev/null
+    case $w_x$w_bnd in *[!0-9a-f]* | '') return 1 ;; esac
+    [ $((0x$w_x & ~0x$w_bnd)) != 0 ]
+}
+
+work() {
+    w_rec=$1 w_out='' w_keys=' ' w_new='' w_cpus=0 w_ios=0 w_cm=-1 w_im=-1
+    { read -r w_now _ </proc/uptime && read -r w_b </proc/sys/kernel/random/boot_id; } 2>/dev/null || return 0
+    w_now=${w_now%.*}${w_now#*.}
+    w_now=${w_now#"${w_now%%[!0]*}"}
+    w_now=${w_now:-0}
+    work_stat 1 && w_b=$w_b:$w_st
+    w_root='' w_bnd=''
+    while read -r _ _ w_d w_x w_m _; do
+        if [ "$w_m" = / ]; then w_root="$w_d $w_x"; fi
+    done </proc/self/mountinfo
+    while read -r w_d w_x; do
+        if [ "$w_d" = CapBnd: ]; then w_bnd=$w_x; fi
+    done </proc/self/status
+    w_v='' w_k='' w_t='' w_e=''
+    { read -r w_v w_k w_t w_e <"$w_rec"; } 2>/dev/null
+    case $w_t in '' | *[!0-9]*) w_t=-1 ;; esac
+    case $w_e in end | *" end") ;; *) w_e='' ;; esac
+    if [ "$w_v" != v1 ] || [ "$w_k" != "$w_b" ] || [ "$w_t" -lt 0 ] || [ "$w_t" -gt "$w_now" ]; then
+        w_e=''
+    fi
+    work_mine
+    for d in /proc/[0-9]*; do
+        p=${d#/proc/}
+        work_stat "$p" || continue
+        # shellcheck disable=SC3013 # -ef is in dash, bash and busybox
+        if ! [ "$d/ns/mnt" -ef /proc/self/ns/mnt ]; then
+            if ! { read -r w_x <"$d/io"; } 2>/dev/null && ! work_other "$d"; then
+                w_x=unread
+                work_sshd "$w_c" && w_x='busy ssh'
+                enc "$w_c"
+                w_out="${w_out}work.$w_x $p $enc_v
+"
+            fi
+            continue
+        fi
+        work_walk "$p" "$w_pp" "$w_c"
+        [ "$w_how" = mine ] && continue
+        work_stat "$p" || continue
+        [ -z "$w_how" ] && work_sshd "$w_c" && continue
+        enc "$w_c"
+        if [ "$w_how" = ssh ]; then
+            w_out="${w_out}work.busy ssh $p $enc_v
+"
+            continue
+        fi
+        w_i=0
+        { while read -r w_d w_x; do
+            case $w_d in rchar: | wchar:) w_i=$((w_i + w_x)) ;; esac
+        done <"$d/io"; } 2>/dev/null || {
+            w_out="${w_out}work.unread $p $enc_v
+"
+            continue
+        }
+        w_keys="$w_keys$p:$w_st $p:$w_st:$w_cpu:$w_i "
+        case " $w_e " in
+        *" $p:$w_st:"*)
+            w_x=" $w_e"
+            w_x=${w_x#*" $p:$w_st:"}
+            w_x=${w_x%% *}
+            w_d=$((w_cpu - ${w_x%%:*}))
+            w_x=$((w_i - ${w_x#*:}))
+            w_cpus=$((w_cpus + w_d)) w_ios=$((w_ios + w_x))
+            [ "$w_d" -le "$w_cm" ] || w_cm=$w_d w_cp="$p $enc_v"
+            [ "$w_x" -le "$w_im" ] || w_im=$w_x w_ip="$p $enc_v"
+            ;;
+        *) [ -z "$w_e" ] || w_new="${w_new}work.busy new $p $enc_v
+" ;;
+        esac
+    done
+    w_age=0
+    if [ -n "$w_e" ]; then
+        w_age=$((w_now - w_t))
+        for w_x in $w_e; do
+            [ "$w_x" = end ] && continue
+            w_x=${w_x%:*:*}
+            case $w_keys in *" $w_x "*) ;; *) w_new="${w_new}work.busy gone ${w_x%%:*} =
+" ;; esac
+        done
+        if [ "$w_cpus" -gt $(($2 + w_age * $3 / 1000)) ]; then
+            w_new="${w_new}work.busy cpu $w_cp $w_cpus
+"
+        fi
+        if [ "$w_ios" -gt $(($4 + w_age * $5 / 100)) ]; then
+            w_new="${w_new}work.busy io $w_ip $w_ios
+"
+        fi
+    fi
+    w_out=$w_out$w_new
+    if [ -z "$w_e" ] || [ -n "$w_out" ]; then
+        w_age=0 w_x=''
+        for w_d in $w_keys; do
+            case $w_d in *:*:*) w_x="$w_x $w_d" ;; esac
+        done
+        if ! { printf '%s\n' "v1 $w_b $w_now$w_x end" >"$w_rec.$$" && mv -f "$w_rec.$$" "$w_rec"; } 2>/dev/null; then
+            w_out="${w_out}work.unkept
+"
+        fi
+    fi
+    printf '%swork.age %s\n' "$w_out" "$w_age"
+}
