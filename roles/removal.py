@@ -19,16 +19,16 @@ it, so the next run finishes the job.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable
 from typing import Any
 
-from pyinfra import host, state
+from pyinfra import host
 
 from podstate.facts import made, record_id, record_lines
 from podstate.facts.boot import IDENTITY
 from podstate.facts.decode import decode
 from podstate.facts.made import Entry
 from podstate.facts.request import Request
+from podstate.operations import records as record_ops
 from podstate.operations import removal as ops
 from podstate.paths import VOLUME
 from podstate.pyinfra_api import plan as pyinfra_plan
@@ -46,7 +46,7 @@ STUB = (
 
 def reads(wanted: dict[str, Any]) -> Request:
     """Return what the probe reads for this role: the records, what they name, and the
-    volume's records' folder (its mode: ``_records`` tightens it)."""
+    volume's records' folder (its mode: ``record_ops.plan`` tightens it)."""
     folder = posixpath.join(boot.volume(wanted).volume, ".podstate", "made")
     return Request(made=made.request(wanted), paths=(folder,))
 
@@ -65,10 +65,6 @@ def take_block(text: str, begin: str, end: str) -> str | None:
         elif not inside:
             kept.append(line)
     return None if inside else "".join(kept)
-
-
-def _on(path: str, volume: str) -> bool:
-    return path == volume or path.startswith(volume.rstrip("/") + "/")
 
 
 def undo(
@@ -335,118 +331,4 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
         if kept is not None:
             after[path] = kept
     after.update(new)
-    _records(wanted, probe, pod_id, after)
-
-
-def _changed(entry: Entry, was: Entry | None, probe: dict[str, Any]) -> bool:
-    """Return whether the record's line for ``entry`` changes in this run (its sums, which
-    never leave the pod, are compared through what the probe read): a new path or kind,
-    other fields, or a file that does not hold, or will not hold, the content it names."""
-    if was is None or was.kind != entry.kind:
-        return True
-    if not entry.sums:
-        return was.fields != entry.fields
-    info = probe["files"].get(entry.path)
-    content = info.content if info is not None and info.state == "file" else None
-    return (
-        was.fields[1:] != entry.fields[1:]
-        or content is None
-        or made.sums(content) not in entry.sums
-        or not made.same(entry, probe)
-    )
-
-
-def _records(
-    wanted: dict[str, Any], probe: dict[str, Any], pod_id: str, after: dict[str, Entry]
-) -> None:
-    """Plan the records' two writes, for the pod ``pod_id`` (``record_id.own_id``): first
-    (before every other change: podstate.pod.bookends) the lines of what this run makes anew,
-    added to the record on the pod (which keeps what was made, with the sums of what podstate
-    wrote; its head names ``pod_id`` from then on); last, the whole record of what is made
-    now, unless it would be the same. What is on a mounted volume goes in the volume's
-    record, the rest in the container disk's. Neither is a change the check reports, unless
-    the last forgets what now holds something else, or the first replaces a container
-    disk's record copied from another pod (``record_id.copied``) with this pod's own."""
-    found, where = probe["made"], boot.volume(wanted)
-    volume = boot.has_volume(probe, where)
-    mine = findings.of(host)
-    copy = record_id.copied(found)
-    for name in ("disk", "volume") if volume else ("disk",):
-        at = made.MADE if name == "disk" else record_id.volume_record(where.volume, pod_id)
-
-        def here(entries: dict[str, Entry], name: str = name) -> dict[str, Entry]:
-            on = name == "volume"
-            return {p: e for p, e in entries.items() if (volume and _on(p, where.volume)) == on}
-
-        if name == "volume":
-            _tighten(probe, posixpath.dirname(at))
-        record = found["records"].get(name)
-        copied = name == "disk" and copy is not None  # replaced by this pod's own
-        there = record is not None and record.state == "file" and not copied
-        was, now = record.entries if there else {}, here(after)
-        if not there and not now and not copied:
-            continue
-        final = made.render(host.name, pod_id, list(now.values()))
-        if name == "disk":  # the boot hook puts it back with what it names
-            findings.restorable(at, final, "600")
-        head = made.render(host.name, pod_id, []) if there and record.pod_id != pod_id else None
-        changed = [
-            e
-            for p, e in now.items()
-            if (_changed(e, was.get(p), probe) if p in mine.made else e != was.get(p))
-        ]  # what this run does not make is kept as the record has it, or the stub
-        stale = bool(set(was) - set(now)) or bool(there and record.dups) or head is not None
-        first = "".join(e.line() for e in changed) if there else final
-        label, private = f"Record of what podstate made ({name})", name == "volume"
-        with pyinfra_plan.keyed(host, name):
-            before = pyinfra_plan.op_hashes(state, host)
-            ops.write_record(
-                name=label,
-                path=at,
-                content=first,
-                current=None,
-                private=private,
-                what=f"would start this pod's own record: {record_id.copied_words(found)}"
-                if copied
-                else None,
-                append=there,
-                head=head,
-            )
-            added = pyinfra_plan.op_hashes(state, host) - before
-            mine.first += sorted(added)
-            if not copied:  # else a change the check reports, in words
-                mine.bookkeeping |= added
-            if not there or not (changed or stale):
-                continue  # the first write is the whole record, or nothing changes
-            before = pyinfra_plan.op_hashes(state, host)
-            left = [m for p, m in mine.left.items() if p in was or _unnamed(p, found, here)]
-            what = "; ".join(f"would forget: {m}" for m in left) if left else None
-            ops.write_record(
-                name=f"{label}, after",
-                path=at,
-                content=final,
-                current=None,
-                private=private,
-                what=what,
-            )
-            if not left:
-                mine.bookkeeping |= pyinfra_plan.op_hashes(state, host) - before
-
-
-def _tighten(probe: dict[str, Any], folder: str) -> None:
-    """Plan making the volume's records' ``folder`` root-only (mode 700) where the probe
-    found it a directory of another mode: made looser by hand, or by another program."""
-    info = probe["paths"].get(folder) or {}
-    if info.get("kind") == "directory" and info.get("mode") not in (None, "700"):
-        with pyinfra_plan.keyed(host, folder):
-            ops.tighten(name=f"Tighten {folder}", path=folder, mode=info["mode"])
-
-
-def _unnamed(
-    path: str, found: dict[str, Any], here: Callable[[dict[str, Entry]], dict[str, Entry]]
-) -> bool:
-    """Return whether ``path``, which no record the probe read names, belongs in the record
-    ``here`` keeps the entries of (by where it is): a path a record names is forgotten, and
-    said so, with that record (a line podstate refused may name a path off its volume)."""
-    named = (path in r.entries for r in found["records"].values() if r.state == "file")
-    return not any(named) and bool(here({path: Entry("file", path)}))
+    record_ops.plan(probe, pod_id, after, where.volume, boot.has_volume(probe, where))

@@ -25,7 +25,7 @@ import yaml
 
 from podstate.facts import made, record_id
 from podstate.facts.made import Entry, Record
-from podstate.operations.removal import record_command
+from podstate.operations.records import record_command
 from podstate.sandbox import container, inside
 from podstate.sandbox.state import pod_state_dir
 from podstate.shell import script

@@ -22,7 +22,7 @@ from podstate.operations.venv import MANAGED
 from podstate.run import findings
 from podstate.run.bookkeeping import write_command
 from podstate.run.lock import changing
-from podstate.shell import b64, quote_path, script
+from podstate.shell import quote_path, script
 
 
 def remove_command(path: str, sums: Iterable[str] = (), records: Iterable[str] = ()) -> str:
@@ -326,76 +326,3 @@ def unmount_command(path: str, remove: bool, discard: bool) -> str:
         ' "$h" >&2; exit 1; fi; '
     )
     return f"{{ ! mountpoint -q -- {q} || {{ {look}umount -- {q}; }}; }}{rest}"
-
-
-def record_command(path: str, content: str, private: bool, append: bool, head: str | None) -> str:
-    """Return sh that writes a record (``write_record``, whose arguments these are) in one
-    rename, and proves it: short, since the apply's one command holds every change."""
-    directory, q = quote_path(path.rsplit("/", 1)[0]), quote_path(path)
-    make = (  # -m sets the mode of a directory it makes alone: chmod tightens one there
-        f"mkdir -p -m 700 -- {directory} && {{ [ -L {directory} ] || chmod 700 -- {directory}; }}"
-        if private
-        else f"mkdir -p -- {directory}"
-    )
-    if not append:
-        return (
-            f"{make} && (umask 077 && printf %s {b64(content)} | base64 -d >{q}.part) && "
-            f'mv -f -- {q}.part {q} && [ "$(sha256sum <{q})" = "{_sha256(content)}  -" ]'
-        )
-    # the record as it is (or with ``head`` for its first two lines), then the lines:
-    # proved by the lines at its end
-    old = (
-        f"cat -- {q}" if head is None else f"printf %s {b64(head)} | base64 -d && tail -n +3 -- {q}"
-    )
-    return (
-        f"{make} && (umask 077 && {{ {old} && printf %s {b64(content)} | base64 -d;"
-        f' }} >{q}.part) && mv -f -- {q}.part {q} && [ "$(tail -c {len(content.encode())}'
-        f' -- {q} | sha256sum)" = "{_sha256(content)}  -" ]'
-    )
-
-
-@operation()
-def write_record(
-    path: str,
-    content: str,
-    current: str | None,
-    private: bool,
-    what: str | None = None,
-    append: bool = False,
-    head: str | None = None,
-):
-    """
-    Write a record of what podstate made (podstate.facts.made), root-only, in one rename.
-
-    + path: the record
-    + content: the record to write
-    + current: the record the probe read (None: none)
-    + private: the record's directory holds records alone, and is made root-only
-    + what: what the write changes, in words, where the check reports it (None: it does not)
-    + append: ``content`` is lines added to the record on the pod (whose sums podstate does
-      not know: they never leave the pod), not the whole record
-    + head: with ``append``, the record's first two lines (its format and the pod it is
-      for) become these (None: they stay)
-    """
-    if what:
-        findings.describe(what)
-    if current == content or (append and not content and head is None):
-        host.noop(f"{path} is up to date")
-        return
-    yield changing(record_command(path, content, private, append, head))
-
-
-@operation()
-def tighten(path: str, mode: str):
-    """
-    Make the records' folder on the volume root-only again (mode 700) where it is not: any
-    user of a pod sharing the volume could otherwise write a record there.
-
-    + path: the folder
-    + mode: its mode, as the probe read it
-    """
-    findings.describe(
-        f"would tighten: {path} to mode 700 (it is {mode}): the records in it are root's alone"
-    )
-    q = quote_path(path)
-    yield changing(f'[ ! -L {q} ] && chmod 700 -- {q} && [ "$(stat -c %a -- {q})" = 700 ]')
