@@ -6,18 +6,17 @@ and the user's original that podstate kept is named, with where it is, until it 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from podstate.facts import made
 from podstate.facts.files import FileInfo
 from podstate.facts.made import MADE, Entry, parse_record
 from podstate.shell import b64
 from roles.files import _entry, copy_of
-from tests.e2e import BIN, apply, check, run
+from tests.e2e import BIN, apply, run
+from tests.test_removal_faults import _desired, _report
 
 SANDBOX = {"pods": 1}
 BASE = {"shm": {"min_size": "32M"}}
@@ -60,17 +59,6 @@ def test_the_entry_of_a_files_path_says_whose_file_was_there(found, was, fields)
 
 
 # --- end to end ---------------------------------------------------------------------------
-
-
-def _desired(fleet, data: dict) -> None:
-    (fleet.vars_dir / "group_vars" / "all.yaml").write_text(yaml.safe_dump(data))
-
-
-def _report(fleet, tmp_path: Path) -> dict:
-    out = tmp_path / "r.json"
-    result = check(fleet, "--json", str(out))
-    assert out.exists(), result.stderr
-    return json.loads(out.read_text())["pods"]["pod-1"]
 
 
 def _apply(fleet) -> None:

@@ -19,13 +19,20 @@ SANDBOX = {"pods": 3}
 STOP = {"idle": {"after": "1s", "action": "stop"}}
 
 
-def watch(fleet: Fleet, tmp_path, *args: str) -> list[dict]:
-    """Run ``podstate watch --json`` on the API's pods, every pass a check; return its events."""
+def watch(
+    fleet: Fleet,
+    tmp_path,
+    *args: str,
+    state: str = "watch.json",
+    env: dict[str, str] | None = None,
+) -> list[dict]:
+    """Run ``podstate watch --json`` on the API's pods (or those ``env`` lists), every pass a
+    check, with the state file ``state``; return its events."""
     result = subprocess.run(
         [str(BIN / "podstate"), "watch", "--json", "--interval", "0.1", "--check-every", "1"]
-        + ["--state", str(tmp_path / "watch.json"), *args],
+        + ["--state", str(tmp_path / state), *args],
         cwd=ROOT,
-        env=fleet.api_env(tmp_path / "hostkeys"),
+        env=env or fleet.api_env(tmp_path / "hostkeys"),
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,

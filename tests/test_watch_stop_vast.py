@@ -9,12 +9,10 @@ check outlasts.
 
 from __future__ import annotations
 
-import json
-import subprocess
-
 from podstate.sandbox import container
-from podstate.sandbox.api import ACTIONS_LOG
-from tests.e2e import BIN, ROOT, Fleet, apply
+from tests.e2e import Fleet, apply
+from tests.test_watch_stop import stops
+from tests.test_watch_stop import watch as watch_pods
 
 SANDBOX = {"pods": 1, "vast": 1}
 NAME = "vast-1"
@@ -28,23 +26,7 @@ def _env(fleet: Fleet, tmp_path) -> dict[str, str]:
 def watch(fleet: Fleet, tmp_path, state: str, *args: str) -> list[dict]:
     """Run ``podstate watch --json`` on the Vast instances, every pass a check, with the
     state file ``state``; return its events."""
-    result = subprocess.run(
-        [str(BIN / "podstate"), "watch", "--json", "--interval", "0.1", "--check-every", "1"]
-        + ["--state", str(tmp_path / state), *args],
-        cwd=ROOT,
-        env=_env(fleet, tmp_path),
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr
-    return [json.loads(line) for line in result.stdout.splitlines()]
-
-
-def stops(fleet: Fleet) -> list[str]:
-    path = fleet.state / ACTIONS_LOG
-    return path.read_text().splitlines() if path.exists() else []
+    return watch_pods(fleet, tmp_path, *args, state=state, env=_env(fleet, tmp_path))
 
 
 def _stop_declared(fleet: Fleet, tmp_path) -> None:
