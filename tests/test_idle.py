@@ -73,6 +73,7 @@ def test_the_work_lines_parse():
         [
             "work.busy io 7 =curl 3355443",
             "work.busy gone 8 =",
+            "work.busy run 10 =python",
             "work.unread 9 =sleep",
             "work.age 1234",
         ]
@@ -82,6 +83,9 @@ def test_the_work_lines_parse():
         "3.2 MiB read and written since it began, most by curl (pid 7)"
     )
     assert work.describe(found["busy"][1]) == "process 8 ended since the idle period began"
+    assert work.describe(found["busy"][2]) == (
+        "process python (pid 10) is running on a CPU (or waiting on a disk) now"
+    )
     assert found["unread"] == [{"pid": 9, "command": "sleep"}]
     assert work.parse(["work.unkept", "work.age 0"])["age"] is None
     assert work.parse([])["age"] is None  # the section did not answer: unknown

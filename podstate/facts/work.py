@@ -22,7 +22,7 @@ CPU_FLOOR_CS = 100  # CPU time the pod's processes may use in any period: 1 s ..
 CPU_SHARE_PER_MILLE = 10  # ... plus 1 % of one CPU over the period
 IO_FLOOR_BYTES = 1 << 20  # bytes they may read and write in any period: 1 MiB ...
 IO_RATE_BYTES = 4096  # ... plus 4 KiB a second of the period
-KINDS = ("cpu", "io", "new", "gone", "ssh")
+KINDS = ("cpu", "io", "new", "gone", "run", "ssh")
 
 
 def probe_lines() -> list[str]:
@@ -78,6 +78,8 @@ def describe(sign: dict[str, Any]) -> str:
         return f"process {who} started since the idle period began"
     if kind == "gone":
         return f"process {sign['pid']} ended since the idle period began"
+    if kind == "run":
+        return f"process {who} is running on a CPU (or waiting on a disk) now"
     return f"SSH session: {who}"
 
 

@@ -10,6 +10,8 @@
 #           IO_BYTES plus IO_RATE bytes a second of the period
 #     new   a process started since the period began (or not there when it began)
 #     gone  a process that was there when it began has ended (COMM is empty)
+#     run   a process runs on a CPU, or waits on a disk, as the probe reads it (state R or
+#           D): a CPU-bound job is seen however short the period
 #     ssh   a process of an SSH session other than this probe's (a non-interactive
 #           `ssh pod cmd`, a tunnel, another run's)
 #   work.unread PID COMM       a process of this container whose counters cannot be read
@@ -26,8 +28,8 @@
 # Needs enc, which the probe defines.
 
 # shellcheck disable=SC2154 # enc_v is set by enc, which the probe defines
-# work_stat PID: sets w_c (comm), w_pp (parent), w_st (start, ticks since boot) and w_cpu
-# from /proc/PID/stat; false when it cannot be read
+# work_stat PID: sets w_c (comm), w_run (state), w_pp (parent), w_st (start, ticks since
+# boot) and w_cpu from /proc/PID/stat; false when it cannot be read
 work_stat() {
     { read -r w_s <"/proc/$1/stat"; } 2>/dev/null || return 1
     w_c=${w_s#*\(}
@@ -38,7 +40,7 @@ work_stat() {
     set -- $w_s
     set +f
     [ "$#" -ge 20 ] || return 1
-    w_pp=$2 w_st=${20} w_cpu=$((${12} + ${13} + ${14} + ${15}))
+    w_run=$1 w_pp=$2 w_st=${20} w_cpu=$((${12} + ${13} + ${14} + ${15}))
 }
 
 # work_sshd COMM: true when COMM is sshd's (the listener's or a session's)
@@ -147,6 +149,8 @@ work() {
 "
             continue
         fi
+        case $w_run in R | D) w_new="${w_new}work.busy run $p $enc_v
+" ;; esac
         w_i=0
         { while read -r w_d w_x; do
             case $w_d in rchar: | wchar:) w_i=$((w_i + w_x)) ;; esac
