@@ -4,7 +4,6 @@ and proved on the pod, and the plan of both writes an apply or uninstall makes o
 
 from __future__ import annotations
 
-import hashlib
 import posixpath
 from collections.abc import Callable
 from typing import Any
@@ -20,11 +19,6 @@ from podstate.run.lock import changing
 from podstate.shell import b64, quote_path
 
 
-def _sha256(text: str) -> str:
-    """Return the hex sha256 of ``text`` as the pod's bytes."""
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
-
-
 def record_command(path: str, content: str, private: bool, append: bool, head: str | None) -> str:
     """Return sh that writes a record (``write_record``, whose arguments these are) in one
     rename, and proves it: short, since the apply's one command holds every change."""
@@ -37,7 +31,7 @@ def record_command(path: str, content: str, private: bool, append: bool, head: s
     if not append:
         return (
             f"{make} && (umask 077 && printf %s {b64(content)} | base64 -d >{q}.part) && "
-            f'mv -f -- {q}.part {q} && [ "$(sha256sum <{q})" = "{_sha256(content)}  -" ]'
+            f'mv -f -- {q}.part {q} && [ "$(sha256sum <{q})" = "{made.sums(content)}  -" ]'
         )
     # the record as it is (or with ``head`` for its first two lines), then the lines:
     # proved by the lines at its end
@@ -47,7 +41,7 @@ def record_command(path: str, content: str, private: bool, append: bool, head: s
     return (
         f"{make} && (umask 077 && {{ {old} && printf %s {b64(content)} | base64 -d;"
         f' }} >{q}.part) && mv -f -- {q}.part {q} && [ "$(tail -c {len(content.encode())}'
-        f' -- {q} | sha256sum)" = "{_sha256(content)}  -" ]'
+        f' -- {q} | sha256sum)" = "{made.sums(content)}  -" ]'
     )
 
 

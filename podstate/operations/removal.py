@@ -9,7 +9,6 @@ Each step leaves its item as before or as after, never between.
 
 from __future__ import annotations
 
-import hashlib
 import posixpath
 import shlex
 from collections.abc import Iterable
@@ -17,7 +16,7 @@ from collections.abc import Iterable
 from pyinfra import host
 from pyinfra.api import operation
 
-from podstate.facts.made import word
+from podstate.facts.made import sums, word
 from podstate.operations.venv import MANAGED
 from podstate.run import findings
 from podstate.run.bookkeeping import write_command
@@ -87,7 +86,7 @@ def put_back(
     findings.describe(what)
     findings.record_diff(path, current, content or "", gone=content is None)
     if content is None:
-        yield changing(remove_command(path, [_sha256(current)]))
+        yield changing(remove_command(path, [sums(current)]))
     elif mode and owner:
         yield changing(write_command(path, content, False, mode, current, owner))
     else:
@@ -193,11 +192,6 @@ def _file(path: str) -> str:
     if "*" in name or "[" in name:
         return f"{quote_path(directory)}/{name}"
     return quote_path(path)
-
-
-def _sha256(text: str) -> str:
-    """Return the hex sha256 of ``text`` as the pod's bytes."""
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 @operation()
