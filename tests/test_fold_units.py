@@ -18,18 +18,18 @@ from podstate.shell import script
 
 
 def test_a_change_is_a_step_with_its_own_time_limit():
-    shell, stdin, ttl = fold._step(lock.Change("echo hi", ttl=500))
-    assert stdin is None and ttl == 500
+    shell, ttl = fold._step(lock.Change("echo hi", ttl=500))
+    assert ttl == 500
     assert subprocess.run(["sh", "-c", shell], capture_output=True, text=True).stdout == "hi\n"
-    assert fold._step(lock.Change("true"))[2] == settings.COMMAND_TIMEOUT
+    assert fold._step(lock.Change("true"))[1] == settings.COMMAND_TIMEOUT
 
 
-def test_a_small_upload_rides_on_stdin_and_a_large_one_or_a_file_or_a_callback_does_not(
+def test_a_small_upload_rides_in_its_step_and_a_large_one_or_a_file_or_a_callback_does_not(
     tmp_path,
 ):
     dest = tmp_path / "uploaded"
-    shell, stdin, _ = fold._step(FileUploadCommand(io.BytesIO(b"a\nb\0c"), str(dest)))
-    subprocess.run(["sh", "-c", shell], input=stdin + "\n", text=True, check=True)
+    shell, _ = fold._step(FileUploadCommand(io.BytesIO(b"a\nb\0c"), str(dest)))
+    subprocess.run(["sh", "-c", shell], stdin=subprocess.DEVNULL, check=True)
     assert dest.read_bytes() == b"a\nb\0c"
     assert oct(dest.stat().st_mode & 0o777) == "0o600"
     big = FileUploadCommand(io.BytesIO(b"x" * (fold.UPLOAD_MAX + 1)), "/tmp/x")
@@ -39,23 +39,21 @@ def test_a_small_upload_rides_on_stdin_and_a_large_one_or_a_file_or_a_callback_d
     assert fold._step(StringCommand("echo plain")) is None
 
 
-def test_a_segment_ends_before_a_step_that_would_take_it_past_the_limit(monkeypatch):
-    empty = fold.Segment("h")
-    empty.add("", None, 10)
-    monkeypatch.setattr(fold, "COMMAND_MAX", len(empty.command()) + 2_000)
-    segment = fold.Segment("h")
-    assert segment.add("echo " + "a" * 1500, None, 10)
-    assert not segment.add("echo " + "b" * 1500, "stdin", 20)
-    assert segment.steps == ["echo " + "a" * 1500] and segment.ttls == [10]
-    assert segment.stdin == []  # the refused step's stdin is not kept either
-    alone = fold.Segment("h")
-    assert alone.add("echo " + "c" * 5000, None, 10)  # a first step always fits
+def test_a_segments_command_line_does_not_grow_with_its_steps():
+    small = fold.Segment("h")
+    small.add("echo a", 10)
+    large = fold.Segment("h")
+    for i in range(500):
+        large.add(f"echo {i} " + "b" * 1500, 10)
+    assert large.command() == small.command()
+    assert len(large.payload()) > 500 * 1500
+    assert len(large.command()) < 16_384
 
 
 def test_a_segments_time_limit_is_its_steps_and_the_wait_for_the_lock():
     segment = fold.Segment("h")
-    segment.add("a", None, 10)
-    segment.add("b", None, 300)
+    segment.add("a", 10)
+    segment.add("b", 300)
     assert segment.timeout == 10 + 300 + 10 + lock.MARGIN
 
 
@@ -93,8 +91,8 @@ def test_lines_stop_with_a_timeout_when_nothing_comes_before_the_deadline():
 
 def test_an_operation_replays_its_steps_then_what_no_segment_held_then_the_rest():
     segment = fold.Segment("h")
-    segment.add("a", None, 1)
-    segment.add("b", None, 1)
+    segment.add("a", 1)
+    segment.add("b", 1)
     callback = FunctionCommand(lambda state, host: True, (), {})
     later = StringCommand("after the callback")
     replayed = list(fold._replay([(segment, 0), (segment, 1), callback], iter([later])))
@@ -108,12 +106,13 @@ def test_an_operation_replays_its_steps_then_what_no_segment_held_then_the_rest(
     ]
 
 
-def run_segment(segment: fold.Segment, held: bool = False) -> subprocess.CompletedProcess:
+def run_segment(
+    segment: fold.Segment, held: bool = False, payload: bytes | None = None
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["sh", "-c", segment.command(held)],
-        input="".join(line + "\n" for line in segment.stdin),
+        input=segment.payload() if payload is None else payload,
         capture_output=True,
-        text=True,
         timeout=60,
     )
 
@@ -126,14 +125,14 @@ def lock_dir(tmp_path, monkeypatch):
 
 def test_a_segment_marks_each_step_and_stops_at_the_first_that_fails(lock_dir, tmp_path):
     segment = fold.Segment("h")
-    segment.add(fold._step(lock.Change("echo first"))[0], None, 5)
+    segment.add(fold._step(lock.Change("echo first"))[0], 5)
     segment.add(*fold._step(FileUploadCommand(io.BytesIO(b"data"), str(tmp_path / "up"))))
-    segment.add(fold._step(lock.Change("echo second >&2; exit 3"))[0], None, 5)
-    segment.add(fold._step(lock.Change("echo never"))[0], None, 5)
+    segment.add(fold._step(lock.Change("echo second >&2; exit 3"))[0], 5)
+    segment.add(fold._step(lock.Change("echo never"))[0], 5)
     segment.release = True
     result = run_segment(segment)
     assert result.returncode == 3
-    assert result.stdout.splitlines() == [
+    assert result.stdout.decode().splitlines() == [
         f"{fold.MARK} 0",
         "first",
         f"{fold.MARK} ok 0",
@@ -148,27 +147,41 @@ def test_a_segment_marks_each_step_and_stops_at_the_first_that_fails(lock_dir, t
 
 def test_a_segment_that_holds_a_lock_it_lost_runs_no_step(lock_dir):
     segment = fold.Segment("h")
-    segment.add(fold._step(lock.Change("echo ran"))[0], None, 5)
+    segment.add(fold._step(lock.Change("echo ran"))[0], 5)
     result = run_segment(segment, held=True)
     assert result.returncode == 75
-    assert "ran" not in result.stdout
-    assert "no longer holds the pod lock" in result.stderr
+    assert b"ran" not in result.stdout
+    assert b"no longer holds the pod lock" in result.stderr
+
+
+def test_a_segment_whose_steps_did_not_all_arrive_runs_none(lock_dir, tmp_path):
+    segment = fold.Segment("h")
+    segment.add(fold._step(lock.Change(f"touch {tmp_path}/ran"))[0], 5)
+    segment.add(fold._step(lock.Change("echo second"))[0], 5)
+    segment.release = True
+    payload = segment.payload()
+    cut = payload[: payload.index(b"echo second")]
+    result = run_segment(segment, payload=cut)
+    assert result.returncode == 75
+    assert b"did not all reach the pod" in result.stdout + result.stderr
+    assert not (tmp_path / "ran").exists()
+    assert not lock_dir.exists()  # released
 
 
 def test_file_writes_share_one_copy_of_their_script_and_each_writes_its_file(lock_dir, tmp_path):
     segment = fold.Segment("h")
     for name in ("a", "b", "c"):
         write = write_command(str(tmp_path / name), f"{name}'s content\n", True, "640")
-        segment.add(fold._step(lock.Change(write))[0], None, 5)
+        segment.add(fold._step(lock.Change(write))[0], 5)
     segment.release = True
-    command = segment.command()
-    line = next(x for x in script("write_file.sh").splitlines() if "'" not in x and len(x) > 40)
-    assert command.count(line) == 1  # the command is quoted: a line without a quote is as it is
+    payload = segment.payload().decode()
+    line = next(x for x in script("write_file.sh").splitlines() if len(x) > 40)
+    assert payload.count(line) == 1
     result = run_segment(segment)
     assert result.returncode == 0, result.stdout + result.stderr
     for name in ("a", "b", "c"):
         assert (tmp_path / name).read_text() == f"{name}'s content\n"
         assert oct((tmp_path / name).stat().st_mode & 0o777) == "0o640"
     alone = fold.Segment("h")  # a segment without a file write defines nothing
-    alone.add(fold._step(lock.Change("echo hi"))[0], None, 5)
-    assert "podstate_write_file" not in alone.command()
+    alone.add(fold._step(lock.Change("echo hi"))[0], 5)
+    assert b"podstate_write_file" not in alone.payload()

@@ -31,13 +31,12 @@ def login_length(command: str) -> int:
 
 
 def change_length(inner: str) -> int:
-    """Return ``login_length`` of the change ``inner`` as podstate.run.fold runs it when it is
-    a step of its own: under the pod lock, quoted once more, the longest it gets."""
-    from podstate.run import fold, lock
+    """Return ``login_length`` of the change ``inner`` run on its own command line, under the
+    pod lock, as a callback runs it (``lock.command_for``: a venv's restore), the longest it
+    gets; podstate.run.fold sends it on a command's stdin, where any size fits."""
+    from podstate.run import lock
 
-    segment = fold.Segment("")
-    segment.add(*fold._step(lock.Change(inner)))
-    return login_length(segment.command())
+    return login_length(lock.guarded(inner))
 
 
 def check(state: dict[str, Any]) -> None:
@@ -130,17 +129,20 @@ def _boot_data_size(state: dict[str, Any]) -> int:
     startup = files("podstate.scripts").joinpath("ipython-startup.py").read_text()
     parts = [content for _, _, content, _ in _generated(state)[:2]] + [startup, ready.READY_SH]
     parts += [env.HOOK] * 2  # ~/.bashrc, and the login shell's own file
-    parts += [
-        f["content"] for p, f in (state.get("files") or {}).items() if not p.startswith(volume)
-    ]
+    lines = 300 * len(parts)  # each part's line before it: its kind, mode and path
+    for path, item in (state.get("files") or {}).items():
+        if not path.startswith(volume):
+            parts.append(item["content"])
+            lines += len(path.encode("utf-8", "surrogateescape")) + 16  # "file MODE PATH"
     spec = state.get("venv")
     if spec and spec["snapshot"]:
         python = {"executable": "/usr/local/bin/python3." + "9" * 8, "version": "3.x" * 40}
         place = {name: "/" + "x" * 64 for name in ("TMPDIR", "PIP_CACHE_DIR", "UV_CACHE_DIR")}
         want = role.describe(spec, python, {**place, "UV_LINK_MODE": "copy"})
         parts.append(boot.restore_command(want, spec["snapshot"]))
+        lines += 300
     data = sum(len(p.encode("utf-8", "surrogateescape")) for p in parts)
-    return data * 4 // 3 + 300 * len(parts) + 4096
+    return data * 4 // 3 + 4 * len(parts) + lines + 4096
 
 
 def _venv_commands(state: dict[str, Any]) -> list[tuple[str, str]]:

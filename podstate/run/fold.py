@@ -10,11 +10,13 @@ went, from markers the segment prints. A step that fails ends the segment (the l
 released, no later step runs, earlier steps stay done) and fails its own operation with
 its own output.
 
-A segment ends before a command it cannot hold, which runs as it is: an upload of a file
-larger than ``UPLOAD_MAX`` (smaller ones travel on the command's stdin, never on a command
-line), a Python callback (then the rest of its operation runs unfolded: what it yields next
-may depend on how the callback went), or a step that would take the command past
-``COMMAND_MAX``.
+The command line is the same few kilobytes whatever the steps are: the lock's script, and a
+reader that takes the steps' shell from the command's stdin (``Segment.payload``), checks that
+all of it arrived, and runs it. So a segment never ends for its size, and no step's text
+(file contents, secrets) is ever on a command line. A segment ends before a command it
+cannot hold, which runs as it is: an upload of a file larger than ``UPLOAD_MAX`` (smaller ones
+ride in the steps' shell, on stdin), or a Python callback (then the rest of its operation runs
+unfolded: what it yields next may depend on how the callback went).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import base64
 import io
 import shlex
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,7 +35,6 @@ from pyinfra.api import FileUploadCommand, FunctionCommand, Host, State
 from pyinfra.api.command import PyinfraCommand
 
 from podstate import settings
-from podstate.limits import COMMAND_MAX
 from podstate.pyinfra_api import execute
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import lock
@@ -46,32 +48,33 @@ SHARED = {
     script("write_file.sh"): "podstate_write_file",
     script("made_proof.sh"): "podstate_made_proof",
 }
-UPLOAD_MAX = 32_768  # bytes of a file sent on stdin (as one base64 line)
+UPLOAD_MAX = 32_768  # bytes of a file sent in the steps' shell (as one base64 word)
+END = f": {MARK} end"  # the payload's last line: the reader runs nothing without it
+# The command's own shell: the steps' shell from stdin, run once it all arrived. Its size is
+# fixed: nothing in it grows with the steps.
+READER = (
+    "exec 2>&1; b=$(cat) || exit 75; case $b in\n"
+    f'*"\n{END}") eval "$b" ;;\n'
+    "*) echo 'podstate: the changes did not all reach the pod; none was made' >&2; exit 75 ;;\n"
+    "esac"
+)
 
 
 @dataclass
 class Segment:
-    """Steps run as one command: their shell, stdin lines and time limits."""
+    """Steps run as one command: their shell and time limits."""
 
     op_hash: str  # the operation that runs it: the one with its first step
     steps: list[str] = field(default_factory=list)
-    stdin: list[str] = field(default_factory=list)
     ttls: list[int] = field(default_factory=list)
     release: bool = False
     done: set[int] = field(default_factory=set)
     output: dict[int, execute.Lines] = field(default_factory=dict)  # -1: before any step
 
-    def add(self, shell: str, stdin: str | None, ttl: int) -> bool:
-        """Add a step; return False, adding nothing, if the command would grow past
-        ``COMMAND_MAX`` (as the login shell gets it, quoted once more)."""
+    def add(self, shell: str, ttl: int) -> None:
+        """Add a step: its shell and its time limit."""
         self.steps.append(shell)
         self.ttls.append(ttl)
-        if len(self.steps) > 1 and len(shlex.quote(self.command())) > COMMAND_MAX:
-            self.steps.pop()
-            self.ttls.pop()
-            return False
-        self.stdin += [stdin] if stdin is not None else []
-        return True
 
     @property
     def timeout(self) -> int:
@@ -79,12 +82,18 @@ class Segment:
         return sum(self.ttls) + self.ttls[0] + lock.MARGIN
 
     def command(self, held: bool = False, seen: str = "") -> str:
-        """Return the segment's command: each step in turn, under the pod lock (taken, or
-        ``held`` by this run already; ``seen``: see ``lock.guarded``), which each step renews
-        for its own time limit (as it would, run alone), and which a step finding it lost
-        stops at. Each step's output
-        follows its marker line, stderr and stdout in one stream, in order."""
-        body = ["exec 2>&1", f"m={MARK}", 'step() { echo "$m $1"; renew "$2"; }']
+        """Return the segment's command line: ``READER`` under the pod lock (taken, or
+        ``held`` by this run already; ``seen``: see ``lock.guarded``). Its size does not
+        depend on the steps, which travel on stdin (``payload``)."""
+        return lock.guarded(READER, self.ttls[0], self.release, held, seen)
+
+    def payload(self) -> bytes:
+        """Return the steps' shell, for the command's stdin: each step in turn, which renews
+        the lock for its own time limit (as it would, run alone), and which a step finding
+        it lost stops at; then ``END``, without which ``READER`` runs none of it (a
+        connection lost while it was sent). Each step's output follows its marker line,
+        stderr and stdout in one stream, in order."""
+        body = [f"m={MARK}", 'step() { echo "$m $1"; renew "$2"; }']
         body += [
             f"{name}() {{\n{shared}\n}}"
             for shared, name in SHARED.items()
@@ -97,26 +106,29 @@ class Segment:
                 'r=$?; [ "$r" -eq 0 ] || exit "$r"',
                 f'echo "$m ok {i}"',
             ]
-        return lock.guarded("\n".join(body), self.ttls[0], self.release, held, seen)
+        body.append(END)
+        return "\n".join(body).encode("utf-8", "surrogateescape") + b"\n"
 
 
-def _step(command: PyinfraCommand) -> tuple[str, str | None, int] | None:
-    """Return the shell, the stdin line and the time limit of ``command`` as a step of a
-    segment; None if a segment cannot hold it."""
+def _step(command: PyinfraCommand) -> tuple[str, int] | None:
+    """Return the shell and the time limit of ``command`` as a step of a segment; None if a
+    segment cannot hold it. A small upload's data rides in its shell, base64-encoded: on
+    the command's stdin, never on a command line."""
     if isinstance(command, lock.Change):
         inner = command.inner
         for shared, name in SHARED.items():
             inner = inner.replace(shared, f'{name} "$@"')
         shell = f"(set --; eval {shlex.quote(inner)}) </dev/null"
-        return shell, None, command.ttl or settings.COMMAND_TIMEOUT
+        return shell, command.ttl or settings.COMMAND_TIMEOUT
     if (
         isinstance(command, FileUploadCommand)
         and isinstance(command.src, io.BytesIO)
         and len(command.src.getvalue()) <= UPLOAD_MAX
     ):
         dest = shlex.quote(command.dest)
-        shell = f'IFS= read -r b && (umask 077 && printf %s "$b" | base64 -d >{dest})'
-        return shell, base64.b64encode(command.src.getvalue()).decode(), settings.COMMAND_TIMEOUT
+        data = base64.b64encode(command.src.getvalue()).decode()
+        shell = f"(umask 077 && printf %s {data} | base64 -d >{dest})"
+        return shell, settings.COMMAND_TIMEOUT
     return None
 
 
@@ -141,10 +153,10 @@ def plan(state: State, host: Host, ops: list[str], release: bool) -> int:
                     if isinstance(command, FunctionCommand):
                         break  # what the operation yields next may depend on how it went
                     continue
-                if segment is None or not segment.add(*step):
+                if segment is None:
                     segment = Segment(op_hash)
                     segments.append(segment)
-                    segment.add(*step)
+                segment.add(*step)
                 items.append((segment, len(segment.steps) - 1))
             folded = _replay(items, produced)
             pyinfra_plan.replace_commands(state, host, op_hash, lambda folded=folded: folded)
@@ -189,8 +201,7 @@ def _run(state: State, host: Host, segment: Segment) -> bool:
         command = segment.command(lock.holds(host), lock.seen(host))
         channel = execute.start_command(state, host, command, arguments)
         with channel:
-            channel.sendall("".join(line + "\n" for line in segment.stdin).encode())
-            channel.shutdown_write()
+            threading.Thread(target=_send, args=(channel, segment.payload()), daemon=True).start()
             for line in _lines(channel, deadline):
                 if not line.startswith(MARK + " "):
                     segment.output.setdefault(current, []).append(("stdout", line))
@@ -206,6 +217,18 @@ def _run(state: State, host: Host, segment: Segment) -> bool:
         segment.output.setdefault(current, []).append(("stderr", f"podstate: {why}"))
     lock.ran(host, not segment.release and len(segment.done) == len(segment.steps))
     return True
+
+
+def _send(channel: Channel, payload: bytes) -> None:
+    """Send ``payload`` on ``channel``'s stdin, then its end; return once it is sent, or once
+    the channel closed first (a command that ended before reading it: the lock was busy, or
+    lost), which its output then says. Apart from the reading of its output, so that a
+    command that reads its stdin late (after waiting for the lock) never holds that up."""
+    try:
+        channel.sendall(payload)
+        channel.shutdown_write()
+    except (OSError, EOFError, SSHException):
+        pass
 
 
 def _hold(state: State, host: Host) -> bool:
