@@ -8,11 +8,21 @@ times: bench/ measures time.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
 
+from podstate.run import fold
+from podstate.sandbox.lifecycle import load_pods
 from tests.apt_repo import build_deb, serve
 from tests.e2e import Fleet, apply, check, exec_count
 
@@ -42,6 +52,83 @@ ORIGIN = (
     "git -c user.name=t -c user.email=t@example.com commit -qm 1 && git tag v1 && "
     "git push -q /srv/git/counted.git HEAD:refs/heads/main --tags && rm -rf /tmp/counted"
 )
+
+
+# A first apply of every section at once, on a pod with a local volume: 200 files, 20
+# repositories, kept host keys and the boot hook (whose data holds every file on the
+# container disk). The argument of its one command of changes stays under ARGUMENT_MAX,
+# since the steps travel on its stdin. (The probe's argument still grows with the paths it
+# reads: about 70 KB here; podstate.facts is its place.)
+LARGE_POD = "pod-2"
+ARGUMENT_MAX = 64 << 10
+FILES = 200
+# a login shell's execve, as strace writes it: the command (sshd's exec request) is its -c
+LOGIN = re.compile(r'execve\("[^"]*", \["bash", "-c", "((?:[^"\\]|\\.)*)"')
+REPOS = 20
+# a line of the fold's reader that its quoting on the command line leaves as it is
+READER_LINE = b"the changes did not all reach the pod"
+
+
+def _large_state() -> dict:
+    """Return every section podstate converges (but a venv, which builds from the network),
+    with FILES files (on the container disk: the boot hook's data holds each), REPOS
+    repositories, kept host keys and the boot hook."""
+    return {
+        **KEYS,
+        "shm": {"min_size": "32M"},
+        "env": {"PODSTATE_COUNTED": "large"},
+        "files": {
+            f"/root/counted/f{i:03d}.conf": {"content": f"# file {i}\nvalue = {i * 7919}\n"}
+            for i in range(FILES)
+        },
+        "repos": {
+            f"/root/code/r{i:02d}": {"url": "file:///srv/git/counted.git", "ref": "v1"}
+            for i in range(REPOS)
+        },
+        "boot": {"hook": True, "host_keys": "keep"},
+    }
+
+
+@contextlib.contextmanager
+def _arguments(pod: str) -> Iterator[list[bytes]]:
+    """Yield a list that, once the block has run, holds the command each login shell
+    started on ``pod`` during it was given (its ``-c`` argument): strace, on the pod's
+    sshd, reading each execve's arguments whole.
+
+    strace's own messages go to a file, never to a pipe: it writes a line for each process
+    it follows (a first apply starts thousands), and a pipe nobody reads fills up at 64 KiB,
+    where strace, and every process it traces (the pod's sshd and all it runs), would stop.
+    """
+    sshd = load_pods()[pod]["sshd_pid"]
+    with tempfile.TemporaryDirectory(prefix="podstate-args-") as tmp:
+        log = Path(tmp, "strace.log")
+        with log.open("w") as messages:
+            tracer = subprocess.Popen(
+                ["strace", "-f", "-ff", "-e", "trace=execve", "-e", "signal=none",
+                 "-s", "1000000", "-o", f"{tmp}/t", "-p", str(sshd)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=messages,
+            )  # fmt: skip
+        commands: list[bytes] = []
+        try:
+            _attached(tracer, log)
+            yield commands
+        finally:
+            tracer.send_signal(signal.SIGINT)
+            tracer.wait(timeout=30)
+        for trace in Path(tmp).glob("t.*"):
+            for arg in LOGIN.findall(trace.read_text()):
+                # strace writes each byte that is not printable as an escape: undone
+                commands.append(arg.encode().decode("unicode_escape").encode("latin-1"))
+
+
+def _attached(tracer: subprocess.Popen, log: Path, wait: float = 30) -> None:
+    """Return once ``tracer`` (strace) says in ``log`` that it follows its process; fail
+    the test if it ends, or says nothing of the kind within ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    while "attached" not in log.read_text():
+        assert tracer.poll() is None, f"strace ended: {log.read_text()}"
+        assert time.monotonic() < deadline, f"strace did not attach: {log.read_text()}"
+        time.sleep(0.05)
 
 
 def _counted(fleet: Fleet, run) -> tuple[object, dict[str, int]]:
@@ -94,3 +181,23 @@ def test_noop_apply_runs_only_the_probe(counts):
 
 def test_first_apply_runs_the_probe_and_one_command(counts):
     assert counts["first apply"] == {pod: FIRST_APPLY_COMMANDS for pod in counts["first apply"]}
+
+
+def test_a_first_apply_of_everything_is_one_command_of_a_small_argument(fleet, counts):
+    fleet.host_vars(LARGE_POD, _large_state())
+    try:
+        with _arguments(LARGE_POD) as commands:
+            result, served = _counted(fleet, lambda: apply(fleet, "--limit", LARGE_POD))
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert fleet.out(LARGE_POD, "ls /root/counted | wc -l") == f"{FILES}\n"
+        assert fleet.out(LARGE_POD, "ls -d /root/code/r* | wc -l") == f"{REPOS}\n"
+        assert fleet.out(LARGE_POD, "head -c 14 /workspace/.podstate/boot/state") == (
+            "podstate-boot "
+        )
+    finally:
+        fleet.host_vars(LARGE_POD, None)
+    assert served[LARGE_POD] == FIRST_APPLY_COMMANDS
+    assert len(commands) == FIRST_APPLY_COMMANDS
+    assert READER_LINE.decode() in fold.READER
+    (changes,) = [c for c in commands if READER_LINE in c]
+    assert len(changes) < ARGUMENT_MAX
