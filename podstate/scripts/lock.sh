@@ -130,7 +130,19 @@ renew() { # for COMMAND: keep LOCK valid for $1 more seconds
     s=$(($1 / 4 < 10 ? $1 / 4 : 10))
     [ "$mine" -lt $((now + $1 - s)) ] || return 0
     mutex "$wait" renew_ours "$1"
-    case $? in 0) mine=$((now + $1)) ;; 1) lost ;; *) return 75 ;; esac
+    rs=$?
+    case $rs in
+    0) mine=$((now + $1)) ;;
+    1) lost ;;
+    76)
+        echo "podstate: the pod lock's mutex stayed busy for $wait s, so the lock could not be renewed; this run stops on this pod" >&2
+        return 75
+        ;;
+    *)
+        echo "podstate: the pod lock could not be renewed (status $rs); this run stops on this pod" >&2
+        return 75
+        ;;
+    esac
 }
 
 usable() { # whether LOCK's mutex can be made; else one line saying why
