@@ -6,8 +6,8 @@ from __future__ import annotations
 import copy
 import json
 
-from bench.mixed import mixed, mixed_vars, split
-from bench.report import report
+from bench.fleet.mixed import mixed, mixed_vars, split
+from bench.fleet.report import report
 from tests.e2e import ROOT
 
 RAW = json.loads((ROOT / "bench" / "results" / "fleet.json").read_text())

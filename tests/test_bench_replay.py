@@ -6,7 +6,7 @@ import hashlib
 import json
 import re
 
-from bench.replay import restarted
+from bench.fleet.rivals.replay import restarted
 from podstate.paths import READY_MARKER
 from podstate.run import fold, lock
 from podstate.run.bookkeeping import write_command

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bench.steps import BIN, BenchError, environ, timed
+from bench.common.steps import BIN, BenchError, environ, timed
 
 DEPLOY = ["bench/plain_pyinfra/inventory.py", "bench/plain_pyinfra/deploy.py"]
 

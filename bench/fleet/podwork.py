@@ -28,8 +28,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.cycle import SANDBOX_DISK, reconfigure, vars_dir
-from bench.steps import APPLY, BIN, ROOT, STEP_TIMEOUT_S, BenchError, environ, tool_env
+from bench.common.pods import SANDBOX_DISK, vars_dir
+from bench.common.steps import APPLY, BIN, ROOT, STEP_TIMEOUT_S, BenchError, environ, tool_env
+from bench.fleet.cycle import reconfigure
 from podstate.paths import GPU_CACHE
 
 PODS = {"pod-1": "2 GPUs, PCIe (COMMUNITY)", "pod-2": "8 GPUs, NVLink (SECURE)"}

@@ -43,7 +43,6 @@ import argparse
 import compileall
 import datetime as dt
 import json
-import os
 import shutil
 import socket
 import statistics
@@ -55,15 +54,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.cycle import cycle, vars_dir
-from bench.machine import machine
-from bench.mixed import mixed
-from bench.podwork import pod_work
-from bench.report import STEPS, write_report
-from bench.steps import APPLY, BIN, ROOT, STEP_TIMEOUT_S, BenchError, tool_env
+from bench.common.cli import need_root, numbers, results_options
+from bench.common.machine import machine
+from bench.common.pods import vars_dir
+from bench.common.steps import APPLY, BIN, ROOT, STEP_TIMEOUT_S, BenchError, tool_env
+from bench.fleet.cycle import cycle
+from bench.fleet.mixed import mixed
+from bench.fleet.podwork import pod_work
+from bench.fleet.report import STEPS, write_report
 from podstate.jsonfile import write_json
-
-RESULTS = ROOT / "bench" / "results"
 
 
 @dataclass
@@ -202,23 +201,16 @@ def first_connection_times(runs: int = 3) -> dict[str, float]:
     return result
 
 
-def _numbers(text: str, kind: type) -> list:
-    try:
-        return [kind(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}") from None
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark (or only rebuild the report); return the exit status."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--rtt", type=lambda t: _numbers(t, float), default=Settings().rtts_ms,
+        "--rtt", type=lambda t: numbers(t, float), default=Settings().rtts_ms,
         help="round-trip times in ms, comma-separated; 0 measures local work alone "
         "(default 150,50,0)",
     )  # fmt: skip
     parser.add_argument(
-        "--pods", type=lambda t: _numbers(t, int), default=Settings().pod_counts,
+        "--pods", type=lambda t: numbers(t, int), default=Settings().pod_counts,
         help="pod counts, comma-separated (default 8,24,48)",
     )  # fmt: skip
     parser.add_argument("--runs", type=int, default=Settings().runs, help="runs (default 3)")
@@ -241,17 +233,13 @@ def main(argv: list[str] | None = None) -> int:
         help="runs that also time a check of a mixed fleet, half of it Vast instances "
         "(default 1; 0: not)",
     )  # fmt: skip
-    parser.add_argument("--out", type=Path, default=RESULTS, help="results directory")
-    parser.add_argument(
-        "--report", action="store_true", help="only rebuild fleet.md and fleet.png from fleet.json"
-    )
+    results_options(parser, "only rebuild fleet.md and fleet.png from fleet.json")
     args = parser.parse_args(argv)
     try:
         if args.report:
             raw = json.loads((args.out / "fleet.json").read_text())
         else:
-            if os.geteuid() != 0:
-                raise BenchError("the benchmark needs root (sandbox pods); run it as root")
+            need_root()
             if args.pod_work_runs and not shutil.which("strace"):
                 raise BenchError(
                     "strace missing (it counts programs on a pod): apt-get install strace"

@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.plot import plot
-from bench.podwork import PODS as PODWORK_PODS
-from bench.podwork import derived
-from bench.stats import Cell, cells, ratio, slope, step_excess
+from bench.common.plot import plot
+from bench.common.stats import Cell, cells, ratio, slope, step_excess
+from bench.fleet.podwork import PODS as PODWORK_PODS
+from bench.fleet.podwork import derived
 
 STEPS = (
     "floor",

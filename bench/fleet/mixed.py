@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.cycle import CHECK, SANDBOX_DISK, Proxy, proxied_pods_file, vars_dir
-from bench.steps import APPLY, environ, floor, timed, tool_env
+from bench.common.pods import SANDBOX_DISK, Proxy, proxied_pods_file, vars_dir
+from bench.common.steps import APPLY, CHECK, environ, floor, timed, tool_env
 
 STEPS = ("mixed_floor", "mixed_check")
 
