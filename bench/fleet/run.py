@@ -61,7 +61,8 @@ from bench.common.steps import APPLY, BIN, ROOT, STEP_TIMEOUT_S, BenchError, too
 from bench.fleet.cycle import cycle
 from bench.fleet.mixed import mixed
 from bench.fleet.podwork import pod_work
-from bench.fleet.report import STEPS, write_report
+from bench.fleet.report import write_report
+from bench.fleet.tables import STEPS
 from podstate.jsonfile import write_json
 
 
