@@ -17,8 +17,9 @@ import yaml
 
 from bench.common import latency_proxy
 from bench.common.steps import BIN
-from bench.venv.pods import NAIVE_POD, PACKAGES, ROLE_POD, Pods
+from bench.venv.pods import NAIVE_POD, PACKAGES, ROLE_POD, WIPE, Pods, wanted_venv
 from podstate.sandbox import lifecycle, ssh
+
 
 def run(
     rtt_ms: float,
@@ -69,22 +70,13 @@ def run(
             results["wheels"] = files
             pods.apply(ROLE_POD)  # scratch and dirs first: case 2 times the venv alone
 
-            venv = {
-                "path": "/opt/venv",
-                "packages": PACKAGES,
-                "find_links": ["/opt/wheelhouse"],
-                "no_index": True,
-            }
-            wipe = "rm -rf /opt/venv /opt/.venv-* /opt/.podstate /scratch/uv /scratch/pip"
+            venv = wanted_venv("/opt/wheelhouse")
             role, restore, pack, unpack = [], [], [], []
             for _ in range(repeat):  # each time from an empty container disk and volume
-                pods.out(ROLE_POD, f"{wipe} /workspace/.podstate")
-                pods.want(ROLE_POD, venv)
-                role.append((pods.apply(ROLE_POD), pods.operation_seconds(ROLE_POD)))
-                pods.want(ROLE_POD, {**venv, "snapshot": "/workspace/.podstate/venv"})
-                pack.append(pods.apply(ROLE_POD))
-                pods.out(ROLE_POD, wipe)
-                restore.append((pods.apply(ROLE_POD), pods.operation_seconds(ROLE_POD)))
+                built, packed, restored = pods.build_and_restore(venv)
+                role.append(built)
+                pack.append(packed)
+                restore.append(restored)
                 unpack.append(unpack_by_hand(pods))
                 print(f"role {role[-1]}, restore {restore[-1]}", file=sys.stderr)
             results["role"] = _median(role)
@@ -96,7 +88,7 @@ def run(
             results["files"] = int(pods.out(ROLE_POD, "find -L /opt/venv -type f | wc -l"))
             # Imports from the restored venv, then from a freshly built one.
             results["restore"]["import_s"] = pods.import_seconds(ROLE_POD, "/opt/venv/bin/python")
-            pods.out(ROLE_POD, f"{wipe} /workspace/.podstate")
+            pods.out(ROLE_POD, f"{WIPE} /workspace/.podstate")
             pods.want(ROLE_POD, venv)
             pods.apply(ROLE_POD)
             results["role"]["import_s"] = pods.import_seconds(ROLE_POD, "/opt/venv/bin/python")
@@ -190,22 +182,12 @@ def remote(pods: Pods, wheels: Path, repeat: int, rtt_ms: float, mbs: float) -> 
             line = server.stdout.readline() if server.stdout else ""
             port = int(re.search(r"port (\d+)", line)[1])  # type: ignore[index]
             url = f"http://127.0.0.1:{route(port)}/"
-            venv = {
-                "path": "/opt/venv",
-                "packages": PACKAGES,
-                "find_links": [url],
-                "no_index": True,
-            }
-            wipe = "rm -rf /opt/venv /opt/.venv-* /opt/.podstate /scratch/uv /scratch/pip"
+            venv = wanted_venv(url)
             build, restore = [], []
             for _ in range(repeat):
-                pods.out(ROLE_POD, f"{wipe} /workspace/.podstate")
-                pods.want(ROLE_POD, venv)
-                build.append((pods.apply(ROLE_POD), pods.operation_seconds(ROLE_POD)))
-                pods.want(ROLE_POD, {**venv, "snapshot": "/workspace/.podstate/venv"})
-                pods.apply(ROLE_POD)
-                pods.out(ROLE_POD, wipe)
-                restore.append((pods.apply(ROLE_POD), pods.operation_seconds(ROLE_POD)))
+                built, _, restored = pods.build_and_restore(venv)
+                build.append(built)
+                restore.append(restored)
                 print(f"remote build {build[-1]}, restore {restore[-1]}", file=sys.stderr)
         finally:
             server.terminate()

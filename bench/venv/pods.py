@@ -33,9 +33,22 @@ DOWNLOAD = [
     "cp311",
 ]
 NAIVE_POD, ROLE_POD = "pod-1", "pod-5"  # both have /workspace on sshfs
+# What a case removes from the role's pod: its venv, the role's records and the caches (with
+# /workspace/.podstate: the snapshot on the volume too).
+WIPE = "rm -rf /opt/venv /opt/.venv-* /opt/.podstate /scratch/uv /scratch/pip"
 IMPORT = (
     "import time; t = time.perf_counter(); import pandas; print(round(time.perf_counter() - t, 3))"
 )
+
+
+def wanted_venv(find_links: str) -> dict[str, Any]:
+    """Return the ``venv:`` section of the benchmark's packages from ``find_links`` alone."""
+    return {
+        "path": "/opt/venv",
+        "packages": PACKAGES,
+        "find_links": [find_links],
+        "no_index": True,
+    }
 
 
 def wheelhouse(directory: Path) -> Path:
@@ -86,6 +99,21 @@ class Pods:
     def want(self, pod: str, venv: dict[str, Any] | None) -> None:
         path = self.vars_dir / "host_vars" / f"{pod}.yaml"
         path.write_text(yaml.safe_dump({"venv": venv} if venv else {}))
+
+    def build_and_restore(
+        self, venv: dict[str, Any]
+    ) -> tuple[tuple[float, float], float, tuple[float, float]]:
+        """On the role's pod, from an empty container disk and volume: apply ``venv`` (a
+        build), then with its snapshot (a pack), then again on a wiped container disk (a
+        restore); return the build's and the restore's (whole apply, venv operation) and the
+        pack's whole apply, in seconds."""
+        self.out(ROLE_POD, f"{WIPE} /workspace/.podstate")
+        self.want(ROLE_POD, venv)
+        build = (self.apply(ROLE_POD), self.operation_seconds(ROLE_POD))
+        self.want(ROLE_POD, {**venv, "snapshot": "/workspace/.podstate/venv"})
+        pack = self.apply(ROLE_POD)
+        self.out(ROLE_POD, WIPE)
+        return build, pack, (self.apply(ROLE_POD), self.operation_seconds(ROLE_POD))
 
     def operation_seconds(self, pod: str) -> float:
         """Return how long the last venv operation took, from its log's timestamps."""

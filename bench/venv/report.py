@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+
 def _s(seconds: float | None) -> str:
     if seconds is None:
         return "n/a"
