@@ -1,4 +1,4 @@
-"""``python -m bench``: run the fleet benchmark (see bench/run.py)."""
+"""``python -m bench``: run the fleet benchmark (see bench/fleet/run.py)."""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""The fleet benchmark's mixed fleet (bench/mixed.py): its vars and its rows in the report,
+"""The fleet benchmark's mixed fleet (bench/fleet/mixed.py): its vars and its rows in the report,
 checked on the raw results of a run without running the benchmark."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The same-work replay (bench/replay.py) repeats podstate's own commands: the first apply's
-on pods restarted since, so the ready marker it writes names the start the pod has now."""
+"""The same-work replay (bench/fleet/rivals/replay.py) repeats podstate's own commands: the
+first apply's on pods restarted since, so the ready marker it writes names the start the pod
+has now."""
 
 import base64
 import hashlib

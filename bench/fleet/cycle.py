@@ -1,10 +1,10 @@
 """One cycle of the fleet benchmark: fresh sandbox pods behind the latency proxy.
 
 ``cycle`` times every step once on them, then takes them down. Each podstate step's remote
-commands are recorded and replayed with OpenSSH (bench/replay.py) from the state the step
-found: at once for a check and a noop apply; after an apply back to the state before it for
-a reconfigure; on pods restarted (fresh container disks) for the first apply, last. After
-each replay a check must be clean.
+commands are recorded and replayed with OpenSSH (bench/fleet/rivals/replay.py) from the state
+the step found: at once for a check and a noop apply; after an apply back to the state
+before it for a reconfigure; on pods restarted (fresh container disks) for the first apply,
+last. After each replay a check must be clean.
 """
 
 from __future__ import annotations

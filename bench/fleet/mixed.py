@@ -27,7 +27,7 @@ def split(pods: int) -> tuple[int, int]:
 
 
 def mixed_vars(work: Path, pods: int) -> Path:
-    """Return the cycle's vars directory (``bench.cycle.vars_dir``) for a mixed fleet of
+    """Return the cycle's vars directory (``bench.common.pods.vars_dir``) for a mixed fleet of
     ``pods``: every second Vast instance has Vast's 64 MiB /dev/shm, which gets ``shm:
     {min_size: 32M}`` as pod-3 does, so that every pod and instance converges cleanly."""
     runpod, vast = split(pods)

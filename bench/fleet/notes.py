@@ -145,7 +145,7 @@ def notes(raw: dict[str, Any]) -> list[str]:
         "(the noop must change nothing), then with one `env` value changed (it must change "
         "something).",
         "",
-        "⁵ **A mixed fleet.** bench/mixed.py: another fresh fleet of as many pods, half of "
+        "⁵ **A mixed fleet.** bench/fleet/mixed.py: another fresh fleet of as many pods, half of "
         "them (rounded down) sandbox Vast instances, whose SSH sessions start inside tmux "
         "and whose pods file entries say `provider: vast`, the rest RunPod pods, behind the "
         "same latency proxy; converged by one apply (untimed), then its own floor and "
@@ -156,8 +156,8 @@ def notes(raw: dict[str, Any]) -> list[str]:
         "the shipped `inventories/group_vars` without any `venv` key (a venv is built from "
         "the network), plus `host_vars/pod-3.yaml` with `shm: {min_size: 32M}` so that pod-3's "
         "64 MiB /dev/shm is not a violation and every pod converges cleanly.",
-        "- **Latency.** bench/latency_proxy.py, one asyncio process for all pods, holds each "
-        "chunk RTT/2 in each direction, in order, without a throughput cap, and opens the "
+        "- **Latency.** bench/common/latency_proxy.py, one asyncio process for all pods, holds "
+        "each chunk RTT/2 in each direction, in order, without a throughput cap, and opens the "
         "upstream connection 1.5 RTT after the client's, so a connection costs what a TCP "
         "handshake costs. It runs at a higher CPU priority than the tools measured, since it "
         "stands for the network.",

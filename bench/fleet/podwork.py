@@ -182,11 +182,11 @@ def derived(measured: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-if __name__ == "__main__":  # a quick look: python -m bench.podwork
+if __name__ == "__main__":  # a quick look: python -m bench.fleet.podwork
     import json
 
     if os.geteuid() != 0:
-        raise SystemExit("bench.podwork: needs root (sandbox pods)")
+        raise SystemExit("bench.fleet.podwork: needs root (sandbox pods)")
     found = pod_work()
     for name, measures in found["pods"].items():
         found["pods"][name]["derived"] = derived(measures)

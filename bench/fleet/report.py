@@ -30,8 +30,8 @@ def report(raw: dict[str, Any]) -> str:
         "# Fleet speed: podstate against raw SSH, the same work with OpenSSH, plain pyinfra "
         "and Ansible",
         "",
-        f"`make bench` (bench/run.py), {raw['started']}; sandbox pods reached through a "
-        "latency proxy (bench/latency_proxy.py). Times are medians of "
+        f"`make bench` (bench/fleet/run.py), {raw['started']}; sandbox pods reached through a "
+        "latency proxy (bench/common/latency_proxy.py). Times are medians of "
         f"{settings['runs']} runs (Ansible: {settings['ansible_runs']}; the mixed fleet: "
         f"{settings.get('mixed_runs', 0)}), in seconds, from "
         "starting the command to its exit, on fresh SSH connections. Raw samples: "

@@ -2,7 +2,8 @@
 Ansible, over links with real round-trip time.
 
 For every pod count and round-trip time (RTT), on fresh sandbox pods reached through the
-latency proxy (bench/latency_proxy.py), one cycle (bench/cycle.py) times, in this order:
+latency proxy (bench/common/latency_proxy.py), one cycle (bench/fleet/cycle.py) times, in
+this order:
 
 * ``first``: ``pyinfra -y inventories/pods.py deploy/pod.py`` on the fresh pods;
 * ``floor``: ``ssh -o BatchMode=yes pod true`` to every pod at once (OpenSSH, one process
@@ -11,8 +12,8 @@ latency proxy (bench/latency_proxy.py), one cycle (bench/cycle.py) times, in thi
 * ``noop``: the same apply again, on the converged fleet;
 * ``reconfigure``: the same apply once one ``env`` value has changed for every pod;
 * ``same_*``: each of those four's remote commands, recorded as podstate sent them, sent
-  again with plain OpenSSH from the state the step found (bench/replay.py): the same work,
-  without podstate's process; a check afterwards must be clean;
+  again with plain OpenSSH from the state the step found (bench/fleet/rivals/replay.py): the
+  same work, without podstate's process; a check afterwards must be clean;
 * ``check_slow``, ``noop_slow``: check and noop with every ``nvidia-smi`` call taking
   ``--nvidia-smi-delay`` seconds, as on a multi-GPU host without persistence mode;
 * ``ansible``: ``ansible-playbook --check bench/ansible/fleet.yml``, the same work written for
@@ -22,19 +23,21 @@ latency proxy (bench/latency_proxy.py), one cycle (bench/cycle.py) times, in thi
   (bench/plain_pyinfra), converged on its own terms, then with one ``env`` value changed;
 * ``mixed_floor``, ``mixed_check``: on another fresh fleet of as many pods, half of them
   sandbox Vast instances, the floor and ``podstate check`` of the converged fleet
-  (bench/mixed.py), in the first ``--mixed-runs`` runs.
+  (bench/fleet/mixed.py), in the first ``--mixed-runs`` runs.
 
-Before the cycles, bench/podwork.py measures the CPU time and the programs that a check and
-a reconfigure cost one pod. Each step's remote commands per pod are counted from the pods'
+Before the cycles, bench/fleet/podwork.py measures the CPU time and the programs that a check
+and a reconfigure cost one pod. Each step's remote commands per pod are counted from the pods'
 sshd logs. Cycles repeat ``--runs`` times, interleaved (run 1 of every setting, then run
 2, ...), and the report gives medians. ``--report`` rebuilds the Markdown and the plot from
 the raw JSON alone.
 
 Needs root (sandbox pods), strace and the ``bench`` extra (ansible-core, matplotlib).
 
-This module runs the cycles and the command line. A timed step is ``bench/steps.py``,
-Ansible's step ``bench/ansible_check.py``, plain pyinfra's ``bench/plain.py``; the report is
-``bench/report.py`` (numbers from ``bench/stats.py``, plot ``bench/plot.py``).
+This module runs the cycles and the command line. A timed step is ``bench/common/steps.py``,
+the sandbox pods behind the proxy ``bench/common/pods.py``; Ansible's step is
+``bench/fleet/rivals/ansible.py``, plain pyinfra's ``bench/fleet/rivals/plain.py``; the report
+is ``bench/fleet/report.py`` (numbers from ``bench/common/stats.py``, plot
+``bench/common/plot.py``).
 """
 
 from __future__ import annotations

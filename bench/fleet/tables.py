@@ -123,7 +123,7 @@ def pod_work_table(found: dict[str, Any] | None) -> list[str]:
         "## The pods' own work",
         "",
         f"On one sandbox pod, without added latency, podstate run against it alone (medians "
-        f"of {found['runs']}; bench/podwork.py): the CPU time of everything the pod's sshd "
+        f"of {found['runs']}; bench/fleet/podwork.py): the CPU time of everything the pod's sshd "
         "started (its cgroup's count) and the programs started (strace on the sshd: its "
         "re-exec for the connection and the login shell included). The probe is a check less "
         "`ssh pod true`; the fold of a reconfigure is the reconfigure less the check.",

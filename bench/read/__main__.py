@@ -2,7 +2,7 @@
 
 Model weights are a few large files read from start to end (safetensors shards loaded by
 mmap, checkpoints by read()). This times exactly that on a sandbox pod whose network
-volume (/workspace, sshfs) sits behind the latency proxy (bench/latency_proxy.py, default
+volume (/workspace, sshfs) sits behind the latency proxy (bench/common/latency_proxy.py, default
 10 ms round trip), against the same files on local disk:
 
 * ``--files`` files of ``--size`` each (default 4 x 512M) of random bytes are written on the

@@ -1,6 +1,6 @@
 """Restart benchmark: how long a restarted pod waits for ``podstate watch`` to put it back.
 
-On fresh sandbox pods behind the latency proxy (bench/latency_proxy.py), listed by a RunPod
+On fresh sandbox pods behind the latency proxy (bench/common/latency_proxy.py), listed by a RunPod
 API that this module serves (the sandbox API's documents, their SSH ports those of the
 proxy, the API itself behind the proxy too), one run:
 

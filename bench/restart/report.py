@@ -46,13 +46,13 @@ def report(raw: dict[str, Any]) -> str:
     lines = [
         "# Restarts: time until `podstate watch` has a restarted pod ready again",
         "",
-        f"`make bench-restart` (bench/restart.py), {raw['started']}: {settings['pods']} sandbox "
-        f"pods at {settings['rtt_ms']:g} ms RTT (bench/latency_proxy.py, the RunPod API behind "
-        f"it too), `podstate watch --json` at its default interval ({settings['interval_s']:g} "
-        f"s), {settings['restarted']} pods restarted one after the other in each of "
-        f"{len(raw['cycles'])} cycles. Time from a pod's SSH being up again (`container.restart` "
-        f"returned) to `podstate-ready` exiting 0 on it (polled on the pod every "
-        f"{settings['poll_s']:g} s). Raw: [restart.json](restart.json).",
+        f"`make bench-restart` (bench/restart/), {raw['started']}: {settings['pods']} sandbox "
+        f"pods at {settings['rtt_ms']:g} ms RTT (bench/common/latency_proxy.py, the RunPod API "
+        f"behind it too), `podstate watch --json` at its default interval "
+        f"({settings['interval_s']:g} s), {settings['restarted']} pods restarted one after the "
+        f"other in each of {len(raw['cycles'])} cycles. Time from a pod's SSH being up again "
+        f"(`container.restart` returned) to `podstate-ready` exiting 0 on it (polled on the pod "
+        f"every {settings['poll_s']:g} s). Raw: [restart.json](restart.json).",
         "",
         "| | seconds |",
         "|---|---|",

@@ -1,7 +1,7 @@
 """Venv benchmark: time to a ready venv of numpy + pandas on sandbox pods, several ways.
 
 On fresh sandbox pods whose network volume (/workspace, sshfs) is reached through the
-latency proxy (bench/latency_proxy.py, default 10 ms round trip), with the same local
+latency proxy (bench/common/latency_proxy.py, default 10 ms round trip), with the same local
 wheelhouse (numpy 2.1.3, pandas 2.2.3 and their dependencies, cp311 manylinux x86_64,
 fetched once with ``pip download``) copied onto each pod's local disk:
 
