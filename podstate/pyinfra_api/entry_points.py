@@ -1,0 +1,49 @@
+"""The installed packages' entry points, read once in a block instead of at each asking.
+
+Each asking (``importlib.metadata.entry_points``) reads the metadata of every installed
+package. Before podstate's first connection they are asked for about 30 times: gevent's
+plugin groups as pyinfra's CLI is imported (25), and pyinfra's connectors each time an
+``Inventory`` is made (2 a time: ``verify()``'s, the check's). With 80 or more packages
+installed, that was a quarter of a second before the first pod was contacted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from importlib import metadata
+from typing import Any
+
+from pyinfra.api import connectors
+
+_read: list[metadata.EntryPoints] = []  # while a block is open: the one reading, once made
+_asking: list[Callable[..., metadata.EntryPoints]] = []  # while one is open: the real asking
+
+
+@contextmanager
+def read_once() -> Iterator[None]:
+    """Within the block, answer every asking for entry points (the standard library's and
+    pyinfra's connectors') from one reading of the installed packages, made at the first.
+
+    A block within a block shares the outer one's reading; the askings are put back as
+    they were when the outermost block ends."""
+    if metadata.entry_points is _answer:
+        yield
+        return
+    asking, connectors_asking = metadata.entry_points, connectors.entry_points
+    _asking.append(asking)
+    metadata.entry_points = connectors.entry_points = _answer
+    try:
+        yield
+    finally:
+        metadata.entry_points, connectors.entry_points = asking, connectors_asking
+        _read.clear()
+        _asking.clear()
+
+
+def _answer(**select: Any) -> metadata.EntryPoints:
+    """Return the entry points ``select`` chooses (all without it), from the block's one
+    reading, made now if it is the first asking."""
+    if not _read:
+        _read.append(_asking[0]())
+    return _read[0].select(**select) if select else _read[0]
