@@ -93,8 +93,8 @@ def measure(name: str, argv: list[str], pod: _Pod, env: dict[str, str]) -> float
 
 
 def main(args: list[str] | None = None) -> int:
-    """Measure each command (``bare``: pyinfra alone, the floor podstate adds to) ``--runs`` times; print the medians; return 0, 1 if one never
-    connected."""
+    """Measure each command ``--runs`` times (``bare``: pyinfra alone, the floor podstate
+    adds to); print the medians; return 0, or 1 if one never connected."""
     options = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     options.add_argument("--runs", type=int, default=7, help="runs of each command")
     options.add_argument("--only", choices=sorted(_commands(0)), help="measure one command")
