@@ -4,7 +4,6 @@ internals is imported, so that a release without one of them is one line, not a 
 import sys
 
 from podstate.pyinfra_api import entry_points
-from podstate.pyinfra_api.verify import Unsupported, verify
 
 
 def main() -> int:
@@ -13,7 +12,9 @@ def main() -> int:
 
     The installed packages' entry points are read once for the whole command (pyinfra asks
     for them at each inventory it makes, gevent for each of its plugin groups)."""
-    with entry_points.read_once():
+    with entry_points.read_once():  # opened first: importing pyinfra asks for them too
+        from podstate.pyinfra_api.verify import Unsupported, verify
+
         try:
             verify()
         except Unsupported as e:
