@@ -17,9 +17,10 @@ from podstate.desired.errors import SpecError
 from podstate.desired.load import display_path, load_yaml, spelled
 from podstate.inventory import hostkeys
 from podstate.inventory.podsfile import GROUP_NAME, HOST_NAME, Pod
+from podstate.providers import registry
 
-# The groups the providers' data sets (the automatic groups): no other may take their names.
-RESERVED_GROUPS = ("community", "secure", "runpod", "vast")
+# The prefixes of the groups the providers' data sets (the automatic groups; their names are
+# the providers' ``groups``, ``reserved_groups``): no other group may take them.
 RESERVED_PREFIXES = ("gpu_", "gpus_", "dc_")
 
 
@@ -121,9 +122,16 @@ def gpu_group(model: str | None) -> str | None:
     return f"gpu_{gpu}"[:63].rstrip("_") if gpu else None
 
 
+def reserved_groups() -> tuple[str, ...]:
+    """Return the automatic groups every provider's data sets (each one's ``groups``), once
+    each in the registry's order: ``community``, ``secure``, ``runpod``, ``vast``."""
+    return tuple(dict.fromkeys(g for p in registry.every() for g in p.groups))
+
+
 def reserved(group: str) -> bool:
-    """Return whether ``group`` is a name the providers' data sets (``RESERVED_GROUPS``)."""
-    return group in RESERVED_GROUPS or group.startswith(RESERVED_PREFIXES)
+    """Return whether ``group`` is a name the providers' data sets (``reserved_groups``, or
+    one of ``RESERVED_PREFIXES``)."""
+    return group in reserved_groups() or group.startswith(RESERVED_PREFIXES)
 
 
 def ruled(rules: dict[str, list[str]], *names: str) -> list[str]:
@@ -178,8 +186,8 @@ def load_group_rules(path: Path) -> dict[str, list[str]]:
             )
         if reserved(group):
             raise SpecError(
-                f"{shown}: {group}: set from the providers' data (community, secure, runpod, "
-                "vast, gpu_*, gpus_*, dc_*); pick another group name"
+                f"{shown}: {group}: set from the providers' data ({_reserved_text()}); "
+                "pick another group name"
             )
         if (
             not isinstance(globs, list)
@@ -191,3 +199,8 @@ def load_group_rules(path: Path) -> dict[str, list[str]]:
             )
         rules[group] = list(globs)
     return rules
+
+
+def _reserved_text() -> str:
+    """Return the reserved group names in words: ``community, ..., gpu_*, gpus_*, dc_*``."""
+    return ", ".join([*reserved_groups(), *(f"{prefix}*" for prefix in RESERVED_PREFIXES)])

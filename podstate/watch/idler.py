@@ -17,6 +17,7 @@ from typing import Any
 
 from podstate.inventory import actions
 from podstate.inventory.podsfile import Pod
+from podstate.providers import registry
 from podstate.watch import state
 from podstate.watch.decisions import Event, Sighting
 from podstate.watch.idle import (
@@ -30,24 +31,11 @@ from podstate.watch.idle import (
     stop_due,
 )
 
-# What a stop costs, by provider, said in each stop's event (docs/cost.md).
-STOP_COSTS = {
-    "runpod": (
-        "a stop wipes the container disk: podstate puts its own state back at the next "
-        "start, files outside the volume are gone; a pod on host-local storage may restart "
-        "without its GPUs"
-    ),
-    "vast": (
-        "a stop keeps the container disk (Vast): its files stay, its processes and /dev/shm "
-        "contents go, and podstate puts its own state back after the next start; a started "
-        "instance waits until its GPUs are free again"
-    ),
-}
-
 
 def stop_cost(data: dict[str, Any]) -> str:
-    """Return what stopping the pod of host data ``data`` costs, in words, for its events."""
-    return STOP_COSTS.get(str(data.get("provider")), STOP_COSTS["runpod"])
+    """Return what stopping the pod of host data ``data`` costs, in words, for its events
+    (its provider's ``stop_cost``: docs/cost.md)."""
+    return registry.pod_provider(data.get("provider")).stop_cost
 
 
 def started_at(
