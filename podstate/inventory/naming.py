@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from podstate.desired.errors import SpecError
 from podstate.desired.load import display_path, load_yaml, spelled
-from podstate.inventory import hostkeys
+from podstate.inventory import hostkey_hints, hostkeys
 from podstate.inventory.podsfile import GROUP_NAME, HOST_NAME, Pod
 from podstate.providers import registry
 
@@ -161,6 +161,39 @@ def inventory_pod(
     if ssh_key:
         data["ssh_key"] = ssh_key
     return Pod(name, data, list(dict.fromkeys(groups)))
+
+
+# What a provider's to_pods says of one of its records (``to_pods``): its SSH address
+# (host, port, user), its host data and its automatic groups.
+Hosted = tuple[tuple[str, int, str], dict[str, Any], list[str]]
+
+
+def to_pods(
+    listing: Listing,
+    rules: dict[str, list[str]],
+    names: dict[str, str],
+    trusts: list[hostkeys.HostKeyTrust],
+    record_host_keys: bool,
+    hosted: Callable[[Any], Hosted],
+) -> list[Pod]:
+    """Return the inventory pods of a provider's ``listing`` (sorted by host name), each
+    named by ``names`` (``host_names`` of every provider's pods), with the host-key settings
+    of its trust in ``trusts`` (recorded in the store, and mismatches explained, unless
+    ``record_host_keys`` is false), and what ``hosted`` says of its record: its address,
+    host data and automatic groups, then the ``groups.yaml`` groups one of whose globs
+    matches its host name or the provider's name of it. Every provider's ``to_pods`` ends
+    here, so that a pod is made alike whoever lists it."""
+    pods: list[Pod] = []
+    for record, trust in zip(listing.pods, trusts, strict=True):
+        name = names[record.key]
+        if record_host_keys:
+            hostkeys.record(trust)
+        address, data, groups = hosted(record)
+        groups = groups + ruled(rules, name, record.name)
+        pods.append(inventory_pod(name, address, trust, data, groups, listing.ssh_key))
+    if record_host_keys:
+        hostkey_hints.explain_mismatches(trusts)
+    return sorted(pods, key=lambda pod: pod.name)
 
 
 def groups_path(vars_dir: Path) -> Path:

@@ -13,19 +13,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from podstate.inventory import hostkey_hints, hostkeys, keylog
+from podstate.inventory import hostkeys, keylog, naming
 from podstate.inventory import live as readings
-from podstate.inventory.naming import (
-    Listing,
-    gpu_group,
-    host_names,
-    inventory_pod,
-    ruled,
-    slug,
-)
+from podstate.inventory.naming import Listing, gpu_group, host_names, slug
 from podstate.inventory.podsfile import Pod, cloud_group
 from podstate.inventory.runpod_client import LISTING_ENV, fetch, read_listing, settings
 from podstate.inventory.runpod_pods import ApiPod, Skipped, kept, parse
+from podstate.providers.runpod import RUNPOD
 
 __all__ = ["Skipped", "host_names", "listed", "slug", "to_pods"]
 
@@ -36,7 +30,7 @@ def auto_groups(pod: ApiPod) -> list[str]:
     ``community``/``secure``; ``runpod``; ``gpu_<model>`` (from ``gpu.id``); ``dc_<data centre>``;
     ``gpus_<count>`` (``gpus_0`` for CPU pods).
     """
-    groups = [cloud_group(pod.cloud), "runpod"]
+    groups = [cloud_group(pod.cloud), RUNPOD.name]
     gpu = gpu_group(pod.gpu_id)
     if gpu:
         groups.append(gpu)
@@ -68,7 +62,6 @@ def to_pods(
     A pod joins each ``groups.yaml`` group one of whose globs
     matches its host name or its RunPod name, after its automatic groups, in the file's order.
     """
-    pods: list[Pod] = []
     trusts = [
         hostkeys.plan(
             api.id,
@@ -83,27 +76,24 @@ def to_pods(
     ]
     if record_host_keys:  # a command that only shows the fleet reads no log
         trusts = _vouched(trusts, strict_host_keys)
-    for api, trust in zip(listing.pods, trusts, strict=True):
-        name = names[api.key]
-        if record_host_keys:
-            hostkeys.record(trust)
-        groups = auto_groups(api) + ruled(rules, name, api.name)
-        data: dict[str, Any] = {
-            "pod_id": api.id,
-            "provider": "runpod",
-            "cloud": api.cloud,
-            "gpu_id": api.gpu_id,
-            "gpu_count": api.gpu_count,
-            "data_center": api.data_center,
-            "started_at": api.started_at,
-            "cost_per_hour": api.cost_per_hour,
-            "live_idle": None if api.live is None else readings.idle(api.live),
-        }
-        address = (api.host, api.port, api.user)
-        pods.append(inventory_pod(name, address, trust, data, groups, listing.ssh_key))
-    if record_host_keys:
-        hostkey_hints.explain_mismatches(trusts)
-    return sorted(pods, key=lambda pod: pod.name)
+    return naming.to_pods(listing, rules, names, trusts, record_host_keys, hosted)
+
+
+def hosted(api: ApiPod) -> naming.Hosted:
+    """Return what a RunPod pod is as a host: its direct SSH address, its host data and its
+    automatic groups (``auto_groups``)."""
+    data: dict[str, Any] = {
+        "pod_id": api.id,
+        "provider": RUNPOD.name,
+        "cloud": api.cloud,
+        "gpu_id": api.gpu_id,
+        "gpu_count": api.gpu_count,
+        "data_center": api.data_center,
+        "started_at": api.started_at,
+        "cost_per_hour": api.cost_per_hour,
+        "live_idle": None if api.live is None else readings.idle(api.live),
+    }
+    return (api.host, api.port, api.user), data, auto_groups(api)
 
 
 def _vouched(
@@ -130,4 +120,4 @@ def listed() -> Listing:
     handed = os.environ.get(LISTING_ENV)
     raw = read_listing(Path(handed)) if handed else fetch(config)
     api_pods, skipped = parse(raw, config.include_cluster)
-    return Listing("runpod", api_pods, skipped, kept(raw), config.ssh_key)
+    return Listing(RUNPOD.name, api_pods, skipped, kept(raw), config.ssh_key)

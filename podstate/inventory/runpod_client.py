@@ -70,11 +70,7 @@ def settings(env: Mapping[str, str] | None = None) -> Settings:
     cluster = (env.get("PODSTATE_CLUSTER_PODS") or "0").strip().lower()
     if cluster not in ("0", "1", "true", "false", "yes", "no"):
         raise InventoryError(f"PODSTATE_CLUSTER_PODS: expected 1 or 0, got {cluster!r}")
-    ssh_key = (env.get("PODSTATE_SSH_KEY") or "").strip() or None
-    if ssh_key:
-        ssh_key = str(Path(ssh_key).expanduser())
-        if not Path(ssh_key).is_file():
-            raise InventoryError(f"PODSTATE_SSH_KEY: no private key file at {ssh_key}")
+    ssh_key = api_http.ssh_key_file(env)
     return Settings(key, base_url, timeout, cluster in ("1", "true", "yes"), ssh_key)
 
 

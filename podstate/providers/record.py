@@ -33,7 +33,8 @@ class Provider:
     words), ``keeps_disk`` (a stop keeps the container disk, so the boot hook lives there),
     ``stop_cost`` (what a stop costs, in each stop's event), ``groups`` (the automatic
     groups its data sets, which no ``groups.yaml`` group may take), ``start_hook`` (what
-    runs a command at every container start, as a report names it).
+    runs a command at every container start, as a report names it), ``called`` (what a
+    report calls one of its pods: "pod", "Vast instance").
     """
 
     name: str
@@ -49,6 +50,7 @@ class Provider:
     stop_cost: str = ""
     groups: tuple[str, ...] = ()
     start_hook: str = ""
+    called: str = "pod"
 
     def call(self, part: str, *args: Any) -> Any:
         """Return what the provider's ``part`` (``listing``, ``to_pods``, ``stop``) returns

@@ -24,4 +24,5 @@ VAST = Provider(
     ),
     groups=("community", "vast"),
     start_hook="the template's onstart script",
+    called="Vast instance",
 )
