@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from podstate.inventory import actions
 from podstate.inventory.fleet import load_inventory
 from podstate.paths import LOCK
 from podstate.run import lock
 from podstate.sandbox.ssh import ssh_command
+from podstate.watch import underlock
 from podstate.watch.decisions import Sighting
 from podstate.watch.idler import Idler
 from tests.e2e import Fleet, check
@@ -40,7 +41,11 @@ class Watch:
             self.stops.append(data)
             return actions.Stopped(True)
 
-        now = lambda: datetime.now(UTC)  # noqa: E731
+        passes = iter(range(1, 1000))
+
+        def now() -> datetime:  # each pass a minute later: the watch's period is old enough
+            return datetime.now(UTC) + timedelta(minutes=next(passes))
+
         self.idler = Idler(tmp_path / "watch.json", now, 900.0, self.events.append, False, stopper)
 
     def checked(self) -> dict:
@@ -57,7 +62,9 @@ class Watch:
         while len(reports) < 6 and [r[NAME]["idle"] for r in reports[-2:]] != [True, True]:
             self.note(reports[-1])
             reports.append(self.checked())
-        assert [r[NAME]["idle"] for r in reports[-2:]] == [True, True], reports[-1][NAME]
+        assert [r[NAME]["idle"] for r in reports[-2:]] == [True, True], [
+            r[NAME]["activity"]["in_use"] for r in reports
+        ]
         return reports[-1]
 
     def note(self, report: dict) -> None:
@@ -122,3 +129,24 @@ def test_a_pod_still_idle_under_the_lock_is_stopped_and_the_lock_let_go(
     (event,) = watch.stop_events()
     assert event.result == "ok", event
     assert fleet.ssh(NAME, f"test -e {LOCK}").returncode == 1
+
+
+def test_read_again_under_the_lock_only_a_quiet_old_enough_period_is_idle():
+    assert underlock.verdict(["work.age 500"], 1.0) is None
+    assert "began again 0 s ago" in underlock.verdict(["work.age 0"], 1.0)
+    busy = underlock.verdict(["work.busy new 42 =sleep", "work.age 0"], 1.0)
+    assert busy == (
+        "in use, read again under the pod lock: process sleep (pid 42) started since the idle"
+        " period began"
+    )
+    unread = underlock.verdict(["work.unread 7 =job", "work.age 500"], 1.0)
+    assert unread == "what job (pid 7) does cannot be read"
+    assert "could not be read" in underlock.verdict(["work.unkept", "work.age 0"], 1.0)
+    assert "could not be read" in underlock.verdict([], 1.0)  # no clock at all: unknown
+    assert "could not be read" in underlock.verdict(["work.busy odd 1 =x"], 1.0)
+
+
+def test_a_refused_lock_says_who_holds_it_or_why_it_cannot_be_taken():
+    held = "podstate: skipped: another podstate run holds this pod (ci pid 9); try again when"
+    assert underlock._refused(["x", held]) == "busy: another podstate run holds this pod (ci pid 9)"
+    assert underlock._refused([]) == "the pod lock could not be taken: the pod gave no answer"
