@@ -9,7 +9,10 @@ the lock, over SSH, the pod is not idle: no stop, and the event says why.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
+import sys
+import time
 from datetime import UTC, datetime, timedelta
 
 from podstate.inventory import actions
@@ -20,7 +23,7 @@ from podstate.sandbox.ssh import ssh_command
 from podstate.watch import underlock
 from podstate.watch.decisions import Sighting
 from podstate.watch.idler import Idler
-from tests.e2e import Fleet, check
+from tests.e2e import ROOT, Fleet, check
 
 SANDBOX = {"pods": 1}
 NAME = "pod-1"
@@ -150,3 +153,39 @@ def test_a_refused_lock_says_who_holds_it_or_why_it_cannot_be_taken():
     held = "podstate: skipped: another podstate run holds this pod (ci pid 9); try again when"
     assert underlock._refused(["x", held]) == "busy: another podstate run holds this pod (ci pid 9)"
     assert underlock._refused([]) == "the pod lock could not be taken: the pod gave no answer"
+
+
+DIES = """
+import sys
+from podstate.inventory.fleet import load_inventory
+from podstate.watch import underlock
+
+(pod,) = load_inventory(record_host_keys=False).pods
+with underlock.still_idle(pod.name, pod.data, 1.0) as why:
+    print(why, flush=True)
+    sys.stdin.read()  # the stop request, never answered: the watch is killed here
+"""
+
+
+def test_a_watch_killed_while_it_holds_the_lock_lets_go_with_its_connection(
+    fleet: Fleet, tmp_path, monkeypatch
+):
+    Watch(fleet, tmp_path, monkeypatch).idle_twice()
+    dying = subprocess.Popen(
+        [sys.executable, "-c", DIES],
+        cwd=ROOT,
+        env=fleet.env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert dying.stdout.readline() == "None\n"  # still idle, the lock held
+        assert fleet.out(NAME, f"cat {LOCK}/owner").startswith(socket.gethostname())
+    finally:
+        dying.kill()
+        dying.communicate()
+    deadline = time.monotonic() + 30
+    while fleet.ssh(NAME, f"test -e {LOCK}").returncode == 0:
+        assert time.monotonic() < deadline, "the lock outlived the watch's connection"
+        time.sleep(0.1)
