@@ -88,12 +88,13 @@ def test_a_pod_whose_lock_another_run_holds_is_not_stopped(fleet: Fleet, tmp_pat
         [*ssh_command(NAME), held], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     try:
-        assert other.stdout.readline() == "taken\n"  # the other run holds the pod lock
+        taken = other.stdout.readline()
+        assert taken == "taken\n", taken  # the other run holds the pod lock
         watch.note(report)  # a stop due, after the check
     finally:
         other.communicate("")
-    assert watch.stops == [] and watch.stop_events() == []
-    (event,) = [e for e in watch.events if e.result == "not stopped"]
+    assert watch.stops == [] and watch.stop_events() == [], watch.events
+    (event,) = [e for e in watch.events if e.result == "not stopped"] or [watch.events]
     assert "not stopped: busy: another podstate run holds this pod (a person's run)" in (
         event.detail
     ), event
@@ -108,8 +109,8 @@ def test_work_started_after_the_check_is_seen_under_the_lock(fleet: Fleet, tmp_p
         watch.note(report)  # a stop due, the check said idle: the job started since
     finally:
         fleet.out(NAME, f"kill {pid}")
-    assert watch.stops == [] and watch.stop_events() == []
-    (event,) = [e for e in watch.events if e.result == "not stopped"]
+    assert watch.stops == [] and watch.stop_events() == [], watch.events
+    (event,) = [e for e in watch.events if e.result == "not stopped"] or [watch.events]
     assert f"in use, read again under the pod lock: process sleep (pid {pid})" in event.detail
     assert fleet.ssh(NAME, f"test -e {LOCK}").returncode == 1  # the watch let go of the lock
 

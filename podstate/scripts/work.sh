@@ -13,8 +13,9 @@
 #     run   a process runs on a CPU, or waits on a disk, as the probe reads it (state R or
 #           D): a CPU-bound job is seen however short the period
 #     ssh   a process of an SSH session other than this probe's (a non-interactive
-#           `ssh pod cmd`, a tunnel, another run's) whose client is still connected; the
-#           sshd of a session whose client has gone is not work, what it started is
+#           `ssh pod cmd`, a tunnel, another run's) while its sshd holds an established
+#           TCP connection; the sshd of a session whose client has gone is not work, what
+#           it started is
 #   work.unread PID COMM       a process of this container whose counters cannot be read
 #                              (another user's, where root lacks CAP_SYS_PTRACE)
 #   work.unkept                the period's record cannot be written: no period is kept
@@ -69,27 +70,33 @@ work_mine() {
     w_mine=" $$ "
 }
 
-# work_live PID: false when PID, a process of an SSH session, holds TCP sockets and none is
-# established: its client has gone (the socket waits to be closed, CLOSE_WAIT) and it is
-# ending. True where it holds an established one, or no socket the kernel's TCP tables
-# name (unread, or not TCP: then it counts as live). Each PID is read once a probe.
+# work_live PID: false when PID, a process of an SSH session, holds no established TCP
+# connection, the kernel's TCP tables read: its client has gone (its connection waits to be
+# closed, or is) and it is ending. True where it holds one, or where its files or the
+# tables cannot be read. Each PID is read once a probe.
 work_live() {
     case $w_live in *" $1=0 "*) return 1 ;; *" $1=1 "*) return 0 ;; esac
     w_socks=' ' w_y=1
     for f in "/proc/$1/fd/"*; do
+        [ "$f" != "/proc/$1/fd/*" ] || break
+        w_y=0
         [ -S "$f" ] || continue
         { while read -r w_d w_x; do
             if [ "$w_d" = ino: ]; then w_socks="$w_socks$w_x "; fi
         done <"/proc/$1/fdinfo/${f##*/}"; } 2>/dev/null
     done
-    if [ "$w_socks" != ' ' ]; then
+    if [ "$w_y" = 0 ]; then
+        w_y=1
         for f in /proc/net/tcp /proc/net/tcp6; do
             { while read -r _ _ _ w_d _ _ _ _ _ w_x _; do
-                case $w_socks in *" $w_x "*)
-                    [ "$w_d" = 01 ] && w_y=1 && break 2
-                    w_y=0
-                    ;;
-                esac
+                w_y=0
+                if [ "$w_d" = 01 ]; then
+                    case $w_socks in *" $w_x "*)
+                        w_y=1
+                        break 2
+                        ;;
+                    esac
+                fi
             done <"$f"; } 2>/dev/null
         done
     fi
