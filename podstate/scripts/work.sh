@@ -72,20 +72,20 @@ work_mine() {
 
 # work_live PID: false when PID, a process of an SSH session, holds no established TCP
 # connection, the kernel's TCP tables read: its client has gone (its connection waits to be
-# closed, or is) and it is ending. True where it holds one, or where its files or the
-# tables cannot be read. Each PID is read once a probe.
+# closed, or is) and it is ending; so is one that holds no file at all (exiting), or is
+# gone. True where it holds one, or where its files or the tables cannot be read. Each PID
+# is read once a probe.
 work_live() {
     case $w_live in *" $1=0 "*) return 1 ;; *" $1=1 "*) return 0 ;; esac
     w_socks=' ' w_y=1
+    if [ ! -e "/proc/$1" ] || [ -r "/proc/$1/fd" ]; then w_y=0; fi
     for f in "/proc/$1/fd/"*; do
-        [ "$f" != "/proc/$1/fd/*" ] || break
-        w_y=0
         [ -S "$f" ] || continue
         { while read -r w_d w_x; do
             if [ "$w_d" = ino: ]; then w_socks="$w_socks$w_x "; fi
         done <"/proc/$1/fdinfo/${f##*/}"; } 2>/dev/null
     done
-    if [ "$w_y" = 0 ]; then
+    if [ "$w_y" = 0 ] && [ "$w_socks" != ' ' ]; then
         w_y=1
         for f in /proc/net/tcp /proc/net/tcp6; do
             { while read -r _ _ _ w_d _ _ _ _ _ w_x _; do
