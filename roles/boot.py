@@ -41,7 +41,7 @@ from podstate.operations.boot import FLAG, Layout
 from podstate.paths import READY_MARKER, VOLUME
 from podstate.roles import env, scratch, venv
 from podstate.run import bookkeeping, findings, lock
-from podstate.run.role import read_probe, role
+from podstate.run.role import role
 from podstate.shell import b64, quote_path
 
 
@@ -254,16 +254,11 @@ def this_start(probe: dict[str, Any]) -> str:
     return text if start is None or start == probe.get("container_start") else ""
 
 
-@role("Boot")
-def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+@role("Boot", reads, when=layout)
+def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Write the hook and its data where a restart keeps them (``Layout``; and save the
     host keys, with ``keep``); say what the hook did at this container's start."""
-    where = layout(wanted)
-    if where is None:
-        return
-    probe = probe or read_probe(reads(wanted))
-    if probe is None:
-        return
+    where = volume(wanted)
     found = findings.of(host)
     found.boot = report(wanted, probe, where)
     if where.needs_volume and not has_volume(probe, where):

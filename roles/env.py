@@ -27,7 +27,7 @@ from podstate.paths import DECLARED, ENV_FILES, HOOKED, KERNEL_STARTUP, PROFILE,
 from podstate.roles import files as files_role
 from podstate.roles import scratch
 from podstate.run import bookkeeping, findings
-from podstate.run.role import read_probe, role
+from podstate.run.role import role
 
 # HOOKED: the file each login shell podstate can hook reads in every kind of shell.
 # HOOK is an `if`, not `[ -r P ] && . P`: that list fails when P is missing, and a `set -e`
@@ -173,16 +173,13 @@ def render_hooks(current: str | None, keep_runpod_tail: bool = False) -> str:
     return HOOK + (body + "\n" if body else "") + HOOK
 
 
-@role("Environment")
-def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+@role("Environment", reads)
+def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Create the ``dirs``, write the profile (with the NCCL guards) and its hooks.
 
     A directory below a scratch path that gets a new tmpfs in this run is hidden by it,
     so it counts as missing.
     """
-    probe = probe or read_probe(reads(wanted))
-    if probe is None:
-        return
     cloud = host.data.get("cloud", "COMMUNITY")
     extra = nccl.variables(wanted.get("nccl"), cloud, probe, probe["files"][PROFILE].content)
     dirs: dict[str, str] = wanted.get("dirs") or {}
