@@ -298,28 +298,12 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
             directory=where.data,
             same=(probe["boot"] or {}).get("keys") == "same",
         )
-    bookkeeping.managed_file(
-        name=f"Boot hook {where.hook}",
-        path=where.hook,
-        content=boot_ops.render_hook(where),
-        found=probe["files"][where.hook],
-        own=True,
-    )
-    bookkeeping.managed_file(
-        name=f"Boot hook's data {where.state}",
-        path=where.state,
-        content=state,
-        found=probe["files"][where.state],
-        own=True,
-        mode="600",
-    )
+    hook = boot_ops.render_hook(where)
+    bookkeeping.owned_file(f"Boot hook {where.hook}", where.hook, hook, probe)
+    bookkeeping.owned_file(f"Boot hook's data {where.state}", where.state, state, probe, "600")
     if not this_start(probe):
         start = probe.get("container_start")
-        bookkeeping.managed_file(
-            name="Boot hook: this container's status",
-            path=FLAG,
-            content=("not-run\n" if found.boot["outcome"] == "not-run" else "armed\n")
-            + (f"container {start}\n" if start else ""),
-            found=probe["files"][FLAG],
-            own=True,
+        status = ("not-run\n" if found.boot["outcome"] == "not-run" else "armed\n") + (
+            f"container {start}\n" if start else ""
         )
+        bookkeeping.owned_file("Boot hook: this container's status", FLAG, status, probe)

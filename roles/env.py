@@ -214,38 +214,19 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     declared = {"variables": {**dirs, **env, **extra}, "path": prepend, "sources": sources}
     startup = files("podstate.scripts").joinpath("ipython-startup.py").read_text()
     declared_text = json.dumps(declared, indent=1) + "\n"
-    bookkeeping.managed_file(
-        name=f"Profile {PROFILE}",
-        path=PROFILE,
-        content=profile,
-        found=probe["files"][PROFILE],
-        own=True,
-    )
-    bookkeeping.managed_file(
-        name=f"Declared values {DECLARED}",
-        path=DECLARED,
-        content=declared_text,
-        found=probe["files"][DECLARED],
-        own=True,
-    )
-    bookkeeping.managed_file(
-        name="Notebook kernels' startup file",
-        path=KERNEL_STARTUP,
-        content=startup,
-        found=probe["files"][KERNEL_STARTUP],
-        own=True,
-    )
     # What the boot hook puts back where the GPUs it finds are not these: the NCCL guards
     # as for GPUs that cannot be read (an unknown never drops a guard).
     unknown = {**probe, "gpu": replace(probe["gpu"], readable=False)}
     guards = nccl.variables(wanted.get("nccl"), cloud, unknown)
     safe = {**dirs, **env, **guards}
     safe_declared = {"variables": safe, "path": prepend, "sources": sources}
-    for path, content, guarded in (
-        (PROFILE, profile, render_profile(safe, prepend, sources)),
-        (DECLARED, declared_text, json.dumps(safe_declared, indent=1) + "\n"),
-        (KERNEL_STARTUP, startup, startup),
+    safe_text = json.dumps(safe_declared, indent=1) + "\n"
+    for name, path, content, guarded in (
+        (f"Profile {PROFILE}", PROFILE, profile, render_profile(safe, prepend, sources)),
+        (f"Declared values {DECLARED}", DECLARED, declared_text, safe_text),
+        ("Notebook kernels' startup file", KERNEL_STARTUP, startup, startup),
     ):
+        bookkeeping.owned_file(name, path, content, probe)
         findings.restorable(path, content, "644", guarded)
         findings.made("file", path, made.sums(content, guarded))
         files_role.made_directories(path, probe, old)

@@ -57,14 +57,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
                     own=True,
                     mode="600",
                 )
-            bookkeeping.managed_file(
-                name=name,
-                path=path,
-                content=item["content"],
-                found=found,
-                own=True,
-                mode=item["mode"],
-            )
+            bookkeeping.owned_file(name, path, item["content"], probe, item["mode"])
         findings.restorable(path, item["content"], item["mode"])
         if entry.kind == "saved":  # the hook puts the user's file back beside podstate's
             kept = found if saving else probe["files"].get(copy_of(path))

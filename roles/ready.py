@@ -109,18 +109,11 @@ def _command(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     if applies_nothing(wanted):  # nothing to be ready for (a pod after podstate uninstall)
         found.ready = True
         return
-    for path in [COMMAND] + ([where.ready_command] if boot.has_volume(probe, where) else []):
-        bookkeeping.managed_file(
-            name=f"Command {path}",
-            path=path,
-            content=READY_SH,
-            found=probe["files"][path],
-            own=True,
-            mode="755",
-        )
-    findings.restorable(COMMAND, READY_SH, "755")
-    for path in [COMMAND] + ([where.ready_command] if boot.has_volume(probe, where) else []):
+    paths = [COMMAND] + ([where.ready_command] if boot.has_volume(probe, where) else [])
+    for path in paths:
+        bookkeeping.owned_file(f"Command {path}", path, READY_SH, probe, "755")
         findings.made("file", path, sums(READY_SH))
+    findings.restorable(COMMAND, READY_SH, "755")
 
 
 @role("Ready", reads)
