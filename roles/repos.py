@@ -18,7 +18,7 @@ from podstate.facts.request import Request
 from podstate.operations import repos as repo_ops
 from podstate.roles import files as files_role
 from podstate.run import findings
-from podstate.run.role import read_probe, role
+from podstate.run.role import role
 
 
 def reads(wanted: dict[str, Any]) -> Request:
@@ -95,15 +95,10 @@ def cloned(
     return ("emptied",) if kind == "empty" or (ours and "emptied" in was.fields) else ()
 
 
-@role("Repos")
-def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+@role("Repos", reads, when=lambda wanted: wanted.get("repos"))
+def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Clone, fetch and check out every repository in ``repos`` that is not at its ref."""
-    repos: dict[str, dict[str, Any]] = wanted.get("repos") or {}
-    if not repos:
-        return
-    probe = probe or read_probe(reads(wanted))
-    if probe is None:
-        return
+    repos: dict[str, dict[str, Any]] = wanted["repos"]
     found = probe["repos"] or {"git": None, "paths": {}}
     old = made.previous(probe.get("made"))
     # git listed in packages.apt is installed earlier in this run: the checkout comes after.
