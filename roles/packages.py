@@ -30,6 +30,11 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     since others may need what they bring (git for repositories)."""
     packages = list(wanted["packages"]["apt"])
     found = probe["apt"]
+    if found is None:  # asked for, not answered: unknown, never taken for none installed
+        findings.violation(
+            "the installed packages could not be read: run apply again", "packages.apt"
+        )
+        return
     absent = apt_ops.missing(packages, found)
     old = made.previous(probe.get("made"))
     for package in packages:  # installed by podstate: missing now, or so its record says

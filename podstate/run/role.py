@@ -52,24 +52,28 @@ def probed(
 
 
 def role(
-    name: str, reads: Callable[[Wanted], Request], when: Callable[[Wanted], object] | None = None
-) -> Callable[[Apply[R]], Applied[R]]:
+    name: str,
+    reads: Callable[[Wanted], Request] | None = None,
+    when: Callable[[Wanted], object] | None = None,
+) -> Callable[[Callable[..., R]], Callable[..., R | None]]:
     """Return a decorator that makes a role's ``apply(wanted, probe)`` the pyinfra deploy
-    ``name``, given the probe as ``probed(reads, when)`` gives it.
+    ``name``, given the probe as ``probed(reads, when)`` gives it; without ``reads``, the
+    function is the deploy as it is, with its own arguments (``podstate uninstall``'s,
+    given the probe its deploy file read).
 
     Every operation the deploy adds on a pod is recorded under ``name`` (by operation hash),
     so ``podstate check`` reports a change with its role from data, and tells podstate's
     own operations (which take the pod lock themselves) from those of other deploy files.
     """
 
-    def decorator(func: Apply[R]) -> Applied[R]:
-        deployed = deploy(name)(probed(reads, when)(func))
+    def decorator(func: Callable[..., R]) -> Callable[..., R | None]:
+        deployed = deploy(name)(func if reads is None else probed(reads, when)(func))
 
         @wraps(func)
-        def call(wanted: Wanted, probe: Probe | None = None, **kwargs: Any) -> R | None:
+        def call(*args: Any, **kwargs: Any) -> R | None:
             before = pyinfra_plan.op_hashes(state, host)
             try:
-                return deployed(wanted, probe, **kwargs)
+                return deployed(*args, **kwargs)
             finally:
                 found = findings.of(host)
                 found.roles.setdefault(name, None)
