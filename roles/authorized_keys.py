@@ -13,7 +13,7 @@ from podstate.facts import made
 from podstate.facts.request import Request
 from podstate.limits import MAX_FILE
 from podstate.run import bookkeeping, findings
-from podstate.run.role import read_probe, role
+from podstate.run.role import role
 from podstate.sizes import format_size
 
 FILE = "~/.ssh/authorized_keys"
@@ -58,16 +58,11 @@ def render(current: str | None, keys: list[str]) -> str:
     return "".join(before + (block if keys else []) + after)
 
 
-@role("Authorized keys")
-def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+@role("Authorized keys", reads, when=lambda wanted: wanted.get("authorized_keys") is not None)
+def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Make podstate's block of ~/.ssh/authorized_keys hold the listed keys (a new file is
     made 0600); a file podstate cannot edit is a violation, and nothing is written."""
-    keys: list[str] | None = wanted.get("authorized_keys")
-    if keys is None:
-        return
-    probe = probe or read_probe(reads(wanted))
-    if probe is None:
-        return
+    keys: list[str] = wanted["authorized_keys"]
     found = probe["files"][FILE]
     # declared, whatever happens below; an empty list too: this role takes the block out
     was = made.previous(probe.get("made")).get(FILE)

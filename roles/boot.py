@@ -41,7 +41,7 @@ from podstate.operations.boot import FLAG, Layout
 from podstate.paths import READY_MARKER, VOLUME
 from podstate.roles import env, scratch, venv
 from podstate.run import bookkeeping, findings, lock
-from podstate.run.role import read_probe, role
+from podstate.run.role import role
 from podstate.shell import b64, quote_path
 
 
@@ -254,16 +254,11 @@ def this_start(probe: dict[str, Any]) -> str:
     return text if start is None or start == probe.get("container_start") else ""
 
 
-@role("Boot")
-def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+@role("Boot", reads, when=layout)
+def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Write the hook and its data where a restart keeps them (``Layout``; and save the
     host keys, with ``keep``); say what the hook did at this container's start."""
-    where = layout(wanted)
-    if where is None:
-        return
-    probe = probe or read_probe(reads(wanted))
-    if probe is None:
-        return
+    where = volume(wanted)
     found = findings.of(host)
     found.boot = report(wanted, probe, where)
     if where.needs_volume and not has_volume(probe, where):
@@ -303,28 +298,12 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
             directory=where.data,
             same=(probe["boot"] or {}).get("keys") == "same",
         )
-    bookkeeping.managed_file(
-        name=f"Boot hook {where.hook}",
-        path=where.hook,
-        content=boot_ops.render_hook(where),
-        found=probe["files"][where.hook],
-        own=True,
-    )
-    bookkeeping.managed_file(
-        name=f"Boot hook's data {where.state}",
-        path=where.state,
-        content=state,
-        found=probe["files"][where.state],
-        own=True,
-        mode="600",
-    )
+    hook = boot_ops.render_hook(where)
+    bookkeeping.owned_file(f"Boot hook {where.hook}", where.hook, hook, probe)
+    bookkeeping.owned_file(f"Boot hook's data {where.state}", where.state, state, probe, "600")
     if not this_start(probe):
         start = probe.get("container_start")
-        bookkeeping.managed_file(
-            name="Boot hook: this container's status",
-            path=FLAG,
-            content=("not-run\n" if found.boot["outcome"] == "not-run" else "armed\n")
-            + (f"container {start}\n" if start else ""),
-            found=probe["files"][FLAG],
-            own=True,
+        status = ("not-run\n" if found.boot["outcome"] == "not-run" else "armed\n") + (
+            f"container {start}\n" if start else ""
         )
+        bookkeeping.owned_file("Boot hook: this container's status", FLAG, status, probe)

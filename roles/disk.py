@@ -19,7 +19,7 @@ from podstate.facts.mounts import Mount, mount_of
 from podstate.facts.request import Request
 from podstate.roles import scratch
 from podstate.run import findings
-from podstate.run.role import read_probe, role
+from podstate.run.role import role
 from podstate.sizes import format_size
 
 MIN_FREE = 64 << 20  # managed files need little, but a pod with less is about to fail anyway
@@ -129,13 +129,10 @@ def min_free(wanted: dict[str, Any], probe: dict[str, Any]) -> list[tuple[str, s
     return found
 
 
-@role("Container disk")
-def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> bool:
+@role("Container disk", reads)
+def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> bool:
     """Return whether the container disk has room for this run's changes (``has_room``);
     record ``disk.min_free`` violations, which change nothing."""
-    probe = probe or read_probe(reads(wanted))
-    if probe is None:
-        return False
     for finding, message in min_free(wanted, probe):
         findings.violation(message, finding)
     return has_room(probe, wanted)

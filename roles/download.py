@@ -6,7 +6,7 @@ from typing import Any
 
 from podstate.facts.request import Request
 from podstate.run import findings
-from podstate.run.role import read_probe, role
+from podstate.run.role import role
 
 
 def reads(wanted: dict[str, Any]) -> Request:
@@ -33,12 +33,9 @@ def check(wanted: dict[str, Any] | None, result: dict[str, Any] | None) -> str |
     return None
 
 
-@role("Download")
-def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+@role("Download", reads, when=lambda wanted: wanted.get("download"))
+def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Record a violation when the pod downloads ``download.url`` slower than asked."""
-    if not wanted.get("download"):
-        return
-    probe = probe or read_probe(reads(wanted))
-    problem = probe and check(wanted["download"], probe["download"])
+    problem = check(wanted["download"], probe["download"])
     if problem:
         findings.violation(problem, "download.min_mbps")

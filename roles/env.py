@@ -27,7 +27,7 @@ from podstate.paths import DECLARED, ENV_FILES, HOOKED, KERNEL_STARTUP, PROFILE,
 from podstate.roles import files as files_role
 from podstate.roles import scratch
 from podstate.run import bookkeeping, findings
-from podstate.run.role import read_probe, role
+from podstate.run.role import role
 
 # HOOKED: the file each login shell podstate can hook reads in every kind of shell.
 # HOOK is an `if`, not `[ -r P ] && . P`: that list fails when P is missing, and a `set -e`
@@ -173,16 +173,13 @@ def render_hooks(current: str | None, keep_runpod_tail: bool = False) -> str:
     return HOOK + (body + "\n" if body else "") + HOOK
 
 
-@role("Environment")
-def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+@role("Environment", reads)
+def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Create the ``dirs``, write the profile (with the NCCL guards) and its hooks.
 
     A directory below a scratch path that gets a new tmpfs in this run is hidden by it,
     so it counts as missing.
     """
-    probe = probe or read_probe(reads(wanted))
-    if probe is None:
-        return
     cloud = host.data.get("cloud", "COMMUNITY")
     extra = nccl.variables(wanted.get("nccl"), cloud, probe, probe["files"][PROFILE].content)
     dirs: dict[str, str] = wanted.get("dirs") or {}
@@ -217,38 +214,19 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
     declared = {"variables": {**dirs, **env, **extra}, "path": prepend, "sources": sources}
     startup = files("podstate.scripts").joinpath("ipython-startup.py").read_text()
     declared_text = json.dumps(declared, indent=1) + "\n"
-    bookkeeping.managed_file(
-        name=f"Profile {PROFILE}",
-        path=PROFILE,
-        content=profile,
-        found=probe["files"][PROFILE],
-        own=True,
-    )
-    bookkeeping.managed_file(
-        name=f"Declared values {DECLARED}",
-        path=DECLARED,
-        content=declared_text,
-        found=probe["files"][DECLARED],
-        own=True,
-    )
-    bookkeeping.managed_file(
-        name="Notebook kernels' startup file",
-        path=KERNEL_STARTUP,
-        content=startup,
-        found=probe["files"][KERNEL_STARTUP],
-        own=True,
-    )
     # What the boot hook puts back where the GPUs it finds are not these: the NCCL guards
     # as for GPUs that cannot be read (an unknown never drops a guard).
     unknown = {**probe, "gpu": replace(probe["gpu"], readable=False)}
     guards = nccl.variables(wanted.get("nccl"), cloud, unknown)
     safe = {**dirs, **env, **guards}
     safe_declared = {"variables": safe, "path": prepend, "sources": sources}
-    for path, content, guarded in (
-        (PROFILE, profile, render_profile(safe, prepend, sources)),
-        (DECLARED, declared_text, json.dumps(safe_declared, indent=1) + "\n"),
-        (KERNEL_STARTUP, startup, startup),
+    safe_text = json.dumps(safe_declared, indent=1) + "\n"
+    for name, path, content, guarded in (
+        (f"Profile {PROFILE}", PROFILE, profile, render_profile(safe, prepend, sources)),
+        (f"Declared values {DECLARED}", DECLARED, declared_text, safe_text),
+        ("Notebook kernels' startup file", KERNEL_STARTUP, startup, startup),
     ):
+        bookkeeping.owned_file(name, path, content, probe)
         findings.restorable(path, content, "644", guarded)
         findings.made("file", path, made.sums(content, guarded))
         files_role.made_directories(path, probe, old)

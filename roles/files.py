@@ -15,7 +15,7 @@ from podstate.facts.request import Request
 from podstate.paths import SAVED
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import bookkeeping, findings
-from podstate.run.role import read_probe, role
+from podstate.run.role import role
 from podstate.shell import b64
 
 
@@ -35,16 +35,11 @@ def copy_of(path: str) -> str:
     )
 
 
-@role("Files")
-def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+@role("Files", reads, when=lambda wanted: wanted.get("files"))
+def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Write each file whose content or mode differs; anything else at its path (a
     directory, a link, a file too large to read) is a violation and nothing is written."""
-    items: dict[str, dict[str, str]] = wanted.get("files") or {}
-    if not items:
-        return
-    probe = probe or read_probe(reads(wanted))
-    if probe is None:
-        return
+    items: dict[str, dict[str, str]] = wanted["files"]
     old = made.previous(probe.get("made"))
     for path, item in items.items():
         name = f"File {path}"
@@ -62,14 +57,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
                     own=True,
                     mode="600",
                 )
-            bookkeeping.managed_file(
-                name=name,
-                path=path,
-                content=item["content"],
-                found=found,
-                own=True,
-                mode=item["mode"],
-            )
+            bookkeeping.owned_file(name, path, item["content"], probe, item["mode"])
         findings.restorable(path, item["content"], item["mode"])
         if entry.kind == "saved":  # the hook puts the user's file back beside podstate's
             kept = found if saving else probe["files"].get(copy_of(path))

@@ -16,7 +16,7 @@ from typing import Any
 from podstate.facts.gpu import GPU_FIELDS, GpuDevice, GpuState
 from podstate.facts.request import Request
 from podstate.run import findings
-from podstate.run.role import read_probe, role
+from podstate.run.role import role
 from podstate.sizes import format_size
 
 RECREATE = "recreate the pod on another host"
@@ -166,11 +166,8 @@ def check(wanted: dict[str, Any], gpu: GpuState) -> list[tuple[str, str]]:
     return found
 
 
-@role("GPU")
-def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+@role("GPU", reads)
+def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Record a violation for each unmet GPU requirement, and for an unreadable GPU state."""
-    probe = probe or read_probe(reads(wanted))
-    if probe is None:
-        return
     for finding, message in check(wanted.get("gpu") or {}, probe["gpu"]):
         findings.violation(message, finding)

@@ -13,7 +13,7 @@ from podstate.facts.request import Request
 from podstate.operations import apt as apt_ops
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import findings
-from podstate.run.role import read_probe, role
+from podstate.run.role import role
 
 
 def reads(wanted: dict[str, Any]) -> Request:
@@ -24,17 +24,17 @@ def reads(wanted: dict[str, Any]) -> Request:
     return Request(apt=apt, made=made.request(wanted)) if apt else Request()
 
 
-@role("Packages")
-def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+@role("Packages", reads, when=lambda wanted: (wanted.get("packages") or {}).get("apt"))
+def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Install the listed apt packages that are missing, in one command; first of the roles,
     since others may need what they bring (git for repositories)."""
-    packages = list((wanted.get("packages") or {}).get("apt") or [])
-    if not packages:
-        return
-    probe = probe or read_probe(reads(wanted))
-    if probe is None:
-        return
+    packages = list(wanted["packages"]["apt"])
     found = probe["apt"]
+    if found is None:  # asked for, not answered: unknown, never taken for none installed
+        findings.violation(
+            "the installed packages could not be read: run apply again", "packages.apt"
+        )
+        return
     absent = apt_ops.missing(packages, found)
     old = made.previous(probe.get("made"))
     for package in packages:  # installed by podstate: missing now, or so its record says

@@ -30,7 +30,7 @@ from podstate.facts.request import Request
 from podstate.paths import READY_COMMAND, READY_MARKER
 from podstate.roles import boot, removal
 from podstate.run import bookkeeping, findings
-from podstate.run.role import read_probe, role
+from podstate.run.role import probed, role
 from podstate.shell import script_file
 
 MARKER, COMMAND = READY_MARKER, READY_COMMAND
@@ -80,14 +80,12 @@ def stale(marker: dict[str, Any], probe: dict[str, Any]) -> bool:
     return "container" in marker and marker["container"] != probe.get("container_start")
 
 
-def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+@probed(reads)
+def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Name a restart; after every other change, mark the pod ready (unless a violation
     stands) and record the apply on the volume; before the marker, the removal of what
     podstate made and no longer declares (roles/removal.py) and the boot hook's data
     (roles/boot.py), which is written only once everything else has succeeded."""
-    probe = probe or read_probe(reads(wanted))
-    if probe is None:
-        return
     _command(wanted, probe)
     boot.declare(wanted)
     removal.apply(wanted, probe)  # once every role said what it makes; the record is data
@@ -100,7 +98,7 @@ def _failing(wanted: dict[str, Any]) -> bool:
     return bool(findings.waive(found.violations, wanted.get("waivers") or [], date.today()).failing)
 
 
-@role("Ready")
+@role("Ready", reads)
 def _command(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Name a restart; install podstate-ready, violations or not (only the marker waits for
     an apply without one)."""
@@ -111,21 +109,14 @@ def _command(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     if applies_nothing(wanted):  # nothing to be ready for (a pod after podstate uninstall)
         found.ready = True
         return
-    for path in [COMMAND] + ([where.ready_command] if boot.has_volume(probe, where) else []):
-        bookkeeping.managed_file(
-            name=f"Command {path}",
-            path=path,
-            content=READY_SH,
-            found=probe["files"][path],
-            own=True,
-            mode="755",
-        )
-    findings.restorable(COMMAND, READY_SH, "755")
-    for path in [COMMAND] + ([where.ready_command] if boot.has_volume(probe, where) else []):
+    paths = [COMMAND] + ([where.ready_command] if boot.has_volume(probe, where) else [])
+    for path in paths:
+        bookkeeping.owned_file(f"Command {path}", path, READY_SH, probe, "755")
         findings.made("file", path, sums(READY_SH))
+    findings.restorable(COMMAND, READY_SH, "755")
 
 
-@role("Ready")
+@role("Ready", reads)
 def _marker(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Mark the pod ready and record the apply on the volume, unless a violation stands or
     the marker is there already."""

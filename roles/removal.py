@@ -311,7 +311,7 @@ def _venv(entry: Entry, probe: dict[str, Any], keep: bool, uninstall: bool) -> E
     return None
 
 
-@role("Removal")
+@role("Removal", reads)
 def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Take away what the records name and this run does not make; write the records."""
     found = probe.get("made")

@@ -11,7 +11,7 @@ from podstate.facts.made import Entry
 from podstate.facts.request import Request
 from podstate.operations import removal as ops
 from podstate.run import bookkeeping, findings
-from podstate.run.role import read_probe, role
+from podstate.run.role import role
 from podstate.sizes import format_size
 
 
@@ -50,12 +50,9 @@ def fresh_mounts(wanted: dict[str, Any], probe: dict[str, Any]) -> list[str]:
     return [p for p in paths(wanted) if not _mounted_at(probe["paths"][p])]
 
 
-@role("Scratch")
-def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+@role("Scratch", reads)
+def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Converge each scratch path: a tmpfs where the pod may mount, else a local directory."""
-    probe = probe or read_probe(reads(wanted))
-    if probe is None:
-        return
     old = made.previous(probe.get("made"))
     for path, item in (wanted.get("scratch") or {}).items():
         info = probe["paths"][path]

@@ -16,7 +16,7 @@ from podstate.facts.request import Request
 from podstate.operations import secrets as secret_ops
 from podstate.paths import SECRETS_FILE
 from podstate.run import findings
-from podstate.run.role import read_probe, role
+from podstate.run.role import role
 
 
 def reads(wanted: dict[str, Any]) -> Request:
@@ -50,15 +50,10 @@ def drift(values: dict[str, Secret], found: dict[str, Any]) -> str | None:
     return ", ".join(words) or None
 
 
-@role("Secrets")
-def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+@role("Secrets", reads, when=lambda wanted: wanted.get("secrets") is not None)
+def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Write the secrets file when what it sets, its owner or its mode differ."""
-    values: dict[str, Secret] | None = wanted.get("secrets")
-    if values is None:
-        return
-    probe = probe or read_probe(reads(wanted))
-    if probe is None:
-        return
+    values: dict[str, Secret] = wanted["secrets"]
     found = probe["secrets"]
     findings.made("secrets", SECRETS_FILE)
     secret_ops.secrets_file(

@@ -6,7 +6,7 @@ from typing import Any
 
 from podstate.facts.request import Request
 from podstate.run import bookkeeping, findings
-from podstate.run.role import read_probe, role
+from podstate.run.role import role
 from podstate.sizes import format_size
 
 
@@ -16,15 +16,10 @@ def reads(wanted: dict[str, Any]) -> Request:  # the roles' contract
     return Request()
 
 
-@role("Shared memory")
-def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+@role("Shared memory", reads, when=lambda wanted: wanted.get("shm"))
+def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Grow /dev/shm where the pod may remount it; record a violation where it may not."""
-    shm = wanted.get("shm")
-    if not shm:
-        return
-    probe = probe or read_probe(reads(wanted))
-    if probe is None:
-        return
+    shm = wanted["shm"]
     size, minimum = probe["shm_size"], shm["min_size"]
     if size is not None and size >= minimum:
         return

@@ -33,7 +33,7 @@ from podstate.operations import venv as venv_ops
 from podstate.operations.upload import upload_file
 from podstate.roles import disk, scratch
 from podstate.run import findings
-from podstate.run.role import read_probe, role
+from podstate.run.role import role
 from podstate.sizes import format_size
 
 ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
@@ -232,15 +232,10 @@ def _uploadable(arch: str | None) -> bool:
     return sys.platform.startswith("linux") and ARCH_ALIASES.get(here, here) == arch
 
 
-@role("Venv")
-def apply(wanted: dict[str, Any], probe: dict[str, Any] | None = None) -> None:
+@role("Venv", reads, when=lambda wanted: wanted.get("venv"))
+def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Converge ``venv``: build, restore or leave it; keep its snapshot; report what cannot be."""
-    spec = wanted.get("venv")
-    if not spec:
-        return
-    probe = probe or read_probe(reads(wanted))
-    if probe is None:
-        return
+    spec = wanted["venv"]
     path, seen = spec["path"], probe["venv"]
     info = probe["paths"][path]
     mount = info["mount"]

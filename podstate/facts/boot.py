@@ -11,6 +11,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from podstate.facts.decode import by_key, decode
+from podstate.providers import registry
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.shell import quote_path
 
@@ -22,12 +23,12 @@ from podstate.shell import quote_path
 ENVIRON = "/proc/1/environ"
 # The variables of the container's environment that name this pod, by provider (host data
 # ``provider``, which the inventories set; a pods file's pod without one is RunPod's): read
-# by name and nothing else of it, their values joined by "/".
-IDENTITY = {"runpod": ("RUNPOD_POD_ID",), "vast": ("VAST_CONTAINERLABEL", "CONTAINER_ID")}
+# by name and nothing else of it, their values joined by "/". Each provider's ``identity``.
+IDENTITY = {p.name: p.identity for p in registry.pod_providers()}
 
 # The provider assumed outside a pod (``assuming``): podstate.pod.fits checks a desired state
 # with each provider's probe before any pod is touched.
-_ASSUMED: ContextVar[str] = ContextVar("podstate_boot_provider", default="runpod")
+_ASSUMED: ContextVar[str] = ContextVar("podstate_boot_provider", default=registry.DEFAULT)
 
 
 def provider() -> str:
@@ -38,7 +39,7 @@ def provider() -> str:
     data = pyinfra_plan.current_host_data()
     if data is None:
         return _ASSUMED.get()
-    return data.get("provider") or "runpod"
+    return data.get("provider") or registry.DEFAULT
 
 
 @contextmanager
@@ -52,8 +53,9 @@ def assuming(name: str) -> Iterator[None]:
 
 
 def identity() -> tuple[str, ...]:
-    """Return the variables that name this pod (``IDENTITY``) for its ``provider``."""
-    return IDENTITY[provider()]
+    """Return the variables that name this pod (its provider's ``identity``) for its
+    ``provider``."""
+    return registry.named(provider()).identity
 
 
 def identity_line(names: tuple[str, ...]) -> str:

@@ -126,10 +126,7 @@ class PodProbe(FactBase[dict[str, Any]]):
             " else b64() { base64 | tr -d '\\n'; }; m=$(b64 </proc/self/mounts); fi",
             *gpu.start_lines(),
             *lock.probe_lines(lock_wait),
-            # enc VALUE sets enc_v to what the parser reads back as VALUE: "=VALUE" when VALUE
-            # is plain (no process at all), else its base64 (which never starts with "=")
-            'enc() { case $1 in *[!A-Za-z0-9/._+,:@%=-]*) enc_v=$(printf %s "$1" | b64) ;;'
-            ' *) enc_v="=$1" ;; esac; }',
+            work.ENC,
             # The shell's own capabilities, which the commands it starts as root keep, and
             # its user id
             'while read -r k v; do case $k in CapEff:) echo "caps $v" ;;'

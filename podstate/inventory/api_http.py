@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.message import Message
 from email.utils import parsedate_to_datetime
+from pathlib import Path
 from typing import Any
 
 from podstate.desired.errors import SpecError
@@ -70,6 +71,19 @@ class Api:
     def scrub(self, text: str) -> str:
         """Return ``text`` with the API key blanked out, whatever sent it back."""
         return text.replace(self.key, f"<{self.key_variable}>")
+
+
+def ssh_key_file(env: Mapping[str, str]) -> str | None:
+    """Return the private key file for every pod a provider's API lists
+    (``PODSTATE_SSH_KEY``, expanded), None when unset (pyinfra's defaults: the SSH agent,
+    ~/.ssh/id_*); InventoryError when no file is there, before any pod is contacted. Every
+    provider's client reads it with its own settings."""
+    ssh_key = (env.get("PODSTATE_SSH_KEY") or "").strip() or None
+    if ssh_key:
+        ssh_key = str(Path(ssh_key).expanduser())
+        if not Path(ssh_key).is_file():
+            raise InventoryError(f"PODSTATE_SSH_KEY: no private key file at {ssh_key}")
+    return ssh_key
 
 
 def key_url_timeout(

@@ -16,30 +16,25 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from podstate import settings
 from podstate.desired import spec
 from podstate.desired.errors import Layer, SpecError, located
 from podstate.desired.load import VarsDir
-from podstate.inventory import hostkeys, keyfiles, runpod, vast
-from podstate.inventory.naming import Listing, host_names
+from podstate.inventory import hostkeys, keyfiles
+from podstate.inventory.naming import Listing, groups_path, host_names, load_group_rules
 from podstate.inventory.podsfile import Pod, read_pods_file
-from podstate.inventory.runpod import Skipped
 from podstate.pod import fits
+from podstate.providers import registry
+from podstate.providers.record import Provider
 from podstate.pyinfra_api import hostkeys as policy
+
+if TYPE_CHECKING:
+    from podstate.inventory.runpod import Skipped
 
 DEFAULT_PODS = Path("inventories/pods.yaml")
 DEFAULT_VARS = Path("inventories")
-SOURCES = (
-    "file",
-    "runpod",
-    "vast",
-)  # PODSTATE_INVENTORY's words: the pods file, then each provider
-PROVIDER_KEYS = {"runpod": "RUNPOD_API_KEY", "vast": "VAST_API_KEY"}  # what selects each provider
-PROVIDERS = {"runpod": runpod, "vast": vast}  # each with listed() and to_pods()
-SHOWN = {"runpod": "RunPod API", "vast": "Vast API"}
-
 HostEntry = tuple[str, dict[str, Any]]
 
 _STRICT_HOST_KEYS: ContextVar[bool | None] = ContextVar("strict_host_keys", default=None)
@@ -105,26 +100,26 @@ def load_inventory(record_host_keys: bool = True) -> Inventory:
             f"{DEFAULT_PODS} or set PODSTATE_PODS{api and api + ' your pods from RunPod'}"
         )
     store = _vars_dir()
-    rules = runpod.load_group_rules(runpod.groups_path(store.root))
+    rules = load_group_rules(groups_path(store.root))
     listings: dict[str, Listing] = {
-        source: PROVIDERS[source].listed() for source in chosen if source in PROVIDERS
+        source: provider(source).call("listing") for source in chosen if provider(source).listing
     }
     names = host_names([record for found in listings.values() for record in found.records()])
     pods: list[Pod] = []
     skipped: list[Skipped] = []
     shown: list[str] = []
     for source in chosen:
-        if source == "file":
+        if source not in listings:  # the pods file
             path = pods_path()
             found = [_with_rules(pod, rules) for pod in read_pods_file(path)]
-            shown.append(f"pods file {path}")
+            shown.append(f"{provider(source).shown} {path}")
         else:
             listing = listings[source]
-            found = PROVIDERS[source].to_pods(
-                listing, rules, names, record_host_keys, _STRICT_HOST_KEYS.get()
+            found = provider(source).call(
+                "to_pods", listing, rules, names, record_host_keys, _STRICT_HOST_KEYS.get()
             )
             skipped += listing.skipped
-            shown.append(SHOWN[source])
+            shown.append(provider(source).shown)
         taken = {pod.name for pod in pods}
         for pod in found:
             if pod.name in taken:
@@ -134,12 +129,16 @@ def load_inventory(record_host_keys: bool = True) -> Inventory:
                 )
         pods += found
     expect_host_keys(pods)
-    handed = {_LISTING_KEYS[s]: found.kept for s, found in listings.items()} or None
+    handed = {provider(s).listing_key: found.kept for s, found in listings.items()} or None
     notes = [note for found in listings.values() for note in found.notes]
     return Inventory(_resolved(pods, store), skipped, " and ".join(shown), handed, notes)
 
 
-_LISTING_KEYS = {"runpod": "pods", "vast": vast.LISTING_KEY}
+def provider(source: str) -> Provider:
+    """Return the provider ``source`` names (``podstate.providers.registry``): its record
+    says how to list its pods and how they are shown; its API client is imported only when
+    its listing is called, so a run that reads only the pods file loads none."""
+    return registry.named(source)
 
 
 def expect_host_keys(pods: list[Pod]) -> None:
@@ -163,23 +162,24 @@ def expect_host_keys(pods: list[Pod]) -> None:
 
 def sources() -> list[str]:
     """Return the inventory sources to read, in order: ``file`` (the pods file), ``runpod``,
-    ``vast``.
+    ``vast`` (``registry.every()``'s names).
 
     ``PODSTATE_INVENTORY`` names them (a comma list); else ``PODSTATE_PODS`` means the file;
-    else each provider's key (``RUNPOD_API_KEY``, ``VAST_API_KEY``) means that provider;
-    else the file. It exists
+    else each provider's key (``RUNPOD_API_KEY``, ``VAST_API_KEY``: its ``key_variable``)
+    means that provider; else the file. It exists
     so that a pod list is never widened silently: with the default pods file present and a
     provider's key exported (as it is for the provider's own tools), and neither variable set
     to choose, SpecError names both sources instead of picking one.
     """
     named = os.environ.get("PODSTATE_INVENTORY", "").strip()
+    known = [p.name for p in registry.every()]
     if named:
         chosen = [part.strip() for part in named.split(",")]
         for part in chosen:
-            if part not in SOURCES:
+            if part not in known:
                 raise SpecError(
                     f"PODSTATE_INVENTORY: unknown source {part!r} "
-                    f"(allowed: {', '.join(SOURCES)}, or a comma list of them)"
+                    f"(allowed: {', '.join(known)}, or a comma list of them)"
                 )
         if len(set(chosen)) < len(chosen):
             raise SpecError(f"PODSTATE_INVENTORY: {named}: names a source twice")
@@ -191,9 +191,10 @@ def sources() -> list[str]:
         return chosen
     if os.environ.get("PODSTATE_PODS"):
         return ["file"]
-    providers = [source for source, key in PROVIDER_KEYS.items() if os.environ.get(key)]
+    keyed = [p for p in registry.every() if p.key_variable and os.environ.get(p.key_variable)]
+    providers = [p.name for p in keyed]
     if providers and DEFAULT_PODS.is_file():
-        keys = " and ".join(PROVIDER_KEYS[source] for source in providers)
+        keys = " and ".join(str(p.key_variable) for p in keyed)
         raise SpecError(
             f"both {DEFAULT_PODS} and {keys} name pods: set PODSTATE_INVENTORY to file or "
             f"{' or '.join(providers)} to choose which"

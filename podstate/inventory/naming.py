@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
-from podstate.inventory import hostkeys
-from podstate.inventory.podsfile import HOST_NAME, Pod
+from podstate.desired.errors import SpecError
+from podstate.desired.load import display_path, load_yaml, spelled
+from podstate.inventory import hostkey_hints, hostkeys
+from podstate.inventory.podsfile import GROUP_NAME, HOST_NAME, Pod
+from podstate.providers import registry
 
-# The groups the providers' data sets (the automatic groups): no other may take their names.
-RESERVED_GROUPS = ("community", "secure", "runpod", "vast")
+# The prefixes of the groups the providers' data sets (the automatic groups; their names are
+# the providers' ``groups``, ``reserved_groups``): no other group may take them.
 RESERVED_PREFIXES = ("gpu_", "gpus_", "dc_")
 
 
@@ -118,9 +122,16 @@ def gpu_group(model: str | None) -> str | None:
     return f"gpu_{gpu}"[:63].rstrip("_") if gpu else None
 
 
+def reserved_groups() -> tuple[str, ...]:
+    """Return the automatic groups every provider's data sets (each one's ``groups``), once
+    each in the registry's order: ``community``, ``secure``, ``runpod``, ``vast``."""
+    return tuple(dict.fromkeys(g for p in registry.every() for g in p.groups))
+
+
 def reserved(group: str) -> bool:
-    """Return whether ``group`` is a name the providers' data sets (``RESERVED_GROUPS``)."""
-    return group in RESERVED_GROUPS or group.startswith(RESERVED_PREFIXES)
+    """Return whether ``group`` is a name the providers' data sets (``reserved_groups``, or
+    one of ``RESERVED_PREFIXES``)."""
+    return group in reserved_groups() or group.startswith(RESERVED_PREFIXES)
 
 
 def ruled(rules: dict[str, list[str]], *names: str) -> list[str]:
@@ -150,3 +161,79 @@ def inventory_pod(
     if ssh_key:
         data["ssh_key"] = ssh_key
     return Pod(name, data, list(dict.fromkeys(groups)))
+
+
+# What a provider's to_pods says of one of its records (``to_pods``): its SSH address
+# (host, port, user), its host data and its automatic groups.
+Hosted = tuple[tuple[str, int, str], dict[str, Any], list[str]]
+
+
+def to_pods(
+    listing: Listing,
+    rules: dict[str, list[str]],
+    names: dict[str, str],
+    trusts: list[hostkeys.HostKeyTrust],
+    record_host_keys: bool,
+    hosted: Callable[[Any], Hosted],
+) -> list[Pod]:
+    """Return the inventory pods of a provider's ``listing`` (sorted by host name), each
+    named by ``names`` (``host_names`` of every provider's pods), with the host-key settings
+    of its trust in ``trusts`` (recorded in the store, and mismatches explained, unless
+    ``record_host_keys`` is false), and what ``hosted`` says of its record: its address,
+    host data and automatic groups, then the ``groups.yaml`` groups one of whose globs
+    matches its host name or the provider's name of it. Every provider's ``to_pods`` ends
+    here, so that a pod is made alike whoever lists it."""
+    pods: list[Pod] = []
+    for record, trust in zip(listing.pods, trusts, strict=True):
+        name = names[record.key]
+        if record_host_keys:
+            hostkeys.record(trust)
+        address, data, groups = hosted(record)
+        groups = groups + ruled(rules, name, record.name)
+        pods.append(inventory_pod(name, address, trust, data, groups, listing.ssh_key))
+    if record_host_keys:
+        hostkey_hints.explain_mismatches(trusts)
+    return sorted(pods, key=lambda pod: pod.name)
+
+
+def groups_path(vars_dir: Path) -> Path:
+    """Return the group rules file: ``groups.yaml`` (or ``groups.yml``) in the vars directory."""
+    return spelled(vars_dir / "groups") or vars_dir / "groups.yaml"
+
+
+def load_group_rules(path: Path) -> dict[str, list[str]]:
+    """Return ``groups.yaml``'s rules (group -> pod name globs); {} when there is no file.
+
+    SpecError names the file and the group when the file is not a mapping of group names
+    to lists of globs.
+    """
+    if not path.is_file():
+        return {}
+    shown = display_path(path)
+    rules: dict[str, list[str]] = {}
+    for group, globs in load_yaml(path, shown).items():
+        if not GROUP_NAME.match(group) or group.startswith("_"):
+            raise SpecError(
+                f"{shown}: {group}: not a valid group name (letters, digits and _, "
+                "not starting with a digit or _)"
+            )
+        if reserved(group):
+            raise SpecError(
+                f"{shown}: {group}: set from the providers' data ({_reserved_text()}); "
+                "pick another group name"
+            )
+        if (
+            not isinstance(globs, list)
+            or not globs
+            or not all(isinstance(g, str) and g for g in globs)
+        ):
+            raise SpecError(
+                f'{shown}: {group}: expected a list of pod name globs, like ["train-*"]'
+            )
+        rules[group] = list(globs)
+    return rules
+
+
+def _reserved_text() -> str:
+    """Return the reserved group names in words: ``community, ..., gpu_*, gpus_*, dc_*``."""
+    return ", ".join([*reserved_groups(), *(f"{prefix}*" for prefix in RESERVED_PREFIXES)])

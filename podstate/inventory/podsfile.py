@@ -10,12 +10,12 @@ from typing import Any
 
 from podstate.desired.errors import SpecError, key_text, short
 from podstate.desired.load import load_yaml
+from podstate.providers import registry
 from podstate.pyinfra_api import ssh
 
 HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 GROUP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 CLOUDS = ("COMMUNITY", "SECURE")
-PROVIDERS = ("runpod", "vast")  # a pods file's ``provider:``: its pod joins that group
 _POD_KEYS = ("cloud", "groups", "provider", "host_key_fingerprints", "cost_per_hour")
 # What ``ssh-keygen -lf`` prints of a key, and RunPod's start script in the pod's log.
 FINGERPRINT = re.compile(r"^SHA256:[A-Za-z0-9+/]{43}$")
@@ -101,9 +101,12 @@ def _check_host_data(data: dict[str, Any], shown: str, where: str) -> None:
                 f"{shown}: {where}.cloud: {short(value)} is not one of: {', '.join(CLOUDS)} "
                 "(the cloud decides the NCCL guards)"
             )
-        if key == "provider" and value not in PROVIDERS:
+        # a pods file's ``provider:`` (its pod joins that group): one whose containers name
+        # themselves (``registry.pod_providers``)
+        providers = [p.name for p in registry.pod_providers()]
+        if key == "provider" and value not in providers:
             raise SpecError(
-                f"{shown}: {where}.provider: {short(value)} is not one of: {', '.join(PROVIDERS)}"
+                f"{shown}: {where}.provider: {short(value)} is not one of: {', '.join(providers)}"
             )
         if key == "cost_per_hour" and (
             isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0

@@ -13,22 +13,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from podstate.desired.errors import SpecError
-from podstate.desired.load import display_path, load_yaml, spelled
-from podstate.inventory import hostkey_hints, hostkeys, keylog
+from podstate.inventory import hostkeys, keylog, naming
 from podstate.inventory import live as readings
-from podstate.inventory.naming import (
-    Listing,
-    gpu_group,
-    host_names,
-    inventory_pod,
-    reserved,
-    ruled,
-    slug,
-)
-from podstate.inventory.podsfile import GROUP_NAME, Pod, cloud_group
+from podstate.inventory.naming import Listing, gpu_group, host_names, slug
+from podstate.inventory.podsfile import Pod, cloud_group
 from podstate.inventory.runpod_client import LISTING_ENV, fetch, read_listing, settings
 from podstate.inventory.runpod_pods import ApiPod, Skipped, kept, parse
+from podstate.providers.runpod import RUNPOD
 
 __all__ = ["Skipped", "host_names", "listed", "slug", "to_pods"]
 
@@ -39,7 +30,7 @@ def auto_groups(pod: ApiPod) -> list[str]:
     ``community``/``secure``; ``runpod``; ``gpu_<model>`` (from ``gpu.id``); ``dc_<data centre>``;
     ``gpus_<count>`` (``gpus_0`` for CPU pods).
     """
-    groups = [cloud_group(pod.cloud), "runpod"]
+    groups = [cloud_group(pod.cloud), RUNPOD.name]
     gpu = gpu_group(pod.gpu_id)
     if gpu:
         groups.append(gpu)
@@ -48,44 +39,6 @@ def auto_groups(pod: ApiPod) -> list[str]:
         groups.append(f"dc_{dc}"[:63].rstrip("_"))
     groups.append(f"gpus_{pod.gpu_count}")
     return groups
-
-
-def groups_path(vars_dir: Path) -> Path:
-    """Return the group rules file: ``groups.yaml`` (or ``groups.yml``) in the vars directory."""
-    return spelled(vars_dir / "groups") or vars_dir / "groups.yaml"
-
-
-def load_group_rules(path: Path) -> dict[str, list[str]]:
-    """Return ``groups.yaml``'s rules (group -> pod name globs); {} when there is no file.
-
-    SpecError names the file and the group when the file is not a mapping of group names
-    to lists of globs.
-    """
-    if not path.is_file():
-        return {}
-    shown = display_path(path)
-    rules: dict[str, list[str]] = {}
-    for group, globs in load_yaml(path, shown).items():
-        if not GROUP_NAME.match(group) or group.startswith("_"):
-            raise SpecError(
-                f"{shown}: {group}: not a valid group name (letters, digits and _, "
-                "not starting with a digit or _)"
-            )
-        if reserved(group):
-            raise SpecError(
-                f"{shown}: {group}: set from the providers' data (community, secure, runpod, "
-                "vast, gpu_*, gpus_*, dc_*); pick another group name"
-            )
-        if (
-            not isinstance(globs, list)
-            or not globs
-            or not all(isinstance(g, str) and g for g in globs)
-        ):
-            raise SpecError(
-                f'{shown}: {group}: expected a list of pod name globs, like ["train-*"]'
-            )
-        rules[group] = list(globs)
-    return rules
 
 
 def to_pods(
@@ -109,7 +62,6 @@ def to_pods(
     A pod joins each ``groups.yaml`` group one of whose globs
     matches its host name or its RunPod name, after its automatic groups, in the file's order.
     """
-    pods: list[Pod] = []
     trusts = [
         hostkeys.plan(
             api.id,
@@ -124,27 +76,24 @@ def to_pods(
     ]
     if record_host_keys:  # a command that only shows the fleet reads no log
         trusts = _vouched(trusts, strict_host_keys)
-    for api, trust in zip(listing.pods, trusts, strict=True):
-        name = names[api.key]
-        if record_host_keys:
-            hostkeys.record(trust)
-        groups = auto_groups(api) + ruled(rules, name, api.name)
-        data: dict[str, Any] = {
-            "pod_id": api.id,
-            "provider": "runpod",
-            "cloud": api.cloud,
-            "gpu_id": api.gpu_id,
-            "gpu_count": api.gpu_count,
-            "data_center": api.data_center,
-            "started_at": api.started_at,
-            "cost_per_hour": api.cost_per_hour,
-            "live_idle": None if api.live is None else readings.idle(api.live),
-        }
-        address = (api.host, api.port, api.user)
-        pods.append(inventory_pod(name, address, trust, data, groups, listing.ssh_key))
-    if record_host_keys:
-        hostkey_hints.explain_mismatches(trusts)
-    return sorted(pods, key=lambda pod: pod.name)
+    return naming.to_pods(listing, rules, names, trusts, record_host_keys, hosted)
+
+
+def hosted(api: ApiPod) -> naming.Hosted:
+    """Return what a RunPod pod is as a host: its direct SSH address, its host data and its
+    automatic groups (``auto_groups``)."""
+    data: dict[str, Any] = {
+        "pod_id": api.id,
+        "provider": RUNPOD.name,
+        "cloud": api.cloud,
+        "gpu_id": api.gpu_id,
+        "gpu_count": api.gpu_count,
+        "data_center": api.data_center,
+        "started_at": api.started_at,
+        "cost_per_hour": api.cost_per_hour,
+        "live_idle": None if api.live is None else readings.idle(api.live),
+    }
+    return (api.host, api.port, api.user), data, auto_groups(api)
 
 
 def _vouched(
@@ -171,4 +120,4 @@ def listed() -> Listing:
     handed = os.environ.get(LISTING_ENV)
     raw = read_listing(Path(handed)) if handed else fetch(config)
     api_pods, skipped = parse(raw, config.include_cluster)
-    return Listing("runpod", api_pods, skipped, kept(raw), config.ssh_key)
+    return Listing(RUNPOD.name, api_pods, skipped, kept(raw), config.ssh_key)

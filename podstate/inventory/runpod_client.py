@@ -25,6 +25,7 @@ import json
 import os
 import re
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from email.message import Message
@@ -33,6 +34,7 @@ from typing import Any
 
 from podstate.desired.errors import kind_of
 from podstate.inventory import api_http
+from podstate.inventory.actions import Stopped
 from podstate.inventory.api_http import ApiUnavailable, InventoryError, RateLimited
 
 API_URL = "https://api.runpod.io"
@@ -68,11 +70,7 @@ def settings(env: Mapping[str, str] | None = None) -> Settings:
     cluster = (env.get("PODSTATE_CLUSTER_PODS") or "0").strip().lower()
     if cluster not in ("0", "1", "true", "false", "yes", "no"):
         raise InventoryError(f"PODSTATE_CLUSTER_PODS: expected 1 or 0, got {cluster!r}")
-    ssh_key = (env.get("PODSTATE_SSH_KEY") or "").strip() or None
-    if ssh_key:
-        ssh_key = str(Path(ssh_key).expanduser())
-        if not Path(ssh_key).is_file():
-            raise InventoryError(f"PODSTATE_SSH_KEY: no private key file at {ssh_key}")
+    ssh_key = api_http.ssh_key_file(env)
     return Settings(key, base_url, timeout, cluster in ("1", "true", "yes"), ssh_key)
 
 
@@ -199,3 +197,24 @@ def _pods_list(body: bytes, headers: Message, config: Settings) -> list[Any]:
             f"unexpected RunPod API response: expected an object with a 'pods' list, got {got}"
         )
     return doc["pods"]
+
+
+def stop(pod_id: str) -> Stopped:
+    """Stop a RunPod pod: ``POST /v2/pods/{id}/action`` with ``{"action": "stop"}`` (200:
+    stopped; 409: not in a status that may stop; 403, 429, 5xx: refused for now)."""
+    try:
+        config = settings()
+        client = api(config)
+        url = f"{config.base_url}/v2/pods/{urllib.parse.quote(pod_id, safe='')}/action"
+        request = api_http.authorized(url, client, method="POST", data={"action": "stop"})
+        status, _, body = api_http.send(api_http.opener(url), request, client)
+    except InventoryError as e:
+        return Stopped(False, str(e))
+    if 200 <= status < 300:
+        return Stopped(True)
+    said = f"RunPod answered {status}" + (
+        f": {problem}" if (problem := problem_detail(body, config)) else ""
+    )
+    if status == 409:
+        return Stopped(False, f"{said} (its status allows no stop now)")
+    return Stopped(False, said)

@@ -6,7 +6,6 @@ fields podstate uses are type-checked, the rest left alone.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +13,9 @@ from podstate.desired.errors import kind_of
 from podstate.inventory import hostkeys
 from podstate.inventory import live as readings
 from podstate.inventory.podsfile import CLOUDS
-from podstate.inventory.runpod_client import InventoryError
+from podstate.inventory.records import Checker, Skipped, shown
+
+__all__ = ["ApiPod", "Skipped", "kept", "parse", "shown"]
 
 # The fields of a pod record that ``parse`` reads: all a listing handed on needs to keep.
 READ = (
@@ -32,27 +33,10 @@ READ = (
     "cost",
     "runtime",
 )
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A pod a provider lists that podstate cannot manage, and why."""
-
-    id: str
-    name: str
-    reason: str
-    created_at: str  # when it was made: who keeps a shared name (naming.host_names)
-    provider: str = "runpod"
-
-    @property
-    def key(self) -> str:
-        """Return the pod's key among every provider's pods: its id, ``vast:<id>`` on Vast."""
-        return self.id if self.provider == "runpod" else f"{self.provider}:{self.id}"
-
-    def line(self) -> str:
-        """Return the one stderr line that reports this pod as skipped."""
-        what = "pod" if self.provider == "runpod" else "Vast instance"
-        return f"podstate: skipping {what} {shown(self.id)} ({shown(self.name)}): {self.reason}"
+CHECK = Checker("RunPod API", READ)
+_field = CHECK.field
+_unexpected = CHECK.unexpected
+kept = CHECK.kept
 
 
 @dataclass(frozen=True)
@@ -170,16 +154,6 @@ def _time(item: dict[str, Any], key: str, where: str, nullable: bool = False) ->
     return value
 
 
-def kept(raw: list[Any]) -> list[Any]:
-    """Return the pod records of ``raw`` with only the fields ``parse`` reads: what a listing
-    handed to another run holds, so the rest (a pod's ``env``, which may hold a user's
-    tokens) is never written anywhere."""
-    return [
-        {k: v for k, v in item.items() if k in READ} if isinstance(item, dict) else item
-        for item in raw
-    ]
-
-
 def _no_direct_reason(item: dict[str, Any]) -> str:
     ports = item.get("ports")
     if isinstance(ports, list) and "22/tcp" not in ports:
@@ -188,37 +162,3 @@ def _no_direct_reason(item: dict[str, Any]) -> str:
             "interactive shell only; expose 22/tcp as a TCP port)"
         )
     return "no direct SSH: 22/tcp has no public port yet (no public IP, or still starting)"
-
-
-def _field(
-    obj: dict[str, Any],
-    key: str,
-    where: str,
-    kind: type,
-    required: bool = True,
-    nullable: bool = False,
-) -> Any:
-    """Return ``obj[key]`` when it has type ``kind``; InventoryError naming it otherwise."""
-    if key not in obj:
-        if required:
-            raise _unexpected(f"{where}.{key}", "missing")
-        return None
-    value = obj[key]
-    if value is None and (nullable or not required):
-        return None
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        names = {str: "a string", int: "an integer", dict: "an object"}
-        expected = names.get(kind, kind.__name__) + (" or null" if nullable else "")
-        raise _unexpected(f"{where}.{key}", f"expected {expected}, got {kind_of(value)}")
-    return value
-
-
-def _unexpected(where: str, problem: str) -> InventoryError:
-    return InventoryError(f"unexpected RunPod API response: {where}: {problem}")
-
-
-def shown(text: str) -> str:
-    """Return ``text`` safe for one terminal line (JSON-quoted when it is not plain)."""
-    if text and text.isprintable() and len(text) <= 100:
-        return text
-    return json.dumps(text[:100])

@@ -19,17 +19,18 @@ import os
 from pathlib import Path
 from typing import Any
 
-from podstate.inventory import hostkey_hints, hostkeys
+from podstate.inventory import api_http, hostkeys, naming
 from podstate.inventory import live as readings
 from podstate.inventory.api_http import InventoryError
-from podstate.inventory.naming import Listing, gpu_group, inventory_pod, reserved, ruled
+from podstate.inventory.naming import Listing, gpu_group, reserved
 from podstate.inventory.podsfile import GROUP_NAME, Pod
 from podstate.inventory.runpod_client import LISTING_ENV
 from podstate.inventory.vast_client import fetch, settings
 from podstate.inventory.vast_instances import VastInstance, kept, parse
+from podstate.providers.vast import VAST
 
 CLOUD = "COMMUNITY"
-LISTING_KEY = "vast"  # its records' key in a listing handed on (``PODSTATE_API_LISTING``)
+LISTING_KEY = VAST.listing_key  # its records' key in a listing handed on (PODSTATE_API_LISTING)
 # Why a Vast instance's new key is trusted unverified (the reports say it).
 NO_KEY_LOG = "Vast's API serves no log of the container's host keys"
 
@@ -56,7 +57,7 @@ def label_group(instance: VastInstance) -> tuple[str | None, str | None]:
 def auto_groups(instance: VastInstance) -> list[str]:
     """Return the groups Vast's data puts an instance in: ``community``, ``vast``, its
     label's, ``gpu_<model>``, ``gpus_<count>``."""
-    groups = ["community", "vast"]
+    groups = ["community", VAST.name]
     label, _ = label_group(instance)
     if label:
         groups.append(label)
@@ -84,40 +85,45 @@ def to_pods(
     renewed by a restart).
     Each label that gives no group adds a note to ``listing.notes``.
     """
-    pods: list[Pod] = []
-    trusts: list[hostkeys.HostKeyTrust] = []
-    for instance in listing.pods:
-        name = names[instance.key]
-        trust = hostkeys.plan(
-            f"vast-{instance.id}", name, instance.host, instance.port, None, None,
+    trusts = [
+        hostkeys.vouched(
+            hostkeys.plan(
+                f"vast-{instance.id}",
+                names[instance.key],
+                instance.host,
+                instance.port,
+                None,
+                None,
+                strict_host_keys,
+            ),
+            (),
+            NO_KEY_LOG,
             strict_host_keys,
         )  # fmt: skip
-        trust = hostkeys.vouched(trust, (), NO_KEY_LOG, strict_host_keys)
-        if record_host_keys:
-            hostkeys.record(trust)
-        trusts.append(trust)
-        _, note = label_group(instance)
-        if note:
-            listing.notes.append(note)
-        groups = auto_groups(instance) + ruled(rules, name, instance.name)
-        live = readings.one_utilization(instance.gpu_util)
-        data: dict[str, Any] = {
-            "pod_id": instance.id,
-            "provider": "vast",
-            "endpoint": instance.endpoint,
-            "cloud": CLOUD,
-            "gpu_id": instance.gpu_name,
-            "gpu_count": instance.gpu_count,
-            "cost_per_hour": instance.dph_total,
-            "live_idle": None if live is None else readings.idle(live),
-            "verification": instance.verification,
-            "started_at": None,
-        }
-        address = (instance.host, instance.port, "root")
-        pods.append(inventory_pod(name, address, trust, data, groups, listing.ssh_key))
-    if record_host_keys:
-        hostkey_hints.explain_mismatches(trusts)
-    return sorted(pods, key=lambda pod: pod.name)
+        for instance in listing.pods
+    ]
+
+    listing.notes += [note for instance in listing.pods if (note := label_group(instance)[1])]
+    return naming.to_pods(listing, rules, names, trusts, record_host_keys, hosted)
+
+
+def hosted(instance: VastInstance) -> naming.Hosted:
+    """Return what a Vast instance is as a host: its endpoint's address, its host data and
+    its automatic groups (``auto_groups``)."""
+    live = readings.one_utilization(instance.gpu_util)
+    data: dict[str, Any] = {
+        "pod_id": instance.id,
+        "provider": VAST.name,
+        "endpoint": instance.endpoint,
+        "cloud": CLOUD,
+        "gpu_id": instance.gpu_name,
+        "gpu_count": instance.gpu_count,
+        "cost_per_hour": instance.dph_total,
+        "live_idle": None if live is None else readings.idle(live),
+        "verification": instance.verification,
+        "started_at": None,
+    }
+    return (instance.host, instance.port, "root"), data, auto_groups(instance)
 
 
 def listed() -> Listing:
@@ -133,12 +139,9 @@ def listed() -> Listing:
         fetched = fetch(config)
         raw, notes = fetched.instances, fetched.notes
     instances, skipped = parse(raw)
-    ssh_key = (os.environ.get("PODSTATE_SSH_KEY") or "").strip() or None
-    if ssh_key:
-        ssh_key = str(Path(ssh_key).expanduser())
-        if not Path(ssh_key).is_file():
-            raise InventoryError(f"PODSTATE_SSH_KEY: no private key file at {ssh_key}")
-    return Listing("vast", instances, skipped, kept(raw), ssh_key, notes)
+    return Listing(
+        VAST.name, instances, skipped, kept(raw), api_http.ssh_key_file(os.environ), notes
+    )
 
 
 def _handed(path: Path) -> list[Any]:

@@ -29,6 +29,7 @@ from typing import Any
 
 from podstate.desired.errors import kind_of
 from podstate.inventory import api_http
+from podstate.inventory.actions import Stopped
 from podstate.inventory.api_http import ApiUnavailable, InventoryError, RateLimited
 
 API_URL = "https://console.vast.ai"
@@ -203,3 +204,29 @@ def detail(body: bytes, api: api_http.Api) -> str:
     said = next((doc[k] for k in ("msg", "detail", "error") if isinstance(doc.get(k), str)), "")
     text = " ".join(api.scrub(said).split())
     return text if len(text) <= 200 else text[:197] + "..."
+
+
+def stop(instance_id: str) -> Stopped:
+    """Stop a Vast instance: ``PUT /api/v0/instances/{id}`` with ``{"state": "stopped"}``
+    (200 with ``success``: stopped; 400, 404: not this instance; 401, 429, 5xx: refused
+    for now). Vast keeps its container disk; its processes and ``/dev/shm`` go."""
+    try:
+        config = settings()
+        api = config.api()
+        url = f"{config.base_url}/api/v0/instances/{urllib.parse.quote(instance_id, safe='')}"
+        request = api_http.authorized(url, api, method="PUT", data={"state": "stopped"})
+        status, _, body = api_http.send(api_http.opener(url), request, api)
+    except InventoryError as e:
+        return Stopped(False, str(e))
+    said = detail(body, api)
+    if status == 200 and _succeeded(body):
+        return Stopped(True)
+    return Stopped(False, f"Vast answered {status}" + (f": {said}" if said else ""))
+
+
+def _succeeded(body: bytes) -> bool:
+    """Return whether a Vast answer says ``"success": true``."""
+    try:
+        return json.loads(body.decode("utf-8")).get("success") is True
+    except (UnicodeDecodeError, ValueError, AttributeError, RecursionError):
+        return False

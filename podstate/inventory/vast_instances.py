@@ -13,8 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from podstate.desired.errors import kind_of
-from podstate.inventory.api_http import InventoryError
-from podstate.inventory.runpod_pods import Skipped, shown
+from podstate.inventory.records import Checker, Skipped, shown
 
 # The fields of an instance record that ``parse`` reads: all a listing handed on keeps.
 READ = (
@@ -22,6 +21,9 @@ READ = (
     "ssh_host", "ssh_port", "image_runtype", "gpu_name", "num_gpus", "gpu_util", "dph_total",
     "start_date", "verification", "machine_id",
 )  # fmt: skip
+CHECK = Checker("Vast API", READ, null_is_missing=True)
+_unexpected = CHECK.unexpected
+kept = CHECK.kept
 # actual_status values Vast documents; null is "provisioning".
 STATUSES = (
     "loading", "running", "stopped", "frozen", "exited", "rebooting", "unknown", "offline",
@@ -208,28 +210,6 @@ def _percent(item: dict[str, Any], key: str, where: str) -> float | None:
 
 
 def _field(obj: dict[str, Any], key: str, where: str, kind: type, nullable: bool = False) -> Any:
-    """Return ``obj[key]`` when it has type ``kind`` (or is null or missing where
-    ``nullable``); InventoryError naming it otherwise."""
-    value = obj.get(key)
-    if value is None:
-        if nullable:
-            return None
-        raise _unexpected(f"{where}.{key}", "missing")
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        names = {str: "a string", int: "an integer", dict: "an object"}
-        expected = names.get(kind, kind.__name__) + (" or null" if nullable else "")
-        raise _unexpected(f"{where}.{key}", f"expected {expected}, got {kind_of(value)}")
-    return value
-
-
-def kept(raw: list[Any]) -> list[Any]:
-    """Return the instance records of ``raw`` with only the fields ``parse`` reads, so the
-    rest (``extra_env``, ``onstart``, ``jupyter_token``) is never written anywhere."""
-    return [
-        {k: v for k, v in item.items() if k in READ} if isinstance(item, dict) else item
-        for item in raw
-    ]
-
-
-def _unexpected(where: str, problem: str) -> InventoryError:
-    return InventoryError(f"unexpected Vast API response: {where}: {problem}")
+    """Return ``obj[key]`` when it has type ``kind`` (``Checker.field``): missing or null
+    only where ``nullable``, as Vast leaves out or nulls what it does not know."""
+    return CHECK.field(obj, key, where, kind, required=not nullable, nullable=nullable)

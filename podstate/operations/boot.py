@@ -18,8 +18,9 @@ from typing import Any
 from pyinfra import host
 from pyinfra.api import operation
 
-from podstate.facts.boot import IDENTITY
 from podstate.paths import BOOT_FLAG
+from podstate.providers import registry
+from podstate.providers.record import Provider
 from podstate.run.lock import changing
 from podstate.shell import b64, quote_path, script_file
 
@@ -33,11 +34,11 @@ _IDS_LINE = "    IDS='RUNPOD_POD_ID'\n"
 _IDENTIFIED_LINE = "    IDENTIFIED='RunPod pod id'\n"
 
 
-# Where the hook lives depends on the provider (podstate.facts.boot.provider, IDENTITY):
-# RunPod wipes the container disk at every stop, so the hook and its data must be on the
-# volume; Vast keeps it across a stop and start, so they live there (and need no volume).
+# Where the hook lives depends on the provider (podstate.facts.boot.provider, its
+# ``keeps_disk``): RunPod wipes the container disk at every stop, so the hook and its data
+# must be on the volume; Vast keeps it across a stop and start, so they live there (and need
+# no volume).
 ON_DISK = "/var/lib/podstate"
-_IDENTIFIED = {"runpod": "RunPod pod id", "vast": "Vast instance id"}
 
 
 @dataclass(frozen=True)
@@ -45,19 +46,25 @@ class Layout:
     """Where podstate keeps what must outlive the container: the applied record and the
     copy of podstate-ready on the volume mounted at ``volume`` (``boot.volume``); the hook
     and its data beside them on RunPod, on the container disk (``ON_DISK``) on Vast, whose
-    stop keeps it. ``provider`` is the pod's (``IDENTITY``'s keys)."""
+    stop keeps it. ``provider`` is the pod's (one of ``registry.pod_providers``)."""
 
     volume: str
-    provider: str = "runpod"
+    provider: str = registry.DEFAULT
 
     def __post_init__(self) -> None:
-        if self.provider not in IDENTITY:
+        if self.provider not in [p.name for p in registry.pod_providers()]:
             raise ValueError(f"no boot hook layout for provider {self.provider!r}")
 
     @property
+    def of(self) -> Provider:
+        """The provider of the pod (its record)."""
+        return registry.named(self.provider)
+
+    @property
     def home(self) -> str:
-        """The directory of the hook and its data."""
-        if self.provider == "vast":
+        """The directory of the hook and its data: on the container disk where a stop keeps
+        it, else on the volume."""
+        if self.of.keeps_disk:
             return ON_DISK
         return posixpath.join(self.volume, ".podstate")
 
@@ -70,12 +77,12 @@ class Layout:
     @property
     def identity(self) -> tuple[str, ...]:
         """The variables of the container's environment that name this pod."""
-        return IDENTITY[self.provider]
+        return self.of.identity
 
     @property
     def identified(self) -> str:
         """What the identity is, in words (the hook's messages)."""
-        return _IDENTIFIED[self.provider]
+        return self.of.identified
 
     @property
     def record(self) -> str:
@@ -123,9 +130,8 @@ class Layout:
     def how_to_run(self) -> str:
         """Return what runs the hook at every container start, for a report that says it
         did not run."""
-        if self.provider == "vast":
-            return "the template's onstart script must source it: " + self.onstart_line()
-        return "the template's container start command must source it: " + self.start_command()
+        line = self.onstart_line() if self.of.keeps_disk else self.start_command()
+        return f"{self.of.start_hook} must source it: {line}"
 
 
 def render_hook(layout: Layout) -> str:

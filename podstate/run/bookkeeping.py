@@ -129,6 +129,16 @@ def managed_file(path: str, content: str, found: FileInfo, own: bool, mode: str 
     yield changing(write_command(path, content, own, mode, found.content))
 
 
+def owned_file(
+    name: str, path: str, content: str, probe: dict[str, Any], mode: str = "644"
+) -> None:
+    """Add the operation ``name`` that makes ``path``, a file podstate owns, hold ``content``
+    with ``mode`` (``managed_file``, compared with what the probe found there). Returns
+    nothing: the operation is in the deploy."""
+    found = probe["files"][path]
+    managed_file(name=name, path=path, content=content, found=found, own=True, mode=mode)
+
+
 @operation()
 def directories(
     paths: dict[str, str | None], found: dict[str, dict[str, Any]], hidden: Iterable[str] = ()

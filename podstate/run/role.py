@@ -1,6 +1,7 @@
-"""``@role``: a pyinfra ``@deploy`` that also tells the check which operations are its own;
-and ``read_probe``, how a role reads the pod (podstate's own deploy reads once for every
-role, podstate.pod.probe, through the same call)."""
+"""``@role``: a pyinfra ``@deploy`` that also tells the check which operations are its own,
+and gives the role the pod probe (``probed``); ``read_probe``, how a role reads the pod
+(podstate's own deploy reads once for every role, podstate.pod.probe, through the same
+call)."""
 
 from __future__ import annotations
 
@@ -18,22 +19,58 @@ from podstate.facts.request import Request
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import findings, lock, login
 
-F = TypeVar("F", bound=Callable[..., Any])
+Wanted = dict[str, Any]
+Probe = dict[str, Any]
+R = TypeVar("R")
+Apply = Callable[[Wanted, Probe], R]
+Applied = Callable[[Wanted, Probe | None], R | None]
 
 
-def role(name: str) -> Callable[[F], F]:
-    """Return a decorator that makes a function the pyinfra deploy ``name``.
+def probed(
+    reads: Callable[[Wanted], Request], when: Callable[[Wanted], object] | None = None
+) -> Callable[[Apply[R]], Applied[R]]:
+    """Return a decorator that gives a role's ``apply(wanted, probe)`` the pod probe.
+
+    The function made takes ``probe=None``: podstate's own deploy passes the probe it read
+    once for every role; a role called alone reads ``reads(wanted)`` itself
+    (``read_probe``). It returns None without running the role when ``when(wanted)`` says
+    there is nothing to do (checked first, so nothing is read for it) or when the probe could
+    not be read (pyinfra has then failed the pod already); else what the role returns.
+    """
+
+    def decorator(func: Apply[R]) -> Applied[R]:
+        @wraps(func)
+        def call(wanted: Wanted, probe: Probe | None = None) -> R | None:
+            if when is not None and not when(wanted):
+                return None
+            probe = probe or read_probe(reads(wanted))
+            return None if probe is None else func(wanted, probe)
+
+        return call
+
+    return decorator
+
+
+def role(
+    name: str,
+    reads: Callable[[Wanted], Request] | None = None,
+    when: Callable[[Wanted], object] | None = None,
+) -> Callable[[Callable[..., R]], Callable[..., R | None]]:
+    """Return a decorator that makes a role's ``apply(wanted, probe)`` the pyinfra deploy
+    ``name``, given the probe as ``probed(reads, when)`` gives it; without ``reads``, the
+    function is the deploy as it is, with its own arguments (``podstate uninstall``'s,
+    given the probe its deploy file read).
 
     Every operation the deploy adds on a pod is recorded under ``name`` (by operation hash),
     so ``podstate check`` reports a change with its role from data, and tells podstate's
     own operations (which take the pod lock themselves) from those of other deploy files.
     """
 
-    def decorator(func: F) -> F:
-        deployed = deploy(name)(func)
+    def decorator(func: Callable[..., R]) -> Callable[..., R | None]:
+        deployed = deploy(name)(func if reads is None else probed(reads, when)(func))
 
         @wraps(func)
-        def call(*args: Any, **kwargs: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> R | None:
             before = pyinfra_plan.op_hashes(state, host)
             try:
                 return deployed(*args, **kwargs)
@@ -43,7 +80,7 @@ def role(name: str) -> Callable[[F], F]:
                 for op_hash in pyinfra_plan.op_hashes(state, host) - before:
                     found.ops[op_hash] = name
 
-        return call  # type: ignore[return-value]
+        return call
 
     return decorator
 
