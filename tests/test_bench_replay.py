@@ -15,7 +15,7 @@ from podstate.run.bookkeeping import write_command
 
 def test_the_replayed_marker_names_the_pods_start_now_with_its_sum():
     old = json.dumps({"digest": "d", "applied_at": "t", "container": "boot:1"}) + "\n"
-    shell, _, _ = fold._step(lock.Change(write_command(READY_MARKER, old, True, "644")))
+    shell, _ = fold._step(lock.Change(write_command(READY_MARKER, old, True, "644")))
     replayed = restarted(shell, "boot:2")
     sha, data = re.search(rf"set -- {READY_MARKER} own 644 (\S+) (\S+)", replayed).groups()
     text = base64.b64decode(data)
