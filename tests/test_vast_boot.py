@@ -155,7 +155,7 @@ def test_a_vast_start_without_the_onstart_line_is_named(fleet, tmp_path):
 
 
 def test_a_desired_state_is_fitted_with_each_providers_probe_of_the_hook():
-    from podstate.facts.boot import assuming, provider
+    from podstate.facts.boot import IDENTITY, assuming, provider
     from podstate.facts.probe import PodProbe
     from podstate.inventory.fleet import desired
     from podstate.pod import fits, probe
@@ -163,7 +163,7 @@ def test_a_desired_state_is_fitted_with_each_providers_probe_of_the_hook():
 
     state = desired({"boot": {"hook": True, "volume": "/w"}})
     lengths = []
-    for name in boot_ops.IDENTITY:
+    for name in IDENTITY:
         with assuming(name):
             assert boot.volume(state).provider == name
             lengths.append(len(PodProbe().command(**probe.request(state).arguments())))

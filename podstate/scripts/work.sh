@@ -46,6 +46,16 @@ work_stat() {
     w_run=$1 w_pp=$2 w_st=${20} w_cpu=$((${12} + ${13} + ${14} + ${15}))
 }
 
+# work_gone PID: true when PID has ended (or is a zombie) since it was listed: what could
+# not be read of it was its end, not a process hidden from this shell
+work_gone() {
+    w_s=$w_c
+    if work_stat "$1" && [ "$w_run" != Z ]; then
+        w_c=$w_s
+        return 1
+    fi
+}
+
 # work_sshd COMM: true when COMM is sshd's (the listener's or a session's)
 work_sshd() {
     case $1 in sshd | sshd-session | sshd-auth | "sshd: "*) return 0 ;; esac
@@ -170,6 +180,7 @@ work() {
         # shellcheck disable=SC3013 # -ef is in dash, bash and busybox
         if ! [ "$d/ns/mnt" -ef /proc/self/ns/mnt ]; then
             if ! { read -r w_x <"$d/io"; } 2>/dev/null && ! work_other "$d"; then
+                work_gone "$p" && continue
                 w_x=unread
                 work_sshd "$w_c" && w_x='busy ssh'
                 enc "$w_c"
@@ -196,6 +207,7 @@ work() {
         { while read -r w_d w_x; do
             case $w_d in rchar: | wchar:) w_i=$((w_i + w_x)) ;; esac
         done <"$d/io"; } 2>/dev/null || {
+            work_gone "$p" && continue
             w_out="${w_out}work.unread $p $enc_v
 "
             continue
