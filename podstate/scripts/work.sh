@@ -49,9 +49,9 @@ work_stat() {
 # work_gone PID: true when PID has ended (or is a zombie) since it was listed: what could
 # not be read of it was its end, not a process hidden from this shell
 work_gone() {
-    w_s=$w_c
+    w_g=$w_c
     if work_stat "$1" && [ "$w_run" != Z ]; then
-        w_c=$w_s
+        w_c=$w_g
         return 1
     fi
 }
