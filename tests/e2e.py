@@ -69,7 +69,7 @@ class Fleet:
 
     def out(self, pod: str, command: str, data: bytes = b"") -> str:
         result = self.ssh(pod, command, data)
-        assert result.returncode == 0, f"{pod}: {command}: {result.stderr}"
+        assert result.returncode == 0, f"{pod}: {command}: {result.returncode}: {result.stderr}"
         return result.stdout
 
     def host_vars(self, pod: str, data: dict | None) -> None:
