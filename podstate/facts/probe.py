@@ -25,6 +25,7 @@ from podstate.facts import start as start_section
 from podstate.facts import venv as venv_section
 from podstate.facts.decode import decode
 from podstate.facts.mounts import parse_mounts
+from podstate.shell import script
 
 CAP_SYS_ADMIN = 21
 
@@ -120,16 +121,10 @@ class PodProbe(FactBase[dict[str, Any]]):
         lines = [
             "export LC_ALL=C",
             "echo begin",
-            # base64 on one line; -w0 (GNU, busybox) saves a process for each value. The
-            # mounts are the first value, and tell whether it works.
-            "if m=$(base64 -w0 </proc/self/mounts 2>/dev/null); then b64() { base64 -w0; };"
-            " else b64() { base64 | tr -d '\\n'; }; m=$(b64 </proc/self/mounts); fi",
+            script("enc.sh"),
+            "m=$(b64 </proc/self/mounts)",
             *gpu.start_lines(),
             *lock.probe_lines(lock_wait),
-            # enc VALUE sets enc_v to what the parser reads back as VALUE: "=VALUE" when VALUE
-            # is plain (no process at all), else its base64 (which never starts with "=")
-            'enc() { case $1 in *[!A-Za-z0-9/._+,:@%=-]*) enc_v=$(printf %s "$1" | b64) ;;'
-            ' *) enc_v="=$1" ;; esac; }',
             # The shell's own capabilities, which the commands it starts as root keep, and
             # its user id
             'while read -r k v; do case $k in CapEff:) echo "caps $v" ;;'

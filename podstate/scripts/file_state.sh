@@ -7,8 +7,8 @@
 # CONTENT (base64, by b64) is there only for a readable regular file; TARGET is encoded by
 # enc (the value itself after "=", or base64); OWNER is UID:GID. STAT is what the probe's
 # stats read of PATH ("MODE UID:GID SIZE KIND", links followed), or "-" (then stat is asked
-# here, if something is there now). The probe defines enc and b64.
-# shellcheck disable=SC2154 # enc_v is set by enc, which the probe defines
+# here, if something is there now). Needs enc and b64 (scripts/enc.sh).
+# shellcheck disable=SC2154 # enc_v is set by enc (scripts/enc.sh)
 file_state() {
     t=$2 l=0
     if [ -L "$2" ]; then

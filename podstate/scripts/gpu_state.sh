@@ -17,7 +17,7 @@
 # one nvidia-smi call per probe. Only two readings that both succeeded are kept; writing
 # CACHE is the probe's only change to the pod, and one that cannot be made (a non-root
 # user) only costs the two calls again next time. Every call is limited to 20 s.
-# Needs b64, which the probe defines.
+# Needs b64 (scripts/enc.sh).
 # gpu_cell LINE NAME: sets v to LINE's cell (of a query of the fields $f) for field NAME,
 # '' when it was not asked
 gpu_cell() {

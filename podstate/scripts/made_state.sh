@@ -28,9 +28,10 @@
 #   "made.busy PATH PID COMM" for a mount not in made_keep, per process using it, and for a
 #     venv not in made_keep, per process running from it (made_venv_busy; "made.busy PATH PID
 #     COMM unread" for one that may, whose files cannot be read).
-# The probe defines b64, enc, stats and file_state; repo_clean is scripts/repo_clean.sh,
-# made_busy and made_venv_busy scripts/busy.sh, made_proof scripts/made_proof.sh.
-# shellcheck disable=SC2154 # enc_v and st_* are set by enc and stats, which the probe defines
+# enc and b64 are scripts/enc.sh's; stats and file_state scripts/stats.sh's and
+# scripts/file_state.sh's; repo_clean is scripts/repo_clean.sh, made_busy and
+# made_venv_busy scripts/busy.sh's, made_proof scripts/made_proof.sh's.
+# shellcheck disable=SC2154 # enc_v and st_* are set by enc (scripts/enc.sh) and stats
 made_path() {
     case $1 in
     =*) f=${1#=} ;;

@@ -25,9 +25,9 @@
 # namespace; pid 1 too), but for this probe's own (its ancestors below sshd's listener, and
 # their descendants) and sshd's listener (each connection is a session); CPU is utime, stime and the waited-for children's cutime and cstime,
 # in clock ticks (USER_HZ, 100 a second on Linux), like the uptime.
-# Needs enc, which the probe defines.
+# Needs enc (scripts/enc.sh).
 
-# shellcheck disable=SC2154 # enc_v is set by enc, which the probe defines
+# shellcheck disable=SC2154 # enc_v is set by enc (scripts/enc.sh)
 # work_stat PID: sets w_c (comm), w_run (state), w_pp (parent), w_st (start, ticks since
 # boot) and w_cpu from /proc/PID/stat; false when it cannot be read
 work_stat() {
