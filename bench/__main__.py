@@ -1,7 +1,7 @@
-"""``python -m bench``: run the fleet benchmark (see bench/run.py)."""
+"""``python -m bench``: run the fleet benchmark (see bench/fleet/run.py)."""
 
 import sys
 
-from bench.run import main
+from bench.fleet.run import main
 
 sys.exit(main())

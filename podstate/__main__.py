@@ -3,23 +3,29 @@ internals is imported, so that a release without one of them is one line, not a 
 
 import sys
 
-from podstate.pyinfra_api.verify import Unsupported, verify
+from podstate.pyinfra_api import entry_points
 
 
 def main() -> int:
     """Return the command's exit status: 1, with one line, on a pyinfra that lacks or changed
-    an internal podstate relies on (a whole module included); else the subcommand's."""
-    try:
-        verify()
-    except Unsupported as e:
-        print(f"podstate: {e}", file=sys.stderr)
-        return 1
-    from podstate.pyinfra_api import open_files
+    an internal podstate relies on (a whole module included); else the subcommand's.
 
-    open_files.raise_limit()  # before podstate's settings read pyinfra's parallelism
-    from podstate.cli import main as run
+    The installed packages' entry points are read once for the whole command (pyinfra asks
+    for them at each inventory it makes, gevent for each of its plugin groups)."""
+    with entry_points.read_once():  # opened first: importing pyinfra asks for them too
+        from podstate.pyinfra_api.verify import Unsupported, verify
 
-    return run()
+        try:
+            verify()
+        except Unsupported as e:
+            print(f"podstate: {e}", file=sys.stderr)
+            return 1
+        from podstate.pyinfra_api import open_files
+
+        open_files.raise_limit()  # before podstate's settings read pyinfra's parallelism
+        from podstate.cli import main as run
+
+        return run()
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The fleet benchmark's mixed fleet (bench/mixed.py): its vars and its rows in the report,
+"""The fleet benchmark's mixed fleet (bench/fleet/mixed.py): its vars and its rows in the report,
 checked on the raw results of a run without running the benchmark."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import copy
 import json
 
-from bench.mixed import mixed, mixed_vars, split
-from bench.report import report
+from bench.fleet.mixed import mixed, mixed_vars, split
+from bench.fleet.report import report
 from tests.e2e import ROOT
 
 RAW = json.loads((ROOT / "bench" / "results" / "fleet.json").read_text())

@@ -1,12 +1,13 @@
-"""The same-work replay (bench/replay.py) repeats podstate's own commands: the first apply's
-on pods restarted since, so the ready marker it writes names the start the pod has now."""
+"""The same-work replay (bench/fleet/rivals/replay.py) repeats podstate's own commands: the
+first apply's on pods restarted since, so the ready marker it writes names the start the pod
+has now."""
 
 import base64
 import hashlib
 import json
 import re
 
-from bench.replay import restarted
+from bench.fleet.rivals.replay import restarted
 from podstate.paths import READY_MARKER
 from podstate.run import fold, lock
 from podstate.run.bookkeeping import write_command

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime
 
-from bench.restart import proxied_document, report, spec_errors, summary
+from bench.restart.api import proxied_document, spec_errors
+from bench.restart.report import report, summary
 from podstate.sandbox.api import pod_document
 from podstate.sandbox.processes import proc_start
 

@@ -82,6 +82,25 @@ def test_version_names_podstate_and_pyinfra():
     )
 
 
+# --- the table ----------------------------------------------------------------------------
+
+
+def test_every_subcommand_is_in_the_table_once_with_a_handler_that_exists():
+    """Each subcommand the parser takes has one handler, named in the table, that imports
+    and takes the parsed arguments; a group (``report``) has subcommands instead."""
+    import importlib
+    import inspect
+
+    leaves = [command for group in arguments.table() for command in (group.actions or (group,))]
+    names = [command.name for command in leaves]
+    assert len(names) == len(set(names)) and set(arguments.handlers()) == set(names)
+    assert set(names) == {words.split()[-1] for words in subcommands() if words != "report"}
+    for command in leaves:
+        module, function = command.handler.split(":")
+        handler = getattr(importlib.import_module(module), function)
+        assert list(inspect.signature(handler).parameters) == ["args"], command.name
+
+
 # --- help ---------------------------------------------------------------------------------
 
 

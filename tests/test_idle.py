@@ -267,6 +267,62 @@ def test_a_running_ssh_command_keeps_the_pod_in_use(fleet, quiet, tmp_path):
     assert any(why.startswith("SSH session: sleep (pid") for why in entry["activity"]["in_use"])
 
 
+# The pod's sshd sessions other than the command's own (children of its listener), the
+# newest last; and a wait until none of SESSION's sockets is an established TCP connection
+SESSIONS = "ps -o pid= --sort=start_time --ppid $(ps -o ppid= -p $PPID) | grep -vw $PPID; true"
+GONE = (
+    "inos=' '; for f in /proc/{pid}/fd/*; do [ -S $f ] &&"
+    " inos=\"$inos$(sed -n 's/^ino:[[:space:]]*//p' /proc/{pid}/fdinfo/${{f##*/}}) \"; done;"
+    ' while awk -v i="$inos" \'$4 == "01" && index(i, " " $10 " ") {{f = 1}}'
+    " END {{exit !f}}' /proc/net/tcp /proc/net/tcp6; do sleep 0.05; done"
+)
+
+
+def _session(fleet, *args: str) -> tuple[subprocess.Popen, str]:
+    """Open an SSH session to the pod with ``args`` (ssh's options and command), once it is
+    there: return its client and the pid of its sshd on the pod."""
+    from podstate.sandbox import ssh
+
+    *options, host = ssh.ssh_command(POD)
+    before = set(fleet.out(POD, SESSIONS).split())
+    client = subprocess.Popen([*options, *args[:-1], host, args[-1]], stdin=subprocess.DEVNULL)
+    new = ""
+    while not new:
+        assert client.poll() is None, "the SSH session ended"
+        new = " ".join(set(fleet.out(POD, SESSIONS).split()) - before)
+    return client, new
+
+
+def _client_gone(fleet, client: subprocess.Popen, sshd: str) -> None:
+    """End ``client`` while the pod's ``sshd`` of its session is stopped, and wait until its
+    connection is no longer established there: the session is ending, its sshd still there."""
+    fleet.out(POD, f"kill -STOP {sshd}")
+    client.kill()
+    client.wait()
+    fleet.out(POD, GONE.format(pid=sshd))
+
+
+@pytest.mark.parametrize("command", ["", "exec sleep 603"])
+def test_an_ssh_session_is_work_until_its_client_has_gone(fleet, quiet, tmp_path, command):
+    _quiet_entry(fleet, tmp_path)
+    client, sshd = _session(fleet, *(["-N", ""] if not command else [command]))
+    try:
+        live = _entry(fleet, tmp_path)  # a tunnel, or a command, is an SSH session
+        _client_gone(fleet, client, sshd)
+        gone = _entry(fleet, tmp_path)
+    finally:
+        client.kill()
+        fleet.out(POD, f"kill -CONT {sshd}; pkill -f '[s]leep 603'; true")
+    assert live["idle"] is False
+    assert any(why.startswith("SSH session: ") for why in live["activity"]["in_use"]), live
+    if not command:  # its sshd, ending, is no session
+        assert gone["idle"] is True, gone["activity"]
+    else:  # what the session started is the pod's own work, still running
+        assert gone["idle"] is False
+        assert "process sleep (pid" in str(gone["activity"]["in_use"]), gone["activity"]
+        assert "SSH session" not in str(gone["activity"]["in_use"])
+
+
 def test_a_quiet_pod_keeps_its_idle_period_on_the_pod(fleet, quiet, tmp_path):
     first = _quiet_entry(fleet, tmp_path)
     again = _entry(fleet, tmp_path)

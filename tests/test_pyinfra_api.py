@@ -20,8 +20,7 @@ from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_host, ctx_state
 from pyinfra.operations import files, server
 
-from podstate.pyinfra_api import cli as pyinfra_cli
-from podstate.pyinfra_api import execute
+from podstate.pyinfra_api import entry_points, execute
 from podstate.pyinfra_api import plan as pyinfra_api
 from podstate.pyinfra_api.verify import PYINFRA_MINORS, verify
 
@@ -150,12 +149,34 @@ def test_planning_faster_plans_the_same_operations(state, monkeypatch):
 
 
 def test_entry_points_read_once_answer_as_importlib_does():
+    from pyinfra.api import connectors
+
     asking = metadata.entry_points
     expected = asking(group="console_scripts")
-    with pyinfra_cli._entry_points_read_once():
+    with entry_points.read_once():
         assert list(metadata.entry_points(group="console_scripts")) == list(expected)
-        assert list(metadata.entry_points().select(group="console_scripts")) == list(expected)
-    assert metadata.entry_points is asking
+        with entry_points.read_once():  # a block within: the same reading
+            assert list(metadata.entry_points().select(group="console_scripts")) == list(expected)
+        assert set(connectors.get_all_connectors()) >= {"ssh", "local"}
+    assert metadata.entry_points is asking and connectors.entry_points is asking
+
+
+def test_entry_points_are_read_once_in_a_block():
+    """Every asking in a block, pyinfra's connectors' included, is answered from one reading
+    of the installed packages."""
+    from pyinfra.api import connectors
+
+    reads = []
+    distributions = metadata.distributions
+    try:
+        metadata.distributions = lambda **select: reads.append(1) or distributions(**select)
+        with entry_points.read_once():
+            metadata.entry_points(group="console_scripts")
+            connectors.get_all_connectors()
+            Inventory((["@local"], {}))
+    finally:
+        metadata.distributions = distributions
+    assert len(reads) == 1
 
 
 def test_the_check_reads_installed_packages_once_before_connecting():

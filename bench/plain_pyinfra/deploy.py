@@ -4,7 +4,7 @@ Scratch storage (a tmpfs where the pod may mount one, else a directory), the ``d
 profile /etc/profile.d/podstate.sh (the ``dirs``, the ``env`` values and the NCCL variables
 from the GPU topology and the cloud) and its hooks in ~/.bashrc, with pyinfra's own
 operations and facts. The profile has podstate's content, so a fleet podstate converged
-lacks only the two hooks' blocks (with pyinfra's markers). bench/cycle.py times it beside
+lacks only the two hooks' blocks (with pyinfra's markers). bench/fleet/cycle.py times it beside
 podstate; each host's desired state is its ``want`` (podstate's, resolved) and ``cloud``
 (inventory.py).
 """

@@ -1,5 +1,5 @@
 """The pods for plain pyinfra: each with its SSH address and ``want``, its desired state as
-podstate resolves it, from the JSON file PLAIN_PYINFRA_HOSTS names (bench/plain.py)."""
+podstate resolves it, from the JSON file PLAIN_PYINFRA_HOSTS names (bench/fleet/rivals/plain.py)."""
 
 import json
 import os

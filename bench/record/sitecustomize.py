@@ -5,8 +5,9 @@ Loaded by Python at start-up (``sitecustomize``) when this directory is on PYTHO
 each exec request is written, at the process's exit, to ``<dir>/<pid>.jsonl`` as one JSON
 line: the SSH server's port, the order it was sent in, the command, its stdin (base64) and
 its exit status (None if the pod never sent one). A subsystem (SFTP) is recorded with its name
-instead of a command, so a replay can refuse what it cannot repeat. bench/replay.py reads
-them. Nothing else changes: the patched methods call paramiko's own.
+instead of a command, so a replay can refuse what it cannot repeat.
+bench/fleet/rivals/replay.py reads them. Nothing else changes: the patched methods call
+paramiko's own.
 """
 
 from __future__ import annotations

@@ -49,9 +49,10 @@ def parse(output: list[str]) -> dict[str, Any]:
     "url": URL, "want": ("tag", SHA) | None, "remote": SHA | "none" | "?" | None,
     "dirty": [porcelain lines]}}}``; a path is missing when git is not on the pod (nothing
     more could be read). ``remote`` is where origin's branch is now (None: not asked).
+    ``git`` is None when the probe said nothing of it: unknown, never taken for missing.
     """
     paths: dict[str, dict[str, Any]] = {}
-    git = False
+    git: bool | None = None
     for line in output:
         key, _, rest = line.partition(" ")
         if key == "repo.git":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib
 import os
 import sys
 from collections.abc import Iterator
@@ -16,18 +17,21 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from podstate import settings
 from podstate.desired import spec
 from podstate.desired.errors import Layer, SpecError, located
 from podstate.desired.load import VarsDir
-from podstate.inventory import hostkeys, keyfiles, runpod, vast
-from podstate.inventory.naming import Listing, host_names
+from podstate.inventory import hostkeys, keyfiles
+from podstate.inventory.naming import Listing, groups_path, host_names, load_group_rules
 from podstate.inventory.podsfile import Pod, read_pods_file
-from podstate.inventory.runpod import Skipped
 from podstate.pod import fits
 from podstate.pyinfra_api import hostkeys as policy
+
+if TYPE_CHECKING:
+    from podstate.inventory.runpod import Skipped
 
 DEFAULT_PODS = Path("inventories/pods.yaml")
 DEFAULT_VARS = Path("inventories")
@@ -37,7 +41,7 @@ SOURCES = (
     "vast",
 )  # PODSTATE_INVENTORY's words: the pods file, then each provider
 PROVIDER_KEYS = {"runpod": "RUNPOD_API_KEY", "vast": "VAST_API_KEY"}  # what selects each provider
-PROVIDERS = {"runpod": runpod, "vast": vast}  # each with listed() and to_pods()
+PROVIDERS = ("runpod", "vast")  # each a module of podstate.inventory: listed(), to_pods()
 SHOWN = {"runpod": "RunPod API", "vast": "Vast API"}
 
 HostEntry = tuple[str, dict[str, Any]]
@@ -105,9 +109,9 @@ def load_inventory(record_host_keys: bool = True) -> Inventory:
             f"{DEFAULT_PODS} or set PODSTATE_PODS{api and api + ' your pods from RunPod'}"
         )
     store = _vars_dir()
-    rules = runpod.load_group_rules(runpod.groups_path(store.root))
+    rules = load_group_rules(groups_path(store.root))
     listings: dict[str, Listing] = {
-        source: PROVIDERS[source].listed() for source in chosen if source in PROVIDERS
+        source: provider(source).listed() for source in chosen if source in PROVIDERS
     }
     names = host_names([record for found in listings.values() for record in found.records()])
     pods: list[Pod] = []
@@ -120,7 +124,7 @@ def load_inventory(record_host_keys: bool = True) -> Inventory:
             shown.append(f"pods file {path}")
         else:
             listing = listings[source]
-            found = PROVIDERS[source].to_pods(
+            found = provider(source).to_pods(
                 listing, rules, names, record_host_keys, _STRICT_HOST_KEYS.get()
             )
             skipped += listing.skipped
@@ -134,12 +138,21 @@ def load_inventory(record_host_keys: bool = True) -> Inventory:
                 )
         pods += found
     expect_host_keys(pods)
-    handed = {_LISTING_KEYS[s]: found.kept for s, found in listings.items()} or None
+    handed = {_listing_key(s): found.kept for s, found in listings.items()} or None
     notes = [note for found in listings.values() for note in found.notes]
     return Inventory(_resolved(pods, store), skipped, " and ".join(shown), handed, notes)
 
 
-_LISTING_KEYS = {"runpod": "pods", "vast": vast.LISTING_KEY}
+def provider(source: str) -> ModuleType:
+    """Return the module of the provider ``source`` names (one of PROVIDERS), imported now:
+    a run that reads only the pods file loads no provider's API client."""
+    return importlib.import_module(f"podstate.inventory.{source}")
+
+
+def _listing_key(source: str) -> str:
+    """Return the key of a provider's records in a listing handed on: RunPod's ``pods``,
+    else the provider's own ``LISTING_KEY``."""
+    return "pods" if source == "runpod" else provider(source).LISTING_KEY
 
 
 def expect_host_keys(pods: list[Pod]) -> None:

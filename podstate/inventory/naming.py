@@ -10,10 +10,13 @@ import fnmatch
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
+from podstate.desired.errors import SpecError
+from podstate.desired.load import display_path, load_yaml, spelled
 from podstate.inventory import hostkeys
-from podstate.inventory.podsfile import HOST_NAME, Pod
+from podstate.inventory.podsfile import GROUP_NAME, HOST_NAME, Pod
 
 # The groups the providers' data sets (the automatic groups): no other may take their names.
 RESERVED_GROUPS = ("community", "secure", "runpod", "vast")
@@ -150,3 +153,41 @@ def inventory_pod(
     if ssh_key:
         data["ssh_key"] = ssh_key
     return Pod(name, data, list(dict.fromkeys(groups)))
+
+
+def groups_path(vars_dir: Path) -> Path:
+    """Return the group rules file: ``groups.yaml`` (or ``groups.yml``) in the vars directory."""
+    return spelled(vars_dir / "groups") or vars_dir / "groups.yaml"
+
+
+def load_group_rules(path: Path) -> dict[str, list[str]]:
+    """Return ``groups.yaml``'s rules (group -> pod name globs); {} when there is no file.
+
+    SpecError names the file and the group when the file is not a mapping of group names
+    to lists of globs.
+    """
+    if not path.is_file():
+        return {}
+    shown = display_path(path)
+    rules: dict[str, list[str]] = {}
+    for group, globs in load_yaml(path, shown).items():
+        if not GROUP_NAME.match(group) or group.startswith("_"):
+            raise SpecError(
+                f"{shown}: {group}: not a valid group name (letters, digits and _, "
+                "not starting with a digit or _)"
+            )
+        if reserved(group):
+            raise SpecError(
+                f"{shown}: {group}: set from the providers' data (community, secure, runpod, "
+                "vast, gpu_*, gpus_*, dc_*); pick another group name"
+            )
+        if (
+            not isinstance(globs, list)
+            or not globs
+            or not all(isinstance(g, str) and g for g in globs)
+        ):
+            raise SpecError(
+                f'{shown}: {group}: expected a list of pod name globs, like ["train-*"]'
+            )
+        rules[group] = list(globs)
+    return rules

@@ -13,8 +13,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from podstate.desired.errors import SpecError
-from podstate.desired.load import display_path, load_yaml, spelled
 from podstate.inventory import hostkey_hints, hostkeys, keylog
 from podstate.inventory import live as readings
 from podstate.inventory.naming import (
@@ -22,11 +20,10 @@ from podstate.inventory.naming import (
     gpu_group,
     host_names,
     inventory_pod,
-    reserved,
     ruled,
     slug,
 )
-from podstate.inventory.podsfile import GROUP_NAME, Pod, cloud_group
+from podstate.inventory.podsfile import Pod, cloud_group
 from podstate.inventory.runpod_client import LISTING_ENV, fetch, read_listing, settings
 from podstate.inventory.runpod_pods import ApiPod, Skipped, kept, parse
 
@@ -48,44 +45,6 @@ def auto_groups(pod: ApiPod) -> list[str]:
         groups.append(f"dc_{dc}"[:63].rstrip("_"))
     groups.append(f"gpus_{pod.gpu_count}")
     return groups
-
-
-def groups_path(vars_dir: Path) -> Path:
-    """Return the group rules file: ``groups.yaml`` (or ``groups.yml``) in the vars directory."""
-    return spelled(vars_dir / "groups") or vars_dir / "groups.yaml"
-
-
-def load_group_rules(path: Path) -> dict[str, list[str]]:
-    """Return ``groups.yaml``'s rules (group -> pod name globs); {} when there is no file.
-
-    SpecError names the file and the group when the file is not a mapping of group names
-    to lists of globs.
-    """
-    if not path.is_file():
-        return {}
-    shown = display_path(path)
-    rules: dict[str, list[str]] = {}
-    for group, globs in load_yaml(path, shown).items():
-        if not GROUP_NAME.match(group) or group.startswith("_"):
-            raise SpecError(
-                f"{shown}: {group}: not a valid group name (letters, digits and _, "
-                "not starting with a digit or _)"
-            )
-        if reserved(group):
-            raise SpecError(
-                f"{shown}: {group}: set from the providers' data (community, secure, runpod, "
-                "vast, gpu_*, gpus_*, dc_*); pick another group name"
-            )
-        if (
-            not isinstance(globs, list)
-            or not globs
-            or not all(isinstance(g, str) and g for g in globs)
-        ):
-            raise SpecError(
-                f'{shown}: {group}: expected a list of pod name globs, like ["train-*"]'
-            )
-        rules[group] = list(globs)
-    return rules
 
 
 def to_pods(

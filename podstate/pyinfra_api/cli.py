@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from importlib import metadata
 from typing import Any
 
 import gevent
@@ -18,31 +17,7 @@ from pyinfra.api import state as api_state
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.connectors.sshuserclient import client as ssh_client
 
-from podstate.pyinfra_api import plan
-
-
-@contextmanager
-def _entry_points_read_once() -> Iterator[None]:
-    """Within the block, read the installed packages' entry points once, not at each asking.
-
-    Importing pyinfra's CLI package monkey-patches the standard library with gevent, which
-    asks for the entry points of a plugin group 25 times; each asking reads the metadata of
-    every installed package: a quarter of a second before podstate's first connection, with
-    the 80 packages of a test environment.
-    """
-    asking = metadata.entry_points
-    read: list[metadata.EntryPoints] = []  # none when pyinfra's CLI is imported already
-
-    def read_once(**select: Any) -> metadata.EntryPoints:
-        if not read:
-            read.append(asking())
-        return read[0].select(**select) if select else read[0]
-
-    metadata.entry_points = read_once
-    try:
-        yield
-    finally:
-        metadata.entry_points = asking
+from podstate.pyinfra_api import entry_points, plan
 
 
 def _cli() -> Any:
@@ -50,7 +25,7 @@ def _cli() -> Any:
 
     The check needs both: the CLI's inventory and deploy file loading, and a standard library
     whose sockets let every pod's connection proceed at once."""
-    with _entry_points_read_once():
+    with entry_points.read_once():  # gevent asks for them 25 times as it patches
         import pyinfra_cli.inventory
         import pyinfra_cli.util
     return pyinfra_cli

@@ -42,6 +42,14 @@ def start_command(state: State, host: Host, command: str, arguments: dict[str, A
     return channel
 
 
+def hang_up(host: Host) -> None:
+    """Close ``host``'s SSH connection now (pyinfra's disconnect leaves it open until the
+    process ends: a long-lived process would keep a session on the pod)."""
+    client = getattr(host.connector, "client", None)
+    if client is not None:
+        client.close()
+
+
 def run_shell(
     state: State, host: Host, command: str, arguments: dict[str, Any], output: bool = False
 ) -> tuple[bool, Lines]:

@@ -10,8 +10,8 @@ import ast
 import functools
 import importlib
 import inspect
+import re
 from collections.abc import Callable, Iterator
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ import pyinfra
 from pyinfra.api import Config, Inventory, State
 from pyinfra.api.exceptions import PyinfraError
 
-from podstate.pyinfra_api import ssh
+from podstate.pyinfra_api import entry_points, ssh
 from podstate.pyinfra_api.logs import pod_line
 
 PYINFRA_MINORS = ("3.9", "3.10")  # the pyinfra minors podstate supports and CI tests
@@ -53,7 +53,8 @@ pyinfra.api.operation.OperationMeta.will_change pyinfra.api.host.Host.print_pref
 pyinfra.context.ctx_state pyinfra.context.ctx_config pyinfra.context.ctx_host
 pyinfra.context.ctx_inventory pyinfra.context.ContextManager.isset
 pyinfra.connectors.sshuserclient.client.get_host_keys.cache
-pyinfra.api.state.State.get_op_order pyinfra.api.state.State.init""".split()
+pyinfra.api.state.State.get_op_order pyinfra.api.state.State.init
+pyinfra.api.connectors.entry_points""".split()
 _DECLARED = {
     "pyinfra.api.host.Host": "connector in_op current_op_hash current_op_global_arguments "
     "current_op_deploy_data current_deploy_name loop_position",
@@ -92,11 +93,14 @@ def _cli_source(module: str) -> str:
 
 
 def _cli_parameters(module: str, function: str) -> list[str]:
-    """Return the parameters of a function of pyinfra's CLI, from its source."""
-    for node in ast.parse(_cli_source(module)).body:
-        if isinstance(node, ast.FunctionDef) and node.name == function:
-            return [a.arg for a in node.args.args + node.args.kwonlyargs]
-    raise AttributeError(f"pyinfra_cli.{module} has no {function}")
+    """Return the parameters of a function of pyinfra's CLI, from its source: its ``def``
+    alone is parsed (the whole module would take longer than every other check)."""
+    found = re.search(rf"^def {function}\((.*?)\)( -> [^:]+)?:", _cli_source(module), re.M | re.S)
+    if found is None:
+        raise AttributeError(f"pyinfra_cli.{module} has no {function}")
+    (node,) = ast.parse(f"def {function}({found[1]}): pass").body
+    assert isinstance(node, ast.FunctionDef)
+    return [a.arg for a in node.args.args + node.args.kwonlyargs]
 
 
 def _checks() -> Iterator[tuple[str, Callable[[], object]]]:
@@ -160,18 +164,26 @@ def verify() -> None:
     Called at the start of every ``podstate`` command and of a deploy, so that a pyinfra
     release that changed an internal stops the run before any pod is touched, instead of
     misbehaving in it."""
+    with entry_points.read_once():  # the Inventory below asks for them twice
+        for name, test in _checks():
+            try:
+                passed = test()
+            except (AttributeError, ImportError, KeyError, OSError) as e:
+                raise Unsupported(f"{_start()} lacks {name} ({e})") from None
+            except Exception as e:  # any other failure: it changed
+                raise Unsupported(f"{_start()} changed {name} ({type(e).__name__}: {e})") from None
+            if passed is False:
+                raise Unsupported(f"{_start()} changed {name}")
+
+
+def _start() -> str:
+    """Return the start of Unsupported's line: the supported minors and the installed
+    version, looked up only when one is refused (a lookup reads the installed packages)."""
+    from importlib import metadata
+
     supported = " and ".join(f"{minor}.x" for minor in PYINFRA_MINORS)
     try:
         version = metadata.version("pyinfra")
     except metadata.PackageNotFoundError:
         version = "(of no known version)"
-    start = f"podstate supports pyinfra {supported}; the installed pyinfra {version}"
-    for name, test in _checks():
-        try:
-            passed = test()
-        except (AttributeError, ImportError, KeyError, OSError) as e:
-            raise Unsupported(f"{start} lacks {name} ({e})") from None
-        except Exception as e:  # any other failure: it changed
-            raise Unsupported(f"{start} changed {name} ({type(e).__name__}: {e})") from None
-        if passed is False:
-            raise Unsupported(f"{start} changed {name}")
+    return f"podstate supports pyinfra {supported}; the installed pyinfra {version}"

@@ -62,6 +62,7 @@ def guarded(
     seen: str = "",
     token: str = TOKEN,
     owner: str = OWNER,
+    wait: int | None = None,
 ) -> str:
     """Return ``command`` run under this run's lock (or under ``token``'s, named ``owner``,
     for a taker that is not this run: the boot hook).
@@ -74,6 +75,7 @@ def guarded(
     renews it until the run's connection closes. One that fails releases it at once; with
     ``release``, so does one that succeeds (the run's last command). ``command`` runs in a
     subshell of its own, outside any ``||`` or ``if``, so a ``set -e`` in it works.
+    ``wait`` is how long another run's lock is waited for (default ``PODSTATE_LOCK_WAIT``).
     """
     ttl = (ttl or settings.COMMAND_TIMEOUT) + MARGIN
     return _lock(
@@ -83,7 +85,7 @@ def guarded(
         owner,
         "hold" if held else "take",
         ttl,
-        settings.LOCK_WAIT,
+        settings.LOCK_WAIT if wait is None else wait,
         max(settings.LOCK_GRACE, GRACE_MIN),
         "release" if release else "keep",
         seen,

@@ -13,7 +13,9 @@
 #     run   a process runs on a CPU, or waits on a disk, as the probe reads it (state R or
 #           D): a CPU-bound job is seen however short the period
 #     ssh   a process of an SSH session other than this probe's (a non-interactive
-#           `ssh pod cmd`, a tunnel, another run's)
+#           `ssh pod cmd`, a tunnel, another run's) while its sshd holds an established
+#           TCP connection; the sshd of a session whose client has gone is not work, what
+#           it started is
 #   work.unread PID COMM       a process of this container whose counters cannot be read
 #                              (another user's, where root lacks CAP_SYS_PTRACE)
 #   work.unkept                the period's record cannot be written: no period is kept
@@ -23,9 +25,10 @@
 # Any work, or a process that cannot be read, begins a new period: RECORD is written again
 # (a temporary file beside it, then mv). Counted: each process of this container (its mount
 # namespace; pid 1 too), but for this probe's own (its ancestors below sshd's listener, and
-# their descendants) and sshd's listener (each connection is a session); CPU is utime, stime and the waited-for children's cutime and cstime,
-# in clock ticks (USER_HZ, 100 a second on Linux), like the uptime.
-# Needs enc (scripts/enc.sh).
+# their descendants), sshd's listener (each connection is a session) and zombies; CPU is
+# utime, stime and the waited-for children's cutime and cstime, in clock ticks (USER_HZ,
+# 100 a second on Linux), like the uptime.
+# Needs enc: scripts/enc.sh's (the probe), or podstate.facts.work.ENC (the watch).
 
 # shellcheck disable=SC2154 # enc_v is set by enc (scripts/enc.sh)
 # work_stat PID: sets w_c (comm), w_run (state), w_pp (parent), w_st (start, ticks since
@@ -67,9 +70,43 @@ work_mine() {
     w_mine=" $$ "
 }
 
+# work_live PID: false when PID, a process of an SSH session, holds no established TCP
+# connection, the kernel's TCP tables read: its client has gone (its connection waits to be
+# closed, or is) and it is ending. True where it holds one, or where its files or the
+# tables cannot be read. Each PID is read once a probe.
+work_live() {
+    case $w_live in *" $1=0 "*) return 1 ;; *" $1=1 "*) return 0 ;; esac
+    w_socks=' ' w_y=1
+    for f in "/proc/$1/fd/"*; do
+        [ "$f" != "/proc/$1/fd/*" ] || break
+        w_y=0
+        [ -S "$f" ] || continue
+        { while read -r w_d w_x; do
+            if [ "$w_d" = ino: ]; then w_socks="$w_socks$w_x "; fi
+        done <"/proc/$1/fdinfo/${f##*/}"; } 2>/dev/null
+    done
+    if [ "$w_y" = 0 ]; then
+        w_y=1
+        for f in /proc/net/tcp /proc/net/tcp6; do
+            { while read -r _ _ _ w_d _ _ _ _ _ w_x _; do
+                w_y=0
+                if [ "$w_d" = 01 ]; then
+                    case $w_socks in *" $w_x "*)
+                        w_y=1
+                        break 2
+                        ;;
+                    esac
+                fi
+            done <"$f"; } 2>/dev/null
+        done
+    fi
+    w_live="$w_live$1=$w_y "
+    [ "$w_y" = 1 ]
+}
+
 # work_walk PID PPID COMM: sets w_how to "mine" (this probe's), "ssh" (another SSH
-# session's) or '' (neither), walking up PID's ancestors (64 at most: where /proc names
-# parents of another PID namespace, they may loop)
+# session's; w_sess its process below sshd's listener) or '' (neither), walking up PID's
+# ancestors (64 at most: where /proc names parents of another PID namespace, they may loop)
 work_walk() {
     w_how='' q=$1 pp=$2 c=$3 w_n=0
     while [ "$((w_n += 1))" -lt 64 ]; do
@@ -80,7 +117,7 @@ work_walk() {
         esac
         [ "${pp:-0}" -gt 0 ] && work_stat "$pp" || return 0
         if work_sshd "$c" && work_sshd "$w_c"; then
-            w_how=ssh
+            w_how=ssh w_sess=$q
             return 0
         fi
         q=$pp pp=$w_pp c=$w_c
@@ -125,9 +162,11 @@ work() {
         w_e=''
     fi
     work_mine
+    w_live=' '
     for d in /proc/[0-9]*; do
         p=${d#/proc/}
         work_stat "$p" || continue
+        [ "$w_run" = Z ] && continue
         # shellcheck disable=SC3013 # -ef is in dash, bash and busybox
         if ! [ "$d/ns/mnt" -ef /proc/self/ns/mnt ]; then
             if ! { read -r w_x <"$d/io"; } 2>/dev/null && ! work_other "$d"; then
@@ -142,6 +181,8 @@ work() {
         work_walk "$p" "$w_pp" "$w_c"
         [ "$w_how" = mine ] && continue
         work_stat "$p" || continue
+        # a session whose client has gone is not one; what it started still counts
+        [ "$w_how" = ssh ] && ! work_live "$w_sess" && w_how=''
         [ -z "$w_how" ] && work_sshd "$w_c" && continue
         enc "$w_c"
         if [ "$w_how" = ssh ]; then

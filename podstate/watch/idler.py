@@ -10,6 +10,7 @@ writer are given, so tests run it on any times they choose.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 
 from podstate.inventory import actions
 from podstate.inventory.podsfile import Pod
-from podstate.watch import state
+from podstate.watch import state, underlock
 from podstate.watch.decisions import Event, Sighting
 from podstate.watch.idle import (
     Period,
@@ -75,7 +76,8 @@ def money(usd: float | None) -> str:
 
 class Idler:
     """Each pod's idle period, across passes and watch restarts (its state file), and the
-    stops of pods idle past their ``idle.after`` (``stopper``; none with ``dry_run``)."""
+    stops of pods idle past their ``idle.after`` (``stopper``; none with ``dry_run``), each
+    sent under the pod lock once ``guard`` found the pod still idle there."""
 
     def __init__(
         self,
@@ -85,6 +87,9 @@ class Idler:
         emit: Callable[[Event], None],
         dry_run: bool = False,
         stopper: Callable[[dict[str, Any]], actions.Stopped] = actions.stop,
+        guard: Callable[
+            [str, dict[str, Any], float], AbstractContextManager[str | None]
+        ] = underlock.still_idle,
     ) -> None:
         self.path = path
         self.now = now
@@ -92,6 +97,7 @@ class Idler:
         self.emit = emit
         self.dry_run = dry_run
         self.stopper = stopper
+        self.guard = guard
         self.periods: dict[str, Period] = state.load(path)
 
     def note(
@@ -162,9 +168,10 @@ class Idler:
     def _due(
         self, pod: Pod, held: str | None, config: dict[str, Any], period: Period, now: datetime
     ) -> Period:
-        """Act on a pod idle past ``idle.after``: report it, or stop it (unless it is held or
-        this is a dry run); return its period, marked tried where a stop was asked for or
-        the report made (once per period)."""
+        """Act on a pod idle past ``idle.after``: report it, or stop it (unless it is held,
+        this is a dry run, or read again under the pod lock it is busy or not idle); return
+        its period, marked tried where a stop was asked for or the report made (once per
+        period)."""
         past = f"idle past {duration(config['after'])}"
         price = period.cost_per_hour
         saves = f"saves {money(price)}/h" if price is not None else "saves an unknown sum"
@@ -180,7 +187,13 @@ class Idler:
             detail = f"{past}: would stop it ({saves}); {stop_cost(pod.data)}"
             self.emit(replace(event, result="dry run", detail=detail))
             return period
-        outcome = self.stopper(pod.data)
+        with self.guard(pod.name, pod.data, config["after"]) as why:
+            if why is None:
+                outcome = self.stopper(pod.data)
+        if why is not None:
+            event = self.idle_event(pod.name, period, now, "not stopped")
+            self.emit(replace(event, detail=f"{past}, not stopped: {why}"))
+            return period
         if outcome.ok:
             spent = money(cost_since(period, now))
             detail = f"{past}, {spent} since; {saves}; {stop_cost(pod.data)}"

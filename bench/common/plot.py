@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.stats import cells
+from bench.common.stats import cells
 
 
 def plot(raw: dict[str, Any], path: Path) -> None:

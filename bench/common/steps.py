@@ -20,11 +20,12 @@ import yaml
 
 from podstate.sandbox import inside
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 STEP_TIMEOUT_S = 600
 # The apply as the README's first run does it (podstate's own deploy file alone)
 APPLY = [str(BIN / "pyinfra"), "-y", "inventories/pods.py", "deploy/pod.py"]
+CHECK = [str(BIN / "podstate"), "check"]
 
 
 class BenchError(Exception):
@@ -76,6 +77,28 @@ def _machine_cpu() -> float:
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
+class Meter:
+    """A step's measure, from its start: wall time, the CPU of this process's children and
+    of the whole machine, and the remote commands each pod served."""
+
+    def __init__(self, state: Path) -> None:
+        self.state = state
+        self.before = inside.commands_served(state)
+        self.cpu, self.machine_cpu = _children_cpu(), _machine_cpu()
+        self.start = time.perf_counter()
+
+    def stop(self) -> dict[str, Any]:
+        """Return the step so far: ``seconds``, ``client_cpu_s``, ``machine_cpu_s`` and
+        ``commands`` (per pod: min, max, mean)."""
+        seconds = time.perf_counter() - self.start
+        return {
+            "seconds": seconds,
+            "client_cpu_s": _children_cpu() - self.cpu,
+            "machine_cpu_s": _machine_cpu() - self.machine_cpu,
+            "commands": _per_pod(self.before, inside.commands_served(self.state)),
+        }
+
+
 def _tail(text: str, lines: int = 8) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
@@ -88,9 +111,7 @@ def timed(
 
     Raises BenchError when it exits with another status than ``expect``.
     """
-    before = inside.commands_served(state)
-    cpu, machine_cpu = _children_cpu(), _machine_cpu()
-    start = time.perf_counter()
+    meter = Meter(state)
     result = subprocess.run(
         command,
         cwd=ROOT,
@@ -100,18 +121,12 @@ def timed(
         text=True,
         timeout=STEP_TIMEOUT_S,
     )
-    seconds = time.perf_counter() - start
+    step = meter.stop()
     if result.returncode != expect:
         raise BenchError(
             f"{name}: exit {result.returncode}, expected {expect}:\n"
             f"{_tail(result.stdout + result.stderr, 20)}"
         )
-    step = {
-        "seconds": seconds,
-        "client_cpu_s": _children_cpu() - cpu,
-        "machine_cpu_s": _machine_cpu() - machine_cpu,
-        "commands": _per_pod(before, inside.commands_served(state)),
-    }
     return step, result.stdout + result.stderr
 
 
@@ -134,9 +149,7 @@ def floor(pods_file: Path, state: Path) -> dict[str, Any]:
         base + ["-p", str(pod["ssh_port"]), f"root@{pod['ssh_hostname']}", "true"]
         for pod in doc["pods"].values()
     ]
-    before = inside.commands_served(state)
-    cpu, machine_cpu = _children_cpu(), _machine_cpu()
-    start = time.perf_counter()
+    meter = Meter(state)
     processes = [
         subprocess.Popen(
             c, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
@@ -144,13 +157,8 @@ def floor(pods_file: Path, state: Path) -> dict[str, Any]:
         for c in commands
     ]
     errors = [p.communicate(timeout=STEP_TIMEOUT_S)[1] for p in processes]
-    seconds = time.perf_counter() - start
+    step = meter.stop()
     failed = [(p, e) for p, e in zip(processes, errors, strict=True) if p.returncode != 0]
     if failed:
         raise BenchError(f"floor: {len(failed)} ssh failed: {failed[0][1].decode().strip()}")
-    return {
-        "seconds": seconds,
-        "client_cpu_s": _children_cpu() - cpu,
-        "machine_cpu_s": _machine_cpu() - machine_cpu,
-        "commands": _per_pod(before, inside.commands_served(state)),
-    }
+    return step

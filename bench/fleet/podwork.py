@@ -28,8 +28,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.cycle import SANDBOX_DISK, reconfigure, vars_dir
-from bench.steps import APPLY, BIN, ROOT, STEP_TIMEOUT_S, BenchError, environ, tool_env
+from bench.common.pods import SANDBOX_DISK, vars_dir
+from bench.common.steps import APPLY, BIN, ROOT, STEP_TIMEOUT_S, BenchError, environ, tool_env
+from bench.fleet.cycle import reconfigure
 from podstate.paths import GPU_CACHE
 
 PODS = {"pod-1": "2 GPUs, PCIe (COMMUNITY)", "pod-2": "8 GPUs, NVLink (SECURE)"}
@@ -181,11 +182,11 @@ def derived(measured: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-if __name__ == "__main__":  # a quick look: python -m bench.podwork
+if __name__ == "__main__":  # a quick look: python -m bench.fleet.podwork
     import json
 
     if os.geteuid() != 0:
-        raise SystemExit("bench.podwork: needs root (sandbox pods)")
+        raise SystemExit("bench.fleet.podwork: needs root (sandbox pods)")
     found = pod_work()
     for name, measures in found["pods"].items():
         found["pods"][name]["derived"] = derived(measures)

@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.cycle import CHECK, SANDBOX_DISK, Proxy, proxied_pods_file, vars_dir
-from bench.steps import APPLY, environ, floor, timed, tool_env
+from bench.common.pods import SANDBOX_DISK, Proxy, proxied_pods_file, vars_dir
+from bench.common.steps import APPLY, CHECK, environ, floor, timed, tool_env
 
 STEPS = ("mixed_floor", "mixed_check")
 
@@ -27,7 +27,7 @@ def split(pods: int) -> tuple[int, int]:
 
 
 def mixed_vars(work: Path, pods: int) -> Path:
-    """Return the cycle's vars directory (``bench.cycle.vars_dir``) for a mixed fleet of
+    """Return the cycle's vars directory (``bench.common.pods.vars_dir``) for a mixed fleet of
     ``pods``: every second Vast instance has Vast's 64 MiB /dev/shm, which gets ``shm:
     {min_size: 32M}`` as pod-3 does, so that every pod and instance converges cleanly."""
     runpod, vast = split(pods)

@@ -2,7 +2,8 @@
 Ansible, over links with real round-trip time.
 
 For every pod count and round-trip time (RTT), on fresh sandbox pods reached through the
-latency proxy (bench/latency_proxy.py), one cycle (bench/cycle.py) times, in this order:
+latency proxy (bench/common/latency_proxy.py), one cycle (bench/fleet/cycle.py) times, in
+this order:
 
 * ``first``: ``pyinfra -y inventories/pods.py deploy/pod.py`` on the fresh pods;
 * ``floor``: ``ssh -o BatchMode=yes pod true`` to every pod at once (OpenSSH, one process
@@ -11,8 +12,8 @@ latency proxy (bench/latency_proxy.py), one cycle (bench/cycle.py) times, in thi
 * ``noop``: the same apply again, on the converged fleet;
 * ``reconfigure``: the same apply once one ``env`` value has changed for every pod;
 * ``same_*``: each of those four's remote commands, recorded as podstate sent them, sent
-  again with plain OpenSSH from the state the step found (bench/replay.py): the same work,
-  without podstate's process; a check afterwards must be clean;
+  again with plain OpenSSH from the state the step found (bench/fleet/rivals/replay.py): the
+  same work, without podstate's process; a check afterwards must be clean;
 * ``check_slow``, ``noop_slow``: check and noop with every ``nvidia-smi`` call taking
   ``--nvidia-smi-delay`` seconds, as on a multi-GPU host without persistence mode;
 * ``ansible``: ``ansible-playbook --check bench/ansible/fleet.yml``, the same work written for
@@ -22,19 +23,21 @@ latency proxy (bench/latency_proxy.py), one cycle (bench/cycle.py) times, in thi
   (bench/plain_pyinfra), converged on its own terms, then with one ``env`` value changed;
 * ``mixed_floor``, ``mixed_check``: on another fresh fleet of as many pods, half of them
   sandbox Vast instances, the floor and ``podstate check`` of the converged fleet
-  (bench/mixed.py), in the first ``--mixed-runs`` runs.
+  (bench/fleet/mixed.py), in the first ``--mixed-runs`` runs.
 
-Before the cycles, bench/podwork.py measures the CPU time and the programs that a check and
-a reconfigure cost one pod. Each step's remote commands per pod are counted from the pods'
+Before the cycles, bench/fleet/podwork.py measures the CPU time and the programs that a check
+and a reconfigure cost one pod. Each step's remote commands per pod are counted from the pods'
 sshd logs. Cycles repeat ``--runs`` times, interleaved (run 1 of every setting, then run
 2, ...), and the report gives medians. ``--report`` rebuilds the Markdown and the plot from
 the raw JSON alone.
 
 Needs root (sandbox pods), strace and the ``bench`` extra (ansible-core, matplotlib).
 
-This module runs the cycles and the command line. A timed step is ``bench/steps.py``,
-Ansible's step ``bench/ansible_check.py``, plain pyinfra's ``bench/plain.py``; the report is
-``bench/report.py`` (numbers from ``bench/stats.py``, plot ``bench/plot.py``).
+This module runs the cycles and the command line. A timed step is ``bench/common/steps.py``,
+the sandbox pods behind the proxy ``bench/common/pods.py``; Ansible's step is
+``bench/fleet/rivals/ansible.py``, plain pyinfra's ``bench/fleet/rivals/plain.py``; the report
+is ``bench/fleet/report.py`` (numbers from ``bench/common/stats.py``, plot
+``bench/common/plot.py``).
 """
 
 from __future__ import annotations
@@ -43,7 +46,6 @@ import argparse
 import compileall
 import datetime as dt
 import json
-import os
 import shutil
 import socket
 import statistics
@@ -55,15 +57,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.cycle import cycle, vars_dir
-from bench.machine import machine
-from bench.mixed import mixed
-from bench.podwork import pod_work
-from bench.report import STEPS, write_report
-from bench.steps import APPLY, BIN, ROOT, STEP_TIMEOUT_S, BenchError, tool_env
+from bench.common.cli import need_root, numbers, results_options
+from bench.common.machine import machine
+from bench.common.pods import vars_dir
+from bench.common.steps import APPLY, BIN, ROOT, STEP_TIMEOUT_S, BenchError, tool_env
+from bench.fleet.cycle import cycle
+from bench.fleet.mixed import mixed
+from bench.fleet.podwork import pod_work
+from bench.fleet.report import write_report
+from bench.fleet.tables import STEPS
 from podstate.jsonfile import write_json
-
-RESULTS = ROOT / "bench" / "results"
 
 
 @dataclass
@@ -202,23 +205,16 @@ def first_connection_times(runs: int = 3) -> dict[str, float]:
     return result
 
 
-def _numbers(text: str, kind: type) -> list:
-    try:
-        return [kind(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}") from None
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark (or only rebuild the report); return the exit status."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--rtt", type=lambda t: _numbers(t, float), default=Settings().rtts_ms,
+        "--rtt", type=lambda t: numbers(t, float), default=Settings().rtts_ms,
         help="round-trip times in ms, comma-separated; 0 measures local work alone "
         "(default 150,50,0)",
     )  # fmt: skip
     parser.add_argument(
-        "--pods", type=lambda t: _numbers(t, int), default=Settings().pod_counts,
+        "--pods", type=lambda t: numbers(t, int), default=Settings().pod_counts,
         help="pod counts, comma-separated (default 8,24,48)",
     )  # fmt: skip
     parser.add_argument("--runs", type=int, default=Settings().runs, help="runs (default 3)")
@@ -241,17 +237,13 @@ def main(argv: list[str] | None = None) -> int:
         help="runs that also time a check of a mixed fleet, half of it Vast instances "
         "(default 1; 0: not)",
     )  # fmt: skip
-    parser.add_argument("--out", type=Path, default=RESULTS, help="results directory")
-    parser.add_argument(
-        "--report", action="store_true", help="only rebuild fleet.md and fleet.png from fleet.json"
-    )
+    results_options(parser, "only rebuild fleet.md and fleet.png from fleet.json")
     args = parser.parse_args(argv)
     try:
         if args.report:
             raw = json.loads((args.out / "fleet.json").read_text())
         else:
-            if os.geteuid() != 0:
-                raise BenchError("the benchmark needs root (sandbox pods); run it as root")
+            need_root()
             if args.pod_work_runs and not shutil.which("strace"):
                 raise BenchError(
                     "strace missing (it counts programs on a pod): apt-get install strace"

@@ -74,9 +74,11 @@ def step_excess(points: list[tuple[int, float]], knee: int) -> tuple[int, float]
     return x, y - (y2 + (y2 - y1) * (x - x2) / (x2 - x1))
 
 
-def _fmt(value: float | None, digits: int = 2) -> str:
+def fmt(value: float | None, digits: int = 2) -> str:
+    """Return ``value`` with ``digits`` decimals; a dash for None."""
     return "–" if value is None else f"{value:.{digits}f}"
 
 
 def ratio(a: Cell | None, b: Cell | None) -> float | None:
+    """Return the ratio of two cells' medians; None where either is missing or b is zero."""
     return a.median / b.median if a and b and b.median else None

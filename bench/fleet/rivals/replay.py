@@ -23,7 +23,6 @@ import json
 import os
 import re
 import subprocess
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,18 +30,9 @@ from typing import Any
 
 import yaml
 
-from bench.steps import (
-    ROOT,
-    STEP_TIMEOUT_S,
-    BenchError,
-    _children_cpu,
-    _machine_cpu,
-    _per_pod,
-    ssh_base,
-)
+from bench.common.steps import ROOT, STEP_TIMEOUT_S, BenchError, Meter, ssh_base
 from podstate.facts import start as container_start
 from podstate.paths import READY_MARKER
-from podstate.sandbox import inside
 
 RECORDER = ROOT / "bench" / "record"
 # The lock's arguments before ``seen`` (scripts/lock.sh: MODE TTL WAIT GRACE END SEEN).
@@ -159,24 +149,14 @@ def replay(
     if missing:
         raise BenchError(f"replay: no pod on port {sorted(missing)[0]}")
     starts = {port: found for port in commands if (found := container(port)) is not None}
-    before = inside.commands_served(state)
-    cpu, machine_cpu = _children_cpu(), _machine_cpu()
-    start = time.perf_counter()
+    meter = Meter(state)
     with ThreadPoolExecutor(max_workers=len(commands)) as pool:
         failures = [f for f in pool.map(one, sorted(commands)) if f]
-    seconds = time.perf_counter() - start
-    client_cpu = _children_cpu() - cpu
-    machine = _machine_cpu() - machine_cpu
-    served = inside.commands_served(state)
-    client_cpu += _close_masters([target(port) for port in commands])
+    step = meter.stop()
+    step["client_cpu_s"] += _close_masters([target(port) for port in commands])
     if failures:
         raise BenchError(f"replay: {len(failures)} pod(s) did other work: {failures[0]}")
-    return {
-        "seconds": seconds,
-        "client_cpu_s": client_cpu,
-        "machine_cpu_s": machine,
-        "commands": _per_pod(before, served),
-    }
+    return step
 
 
 def _close_masters(targets: list[list[str]]) -> float:

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from bench.steps import BIN, ROOT, BenchError, environ, timed
+from bench.common.steps import BIN, ROOT, BenchError, environ, timed
 
 ANSIBLE_DIR = ROOT / "bench" / "ansible"
 

@@ -1,7 +1,7 @@
 """Plain pyinfra's side of the fleet benchmark: bench/plain_pyinfra/deploy.py, timed.
 
 Its inventory gets each pod's SSH address and podstate's resolved desired state from the same
-vars directory, as Ansible's does (bench/ansible_check.py).
+vars directory, as Ansible's does (bench/fleet/rivals/ansible.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bench.steps import BIN, BenchError, environ, timed
+from bench.common.steps import BIN, BenchError, environ, timed
 
 DEPLOY = ["bench/plain_pyinfra/inventory.py", "bench/plain_pyinfra/deploy.py"]
 

@@ -15,9 +15,9 @@ the round-trip time in each direction:
   client's first bytes reach the server together with the handshake's last ACK;
 * end of stream (FIN) is delayed like data, so ``close()`` is seen RTT/2 later.
 
-Run it as ``python -m bench.latency_proxy --rtt-ms 150 TARGET_PORT...``; it prints one JSON
-line ``{"TARGET_PORT": LISTEN_PORT, ...}`` once every port listens, then serves until
-SIGTERM or SIGINT.
+Run it as ``python -m bench.common.latency_proxy --rtt-ms 150 TARGET_PORT...``; it prints
+one JSON line ``{"TARGET_PORT": LISTEN_PORT, ...}`` once every port listens, then serves
+until SIGTERM or SIGINT.
 """
 
 from __future__ import annotations
@@ -183,13 +183,13 @@ def routes(rtt_ms: float, rate_mbs: float | None = None) -> Iterator[Callable[[i
             [
                 sys.executable,
                 "-m",
-                "bench.latency_proxy",
+                "bench.common.latency_proxy",
                 "--rtt-ms",
                 str(rtt_ms),
                 *rate,
                 str(port),
             ],
-            cwd=Path(__file__).resolve().parent.parent,
+            cwd=Path(__file__).resolve().parents[2],
             stdout=subprocess.PIPE,
             text=True,
         )

@@ -1,0 +1,184 @@
+"""The fleet report's targets: each goal of the issue, what was measured and whether it is
+met."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.common.stats import Cell, fmt, ratio, step_excess
+from bench.fleet.podwork import derived
+from bench.fleet.tables import slow_extra
+
+# Targets from the issue: ratios at 150 ms RTT for 24 and 48 pods, commands per pod.
+TARGET_RTT_MS = 150.0
+TARGET_PODS = (24, 48)
+TARGET_CHECK_FLOOR = 1.15
+TARGET_NOOP_FLOOR = 1.2
+TARGET_RECONFIGURE_FLOOR = 1.35
+TARGET_FIRST_FLOOR = 1.5
+TARGET_SAME_WORK = 1.05
+TARGET_APPLY_COMMANDS = 2
+TARGET_ANSIBLE_CHECK = 10.0
+TARGET_PLAIN = 3.0
+TARGET_SLOW_EXTRA_S = 1.1
+TARGET_POD_CPU_S = 0.025
+TARGET_NVIDIA_SMI_CALLS = 1
+TARGET_CHECK_COMMANDS = 1
+TARGET_NOOP_COMMANDS = 1
+TARGET_FIRST_CONNECTION_S = 0.2
+
+
+def _verdict(ok: bool | None) -> str:
+    return {True: "**met**", False: "**missed**", None: "not measured"}[ok]
+
+
+def targets(
+    table: dict, counts: list[int], rtts: list[float], knee: int, raw: dict[str, Any]
+) -> list[str]:
+    """Return the Markdown section that says whether each target of the issue is met, and for
+    a ratio to the floor that is missed, what the same work with OpenSSH took."""
+    rows = []
+    first_connection = raw.get("first_connection", {})
+
+    def at(step: str, rtt: float, pods: int) -> Cell | None:
+        return table.get((step, rtt, pods))
+
+    def ratios(top: str, bottom: str) -> dict[int, float | None]:
+        return {
+            n: ratio(at(top, TARGET_RTT_MS, n), at(bottom, TARGET_RTT_MS, n)) for n in TARGET_PODS
+        }
+
+    def verdict(found: dict[int, float | None], ok: Any) -> tuple[str, bool | None]:
+        measured = [r for r in found.values() if r is not None]
+        if len(measured) < len(found):
+            return ", ".join(f"{fmt(r)} at {n} pods" for n, r in found.items()), None
+        return ", ".join(f"{fmt(r)} at {n} pods" for n, r in found.items()), all(
+            ok(r) for r in measured
+        )
+
+    where = f"at {', '.join(map(str, TARGET_PODS))} pods, {TARGET_RTT_MS:g} ms"
+    pod_work = raw.get("pod_work") or {}
+    calls = [m["check"].get("nvidia_smi") for m in pod_work.get("pods", {}).values()]
+    calls = [c for c in calls if c is not None]
+    ok = all(c <= TARGET_NVIDIA_SMI_CALLS for c in calls) if calls else None
+    rows.append(
+        f"| `nvidia-smi` calls per check, container probed before ≤ {TARGET_NVIDIA_SMI_CALLS} | "
+        + (f"at most {max(calls)}" if calls else "–")
+        + f" | {_verdict(ok)} |"
+    )
+    extra = {n: slow_extra(lambda *k: at(*k), TARGET_RTT_MS, n) for n in TARGET_PODS}
+    shown, ok = verdict(extra, lambda e: e <= TARGET_SLOW_EXTRA_S)
+    rows.append(
+        f"| check with a 1 s `nvidia-smi` less check with the fast one ≤ "
+        f"{TARGET_SLOW_EXTRA_S:g} s, {where} | {shown} | {_verdict(ok)} |"
+    )
+    for name in ("probe", "fold of a reconfigure"):
+        cpus = {pod: derived(m)[name]["cpu_s"] for pod, m in pod_work.get("pods", {}).items()}
+        known = [c for c in cpus.values() if c is not None]
+        ok = all(c <= TARGET_POD_CPU_S for c in known) if known else None
+        rows.append(
+            f"| CPU on one pod, {name} ≤ {1000 * TARGET_POD_CPU_S:g} ms | "
+            + (
+                ", ".join(f"{1000 * c:.0f} ms on {pod}" for pod, c in cpus.items() if c is not None)
+                or "–"
+            )
+            + f" | {_verdict(ok)} |"
+        )
+    for name, top, limit in (
+        ("check", "check", TARGET_CHECK_FLOOR),
+        ("noop apply", "noop", TARGET_NOOP_FLOOR),
+        ("reconfigure", "reconfigure", TARGET_RECONFIGURE_FLOOR),
+        ("first apply", "first", TARGET_FIRST_FLOOR),
+    ):
+        found = ratios(top, "floor")
+        shown, ok = verdict(found, lambda r, limit=limit: r <= limit)
+        if ok is False:
+            same = ratios(f"same_{top}", "floor")
+            shown += (
+                f" (over by {100 * (max(found.values()) / limit - 1):.0f} %; the same work with "
+                f"OpenSSH: {', '.join(fmt(r) for r in same.values())} of the floor)"
+            )
+        rows.append(f"| {name} / floor ≤ {limit}, {where} | {shown} | {_verdict(ok)} |")
+    for name, top in (
+        ("check", "check"),
+        ("noop apply", "noop"),
+        ("reconfigure", "reconfigure"),
+        ("first apply", "first"),
+    ):
+        shown, ok = verdict(ratios(top, f"same_{top}"), lambda r: r <= TARGET_SAME_WORK)
+        if ok is False:
+            cpus = [
+                (n, at(top, TARGET_RTT_MS, n), at(f"same_{top}", TARGET_RTT_MS, n))
+                for n in TARGET_PODS
+            ]
+            shown += (
+                " (CPU of podstate's process and of the replay's OpenSSH clients: "
+                + ", ".join(
+                    f"{a.cpu:.2f} and {b.cpu:.2f} s at {n} pods"
+                    for n, a, b in cpus
+                    if a and b and a.cpu is not None and b.cpu is not None
+                )
+                + ")"
+            )
+        rows.append(
+            f"| {name} / same work ≤ {TARGET_SAME_WORK:g}, {where} | {shown} | {_verdict(ok)} |"
+        )
+    for name, top, bottom in (
+        ("noop", "plain_noop", "noop"),
+        ("reconfigure", "plain_reconfigure", "reconfigure"),
+    ):
+        shown, ok = verdict(ratios(top, bottom), lambda r: r >= TARGET_PLAIN)
+        rows.append(
+            f"| plain pyinfra / podstate, {name} ≥ {TARGET_PLAIN:g}, {where} | {shown} | "
+            f"{_verdict(ok)} |"
+        )
+    ansible_ratios = {
+        n: ratio(at("ansible", TARGET_RTT_MS, n), at("check", TARGET_RTT_MS, n)) for n in counts
+    }
+    measured = [r for r in ansible_ratios.values() if r is not None]
+    ok = all(r >= TARGET_ANSIBLE_CHECK for r in measured) if measured else None
+    rows.append(
+        f"| ansible / check ≥ {TARGET_ANSIBLE_CHECK:g} ({TARGET_RTT_MS:g} ms) | "
+        + (", ".join(f"{fmt(r)} at {n} pods" for n, r in ansible_ratios.items() if r) or "–")
+        + f" | {_verdict(ok)} |"
+    )
+    times = first_connection.values()
+    ok = all(t <= TARGET_FIRST_CONNECTION_S for t in times) if first_connection else None
+    rows.append(
+        f"| start-up (reported, not a target of this issue): from process start to the first "
+        f"SSH connection attempt ≤ {TARGET_FIRST_CONNECTION_S:g} s | "
+        + (", ".join(f"`{c}` {t:.2f} s" for c, t in first_connection.items()) or "–")
+        + f" | {_verdict(ok)} |"
+    )
+    for name, step, limit in (
+        ("converged pod, check", "check", TARGET_CHECK_COMMANDS),
+        ("converged pod, noop apply", "noop", TARGET_NOOP_COMMANDS),
+        ("pod, reconfigure", "reconfigure", TARGET_APPLY_COMMANDS),
+        ("fresh pod, first apply", "first", TARGET_APPLY_COMMANDS),
+    ):
+        worst = max((c.commands_max for (s, _, _), c in table.items() if s == step), default=None)
+        ok = None if worst is None else worst <= limit
+        rows.append(f"| remote commands per {name} ≤ {limit} | at most {worst} | {_verdict(ok)} |")
+    growth = []
+    growth_ok: bool | None = None
+    for rtt in (r for r in rtts if r > 0):
+        for step in ("check", "noop"):
+            points = [(n, at(step, rtt, n).median) for n in counts if at(step, rtt, n)]
+            excess = step_excess(points, knee)
+            if excess is None:
+                continue
+            pods, seconds = excess
+            floor_points = [(n, at("floor", rtt, n).median) for n in counts if at("floor", rtt, n)]
+            floor_excess = step_excess(floor_points, knee)
+            linear = seconds <= 2 * rtt / 1000
+            growth_ok = linear if growth_ok is None else growth_ok and linear
+            growth.append(
+                f"{step} {rtt:g} ms: {seconds:+.2f} s at {pods} pods"
+                + (f" (floor {floor_excess[1]:+.2f} s)" if floor_excess else "")
+            )
+    rows.append(
+        f"| no faster than linear, no step past pyinfra's default parallelism ({knee} "
+        "here): time at the largest count above the line through the two counts below, "
+        f"at most 2 RTT | {'; '.join(growth) or '–'} | {_verdict(growth_ok)} |"
+    )
+    return ["## Targets", "", "| target | measured | verdict |", "|---|---|---|", *rows, ""]

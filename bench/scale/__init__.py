@@ -1,0 +1,1 @@
+"""The scale benchmark (``python -m bench.scale``): many pods from one control process."""

@@ -1,0 +1,157 @@
+"""Start-up time: from process start to the first connection attempt to a pod.
+
+Run from the repository root: ``python bench/startup.py`` (``--runs N``, ``--only check``
+or ``--only pyinfra``). A local TCP listener stands in for a pod: the pods file names it,
+it notes when the command's first connection reaches it and closes it at once, so the run
+ends there (the pod "cannot be reached"). The time runs from just before the process is
+started, so it counts the interpreter's own start, every import, the inventory and the
+deploy files: what a user waits before podstate or pyinfra touches the first pod.
+
+The command runs under a hook (``sys.addaudithook``) that notes the process's CPU seconds
+(user and system) at its first connection: on a loaded machine that figure moves less than
+the wall-clock one. It prints each command's median, least and greatest of ``--runs`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+# Runs the script argv[1] as its console script runs it; at the first TCP connection, writes
+# the CPU seconds spent so far to the file STARTUP_CPU names.
+HOOK = """
+import os, runpy, sys
+def hook(event, args):
+    if event == "socket.connect" and isinstance(args[1], tuple) and os.environ["STARTUP_CPU"]:
+        times = os.times()
+        with open(os.environ["STARTUP_CPU"], "w") as out:
+            out.write(str(times.user + times.system))
+        os.environ["STARTUP_CPU"] = ""
+sys.addaudithook(hook)
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def _commands(port: int) -> dict[str, list[str]]:
+    """Return each measured command's argv, run from the repository root: podstate's check,
+    pyinfra with podstate's inventory and deploy files, and for reference pyinfra's own
+    start (no podstate in it) to the same listener."""
+    deploys = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "deploy").glob("*.py"))
+    return {
+        "check": [str(BIN / "podstate"), "check", "--timeout", "5"],
+        "pyinfra": [str(BIN / "pyinfra"), "-y", "inventories/pods.py", *deploys],
+        "bare": [
+            str(BIN / "pyinfra"),
+            "-y",
+            "--data",
+            f"ssh_port={port}",
+            "127.0.0.1",
+            "exec",
+            "--",
+            "true",
+        ],
+    }
+
+
+class _Pod:
+    """A listener on 127.0.0.1 that notes the monotonic time of each connection it accepts,
+    and closes it: a pod that is there for TCP and nothing more."""
+
+    def __init__(self) -> None:
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self.socket.getsockname()[1]
+        self.accepted: list[float] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.socket.accept()
+            except OSError:
+                return
+            self.accepted.append(time.monotonic())
+            conn.close()
+
+
+def _pods_file(folder: Path, port: int) -> Path:
+    """Return a pods file that lists one pod, at the listener's port."""
+    path = folder / "pods.yaml"
+    path.write_text(
+        "pods:\n"
+        "  startup-1:\n"
+        "    ssh_hostname: 127.0.0.1\n"
+        f"    ssh_port: {port}\n"
+        "    ssh_user: root\n"
+    )
+    return path
+
+
+def measure(name: str, argv: list[str], pod: _Pod, env: dict[str, str]) -> tuple[float, float]:
+    """Return the seconds from just before ``argv`` starts to its first connection to
+    ``pod``, and the CPU seconds it had spent then; RuntimeError if it exits without
+    connecting (its output then says why)."""
+    pod.accepted.clear()
+    cpu = Path(env["STARTUP_CPU"])
+    cpu.unlink(missing_ok=True)
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", HOOK, *argv],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if not pod.accepted or not cpu.exists():
+        raise RuntimeError(f"{name} never connected:\n{done.stdout}{done.stderr}")
+    return pod.accepted[0] - start, float(cpu.read_text())
+
+
+def main(args: list[str] | None = None) -> int:
+    """Measure each command ``--runs`` times (``bare``: pyinfra alone, the floor podstate
+    adds to); print the medians; return 0, or 1 if one never connected."""
+    options = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    options.add_argument("--runs", type=int, default=7, help="runs of each command")
+    options.add_argument("--only", choices=sorted(_commands(0)), help="measure one command")
+    chosen = options.parse_args(args)
+    pod = _Pod()
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {
+            **os.environ,
+            "PODSTATE_PODS": str(_pods_file(Path(tmp), pod.port)),
+            "HOME": tmp,  # no known_hosts, no agent keys of the user's: the same every run
+            "SSH_AUTH_SOCK": "",
+            "STARTUP_CPU": str(Path(tmp) / "cpu"),
+        }
+        env.pop("RUNPOD_API_KEY", None)
+        env.pop("VAST_API_KEY", None)
+        env.pop("PODSTATE_INVENTORY", None)
+        for name, argv in _commands(pod.port).items():
+            if chosen.only and name != chosen.only:
+                continue
+            try:
+                runs = [measure(name, argv, pod, env) for _ in range(chosen.runs)]
+            except RuntimeError as e:
+                print(e, file=sys.stderr)
+                return 1
+            for what, times in zip(("wall", "cpu"), zip(*runs, strict=True), strict=True):
+                print(
+                    f"{name:8} {what:4} median {statistics.median(times):.3f} s  "
+                    f"(least {min(times):.3f}, most {max(times):.3f}, {len(times)} runs)"
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

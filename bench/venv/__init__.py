@@ -1,0 +1,2 @@
+"""The venv benchmark (``python -m bench.venv``): time to a ready venv on sandbox pods,
+several ways."""

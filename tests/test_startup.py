@@ -1,0 +1,136 @@
+"""Start-up: what ``podstate check`` and ``pyinfra inventories/pods.py deploy/*.py`` load
+before their first connection, and how often they read the installed packages' metadata.
+
+Nothing here is timed (bench/startup.py times it): each test runs a fresh interpreter up to
+the first connection it attempts (an audit hook stops it there) and reads ``sys.modules``
+and the metadata readings made on the way, so the start-up stays as short as it was made.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e import BIN, ROOT
+
+# Run before the command: count the readings of the installed packages' metadata (each
+# full reading lists every distribution; a named one looks up one), and at the first TCP
+# connection print the modules loaded and the readings, and exit.
+PROBE = """
+import json, os, sys
+from importlib import metadata
+
+scans, named = [], []
+discover = metadata.Distribution.discover.__func__
+
+def counted(cls, **select):
+    if select.get("name") is None:
+        scans.append(1)
+    else:
+        named.append(select["name"])
+    return discover(cls, **select)
+
+metadata.Distribution.discover = classmethod(counted)
+
+def hook(event, args):
+    if event == "socket.connect" and isinstance(args[1], tuple):
+        loaded = sorted(m for m in sys.modules if sys.modules[m] is not None)
+        print(json.dumps({"modules": loaded, "scans": len(scans), "named": named}))
+        sys.stdout.flush()
+        os._exit(0)
+
+sys.addaudithook(hook)
+"""
+
+# Modules the check does not use before its first connection; each was loaded then once.
+LAZY = [
+    "podstate.watch.loop",  # the watch: only ``podstate watch`` and --watch-state
+    "podstate.watch.state",
+    "podstate.sandbox",  # only ``podstate sandbox``
+    "podstate.commands.watch",
+    "podstate.commands.sandbox",
+    "podstate.commands.inventory",
+    "podstate.check.markdown",  # the reports: written after the check
+    "podstate.check.reports",
+    "podstate.check.merge",  # only ``podstate report merge``
+    "podstate.check.wait",
+    "podstate.check.uninstall",
+    "podstate.inventory.runpod",  # a provider's API client: only when its API is read
+    "podstate.inventory.vast",
+    "podstate.inventory.api_http",
+    "podstate.pod.bookends",  # the deploy files: planned after connecting
+]
+
+
+def _until_connect(tmp_path: Path, argv: list[str], cwd: Path = ROOT) -> dict:
+    """Return what ``argv`` (a console script of the venv and its arguments) loaded and
+    read until its first connection, to a pod of a pods file of its own."""
+    pods = tmp_path / "pods.yaml"
+    pods.write_text("pods:\n  startup-1:\n    ssh_hostname: 127.0.0.1\n    ssh_port: 9\n")
+    program = PROBE + (
+        "import runpy\nsys.argv = sys.argv[1:]\nrunpy.run_path(sys.argv[0], run_name='__main__')\n"
+    )
+    env = {
+        "PATH": str(BIN) + ":/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PODSTATE_PODS": str(pods),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", program, *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and done.stdout, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [str(BIN / "podstate"), "check"],
+        [str(BIN / "pyinfra"), "-y", "inventories/pods.py", "deploy/pod.py"],
+    ],
+    ids=["podstate check", "pyinfra"],
+)
+def test_nothing_is_loaded_before_the_first_connection_that_it_does_not_use(tmp_path, argv):
+    seen = _until_connect(tmp_path, argv)
+    loaded = set(seen["modules"])
+    assert "podstate.inventory.fleet" in loaded  # the inventory was read: this is the point
+    assert sorted(loaded & set(LAZY)) == []
+
+
+def test_the_check_reads_the_installed_packages_once_before_connecting(tmp_path):
+    """pyinfra asks for the installed packages' entry points at each inventory it makes and
+    gevent for each of its plugin groups, typeguard as pyinfra imports it: one reading
+    answers them all. podstate looks up no version (``--version`` alone needs one): those
+    looked up are the third parties' own, each once, as they are imported."""
+    seen = _until_connect(tmp_path, [str(BIN / "podstate"), "check"])
+    assert seen["scans"] == 1
+    assert "podstate" not in seen["named"]
+    assert len(seen["named"]) == len(set(seen["named"])), seen["named"]
+
+
+def test_importing_podstate_reads_no_package_metadata():
+    """Importing what a command imports, and making its parser, reads no installed
+    package's metadata: no listing of them all, no version looked up. (pyinfra, imported
+    first, reads some as it is imported: its own version, typeguard's plugins.)"""
+    program = PROBE + (
+        "import pyinfra.api, pyinfra.connectors.ssh\n"
+        "scans.clear(); named.clear()\n"
+        "import podstate.__main__, podstate.cli, podstate.commands.check\n"
+        "import podstate.inventory.fleet, podstate.check.runner, podstate.pyinfra_api.verify\n"
+        "podstate.cli.parser()\n"
+        "print(json.dumps({'scans': len(scans), 'named': named}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {"scans": 0, "named": []}
