@@ -90,6 +90,7 @@ made_state() {
     done <"$made_rec"
     made_sums=
     if [ "$#" -gt 0 ]; then made_sums=$(sha256sum -- "$@" 2>/dev/null); fi
+    made_sums="$made_nl$made_sums$made_nl"
     set --
     while read -r made_k made_p made_s _; do
         case $made_k in
@@ -100,14 +101,19 @@ made_state() {
         case $made_k in
         file | saved | hook | stub)
             [ -f "$f" ] || continue
-            made_y=no
-            while read -r h q; do
-                if [ "$q" = "$f" ]; then
-                    case ,$made_s, in *",$h,"*) made_y=yes ;; esac
-                fi
-            done <<EOF
-$made_sums
-EOF
+            # whether made_sums has the line "HASH  PATH" for one of its SUMS: looked up in
+            # the shell's string, never read again for each file (a shell reads a
+            # here-document a byte at a time: the record's size for each of its files)
+            made_y=no made_x=$made_s,
+            while [ -n "$made_x" ]; do
+                h=${made_x%%,*} made_x=${made_x#*,}
+                [ -n "$h" ] || continue
+                case $made_sums in *"$made_nl$h  $f$made_nl"*)
+                    made_y=yes
+                    break
+                    ;;
+                esac
+            done
             echo "made.same $made_p $made_y"
             ;;
         secrets | keys | data | dir | snapshot)
@@ -204,3 +210,5 @@ made_kind() {
         [ "$k" = - ] || echo "made.kind $w $k"
     done
 }
+made_nl='
+'
