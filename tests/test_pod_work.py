@@ -82,7 +82,7 @@ def test_a_check_starts_few_programs(fleet, first_apply):
     assert len(started) <= CHECK_PROGRAMS, started
 
 
-@pytest.mark.parametrize("count", [1, 20])
+@pytest.mark.parametrize("count", [1, 20, 200])
 def test_the_count_does_not_grow_with_the_files(fleet, first_apply, count):
     """1, 20 or 200 declared files, each a file podstate wrote and recorded: the probe reads
     them all with the same programs (one stat, one od for their contents, one sha256sum for
