@@ -188,11 +188,11 @@ VALUES = {
 
 def probe(shell: str, path: Path, wanted: dict[str, Secret]) -> dict:
     """Return what the probe's secrets lines say of ``path``, run by ``shell`` with
-    ``wanted`` on stdin, as the probe runs them (``b64`` as the probe defines it)."""
+    ``wanted`` on stdin, as the probe runs them (``b64`` as scripts/enc.sh defines it)."""
     lines = secret_facts.probe_lines(sorted(wanted))
-    program = "\n".join(
-        ["b64() { base64 | tr -d '\\n'; }", secret_facts.KEEP_STDIN, *lines]
-    ).replace(SECRETS_FILE, str(path))
+    program = "\n".join([script("enc.sh"), secret_facts.KEEP_STDIN, *lines]).replace(
+        SECRETS_FILE, str(path)
+    )
     stdin = "".join(line + "\n" for line in secret_facts.probe_stdin(wanted))
     command = [shell, "sh"] if shell == "busybox" else [shell]
     done = subprocess.run(

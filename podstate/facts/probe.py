@@ -2,7 +2,9 @@
 
 ``PodProbe`` is a pyinfra fact. It assembles the sections, one module each beside this one
 (each holding its script lines, its parser and its typed result), into one POSIX sh program,
-and hands each section's output lines to its parser. The parsers are pure functions, so
+and hands each section's output lines to its parser. A value that is not plain is sent once,
+at the end, with every other (scripts/enc.sh, podstate.facts.spool): one program encodes them
+all, however many files, processes or GPUs the sections read. The parsers are pure functions, so
 they can be unit-tested on real command output without a pod.
 """
 
@@ -17,7 +19,7 @@ from podstate.facts import apt as apt_section
 from podstate.facts import boot as boot_section
 from podstate.facts import download as download_section
 from podstate.facts import files as files_section
-from podstate.facts import gpu, lock, processes, sessions, space, work
+from podstate.facts import gpu, lock, processes, sessions, space, spool, work
 from podstate.facts import made as made_section
 from podstate.facts import repos as repos_section
 from podstate.facts import secrets as secrets_section
@@ -25,6 +27,7 @@ from podstate.facts import start as start_section
 from podstate.facts import venv as venv_section
 from podstate.facts.decode import decode
 from podstate.facts.mounts import parse_mounts
+from podstate.shell import script
 
 CAP_SYS_ADMIN = 21
 
@@ -120,19 +123,15 @@ class PodProbe(FactBase[dict[str, Any]]):
         lines = [
             "export LC_ALL=C",
             "echo begin",
-            # base64 on one line; -w0 (GNU, busybox) saves a process for each value. The
-            # mounts are the first value, and tell whether it works.
-            "if m=$(base64 -w0 </proc/self/mounts 2>/dev/null); then b64() { base64 -w0; };"
-            " else b64() { base64 | tr -d '\\n'; }; m=$(b64 </proc/self/mounts); fi",
+            script("enc.sh"),
             *gpu.start_lines(),
             *lock.probe_lines(lock_wait),
-            work.ENC,
             # The shell's own capabilities, which the commands it starts as root keep, and
             # its user id
             'while read -r k v; do case $k in CapEff:) echo "caps $v" ;;'
             " Uid:) i=${v#*[!0-9]}; i=${i%%[!0-9]*} ;; esac; done </proc/self/status",
             space.STATFS,
-            'echo "mounts $m"',
+            'echo "mounts @0"',  # the first value enc_end sends
             # The user and the login shell sshd runs every command with (what must read
             # podstate's profile): from /etc/passwd, else as the system's name service says.
             "u= s=; { while IFS=: read -r n _ x _ _ _ h; do"
@@ -159,7 +158,7 @@ class PodProbe(FactBase[dict[str, Any]]):
         if secrets is not None:
             lines.insert(0, secrets_section.KEEP_STDIN)
             lines += secrets_section.probe_lines(secrets)
-        lines += [gpu.END, "echo end"]
+        lines += [gpu.END, "enc_end /proc/self/mounts", "}", "echo end"]
         return "\n".join(lines)
 
     def process(self, output: list[str]) -> dict[str, Any]:
@@ -179,7 +178,7 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
     """Return the probe's documented dict from its output lines: each line goes to its
     section by its first word up to a dot (``venv.kind`` to venv's, ``file`` to files')."""
     sections: dict[str, list[str]] = {}
-    for line in output:
+    for line in spool.resolve(output):
         sections.setdefault(line.partition(" ")[0].partition(".")[0], []).append(line)
 
     def value(key: str) -> str | None:

@@ -2,7 +2,7 @@
 # Defines made_busy and made_venv_busy, which say which processes use what podstate made:
 # the probe's record section (scripts/made_state.sh) calls them for a tmpfs or a venv that
 # is no longer declared, and the venv's removal (podstate.operations.removal) again, right
-# before it deletes anything. The caller defines enc (the probe's: a word of the output).
+# before it deletes anything. The caller defines enc (scripts/enc.sh, or its own: a word of the output).
 # shellcheck disable=SC2154 # enc_v is set by enc, which the caller defines
 # made_busy PATH_WORD PID [unread]: "made.busy PATH_WORD PID COMM [unread]", COMM the process's
 # name (nothing when it is gone).

@@ -28,9 +28,10 @@
 #   "made.busy PATH PID COMM" for a mount not in made_keep, per process using it, and for a
 #     venv not in made_keep, per process running from it (made_venv_busy; "made.busy PATH PID
 #     COMM unread" for one that may, whose files cannot be read).
-# The probe defines b64, enc, stats and file_state; repo_clean is scripts/repo_clean.sh,
-# made_busy and made_venv_busy scripts/busy.sh, made_proof scripts/made_proof.sh.
-# shellcheck disable=SC2154 # enc_v and st_* are set by enc and stats, which the probe defines
+# enc and b64 are scripts/enc.sh's; stats and file_state scripts/stats.sh's and
+# scripts/file_state.sh's; repo_clean is scripts/repo_clean.sh, made_busy and
+# made_venv_busy scripts/busy.sh's, made_proof scripts/made_proof.sh's.
+# shellcheck disable=SC2154 # enc_v and st_* are set by enc (scripts/enc.sh) and stats
 made_path() {
     case $1 in
     =*) f=${1#=} ;;
@@ -89,6 +90,7 @@ made_state() {
     done <"$made_rec"
     made_sums=
     if [ "$#" -gt 0 ]; then made_sums=$(sha256sum -- "$@" 2>/dev/null); fi
+    made_sums="$made_nl$made_sums$made_nl"
     set --
     while read -r made_k made_p made_s _; do
         case $made_k in
@@ -99,14 +101,19 @@ made_state() {
         case $made_k in
         file | saved | hook | stub)
             [ -f "$f" ] || continue
-            made_y=no
-            while read -r h q; do
-                if [ "$q" = "$f" ]; then
-                    case ,$made_s, in *",$h,"*) made_y=yes ;; esac
-                fi
-            done <<EOF
-$made_sums
-EOF
+            # whether made_sums has the line "HASH  PATH" for one of its SUMS: looked up in
+            # the shell's string, never read again for each file (a shell reads a
+            # here-document a byte at a time: the record's size for each of its files)
+            made_y=no made_x=$made_s,
+            while [ -n "$made_x" ]; do
+                h=${made_x%%,*} made_x=${made_x#*,}
+                [ -n "$h" ] || continue
+                case $made_sums in *"$made_nl$h  $f$made_nl"*)
+                    made_y=yes
+                    break
+                    ;;
+                esac
+            done
             echo "made.same $made_p $made_y"
             ;;
         secrets | keys | data | dir | snapshot)
@@ -203,3 +210,5 @@ made_kind() {
         [ "$k" = - ] || echo "made.kind $w $k"
     done
 }
+made_nl='
+'

@@ -11,9 +11,9 @@
 # (PATTERN asks for SSH_CONNECTION too: podstate.facts.processes).
 # Skipped too, before their environment is read: the processes whose COMM is a word of
 # INERT (names without spaces, separated by spaces).
-# Needs enc and b64, which the probe defines.
+# Needs enc and b64 (scripts/enc.sh).
 
-# shellcheck disable=SC2154 # enc_v is set by enc, which the probe defines
+# shellcheck disable=SC2154 # enc_v is set by enc (scripts/enc.sh)
 # parent_of PID: sets ppid to PID's parent (empty when its status has none), in this shell:
 # no subshell to fork for each ancestor of each process
 parent_of() {

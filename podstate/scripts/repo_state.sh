@@ -14,7 +14,7 @@
 #          (none: origin has no such branch; ?: origin could not be asked, in 15 s,
 #          without a prompt)
 #   dirty  `git status --porcelain` (changes and untracked files), base64
-# Needs git (the probe asks only when `command -v git` finds it) and b64.
+# Needs git (the probe asks only when `command -v git` finds it) and b64 (scripts/enc.sh).
 repo_state() {
     p=$2 r=$3 ask=$4
     if [ ! -e "$p" ] && [ ! -L "$p" ]; then

@@ -17,7 +17,7 @@
 # Nothing else leaves the pod: no value, and nothing computed from one (no digest), so no
 # output or log lets a guess at a secret be tested. Values are compared by the shell's own
 # test, and passed to these functions only, never to a program: none is in a command line.
-# Needs b64, which the probe defines.
+# Needs b64 (scripts/enc.sh).
 secrets_file() {
     for c in "$1.podstate-upload" "$1.podstate-check"; do
         if [ -e "$c" ] || [ -L "$c" ]; then echo "secrets.leftover ${c##*.}"; fi

@@ -6,9 +6,9 @@
 #   kernel  a running notebook kernel (ipykernel in its command line)
 # Reads /proc with the shell's own read: no program is started. The probe's own session
 # has no terminal, so it is never listed.
-# Needs enc, which the probe defines.
+# Needs enc (scripts/enc.sh).
 
-# shellcheck disable=SC2154 # enc_v is set by enc, which the probe defines
+# shellcheck disable=SC2154 # enc_v is set by enc (scripts/enc.sh)
 sessions() {
     for d in /proc/[0-9]*; do
         pid=${d#/proc/}

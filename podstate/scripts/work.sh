@@ -28,9 +28,9 @@
 # their descendants), sshd's listener (each connection is a session) and zombies; CPU is
 # utime, stime and the waited-for children's cutime and cstime, in clock ticks (USER_HZ,
 # 100 a second on Linux), like the uptime.
-# Needs enc, which the probe defines.
+# Needs enc: scripts/enc.sh's (the probe), or podstate.facts.work.ENC (the watch).
 
-# shellcheck disable=SC2154 # enc_v is set by enc, which the probe defines
+# shellcheck disable=SC2154 # enc_v is set by enc (scripts/enc.sh)
 # work_stat PID: sets w_c (comm), w_run (state), w_pp (parent), w_st (start, ticks since
 # boot) and w_cpu from /proc/PID/stat; false when it cannot be read
 work_stat() {
@@ -151,7 +151,7 @@ work_other() {
 }
 
 work() {
-    w_rec=$1 w_out='' w_keys=' ' w_new='' w_cpus=0 w_ios=0 w_cm=-1 w_im=-1
+    w_rec=$1 w_out='' w_keys='' w_new='' w_cpus=0 w_ios=0 w_cm=-1 w_im=-1
     { read -r w_now _ </proc/uptime && read -r w_b </proc/sys/kernel/random/boot_id; } 2>/dev/null || return 0
     w_now=${w_now%.*}${w_now#*.}
     w_now=${w_now#"${w_now%%[!0]*}"}
@@ -171,6 +171,15 @@ work() {
     if [ "$w_v" != v1 ] || [ "$w_k" != "$w_b" ] || [ "$w_t" -lt 0 ] || [ "$w_t" -gt "$w_now" ]; then
         w_e=''
     fi
+    # the record's counters by process (w_r_PID: "START:CPU:IO"), looked up by each process
+    # in one step, not searched for in the record's text (its size for each process)
+    set -f
+    for w_x in $w_e; do
+        case $w_x in *[!0-9:]* | :* | *: | *::* | *:*:*:*:*) continue ;; *:*:*:*) ;; *) continue ;; esac
+        w_d=${w_x%%:*}
+        eval "w_r_$w_d=\${w_x#*:} w_s_$w_d="
+    done
+    set +f
     work_mine
     w_live=' '
     for d in /proc/[0-9]*; do
@@ -212,12 +221,11 @@ work() {
 "
             continue
         }
-        w_keys="$w_keys$p:$w_st $p:$w_st:$w_cpu:$w_i "
-        case " $w_e " in
-        *" $p:$w_st:"*)
-            w_x=" $w_e"
-            w_x=${w_x#*" $p:$w_st:"}
-            w_x=${w_x%% *}
+        w_keys="$w_keys $p:$w_st:$w_cpu:$w_i"
+        eval "w_s_$p=\$w_st w_x=\${w_r_$p-}"
+        case $w_x in
+        "$w_st":*)
+            w_x=${w_x#*:}
             w_d=$((w_cpu - ${w_x%%:*}))
             w_x=$((w_i - ${w_x#*:}))
             w_cpus=$((w_cpus + w_d)) w_ios=$((w_ios + w_x))
@@ -231,12 +239,15 @@ work() {
     w_age=0
     if [ -n "$w_e" ]; then
         w_age=$((w_now - w_t))
+        set -f
         for w_x in $w_e; do
             [ "$w_x" = end ] && continue
-            w_x=${w_x%:*:*}
-            case $w_keys in *" $w_x "*) ;; *) w_new="${w_new}work.busy gone ${w_x%%:*} =
-" ;; esac
+            w_x=${w_x%:*:*} w_d=''
+            case ${w_x%%:*} in '' | *[!0-9]*) ;; *) eval "w_d=\${w_s_${w_x%%:*}-}" ;; esac
+            [ "${w_x%%:*}:$w_d" = "$w_x" ] || w_new="${w_new}work.busy gone ${w_x%%:*} =
+"
         done
+        set +f
         if [ "$w_cpus" -gt $(($2 + w_age * $3 / 1000)) ]; then
             w_new="${w_new}work.busy cpu $w_cp $w_cpus
 "
@@ -248,11 +259,8 @@ work() {
     fi
     w_out=$w_out$w_new
     if [ -z "$w_e" ] || [ -n "$w_out" ]; then
-        w_age=0 w_x=''
-        for w_d in $w_keys; do
-            case $w_d in *:*:*) w_x="$w_x $w_d" ;; esac
-        done
-        if ! { printf '%s\n' "v1 $w_b $w_now$w_x end" >"$w_rec.$$" && mv -f "$w_rec.$$" "$w_rec"; } 2>/dev/null; then
+        w_age=0
+        if ! { printf '%s\n' "v1 $w_b $w_now$w_keys end" >"$w_rec.$$" && mv -f "$w_rec.$$" "$w_rec"; } 2>/dev/null; then
             w_out="${w_out}work.unkept
 "
         fi
