@@ -2,9 +2,7 @@
 
 ``PodProbe`` is a pyinfra fact. It assembles the sections, one module each beside this one
 (each holding its script lines, its parser and its typed result), into one POSIX sh program,
-and hands each section's output lines to its parser. A value that is not plain is sent once,
-at the end, with every other (scripts/enc.sh, podstate.facts.spool): one program encodes them
-all, however many files, processes or GPUs the sections read. The parsers are pure functions, so
+and hands each section's output lines to its parser. The parsers are pure functions, so
 they can be unit-tested on real command output without a pod.
 """
 
@@ -19,7 +17,7 @@ from podstate.facts import apt as apt_section
 from podstate.facts import boot as boot_section
 from podstate.facts import download as download_section
 from podstate.facts import files as files_section
-from podstate.facts import gpu, lock, processes, sessions, space, spool, work
+from podstate.facts import gpu, lock, processes, sessions, space, work
 from podstate.facts import made as made_section
 from podstate.facts import repos as repos_section
 from podstate.facts import secrets as secrets_section
@@ -124,6 +122,7 @@ class PodProbe(FactBase[dict[str, Any]]):
             "export LC_ALL=C",
             "echo begin",
             script("enc.sh"),
+            "m=$(b64 </proc/self/mounts)",
             *gpu.start_lines(),
             *lock.probe_lines(lock_wait),
             # The shell's own capabilities, which the commands it starts as root keep, and
@@ -131,7 +130,7 @@ class PodProbe(FactBase[dict[str, Any]]):
             'while read -r k v; do case $k in CapEff:) echo "caps $v" ;;'
             " Uid:) i=${v#*[!0-9]}; i=${i%%[!0-9]*} ;; esac; done </proc/self/status",
             space.STATFS,
-            'echo "mounts @0"',  # the first value enc_end sends
+            'echo "mounts $m"',
             # The user and the login shell sshd runs every command with (what must read
             # podstate's profile): from /etc/passwd, else as the system's name service says.
             "u= s=; { while IFS=: read -r n _ x _ _ _ h; do"
@@ -158,7 +157,7 @@ class PodProbe(FactBase[dict[str, Any]]):
         if secrets is not None:
             lines.insert(0, secrets_section.KEEP_STDIN)
             lines += secrets_section.probe_lines(secrets)
-        lines += [gpu.END, "enc_end /proc/self/mounts", "}", "echo end"]
+        lines += [gpu.END, "echo end"]
         return "\n".join(lines)
 
     def process(self, output: list[str]) -> dict[str, Any]:
@@ -178,7 +177,7 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
     """Return the probe's documented dict from its output lines: each line goes to its
     section by its first word up to a dot (``venv.kind`` to venv's, ``file`` to files')."""
     sections: dict[str, list[str]] = {}
-    for line in spool.resolve(output):
+    for line in output:
         sections.setdefault(line.partition(" ")[0].partition(".")[0], []).append(line)
 
     def value(key: str) -> str | None:
