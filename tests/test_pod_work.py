@@ -117,3 +117,10 @@ def test_the_fold_of_a_change_starts_no_program_to_renew_the_pod_lock(fleet, fir
     names = [path.rsplit("/", 1)[-1] for path in started]
     assert names.count("flock") == 3, names
     assert names.count("date") == 1, names
+
+
+def test_the_speed_page_names_the_checks_program_count():
+    from pathlib import Path
+
+    text = " ".join((Path(__file__).parents[1] / "docs" / "speed.md").read_text().split())
+    assert f"A check of a converged sandbox GPU pod starts {CHECK_PROGRAMS} programs" in text
