@@ -39,15 +39,13 @@ def reads(wanted: dict[str, Any]) -> Request:
     )
 
 
-def problem(path: str, found: dict[str, Any] | None, git: bool | None) -> str | None:
+def problem(path: str, found: dict[str, Any] | None, git: bool) -> str | None:
     """Return why the repository at ``path`` is not podstate's to change, or None.
 
-    A missing git (or one not known to be there: ``git`` None), something other than a
-    directory or a checkout at ``path``, or a working tree with changes or untracked files
-    (named, up to five) is a violation; the path is then left exactly as it is.
+    A missing git, something other than a directory or a checkout at ``path``, or a
+    working tree with changes or untracked files (named, up to five) is a violation; the
+    path is then left exactly as it is.
     """
-    if git is None:
-        return "whether git is on this pod could not be read: run apply again"
     if not git:
         return (
             "git is not installed on this pod: add git to packages.apt (packages converge "
@@ -99,17 +97,17 @@ def cloned(
 def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     """Clone, fetch and check out every repository in ``repos`` that is not at its ref."""
     repos: dict[str, dict[str, Any]] = wanted["repos"]
-    found = probe["repos"] or {"git": None, "paths": {}}
+    found = probe["repos"] or {"git": False, "paths": {}}
     old = made.previous(probe.get("made"))
     # git listed in packages.apt is installed earlier in this run: the checkout comes after.
-    coming = found["git"] is False and "git" in (wanted.get("packages") or {}).get("apt", [])
+    coming = not found["git"] and "git" in (wanted.get("packages") or {}).get("apt", [])
     for path, item in repos.items():
         state = repo_facts.UNKNOWN if coming else found["paths"].get(path)
         fields = cloned(state, probe["paths"][path]["kind"], old.get(path))
         if fields is not None:
             findings.made("repo", path, *fields)
             files_role.made_directories(path, probe, old)
-        why = problem(path, state, True if coming else found["git"])
+        why = problem(path, state, found["git"] or coming)
         if why or state is None:
             findings.violation(why or f"{path} could not be read", f"repos.{path}")
             continue

@@ -273,7 +273,7 @@ SESSIONS = "ps -o pid= --sort=start_time --ppid $(ps -o ppid= -p $PPID) | grep -
 GONE = (
     "inos=' '; for f in /proc/{pid}/fd/*; do [ -S $f ] &&"
     " inos=\"$inos$(sed -n 's/^ino:[[:space:]]*//p' /proc/{pid}/fdinfo/${{f##*/}}) \"; done;"
-    ' while awk -v i="$inos" \'$4 == "01" && index(i, " " $10 " ") {{f = 1}}'
+    " while awk -v i=\"$inos\" '$4 == \"01\" && index(i, \" \" $10 \" \") {{f = 1}}"
     " END {{exit !f}}' /proc/net/tcp /proc/net/tcp6; do sleep 0.05; done"
 )
 

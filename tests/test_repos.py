@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from podstate.facts.made import Entry
-from podstate.facts.repos import UNKNOWN, parse
-from roles.repos import cloned, problem
+from podstate.facts.repos import UNKNOWN
+from roles.repos import cloned
 from tests.e2e import apply, check, exec_count
 
 SANDBOX = {"pods": 3}
@@ -347,12 +347,3 @@ def test_a_private_branch_moved_upstream_is_asked_with_the_key_from_here(fleet, 
 )
 def test_the_record_names_a_checkout_podstate_clones_and_no_other(state, there, was, fields):
     assert cloned(state, there, was) == fields
-
-
-def test_git_the_probe_said_nothing_of_is_unknown_never_missing():
-    assert parse([])["git"] is None
-    assert parse(["repo.git 0"])["git"] is False and parse(["repo.git 1"])["git"] is True
-    assert problem("/r", None, None) == (
-        "whether git is on this pod could not be read: run apply again"
-    )
-    assert problem("/r", None, False).startswith("git is not installed on this pod")

@@ -49,10 +49,9 @@ def parse(output: list[str]) -> dict[str, Any]:
     "url": URL, "want": ("tag", SHA) | None, "remote": SHA | "none" | "?" | None,
     "dirty": [porcelain lines]}}}``; a path is missing when git is not on the pod (nothing
     more could be read). ``remote`` is where origin's branch is now (None: not asked).
-    ``git`` is None when the probe said nothing of it: unknown, never taken for missing.
     """
     paths: dict[str, dict[str, Any]] = {}
-    git: bool | None = None
+    git = False
     for line in output:
         key, _, rest = line.partition(" ")
         if key == "repo.git":
