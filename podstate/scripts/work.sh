@@ -126,6 +126,11 @@ work_walk() {
             ;;
         esac
         [ "${pp:-0}" -gt 0 ] && work_stat "$pp" || return 0
+        case $w_mine in *" $pp "*) # a child of this probe's session's sshd (one that
+            w_how=mine             # authenticated it, ending) is this probe's too
+            return 0
+            ;;
+        esac
         if work_sshd "$c" && work_sshd "$w_c"; then
             w_how=ssh w_sess=$q
             return 0
