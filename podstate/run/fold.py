@@ -49,6 +49,7 @@ SHARED = {
     script("made_proof.sh"): "podstate_made_proof",
 }
 UPLOAD_MAX = 32_768  # bytes of a file sent in the steps' shell (as one base64 word)
+CHUNK = 32_768  # bytes of the payload sent at a time
 END = f": {MARK} end"  # the payload's last line: the reader runs nothing without it
 # The command's own shell: the steps' shell from stdin, run once it all arrived. Its size is
 # fixed: nothing in it grows with the steps.
@@ -224,8 +225,16 @@ def _send(channel: Channel, payload: bytes) -> None:
     the channel closed first (a command that ended before reading it: the lock was busy, or
     lost), which its output then says. Apart from the reading of its output, so that a
     command that reads its stdin late (after waiting for the lock) never holds that up."""
+    data = memoryview(payload)
     try:
-        channel.sendall(payload)
+        while data:
+            try:
+                sent = channel.send(data[:CHUNK])
+            except TimeoutError:  # the reader's timeout, not this send's: the channel lives on
+                continue
+            if sent == 0:  # closed
+                return
+            data = data[sent:]
         channel.shutdown_write()
     except (OSError, EOFError, SSHException):
         pass
