@@ -23,12 +23,6 @@ CPU_SHARE_PER_MILLE = 10  # ... plus 1 % of one CPU over the period
 IO_FLOOR_BYTES = 1 << 20  # bytes they may read and write in any period: 1 MiB ...
 IO_RATE_BYTES = 4096  # ... plus 4 KiB a second of the period
 KINDS = ("cpu", "io", "new", "gone", "run", "ssh")
-# enc VALUE sets enc_v to what the parser reads back as VALUE: "=VALUE" when VALUE is plain
-# (no process at all), else its base64 (which never starts with "="); b64 is the caller's
-ENC = (
-    'enc() { case $1 in *[!A-Za-z0-9/._+,:@%=-]*) enc_v=$(printf %s "$1" | b64) ;;'
-    ' *) enc_v="=$1" ;; esac; }'
-)
 
 
 def probe_lines() -> list[str]:

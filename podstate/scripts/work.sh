@@ -28,7 +28,7 @@
 # their descendants), sshd's listener (each connection is a session) and zombies; CPU is
 # utime, stime and the waited-for children's cutime and cstime, in clock ticks (USER_HZ,
 # 100 a second on Linux), like the uptime.
-# Needs enc: scripts/enc.sh's (the probe), or podstate.facts.work.ENC (the watch).
+# Needs enc (scripts/enc.sh), which the probe and the watch include first.
 
 # shellcheck disable=SC2154 # enc_v is set by enc (scripts/enc.sh)
 # work_stat PID: sets w_c (comm), w_run (state), w_pp (parent), w_st (start, ticks since

@@ -25,9 +25,9 @@ from podstate import settings
 from podstate.facts import work
 from podstate.pyinfra_api import cli, connect, execute
 from podstate.run import lock
+from podstate.shell import script
 
 READ = "podstate.read"  # the line after work.sh's: the lock is held, the reading whole
-B64 = "b64() { base64 | tr -d '\\n'; }"  # for enc, on a process's odd name
 
 
 def command() -> str:
@@ -35,8 +35,7 @@ def command() -> str:
     until its standard input closes."""
     inner = [
         "export LC_ALL=C",
-        B64,
-        work.ENC,
+        script("enc.sh"),
         *work.probe_lines(),
         f"echo {READ}",
         "read -r _ || :",
