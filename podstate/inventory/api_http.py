@@ -1,5 +1,5 @@
-"""What every provider's API client shares: the base URL's check, one GET that never
-follows a redirect nor shows the key, and the waits a rate limit asks for.
+"""The HTTP every provider's API client (``api_client``) sends: the base URL's check, one
+request that never follows a redirect nor shows the key, and the waits a rate limit asks for.
 
 Only the standard library talks HTTP. The key goes nowhere but the ``Authorization`` header
 of requests to the configured API: redirects are refused, and every message that could echo
@@ -11,16 +11,13 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import json
-import re
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.message import Message
 from email.utils import parsedate_to_datetime
-from pathlib import Path
 from typing import Any
 
 from podstate.desired.errors import SpecError
@@ -73,48 +70,6 @@ class Api:
         return text.replace(self.key, f"<{self.key_variable}>")
 
 
-def ssh_key_file(env: Mapping[str, str]) -> str | None:
-    """Return the private key file for every pod a provider's API lists
-    (``PODSTATE_SSH_KEY``, expanded), None when unset (pyinfra's defaults: the SSH agent,
-    ~/.ssh/id_*); InventoryError when no file is there, before any pod is contacted. Every
-    provider's client reads it with its own settings."""
-    ssh_key = (env.get("PODSTATE_SSH_KEY") or "").strip() or None
-    if ssh_key:
-        ssh_key = str(Path(ssh_key).expanduser())
-        if not Path(ssh_key).is_file():
-            raise InventoryError(f"PODSTATE_SSH_KEY: no private key file at {ssh_key}")
-    return ssh_key
-
-
-def key_url_timeout(
-    env: Mapping[str, str], prefix: str, url: str, timeout: float, missing: str
-) -> tuple[str, str, float]:
-    """Return a provider's API key, base URL and time limit from ``PREFIX_API_KEY``,
-    ``PREFIX_API_URL`` and ``PREFIX_API_TIMEOUT`` (``url`` and ``timeout`` when unset);
-    InventoryError names the variable that is wrong (``missing``: what to say of no key).
-
-    The key is checked for characters an HTTP header cannot carry here, because Python's
-    own error for them would quote the key.
-    """
-    key = (env.get(f"{prefix}_API_KEY") or "").strip()
-    if not key:
-        raise InventoryError(missing)
-    if not re.fullmatch(r"[\x21-\x7e]+", key):
-        raise InventoryError(
-            f"{prefix}_API_KEY contains spaces, line breaks or non-ASCII characters: "
-            "set it to the key alone"
-        )
-    base_url = check_url((env.get(f"{prefix}_API_URL") or url).strip(), f"{prefix}_API_URL", url)
-    raw = (env.get(f"{prefix}_API_TIMEOUT") or "").strip()
-    try:
-        seconds = float(raw) if raw else timeout
-    except ValueError:
-        seconds = -1.0
-    if not 0 < seconds <= 600:
-        raise InventoryError(f"{prefix}_API_TIMEOUT: expected seconds (0 to 600), got {raw!r}")
-    return key, base_url, seconds
-
-
 def json_body(body: bytes, headers: Message, answered: str, variable: str) -> Any:
     """Return a 200 answer's JSON; InventoryError saying that ``answered`` (who answered
     what) with something that is not JSON, its content type and size, and asking whether
@@ -136,11 +91,7 @@ def check_url(url: str, variable: str, example: str) -> str:
     Plain http is accepted for loopback addresses only (tests, local proxies), so the key
     never crosses a network unencrypted.
     """
-    try:
-        parts: urllib.parse.SplitResult | None = urllib.parse.urlsplit(url)
-        _ = parts.port  # ValueError for a port that is not a number
-    except ValueError:
-        parts = None
+    parts = _split(url)
     if (
         parts is None
         or parts.scheme not in ("http", "https")
@@ -159,6 +110,16 @@ def check_url(url: str, variable: str, example: str) -> str:
             "cross the network unencrypted); use https"
         )
     return url.rstrip("/")
+
+
+def _split(url: str) -> urllib.parse.SplitResult | None:
+    """Return the parts of ``url``; None when its port is not a number."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        _ = parts.port  # ValueError for a port that is not a number
+    except ValueError:
+        return None
+    return parts
 
 
 def _loopback(host: str) -> bool:

@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from podstate.inventory import api_http
-from podstate.inventory.runpod_client import Settings, api, retry_wait
+from podstate.inventory.runpod_client import RunPodClient, retry_wait
 
 IDLE_ENV = "PODSTATE_KEY_LOG_IDLE"  # seconds without a log line that end a read
 TIMEOUT_ENV = "PODSTATE_KEY_LOG_TIMEOUT"  # seconds one pod's read may take in all
@@ -109,7 +109,7 @@ def _seconds(name: str, default: float) -> float:
     return value if 0 < value <= 600 else default
 
 
-def read_all(config: Settings, pods: dict[str, str | None]) -> dict[str, KeyLog]:
+def read_all(config: RunPodClient, pods: dict[str, str | None]) -> dict[str, KeyLog]:
     """Return each pod's ``KeyLog`` (``pods``: pod id -> its container's ``startedAt``),
     every read at once, so many pods cost the time of the slowest read."""
     if not pods:
@@ -123,7 +123,7 @@ def read_all(config: Settings, pods: dict[str, str | None]) -> dict[str, KeyLog]
         return {pod_id: future.result() for pod_id, future in futures.items()}
 
 
-def read(config: Settings, pod_id: str, since: str | None, idle: float, total: float) -> KeyLog:
+def read(config: RunPodClient, pod_id: str, since: str | None, idle: float, total: float) -> KeyLog:
     """Return the fingerprints the start of the container started at ``since`` printed, as
     RunPod's log shows them; with none, why (the read never raises)."""
     if not since:
@@ -138,7 +138,7 @@ def read(config: Settings, pod_id: str, since: str | None, idle: float, total: f
             return KeyLog((), f"RunPod's log gave no answer within {total:g} s")
         try:
             with opener.open(
-                api_http.authorized(url, api(config), "text/event-stream"), timeout=min(idle, left)
+                api_http.authorized(url, config.api(), "text/event-stream"), timeout=min(idle, left)
             ) as response:
                 return _stream(response, deadline, idle)
         except urllib.error.HTTPError as e:

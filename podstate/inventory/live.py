@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from podstate.desired.errors import kind_of
-from podstate.inventory.runpod_client import InventoryError
+from podstate.inventory.api_http import InventoryError
 
 
 @dataclass(frozen=True)

@@ -196,6 +196,52 @@ def to_pods(
     return sorted(pods, key=lambda pod: pod.name)
 
 
+# How a provider vouches for its pods' host keys (``Hosting.vouch``): the planned trusts,
+# ``strict_host_keys`` and ``record_host_keys`` in; the trusts with what vouches for each out.
+Vouch = Callable[[list[hostkeys.HostKeyTrust], bool | None, bool], list[hostkeys.HostKeyTrust]]
+
+
+@dataclass(frozen=True)
+class Hosting:
+    """What makes a provider's listed records hosts, where providers differ: ``hosted``
+    (a record's address, host data and automatic groups), ``vouch`` (what vouches for the
+    host keys: the container's log on RunPod, nothing on Vast) and ``note`` (what a record
+    adds to the listing's notes, None: nothing). ``to_pods`` is the rest, alike for all."""
+
+    hosted: Callable[[Any], Hosted]
+    vouch: Vouch
+    note: Callable[[Any], str | None] = lambda record: None
+
+    def to_pods(
+        self,
+        listing: Listing,
+        rules: dict[str, list[str]],
+        names: dict[str, str],
+        record_host_keys: bool = True,
+        strict_host_keys: bool | None = None,
+    ) -> list[Pod]:
+        """Return the inventory pods of the provider's ``listing`` (``to_pods``), named by
+        ``names``, with the host-key settings of ``hostkeys.plan`` for each record's
+        address, kept in the store under its key (``vast:1`` as ``vast-1``) and vouched for
+        by ``vouch`` (recorded unless ``record_host_keys`` is false; ``strict_host_keys`` as
+        ``hostkeys.plan``'s ``strict``). Each record's ``note`` joins ``listing.notes``."""
+        trusts = [
+            hostkeys.plan(
+                record.key.replace(":", "-"),
+                names[record.key],
+                record.host,
+                record.port,
+                record.started_at,
+                None,
+                strict_host_keys,
+            )
+            for record in listing.pods
+        ]
+        trusts = self.vouch(trusts, strict_host_keys, record_host_keys)
+        listing.notes += [note for record in listing.pods if (note := self.note(record))]
+        return to_pods(listing, rules, names, trusts, record_host_keys, self.hosted)
+
+
 def groups_path(vars_dir: Path) -> Path:
     """Return the group rules file: ``groups.yaml`` (or ``groups.yml``) in the vars directory."""
     return spelled(vars_dir / "groups") or vars_dir / "groups.yaml"

@@ -3,22 +3,21 @@
 Used when ``RUNPOD_API_KEY`` is set (and ``PODSTATE_PODS`` is not). Every RUNNING pod with
 direct SSH becomes a pyinfra host named after the pod; the others are skipped, each with a
 reason. The API client, and the environment it reads, are in ``podstate.inventory.runpod_client``;
-the pod records it returns are checked in ``podstate.inventory.runpod_pods``. This module maps them
-to hosts: host names, automatic groups, ``groups.yaml`` groups and host data.
+the pod records it returns are checked in ``podstate.inventory.runpod_pods``. This module says
+what RunPod's pods are as hosts (``naming.Hosting``): their address, host data, automatic
+groups, and what vouches for their host keys.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 from podstate.inventory import hostkeys, keylog, naming
 from podstate.inventory import live as readings
-from podstate.inventory.naming import Listing, gpu_group, host_names, slug
-from podstate.inventory.podsfile import Pod, cloud_group
-from podstate.inventory.runpod_client import LISTING_ENV, fetch, read_listing, settings
-from podstate.inventory.runpod_pods import ApiPod, Skipped, kept, parse
+from podstate.inventory.naming import gpu_group, host_names, slug
+from podstate.inventory.podsfile import cloud_group
+from podstate.inventory.runpod_client import RunPodClient, settings
+from podstate.inventory.runpod_pods import ApiPod, Skipped
 from podstate.providers.runpod import RUNPOD
 
 __all__ = ["Skipped", "host_names", "listed", "slug", "to_pods"]
@@ -41,47 +40,12 @@ def auto_groups(pod: ApiPod) -> list[str]:
     return groups
 
 
-def to_pods(
-    listing: Listing,
-    rules: dict[str, list[str]],
-    names: dict[str, str],
-    record_host_keys: bool = True,
-    strict_host_keys: bool | None = None,
-    host_key_dir: Path | None = None,
-) -> list[Pod]:
-    """Return inventory pods (sorted by host name) with host data and groups.
-
-    Host data: the direct SSH address, ``pod_id``, ``cloud``, ``gpu_id``, ``gpu_count``,
-    ``data_center``, ``started_at``, ``cost_per_hour`` (None: unknown), ``provider``
-    (``runpod``: who can stop it, ``podstate.inventory.actions``), ``live_idle`` (what the
-    API's live readings say: ``podstate.inventory.live.idle``), ``ssh_key`` from
-    PODSTATE_SSH_KEY, and the host-key settings of ``podstate.inventory.hostkeys``
-    (recorded in the store unless ``record_host_keys`` is false; ``strict_host_keys`` as
-    ``hostkeys.plan``'s ``strict``).
-    The host names are ``names`` (``naming.host_names`` of every provider's pods).
-    A pod joins each ``groups.yaml`` group one of whose globs
-    matches its host name or its RunPod name, after its automatic groups, in the file's order.
-    """
-    trusts = [
-        hostkeys.plan(
-            api.id,
-            names[api.key],
-            api.host,
-            api.port,
-            api.started_at,
-            host_key_dir,
-            strict_host_keys,
-        )
-        for api in listing.pods
-    ]
-    if record_host_keys:  # a command that only shows the fleet reads no log
-        trusts = _vouched(trusts, strict_host_keys)
-    return naming.to_pods(listing, rules, names, trusts, record_host_keys, hosted)
-
-
 def hosted(api: ApiPod) -> naming.Hosted:
-    """Return what a RunPod pod is as a host: its direct SSH address, its host data and its
-    automatic groups (``auto_groups``)."""
+    """Return what a RunPod pod is as a host: its direct SSH address; its host data:
+    ``pod_id``, ``provider`` (``runpod``: who can stop it, ``podstate.inventory.actions``),
+    ``cloud``, ``gpu_id``, ``gpu_count``, ``data_center``, ``started_at``, ``cost_per_hour``
+    (None: unknown), ``live_idle`` (what the API's live readings say:
+    ``podstate.inventory.live.idle``); and its automatic groups (``auto_groups``)."""
     data: dict[str, Any] = {
         "pod_id": api.id,
         "provider": RUNPOD.name,
@@ -96,11 +60,14 @@ def hosted(api: ApiPod) -> naming.Hosted:
     return (api.host, api.port, api.user), data, auto_groups(api)
 
 
-def _vouched(
-    trusts: list[hostkeys.HostKeyTrust], strict: bool | None
+def vouch(
+    trusts: list[hostkeys.HostKeyTrust], strict: bool | None, record_host_keys: bool
 ) -> list[hostkeys.HostKeyTrust]:
     """Return ``trusts`` with the fingerprints RunPod's log shows for each pod about to take
-    a new key (``keylog``: every read at once), or why it shows none."""
+    a new key (``keylog``: every read at once), or why it shows none; as they are for a
+    command that only shows the fleet (``record_host_keys`` false), which reads no log."""
+    if not record_host_keys:
+        return trusts
     wanted = {trust.pod_id: trust.started_at for trust in trusts if trust.needs_log}
     logs = keylog.read_all(settings(), wanted)
     return [
@@ -111,13 +78,7 @@ def _vouched(
     ]
 
 
-def listed() -> Listing:
-    """Return RunPod's listing, parsed, from the API named by the environment; with
-    ``PODSTATE_API_LISTING`` set (by ``podstate watch``, for the runs it starts), the listing
-    is that file's and the API is not asked. The records handed on keep only the fields
-    podstate reads (``runpod_pods.kept``)."""
-    config = settings()
-    handed = os.environ.get(LISTING_ENV)
-    raw = read_listing(Path(handed)) if handed else fetch(config)
-    api_pods, skipped = parse(raw, config.include_cluster)
-    return Listing(RUNPOD.name, api_pods, skipped, kept(raw), config.ssh_key)
+# The provider record's listing and pods: RunPod's listing, parsed (``Client.listed``), and
+# its pods as inventory pods (``naming.Hosting.to_pods``).
+listed = RunPodClient.listed
+to_pods = naming.Hosting(hosted, vouch).to_pods

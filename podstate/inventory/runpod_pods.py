@@ -1,7 +1,8 @@
 """RunPod's pod records, checked: the pods podstate can manage, and why it skips the others.
 
-``parse`` reads the raw ``pods`` list the client fetched (``podstate.inventory.runpod_client``): the
-fields podstate uses are type-checked, the rest left alone.
+``parse`` reads the raw ``pods`` list the client fetched (``podstate.inventory.runpod_client``)
+through the one record checker (``records.Checker``): the fields podstate uses, declared
+here, are type-checked, the rest left alone.
 """
 
 from __future__ import annotations
@@ -9,34 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from podstate.desired.errors import kind_of
 from podstate.inventory import hostkeys
 from podstate.inventory import live as readings
 from podstate.inventory.podsfile import CLOUDS
-from podstate.inventory.records import Checker, Skipped, shown
+from podstate.inventory.records import Checker, Field, Skipped, shown
+from podstate.providers.runpod import RUNPOD
 
 __all__ = ["ApiPod", "Skipped", "kept", "parse", "shown"]
-
-# The fields of a pod record that ``parse`` reads: all a listing handed on needs to keep.
-READ = (
-    "id",
-    "name",
-    "status",
-    "createdAt",
-    "cluster",
-    "ssh",
-    "ports",
-    "cloud",
-    "gpu",
-    "startedAt",
-    "dataCenterId",
-    "cost",
-    "runtime",
-)
-CHECK = Checker("RunPod API", READ)
-_field = CHECK.field
-_unexpected = CHECK.unexpected
-kept = CHECK.kept
 
 
 @dataclass(frozen=True)
@@ -63,6 +43,61 @@ class ApiPod:
         return self.id
 
 
+def _time(value: str) -> str:
+    """Return ``value`` when it is an RFC 3339 date-time; ValueError otherwise."""
+    try:
+        hostkeys.parse_time(value)
+    except ValueError:
+        raise ValueError(f"not a date-time: {shown(value)}") from None
+    return value
+
+
+def _id(value: str) -> str:
+    if not value:
+        raise ValueError("empty")
+    return value
+
+
+def _usable(value: Any) -> Any:
+    """Return an SSH address's part (host, port, user) when a connection can use it."""
+    if not value or (isinstance(value, int) and not 0 < value < 65536):
+        raise ValueError(f"not usable: {shown(str(value))}")
+    return value
+
+
+# The fields of a pod record podstate reads, in the order they are checked: every pod's;
+# a RUNNING one's SSH; a pod's with direct SSH.
+HEAD = (Field("name"), Field("status"), Field("createdAt", read=_time))
+SSH = (Field("ssh", dict), Field("ssh.direct", dict, nullable=True))
+POD = (
+    Field("ssh.direct.host", read=_usable),
+    Field("ssh.direct.port", int, read=_usable),
+    Field("ssh.direct.username", read=_usable),
+    Field("cloud"),
+    Field("gpu", dict, required=False),
+    Field("gpu.id"),
+    Field("gpu.count", int, required=False),
+    Field("startedAt", nullable=True, read=_time),
+    Field("dataCenterId", nullable=True),
+)
+# All a listing handed on needs to keep: those, and what ``live`` and the skips read.
+READ = (
+    "id", "name", "status", "createdAt", "cluster", "ssh", "ports", "cloud", "gpu", "startedAt",
+    "dataCenterId", "cost", "runtime",
+)  # fmt: skip
+CHECK = Checker(
+    RUNPOD.shown,
+    READ,
+    "pods",
+    "a pod object",
+    RUNPOD.name,
+    Field("id", read=_id),
+    HEAD,
+    lambda pod_id, head: (head["name"], head["createdAt"]),  # its name, when it was made
+)
+kept = CHECK.kept
+
+
 def parse(raw: list[Any], include_cluster: bool = False) -> tuple[list[ApiPod], list[Skipped]]:
     """Return the pods podstate can manage and the ones it skips, in the API's order.
 
@@ -70,88 +105,42 @@ def parse(raw: list[Any], include_cluster: bool = False) -> tuple[list[ApiPod], 
     ``include_cluster``. The fields podstate reads are type-checked (InventoryError names
     the pod and field); other fields are left alone.
     """
-    pods: list[ApiPod] = []
-    skipped: list[Skipped] = []
-    seen: set[str] = set()
-    for index, item in enumerate(raw):
-        where = f"pods[{index}]"
-        if not isinstance(item, dict):
-            raise _unexpected(where, f"expected a pod object, got {kind_of(item)}")
-        pod_id = _field(item, "id", where, str)
-        if not pod_id:
-            raise _unexpected(f"{where}.id", "empty")
-        if pod_id in seen:
-            raise _unexpected(f"{where}.id", f"{shown(pod_id)} is listed twice")
-        seen.add(pod_id)
-        where = f"{where} (id {shown(pod_id)})"
-        name = _field(item, "name", where, str)
-        status = _field(item, "status", where, str)
-        created_at = _time(item, "createdAt", where)
-        cluster = item.get("cluster")
-        if cluster is not None and not include_cluster:
-            cluster_id = cluster.get("id") if isinstance(cluster, dict) else None
-            which = f" {shown(cluster_id)}" if isinstance(cluster_id, str) else ""
-            skipped.append(
-                Skipped(
-                    pod_id,
-                    name,
-                    f"member of cluster{which} (set PODSTATE_CLUSTER_PODS=1 to manage it)",
-                    created_at,
-                )
-            )
-            continue
-        if status != "RUNNING":
-            skipped.append(Skipped(pod_id, name, f"status {shown(status)}", created_at))
-            continue
-        ssh = _field(item, "ssh", where, dict)
-        direct = _field(ssh, "direct", f"{where}.ssh", dict, nullable=True)
-        if direct is None:
-            skipped.append(Skipped(pod_id, name, _no_direct_reason(item), created_at))
-            continue
-        here = f"{where}.ssh.direct"
-        host = _field(direct, "host", here, str)
-        port = _field(direct, "port", here, int)
-        user = _field(direct, "username", here, str)
-        if not host or not user or not 0 < port < 65536:
-            bad = "host" if not host else "username" if not user else "port"
-            raise _unexpected(f"{here}.{bad}", f"not usable: {shown(str(direct.get(bad)))}")
-        cloud = str(_field(item, "cloud", where, str)).upper()
-        gpu = _field(item, "gpu", where, dict, required=False)
-        gpu_id = gpu_count = None
-        if gpu is not None:
-            gpu_id = _field(gpu, "id", f"{where}.gpu", str)
-            gpu_count = _field(gpu, "count", f"{where}.gpu", int, required=False)
-        started_at = _time(item, "startedAt", where, nullable=True)
-        pods.append(
-            ApiPod(
-                id=pod_id,
-                name=name,
-                host=host,
-                port=port,
-                user=user,
-                cloud=cloud if cloud in CLOUDS else "COMMUNITY",
-                gpu_id=gpu_id,
-                gpu_count=(1 if gpu_count is None else gpu_count) if gpu_id else 0,
-                data_center=_field(item, "dataCenterId", where, str, nullable=True),
-                started_at=started_at,
-                created_at=created_at,
-                cost_per_hour=readings.cost(item, where),
-                live=readings.runtime(item, where),
-            )
-        )
-    return pods, skipped
+    return CHECK.parse(
+        raw, lambda item, where, pod_id, head: _pod(item, where, pod_id, head, include_cluster)
+    )
 
 
-def _time(item: dict[str, Any], key: str, where: str, nullable: bool = False) -> Any:
-    """Return ``item[key]``, an RFC 3339 date-time (or None where ``nullable``);
-    InventoryError naming it otherwise."""
-    value = _field(item, key, where, str, nullable=nullable)
-    if value is not None:
-        try:
-            hostkeys.parse_time(value)
-        except ValueError:
-            raise _unexpected(f"{where}.{key}", f"not a date-time: {shown(value)}") from None
-    return value
+def _pod(
+    item: dict[str, Any], where: str, pod_id: str, head: dict[str, Any], include_cluster: bool
+) -> ApiPod | str:
+    """Return the pod a checked record is, or why it is skipped."""
+    cluster = item.get("cluster")
+    if cluster is not None and not include_cluster:
+        cluster_id = cluster.get("id") if isinstance(cluster, dict) else None
+        which = f" {shown(cluster_id)}" if isinstance(cluster_id, str) else ""
+        return f"member of cluster{which} (set PODSTATE_CLUSTER_PODS=1 to manage it)"
+    if head["status"] != "RUNNING":
+        return f"status {shown(head['status'])}"
+    if CHECK.fields(item, where, SSH)["ssh.direct"] is None:
+        return _no_direct_reason(item)
+    pod = CHECK.fields(item, where, POD)
+    cloud = pod["cloud"].upper()
+    gpu_id = pod["gpu.id"]
+    return ApiPod(
+        id=pod_id,
+        name=head["name"],
+        host=pod["ssh.direct.host"],
+        port=pod["ssh.direct.port"],
+        user=pod["ssh.direct.username"],
+        cloud=cloud if cloud in CLOUDS else "COMMUNITY",
+        gpu_id=gpu_id,
+        gpu_count=(1 if pod["gpu.count"] is None else pod["gpu.count"]) if gpu_id else 0,
+        data_center=pod["dataCenterId"],
+        started_at=pod["startedAt"],
+        created_at=head["createdAt"],
+        cost_per_hour=readings.cost(item, where),
+        live=readings.runtime(item, where),
+    )
 
 
 def _no_direct_reason(item: dict[str, Any]) -> str:

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from podstate.inventory.runpod_client import LISTING_ENV
+from podstate.inventory.api_client import LISTING_ENV
 
 
 @contextmanager

@@ -38,8 +38,8 @@ from typing import Any, TextIO
 
 from podstate import signals
 from podstate.desired.errors import SpecError
+from podstate.inventory.api_http import ApiUnavailable
 from podstate.inventory.fleet import Inventory, load_inventory
-from podstate.inventory.runpod_client import ApiUnavailable
 from podstate.watch import state
 from podstate.watch.children import handed, pyinfra
 from podstate.watch.decisions import (
