@@ -58,21 +58,12 @@ def _id(value: str) -> str:
     return value
 
 
-def _usable(value: Any) -> Any:
-    """Return an SSH address's part (host, port, user) when a connection can use it."""
-    if not value or (isinstance(value, int) and not 0 < value < 65536):
-        raise ValueError(f"not usable: {shown(str(value))}")
-    return value
-
-
 # The fields of a pod record podstate reads, in the order they are checked: every pod's;
-# a RUNNING one's SSH; a pod's with direct SSH.
+# a RUNNING one's SSH; a pod's with direct SSH: its address, then the rest.
 HEAD = (Field("name"), Field("status"), Field("createdAt", read=_time))
 SSH = (Field("ssh", dict), Field("ssh.direct", dict, nullable=True))
+ADDRESS = (Field("host"), Field("port", int), Field("username"))
 POD = (
-    Field("ssh.direct.host", read=_usable),
-    Field("ssh.direct.port", int, read=_usable),
-    Field("ssh.direct.username", read=_usable),
     Field("cloud"),
     Field("gpu", dict, required=False),
     Field("gpu.id"),
@@ -121,17 +112,23 @@ def _pod(
         return f"member of cluster{which} (set PODSTATE_CLUSTER_PODS=1 to manage it)"
     if head["status"] != "RUNNING":
         return f"status {shown(head['status'])}"
-    if CHECK.fields(item, where, SSH)["ssh.direct"] is None:
+    direct = CHECK.fields(item, where, SSH)["ssh.direct"]
+    if direct is None:
         return _no_direct_reason(item)
+    here = f"{where}.ssh.direct"
+    host, port, user = CHECK.fields(direct, here, ADDRESS).values()
+    if not host or not user or not 0 < port < 65536:
+        bad = "host" if not host else "username" if not user else "port"
+        raise CHECK.unexpected(f"{here}.{bad}", f"not usable: {shown(str(direct.get(bad)))}")
     pod = CHECK.fields(item, where, POD)
     cloud = pod["cloud"].upper()
     gpu_id = pod["gpu.id"]
     return ApiPod(
         id=pod_id,
         name=head["name"],
-        host=pod["ssh.direct.host"],
-        port=pod["ssh.direct.port"],
-        user=pod["ssh.direct.username"],
+        host=host,
+        port=port,
+        user=user,
         cloud=cloud if cloud in CLOUDS else "COMMUNITY",
         gpu_id=gpu_id,
         gpu_count=(1 if pod["gpu.count"] is None else pod["gpu.count"]) if gpu_id else 0,
