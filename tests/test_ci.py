@@ -23,7 +23,7 @@ from junitparser import Failure, JUnitXml
 
 from podstate.inventory import hostkeys
 from tests.api_server import ProviderApi
-from tests.e2e import ROOT, apply
+from tests.e2e import ROOT, apply, write_vars
 from tests.test_runpod import BIN, KEY, _sandbox_pod, rotate_host_key, served_key
 
 SANDBOX = {"pods": 3}
@@ -117,7 +117,7 @@ def workspace(target: Path, host_vars: dict[str, dict] | None = None) -> Path:
     shutil.copytree(ROOT / "inventories", target / "inventories", ignore=_no_pods_file)
     shutil.copytree(ROOT / "deploy", target / "deploy", ignore=shutil.ignore_patterns("__py*"))
     for pod, data in {"pod-3": {"shm": {"min_size": "32M"}}, **(host_vars or {})}.items():
-        (target / "inventories" / "host_vars" / f"{pod}.yaml").write_text(yaml.safe_dump(data))
+        write_vars(target / "inventories", f"host_vars/{pod}.yaml", data)
     return target
 
 

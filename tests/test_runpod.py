@@ -30,7 +30,7 @@ from podstate.inventory import hostkey_hints, hostkeys, runpod, runpod_client, r
 from podstate.inventory.fleet import load_pods
 from tests import api_server
 from tests.api_server import KEYS, PROBLEM, RUNPOD_SPEC, SCHEMAS, ProviderApi
-from tests.e2e import new_vars_dir
+from tests.e2e import new_vars_dir, write_vars
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -246,9 +246,9 @@ def test_pyinfra_gets_host_data_and_each_skipped_pod_once_on_stderr(api, env, tm
 
 def test_group_rules_and_group_vars_reach_the_state(api, env):
     vars_dir = Path(env["PODSTATE_VARS"])
-    (vars_dir / "groups.yaml").write_text('trainers: ["trainer-*"]\nall_workers: [worker]\n')
-    (vars_dir / "group_vars" / "trainers.yaml").write_text("env: {ROLE: trainer}\n")
-    (vars_dir / "group_vars" / "gpu_h100_80gb_hbm3.yaml").write_text("env: {ROLE: h100}\n")
+    write_vars(vars_dir, "groups.yaml", {"trainers": ["trainer-*"], "all_workers": ["worker"]})
+    write_vars(vars_dir, "group_vars/trainers.yaml", {"env": {"ROLE": "trainer"}})
+    write_vars(vars_dir, "group_vars/gpu_h100_80gb_hbm3.yaml", {"env": {"ROLE": "h100"}})
     api.serve(fixture("fleet.json"))
     pods = {pod["name"]: pod for pod in inventory(env)["pods"]}
     assert pods["trainer-2"]["groups"][-1] == "trainers"
@@ -270,7 +270,7 @@ def test_group_rules_and_group_vars_reach_the_state(api, env):
     ],
 )
 def test_bad_groups_file_is_one_line_before_any_request(api, env, text, message):
-    (Path(env["PODSTATE_VARS"]) / "groups.yaml").write_text(text)
+    write_vars(Path(env["PODSTATE_VARS"]), "groups.yaml", text)
     api.serve(fixture("example.json"))
     for command in (["podstate", "inventory"], ["pyinfra", "inventories/pods.py", "deploy/pod.py"]):
         line = one_error_line(run(*command, env=env))
@@ -653,7 +653,7 @@ def test_a_newcomer_never_renames_the_pod_that_had_the_name():
 
 def test_a_stopped_pod_keeps_its_name_from_a_newer_running_one(api, env):
     vars_dir = Path(env["PODSTATE_VARS"])
-    (vars_dir / "host_vars" / "trainer.yaml").write_text("watch: {hold: true}\n")
+    write_vars(vars_dir, "host_vars/trainer.yaml", {"watch": {"hold": True}})
     old = copy.deepcopy(fixture("example.json")["pods"][0])
     old.update(id="old001", name="trainer", createdAt="2026-05-01T00:00:00Z")
     api.serve({"pods": [old]})
