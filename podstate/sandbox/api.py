@@ -220,11 +220,8 @@ def _event(ts: str, number: int, line: str) -> str:
 
 class Handler(vast_api.Answers, BaseHTTPRequestHandler):
     """Answers ``GET /v2/pods`` and ``GET /v2/pods/{id}/logs`` with the Bearer key; anything
-    else is a problem answer.
-
-    The tests' provider API (tests/api_server.py) is this handler too, answering a listing a
-    test sets: ``listing`` (and ``vast_instances``) are the hooks it overrides.
-    """
+    else is a problem answer. ``listing`` and ``vast_instances`` are hooks: the tests'
+    provider API (tests/api_server.py) is this handler, listing what a test sets."""
 
     root: Path
     key: str
