@@ -52,3 +52,20 @@ def _private_cache(tmp_path_factory):
         os.environ.pop("XDG_CACHE_HOME", None)
     else:
         os.environ["XDG_CACHE_HOME"] = old
+
+
+@pytest.fixture
+def provider_api():
+    """Start a provider's API for the test, closed after it: ``provider_api("runpod")`` or
+    ``provider_api("vast", key=...)`` returns a ``tests.api_server.ProviderApi``."""
+    from tests.api_server import ProviderApi
+
+    started: list[ProviderApi] = []
+
+    def start(provider: str, key: str | None = None) -> ProviderApi:
+        started.append(ProviderApi(provider, key))
+        return started[-1]
+
+    yield start
+    for api in started:
+        api.close()

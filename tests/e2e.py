@@ -74,11 +74,11 @@ class Fleet:
 
     def host_vars(self, pod: str, data: dict | None) -> None:
         """Set (or with None, remove) ``host_vars/<pod>.yaml``."""
-        path = self.vars_dir / "host_vars" / f"{pod}.yaml"
-        if data is None:
-            path.unlink(missing_ok=True)
-        else:
-            path.write_text(yaml.safe_dump(data))
+        write_vars(self.vars_dir, f"host_vars/{pod}.yaml", data)
+
+    def group_vars(self, group: str, data: dict | str | None, merge: bool = False) -> None:
+        """Set ``group_vars/<group>.yaml`` (``write_vars``: with ``merge``, add to it)."""
+        write_vars(self.vars_dir, f"group_vars/{group}.yaml", data, merge)
 
 
 def new_vars_dir(target: Path) -> Path:
@@ -86,6 +86,22 @@ def new_vars_dir(target: Path) -> Path:
     (target / "host_vars").mkdir(parents=True, exist_ok=True)
     shutil.copytree(ROOT / "inventories" / "group_vars", target / "group_vars")
     return target
+
+
+def write_vars(root: Path, name: str, data: dict | str | None, merge: bool = False) -> Path:
+    """Write the vars file ``name`` ("group_vars/all.yaml", "host_vars/pod-1.yaml",
+    "groups.yaml") of the vars directory ``root``, and return its path: ``data`` as YAML, or
+    a string as it is (a file a test wants malformed); with ``merge``, ``data``'s keys over
+    those the file has; None removes the file. The one way tests write a desired state."""
+    path = root / name
+    if data is None:
+        path.unlink(missing_ok=True)
+        return path
+    if merge:
+        data = {**(yaml.safe_load(path.read_text()) or {}), **data}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data), encoding="utf-8")
+    return path
 
 
 @dataclass

@@ -238,11 +238,10 @@ def test_a_restart_with_other_gpus_keeps_the_nccl_guards_safe_and_no_marker(
 
 
 def test_the_profile_the_hook_guarded_goes_when_env_and_nccl_leave(fleet, api, tmp_path):
-    shipped = fleet.vars_dir / "group_vars" / "all.yaml"
-    kept_vars = shipped.read_text()
+    kept_vars = (fleet.vars_dir / "group_vars" / "all.yaml").read_text()
     layout = pod_state_dir(fleet.state, "pod-4") / LAYOUT
     kept = layout.read_text()
-    shipped.write_text("shm: {min_size: 32M}\n")  # no dirs, env or nccl but pod-4's own
+    fleet.group_vars("all", {"shm": {"min_size": "32M"}})  # no dirs, env or nccl but pod-4's own
     try:
         applied(fleet, api, "pod-4", {**BASE, "env": {"WHO": "pod-4"},
                                       "nccl": {"p2p": "auto", "ib": "auto"}})  # fmt: skip
@@ -265,7 +264,7 @@ def test_the_profile_the_hook_guarded_goes_when_env_and_nccl_leave(fleet, api, t
         assert (status, entry["status"]) == (0, "ok"), stdout
     finally:
         layout.write_text(kept)
-        shipped.write_text(kept_vars)
+        fleet.group_vars("all", kept_vars)
     restart("pod-4")
 
 

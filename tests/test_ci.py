@@ -22,8 +22,9 @@ import yaml
 from junitparser import Failure, JUnitXml
 
 from podstate.inventory import hostkeys
-from tests.e2e import ROOT, apply
-from tests.test_runpod import BIN, KEY, FakeApi, _sandbox_pod, rotate_host_key, served_key
+from tests.api_server import ProviderApi
+from tests.e2e import ROOT, apply, write_vars
+from tests.test_runpod import BIN, KEY, _sandbox_pod, rotate_host_key, served_key
 
 SANDBOX = {"pods": 3}
 EXAMPLES = ROOT / "examples" / "ci"
@@ -116,7 +117,7 @@ def workspace(target: Path, host_vars: dict[str, dict] | None = None) -> Path:
     shutil.copytree(ROOT / "inventories", target / "inventories", ignore=_no_pods_file)
     shutil.copytree(ROOT / "deploy", target / "deploy", ignore=shutil.ignore_patterns("__py*"))
     for pod, data in {"pod-3": {"shm": {"min_size": "32M"}}, **(host_vars or {})}.items():
-        (target / "inventories" / "host_vars" / f"{pod}.yaml").write_text(yaml.safe_dump(data))
+        write_vars(target / "inventories", f"host_vars/{pod}.yaml", data)
     return target
 
 
@@ -176,7 +177,7 @@ def fingerprint_of(port: int, tmp_path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def ci(fleet):
-    """Three converged sandbox pods, pod-1 then edited by hand (drift), listed by a fake API;
+    """Three converged sandbox pods, pod-1 then edited by hand (drift), listed by the tests' API;
     and the environment a CI runner gives the check step, less the workflow's own."""
     fleet.host_vars("pod-3", {"shm": {"min_size": "32M"}})
     converged = apply(fleet)
@@ -184,7 +185,7 @@ def ci(fleet):
     fleet.out("pod-1", "sed -i 's|/scratch/pip|/workspace/pip|' /etc/profile.d/podstate.sh")
     records = json.loads((fleet.state / "pods.json").read_text())
     started = {name: "2026-06-01T12:00:00Z" for name in records}
-    api = FakeApi()
+    api = ProviderApi("runpod")
 
     def publish() -> None:
         api.serve({"pods": [_sandbox_pod(rec, n, started[n]) for n, rec in records.items()]})

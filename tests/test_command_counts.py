@@ -153,13 +153,12 @@ def counts(fleet: Fleet, tmp_path_factory) -> dict[str, dict[str, int]]:
         serve(fleet, pod, [deb])
         fleet.out(pod, ORIGIN)
     os.environ["PODSTATE_COUNTED_TOKEN"] = "counted"
-    with (fleet.vars_dir / "group_vars" / "all.yaml").open("a") as all_vars:
-        all_vars.write(yaml.safe_dump(KEYS))
+    fleet.group_vars("all", KEYS, merge=True)
     for path in (fleet.vars_dir / "group_vars").glob("*.yaml"):
         data = yaml.safe_load(path.read_text()) or {}
         if "venv" in data:
             del data["venv"]
-            path.write_text(yaml.safe_dump(data))
+            fleet.group_vars(path.stem, data)
     result: dict[str, dict[str, int]] = {}
     for step, run in (
         ("first apply", lambda: apply(fleet)),

@@ -2,7 +2,6 @@
 scratch and caches, is a violation, and the pod is left exactly as it was."""
 
 import pytest
-import yaml
 
 from tests.e2e import apply
 
@@ -13,10 +12,7 @@ FILES = "cat /etc/profile.d/podstate.sh ~/.bashrc"
 
 @pytest.fixture(scope="module")
 def converged(fleet):
-    shipped = fleet.vars_dir / "group_vars" / "all.yaml"
-    shipped.write_text(
-        yaml.safe_dump({**yaml.safe_load(shipped.read_text()), "disk_reserve": RESERVE})
-    )
+    fleet.group_vars("all", {"disk_reserve": RESERVE}, merge=True)
     run = apply(fleet)
     assert run.returncode == 0, run.stderr
     return fleet

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from podstate.sandbox import container, inside, lifecycle
-from tests.e2e import BIN, ROOT, apply, exec_count, new_vars_dir, start_apply
+from tests.e2e import BIN, ROOT, apply, exec_count, new_vars_dir, start_apply, write_vars
 
 FILES = "cat /etc/profile.d/podstate.sh; echo ==; cat ~/.bashrc"
 FAST = {
@@ -38,10 +38,10 @@ def states(fleet, tmp_path_factory):
     dirs = {}
     for name in ("A", "B"):
         root = new_vars_dir(tmp_path_factory.mktemp(f"vars{name}"))
-        (root / "group_vars" / "community.yaml").write_text(
-            f"env: {{STATE: {name}}}\nshm: {{min_size: 32M}}\n"
+        write_vars(
+            root, "group_vars/community.yaml", {"env": {"STATE": name}, "shm": {"min_size": "32M"}}
         )
-        (root / "group_vars" / "secure.yaml").write_text(f"env: {{STATE: {name}}}\n")
+        write_vars(root, "group_vars/secure.yaml", {"env": {"STATE": name}})
         dirs[name] = root
     return dirs
 

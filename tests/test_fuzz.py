@@ -12,6 +12,7 @@ from podstate.desired.errors import SpecError
 from podstate.desired.load import VarsDir
 from podstate.desired.spec import resolve
 from podstate.inventory.podsfile import read_pods_file
+from tests.e2e import write_vars
 
 KEYS = [
     "scratch",
@@ -79,9 +80,7 @@ def assert_one_line_naming(error: SpecError, filename: str) -> None:
 @given(document=documents, text=raw_text, use_text=st.booleans())
 def test_desired_state_loader(tmp_path_factory, document, text, use_text):
     root = tmp_path_factory.mktemp("vars")
-    (root / "group_vars").mkdir()
-    path = root / "group_vars" / "all.yaml"
-    path.write_text(text if use_text else _as_yaml(document), encoding="utf-8")
+    write_vars(root, "group_vars/all.yaml", text if use_text else _as_yaml(document))
     try:
         state = resolve(VarsDir(root).layers(["community"], "pod-1"), "pod-1")
     except SpecError as error:

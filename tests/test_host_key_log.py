@@ -1,10 +1,10 @@
 """Host keys checked against what RunPod's own log shows, before any credential is sent.
 
 The start script prints each host key's fingerprint; the v2 API serves the container's log
-(``getPodLogs``); podstate takes a new key only if it is among them. Unit tests read logs from
-a fake API (the failures: 404, 500, 429, a stream that never sends a line); the end-to-end
-tests use sandbox pods, whose API serves their real container logs, and a pod made to present
-a key its log does not show, as an interception would.
+(``getPodLogs``); podstate takes a new key only if it is among them. Unit tests read logs
+from the tests' provider API (the failures: 404, 500, 429, a stream that never sends a line);
+the end-to-end tests use sandbox pods, whose API serves their real container logs, and a pod
+made to present a key its log does not show, as an interception would.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ import yaml
 
 from podstate.inventory import hostkeys, keylog, runpod_client
 from podstate.sandbox import container, inside
+from tests.api_server import ProviderApi
 from tests.e2e import BIN, ROOT
 from tests.test_ci import REPORT_SCHEMA
-from tests.test_runpod import KEY, FakeApi, _sandbox_pod, rotate_host_key, served_key
+from tests.test_runpod import KEY, _sandbox_pod, rotate_host_key, served_key
 
 SANDBOX = {"pods": 2}
 A = "SHA256:" + "A" * 43
@@ -57,17 +58,15 @@ def test_fingerprints_outside_the_key_lines_are_not_taken():
 
 
 @pytest.fixture
-def api():
-    fake = FakeApi()
-    yield fake
-    fake.close()
+def api(provider_api) -> ProviderApi:
+    return provider_api("runpod")
 
 
-def settings(api: FakeApi) -> runpod_client.Settings:
+def settings(api: ProviderApi) -> runpod_client.Settings:
     return runpod_client.settings({"RUNPOD_API_KEY": KEY, "RUNPOD_API_URL": api.url})
 
 
-def read_in_thread(api: FakeApi, idle: float, total: float) -> keylog.KeyLog:
+def read_in_thread(api: ProviderApi, idle: float, total: float) -> keylog.KeyLog:
     """Return pod p1's read; waits for it (a bound far above the read's own, never timed)."""
     found: list[keylog.KeyLog] = []
     thread = threading.Thread(
@@ -259,11 +258,11 @@ def test_e2e_a_restart_is_verified_and_an_intercepted_key_refused_with_no_sessio
 
 @pytest.fixture
 def listed(fleet):
-    """The sandbox pods listed by a fake API whose logs can fail."""
-    api = FakeApi()
+    """The sandbox pods listed by the tests' API, whose logs can fail."""
+    env = fleet.api_env()
+    api = ProviderApi("runpod", key=env["RUNPOD_API_KEY"])
     records = json.loads((fleet.state / "pods.json").read_text())
     api.serve({"pods": [_sandbox_pod(r, n, r["started_at"]) for n, r in records.items()]})
-    env = fleet.api_env()
     env.update(RUNPOD_API_URL=api.url, PODSTATE_KEY_LOG_IDLE="0.5")
     yield api, env, records
     api.close()

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from podstate.desired.errors import Layer, SpecError
 from podstate.desired.spec import resolve
@@ -43,10 +42,7 @@ def keygen(directory: Path, name: str) -> tuple[Path, str]:
 
 def set_vars(fleet, extra: dict) -> None:
     """Add ``extra`` to the fleet's group_vars/all.yaml."""
-    path = fleet.vars_dir / "group_vars" / "all.yaml"
-    data = yaml.safe_load(path.read_text()) or {}
-    data.update(extra)
-    path.write_text(yaml.safe_dump(data))
+    fleet.group_vars("all", extra, merge=True)
 
 
 def login(fleet, pod: str, key: Path) -> subprocess.CompletedProcess:

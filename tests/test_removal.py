@@ -13,7 +13,6 @@ import difflib
 import json
 
 import pytest
-import yaml
 
 from podstate.facts import made
 from podstate.facts.made import Entry
@@ -97,10 +96,6 @@ def test_a_block_without_its_end_mark_is_not_taken_out(text):
 # --- end to end ---------------------------------------------------------------------------
 
 
-def _desired(fleet, data: dict) -> None:
-    (fleet.vars_dir / "group_vars" / "all.yaml").write_text(yaml.safe_dump(data))
-
-
 @pytest.fixture(scope="module")
 def api(fleet, tmp_path_factory) -> dict:
     """The environment of a user whose pods come from the (sandbox's) RunPod API, which
@@ -164,7 +159,7 @@ def applied(fleet, api, tmp_path_factory):
                        "tar -xzf - -C /workspace/wheels")  # fmt: skip
     for pod in fleet.pods:
         BEFORE[pod] = fleet.out(pod, LISTING)
-    _desired(fleet, FULL)
+    fleet.group_vars("all", FULL)
     _apply(fleet, api)
     return fleet
 
@@ -193,7 +188,7 @@ def test_each_section_removed_is_drift_then_gone(applied, api, tmp_path):
 
     # files: the file podstate created goes, the user's motd comes back
     desired["files"] = {}
-    _desired(fleet, desired)
+    fleet.group_vars("all", desired)
     report = _report(fleet, api, tmp_path)
     changes = report["pods"]["pod-1"]["changes"]
     gone = [c for c in changes if c["operation"] == "would remove: /etc/podstate-test/new.conf"]
@@ -210,7 +205,7 @@ def test_each_section_removed_is_drift_then_gone(applied, api, tmp_path):
     # authorized_keys: the block goes, the keys before it stay
     before = fleet.out("pod-1", "cat ~/.ssh/authorized_keys")
     del desired["authorized_keys"]
-    _desired(fleet, desired)
+    fleet.group_vars("all", desired)
     assert "would remove: podstate's block in ~/.ssh/authorized_keys" in _changes(
         _report(fleet, api, tmp_path), "pod-1"
     )
@@ -221,7 +216,7 @@ def test_each_section_removed_is_drift_then_gone(applied, api, tmp_path):
 
     # secrets: the file goes, with its directory
     del desired["secrets"]
-    _desired(fleet, desired)
+    fleet.group_vars("all", desired)
     assert any("the secrets file" in c for c in _changes(_report(fleet, api, tmp_path), "pod-1"))
     _apply(fleet, api)
     assert fleet.ssh("pod-1", "test -e /etc/podstate/secrets").returncode == 1
@@ -230,7 +225,7 @@ def test_each_section_removed_is_drift_then_gone(applied, api, tmp_path):
     # env (and every other section the profile is made of): the profile and its hooks go
     del desired["env"]
     desired.update(nccl={"p2p": "leave", "ib": "leave"})
-    _desired(fleet, desired)
+    fleet.group_vars("all", desired)
     changes = _changes(_report(fleet, api, tmp_path), "pod-1")
     assert "would remove: /etc/profile.d/podstate.sh" in changes
     assert "would remove: podstate's block in ~/.bashrc" in changes
@@ -243,12 +238,12 @@ def test_each_section_removed_is_drift_then_gone(applied, api, tmp_path):
 def test_a_removed_boot_hook_is_disarmed_and_puts_nothing_back_at_a_restart(applied, api, tmp_path):
     fleet = applied
     hooked = {"shm": FULL["shm"], "boot": FULL["boot"], "files": {HOOKED: {"content": "x\n"}}}
-    _desired(fleet, hooked)
+    fleet.group_vars("all", hooked)
     _apply(fleet, api)
     _ok(_report(fleet, api, tmp_path))
     assert HOOKED in fleet.out("pod-1", f"cat {STATE}")  # what the armed hook puts back
 
-    _desired(fleet, {"shm": FULL["shm"]})
+    fleet.group_vars("all", {"shm": FULL["shm"]})
     changes = _changes(_report(fleet, api, tmp_path), "pod-1")
     assert f"would remove: {HOOKED}" in changes
     disarm = [c for c in changes if c.startswith(f"Disarm the boot hook {HOOK}")]
@@ -281,7 +276,7 @@ def test_uninstall_leaves_each_pod_as_it_was_before_the_first_apply(applied, api
     # the user's motd, which pod-1's restart (test above) wiped with its container disk,
     fleet.out("pod-1", f"[ -e /etc/motd-test ] || printf '{USER_MOTD}' > /etc/motd-test")
     fleet.out("pod-1", MAKE_ORIGIN.format(bare="/srv/git/full.git"))  # and the origin
-    _desired(fleet, FULL)
+    fleet.group_vars("all", FULL)
     _apply(fleet, api)
     _ok(_report(fleet, api, tmp_path))
     assert fleet.out("pod-2", LISTING) != BEFORE["pod-2"]
@@ -307,5 +302,5 @@ def test_uninstall_leaves_each_pod_as_it_was_before_the_first_apply(applied, api
     again = run(fleet, [str(BIN / "podstate"), "uninstall", "--dry-run"], env=api)
     assert again.returncode == 0, again.stdout  # nothing left to remove
 
-    _desired(fleet, {})
+    fleet.group_vars("all", {})
     _ok(_report(fleet, api, tmp_path))

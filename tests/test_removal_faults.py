@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from podstate.facts.made import MADE, parse_record
 from podstate.sandbox.state import load_pods
@@ -21,10 +20,6 @@ from tests.e2e import apply, check, start_apply
 SANDBOX = {"pods": 1}
 FILES = {f"/etc/rm-fault/{name}": {"content": f"{name}\n"} for name in "abc"}
 BASE = {"shm": {"min_size": "32M"}}
-
-
-def _desired(fleet, data: dict) -> None:
-    (fleet.vars_dir / "group_vars" / "all.yaml").write_text(yaml.safe_dump(data))
 
 
 def _report(fleet, tmp_path: Path) -> dict:
@@ -46,10 +41,10 @@ def _contents(fleet) -> dict[str, str | None]:
 @pytest.fixture
 def made_files(fleet):
     """pod-1 with FILES applied, then taken out of the desired state (not applied yet)."""
-    _desired(fleet, {**BASE, "files": FILES})
+    fleet.group_vars("all", {**BASE, "files": FILES})
     run = apply(fleet)
     assert run.returncode == 0, run.stderr
-    _desired(fleet, BASE)
+    fleet.group_vars("all", BASE)
     return fleet
 
 

@@ -21,7 +21,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
 from podstate.facts import made, record_id
 from podstate.facts.made import Entry, Record
@@ -184,10 +183,6 @@ def test_a_pod_without_an_id_that_names_a_record_gets_a_new_one():
 # --- end to end ---------------------------------------------------------------------------
 
 
-def _desired(fleet, data: dict) -> None:
-    (fleet.vars_dir / "group_vars" / "all.yaml").write_text(yaml.safe_dump(data))
-
-
 def _record(fleet, pod: str, path: str) -> Record:
     record = made.parse_record(fleet.out(pod, f"cat {path}"))
     assert record.problem is None, record.problem
@@ -212,7 +207,7 @@ def _applied(fleet, pod: str, state: dict, env: dict | None = None) -> None:
 
 
 def test_a_vast_instances_records_name_its_identity_and_what_it_made_goes(fleet, tmp_path):
-    _desired(fleet, BASE)
+    fleet.group_vars("all", BASE)
     ident = str(json.loads((fleet.state / "pods.json").read_text())["vast-1"]["pod_id"])
     identity = f"C.{ident}/{ident}"
     files = {"/workspace/vast/notes.txt": "on the volume\n", "/etc/vast-made.conf": "on disk\n"}
@@ -240,7 +235,7 @@ def test_a_vast_instances_records_name_its_identity_and_what_it_made_goes(fleet,
 def test_a_vast_template_made_from_an_instance_takes_nothing_of_that_instances(fleet, tmp_path):
     # vast-2 runs a template made from vast-1's container disk: its record and what that
     # names, under vast-2's own VAST_CONTAINERLABEL and CONTAINER_ID
-    _desired(fleet, BASE)
+    fleet.group_vars("all", BASE)
     records = json.loads((fleet.state / "pods.json").read_text())
     ids = {p: f"C.{records[p]['pod_id']}/{records[p]['pod_id']}" for p in ("vast-1", "vast-2")}
     original = "/etc/vast-original.conf"
@@ -293,7 +288,7 @@ def _id(fleet, pod: str) -> str:
 
 
 def test_pods_without_an_id_sharing_a_volume_keep_their_records_apart(fleet, sharing, tmp_path):
-    _desired(fleet, BASE)
+    fleet.group_vars("all", BASE)
     state = {"files": {SHARED: {"content": "both\n"}, "/etc/own.conf": {"content": "own\n"}}}
     fleet.host_vars("pod-2", state)
     assert _entry(fleet, "pod-2", tmp_path, sharing)["status"] == "drift"
@@ -350,7 +345,7 @@ def test_pods_without_an_id_sharing_a_volume_keep_their_records_apart(fleet, sha
 def test_a_record_an_earlier_podstate_wrote_without_an_id_is_adopted(fleet, sharing, tmp_path):
     # pod-4 after its uninstall (above), with what an earlier podstate recorded on a pod
     # without an id: everything in the container disk's record, which names no id
-    _desired(fleet, BASE)
+    fleet.group_vars("all", BASE)
     kept, gone = "/workspace/old/kept.txt", "/workspace/old/gone.txt"
     for path in (kept, gone):
         fleet.out("pod-4", f"mkdir -p /workspace/old && echo old > {path}")
@@ -395,7 +390,7 @@ def test_a_container_disk_copied_from_another_pod_takes_nothing_of_that_pods(
 ):
     # pod-1 configured; pod-3 then runs an image baked from pod-1's container disk: its
     # record and what that names, under pod-3's own RUNPOD_POD_ID, on pod-1's volume
-    _desired(fleet, BASE)
+    fleet.group_vars("all", BASE)
     ids = {p: r["pod_id"] for p, r in json.loads((fleet.state / "pods.json").read_text()).items()}
     original = {"/etc/original.conf": "pod-1's\n", "/workspace/original/data.txt": "pod-1's\n"}
     _applied(fleet, "pod-1", {"files": {p: {"content": c} for p, c in original.items()}}, baked)

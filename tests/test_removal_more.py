@@ -16,7 +16,6 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from podstate.operations.removal import checkout_command, unmount_command
 from tests.apt_repo import build_deb, serve
@@ -31,10 +30,6 @@ MOUNTED = f"mountpoint -q {SCRATCH} && echo mounted || echo not"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGmYcG6NWlP6zxDiXGHDwC4whjAQALSZ3F6gIKZEhofW a@b"
 
 
-def _desired(fleet, data: dict) -> None:
-    (fleet.vars_dir / "group_vars" / "all.yaml").write_text(yaml.safe_dump(data))
-
-
 def _entry(fleet, tmp_path: Path, pod: str = "pod-4") -> dict:
     out = tmp_path / "r.json"
     result = check(fleet, "--limit", pod, "--json", str(out))
@@ -43,8 +38,8 @@ def _entry(fleet, tmp_path: Path, pod: str = "pod-4") -> dict:
 
 
 def test_a_busy_tmpfs_stays_mounted_and_names_its_processes_then_goes(fleet, tmp_path):
-    _desired(
-        fleet,
+    fleet.group_vars(
+        "all",
         {**BASE, "scratch": {SCRATCH: {"size": "64M"}}, "dirs": {"TMPDIR": f"{SCRATCH}/tmp"}},
     )
     assert apply(fleet, "--limit", "pod-4").returncode == 0
@@ -54,7 +49,7 @@ def test_a_busy_tmpfs_stays_mounted_and_names_its_processes_then_goes(fleet, tmp
         f"touch {SCRATCH}/tmp/held; setsid sleep 600 <{SCRATCH}/tmp/held >/dev/null 2>&1 & echo $!",
     ).strip()
     try:
-        _desired(fleet, BASE)
+        fleet.group_vars("all", BASE)
         entry = _entry(fleet, tmp_path)
         assert entry["status"] == "violation"
         [busy] = [v for v in entry["violations"] if v["id"] == "removal.busy"]
@@ -81,15 +76,15 @@ def uninstall(fleet, pod: str, *options: str):
 def _scratch_with_a_checkpoint(fleet) -> str:
     """Apply a tmpfs scratch (TMPDIR in it) to pod-4, write a file into it, and take scratch
     out of the desired state; return the file's path."""
-    _desired(
-        fleet,
+    fleet.group_vars(
+        "all",
         {**BASE, "scratch": {SCRATCH: {"size": "64M"}}, "dirs": {"TMPDIR": f"{SCRATCH}/tmp"}},
     )
     assert apply(fleet, "--limit", "pod-4").returncode == 0
     assert fleet.out("pod-4", MOUNTED) == "mounted\n"
     checkpoint = f"{SCRATCH}/tmp/run-7/step-1000.pt"
     fleet.out("pod-4", f"mkdir -p {SCRATCH}/tmp/run-7 && echo weights > {checkpoint}")
-    _desired(fleet, BASE)
+    fleet.group_vars("all", BASE)
     return checkpoint
 
 
@@ -169,11 +164,11 @@ def test_an_apt_package_podstate_installed_is_left_named_once_or_removed_when_as
     mine, theirs, asked = "podstate-rm-mine", "podstate-rm-theirs", "podstate-rm-asked"
     serve(fleet, "pod-2", [build_deb(tmp_path, name) for name in (mine, theirs, asked)])
     fleet.out("pod-2", f"apt-get update -qq && apt-get install -y -qq {theirs} >/dev/null")
-    _desired(fleet, {**BASE, "packages": {"apt": [mine, theirs]}})
+    fleet.group_vars("all", {**BASE, "packages": {"apt": [mine, theirs]}})
     assert apply(fleet, "--limit", "pod-2").returncode == 0
     assert _installed(fleet, mine) and _installed(fleet, theirs)
 
-    _desired(fleet, {**BASE, "packages": {"apt": []}})
+    fleet.group_vars("all", {**BASE, "packages": {"apt": []}})
     changes = [c["operation"] for c in _entry(fleet, tmp_path, "pod-2")["changes"]]
     named = [c for c in changes if mine in c]
     assert len(named) == 1 and "left in place" in named[0] and "remove_undeclared" in named[0]
@@ -182,9 +177,9 @@ def test_an_apt_package_podstate_installed_is_left_named_once_or_removed_when_as
     assert _installed(fleet, mine) and _installed(fleet, theirs)
     assert _entry(fleet, tmp_path, "pod-2")["status"] == "ok"  # named once
 
-    _desired(fleet, {**BASE, "packages": {"apt": [asked]}})
+    fleet.group_vars("all", {**BASE, "packages": {"apt": [asked]}})
     assert apply(fleet, "--limit", "pod-2").returncode == 0
-    _desired(fleet, {**BASE, "packages": {"apt": [], "remove_undeclared": True}})
+    fleet.group_vars("all", {**BASE, "packages": {"apt": [], "remove_undeclared": True}})
     changes = [c["operation"] for c in _entry(fleet, tmp_path, "pod-2")["changes"]]
     assert f"would remove: the apt package {asked}" in changes
     assert apply(fleet, "--limit", "pod-2").returncode == 0
@@ -197,8 +192,8 @@ def test_a_checkout_podstate_cloned_goes_unless_someones_work_is_in_it(fleet, tm
     fleet.out("pod-2", MAKE_ORIGIN.format(bare="/srv/git/rm.git"))
     clean, worked = "/root/rm-code/clean", "/root/rm-code/worked"
     url = "file:///srv/git/rm.git"
-    _desired(
-        fleet,
+    fleet.group_vars(
+        "all",
         {
             **BASE,
             "repos": {clean: {"url": url, "ref": "v1.0"}, worked: {"url": url, "ref": "main"}},
@@ -208,7 +203,7 @@ def test_a_checkout_podstate_cloned_goes_unless_someones_work_is_in_it(fleet, tm
     assert run.returncode == 0, run.stderr
     fleet.out("pod-2", f"echo mine > {worked}/notes.txt")
 
-    _desired(fleet, BASE)
+    fleet.group_vars("all", BASE)
     changes = [c["operation"] for c in _entry(fleet, tmp_path, "pod-2")["changes"]]
     assert f"would remove: the checkout {clean}" in changes
     assert [c for c in changes if c.startswith("would forget:") and worked in c]
@@ -240,14 +235,16 @@ def test_a_checkout_with_work_git_status_does_not_show_is_kept_and_named(fleet, 
     fleet.out("pod-2", MAKE_ORIGIN.format(bare="/srv/git/hidden.git"))
     url = "file:///srv/git/hidden.git"
     paths = {kind: f"/root/rm-hidden/{kind}" for kind in HIDDEN_WORK}
-    _desired(fleet, {**BASE, "repos": {p: {"url": url, "ref": "main"} for p in paths.values()}})
+    fleet.group_vars(
+        "all", {**BASE, "repos": {p: {"url": url, "ref": "main"} for p in paths.values()}}
+    )
     run = apply(fleet, "--limit", "pod-2")
     assert run.returncode == 0, run.stderr
     for kind, (make, _) in HIDDEN_WORK.items():
         fleet.out("pod-2", f"cd {paths[kind]} && {make}")
         assert fleet.out("pod-2", f"git -C {paths[kind]} status --porcelain") == ""
 
-    _desired(fleet, BASE)
+    fleet.group_vars("all", BASE)
     changes = [c["operation"] for c in _entry(fleet, tmp_path, "pod-2")["changes"]]
     for kind, (_, words) in HIDDEN_WORK.items():
         named = f"would forget: {paths[kind]} has work of someone's own in it ({words})"
@@ -290,8 +287,8 @@ def test_the_directories_made_above_a_checkout_go_after_it_unless_someone_uses_t
     fleet.out("pod-2", MAKE_ORIGIN.format(bare="/srv/git/deep.git"))
     top = f"/root/rm-deep-{'mine' if mine else 'empty'}"
     middle, checkout = f"{top}/team", f"{top}/team/proj"
-    _desired(
-        fleet, {**BASE, "repos": {checkout: {"url": "file:///srv/git/deep.git", "ref": "v1.0"}}}
+    fleet.group_vars(
+        "all", {**BASE, "repos": {checkout: {"url": "file:///srv/git/deep.git", "ref": "v1.0"}}}
     )
     for _ in range(2):  # the second run finds the directories there: still podstate's
         assert apply(fleet, "--limit", "pod-2").returncode == 0
@@ -300,7 +297,7 @@ def test_the_directories_made_above_a_checkout_go_after_it_unless_someone_uses_t
     if mine:
         fleet.out("pod-2", f"echo mine > {middle}/notes.txt")
 
-    _desired(fleet, BASE)
+    fleet.group_vars("all", BASE)
     changes = [c["operation"] for c in _entry(fleet, tmp_path, "pod-2")["changes"]]
     assert f"would remove: the checkout {checkout}" in changes
     for directory in (middle, top):
@@ -316,7 +313,7 @@ def test_the_directories_made_above_a_checkout_go_after_it_unless_someone_uses_t
 
 def test_a_keys_block_without_its_end_mark_removes_nothing_and_says_why(fleet, tmp_path):
     keys, mine = "/root/.ssh/authorized_keys", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMine mine@pc"
-    _desired(fleet, {**BASE, "authorized_keys": [KEY]})
+    fleet.group_vars("all", {**BASE, "authorized_keys": [KEY]})
     assert apply(fleet, "--limit", "pod-3").returncode == 0
     # the end mark lost in a hand edit, the user's own key added after podstate's
     fleet.out(
@@ -324,7 +321,7 @@ def test_a_keys_block_without_its_end_mark_removes_nothing_and_says_why(fleet, t
     )
     edited = fleet.out("pod-3", f"cat {keys}")
 
-    _desired(fleet, BASE)
+    fleet.group_vars("all", BASE)
     entry = _entry(fleet, tmp_path, "pod-3")
     assert entry["status"] == "violation"
     [why] = [v["message"] for v in entry["violations"] if v["id"] == "removal.block"]
@@ -351,7 +348,7 @@ def test_the_venv_and_its_snapshots_go_or_stay_with_keep_venv(fleet, tmp_path):
     snapshot = "/workspace/rm-snapshots"
     venv = {"path": "/opt/rm-venv", "packages": ["tinyapp"], "find_links": ["/workspace/wheels"],
             "no_index": True, "snapshot": snapshot}  # fmt: skip
-    _desired(fleet, {**BASE, "venv": venv})
+    fleet.group_vars("all", {**BASE, "venv": venv})
     assert apply(fleet, "--limit", "pod-4").returncode == 0
     built = fleet.out("pod-4", "ls -A /opt")
     assert "rm-venv" in built and fleet.out("pod-4", f"ls {snapshot}").strip()
@@ -362,9 +359,9 @@ def test_the_venv_and_its_snapshots_go_or_stay_with_keep_venv(fleet, tmp_path):
     assert fleet.out("pod-4", "ls -A /opt") == built  # the venv and its snapshots stayed
     assert fleet.out("pod-4", f"ls {snapshot}").strip()
 
-    _desired(fleet, {**BASE, "venv": venv})
+    fleet.group_vars("all", {**BASE, "venv": venv})
     assert apply(fleet, "--limit", "pod-4").returncode == 0
-    _desired(fleet, BASE)
+    fleet.group_vars("all", BASE)
     changes = [c["operation"] for c in _entry(fleet, tmp_path)["changes"]]
     assert "would remove: /opt/rm-venv" not in changes
     assert "would remove: the venv /opt/rm-venv" in changes

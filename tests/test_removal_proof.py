@@ -18,7 +18,6 @@ import tarfile
 from pathlib import Path
 
 import pytest
-import yaml
 
 from podstate.desired.secret import Secret, render
 from podstate.facts import made
@@ -194,10 +193,6 @@ def test_a_record_line_podstate_never_writes_is_refused(entry, on_volume, why):
 # --- end to end ---------------------------------------------------------------------------
 
 
-def _desired(fleet, data: dict) -> None:
-    (fleet.vars_dir / "group_vars" / "all.yaml").write_text(yaml.safe_dump(data))
-
-
 def _entry(fleet, tmp_path: Path) -> dict:
     out = tmp_path / "r.json"
     result = check(fleet, "--limit", POD, "--json", str(out))
@@ -230,7 +225,7 @@ def test_a_venv_on_the_volume_takes_only_its_own_files_from_podstates_directory(
     house = base64.b64encode(tar_bytes(wheelhouse(tmp_path / "wheels"))).decode()
     fleet.out(POD, f"mkdir -p /workspace/wheels && echo {house} | base64 -d | "
                    "tar -xzf - -C /workspace/wheels")  # fmt: skip
-    _desired(fleet, {**BASE, "venv": VENV})
+    fleet.group_vars("all", {**BASE, "venv": VENV})
     _applied(fleet)
     other = _other_record(fleet)
     there = _ls(fleet, HOME)
@@ -240,7 +235,7 @@ def test_a_venv_on_the_volume_takes_only_its_own_files_from_podstates_directory(
     records = _ls(fleet, RECORDS)
     assert len(records) == 2 and "other-pod-id" in records
 
-    _desired(fleet, BASE)
+    fleet.group_vars("all", BASE)
     assert "would remove: the venv /workspace/venv" in _changes(_entry(fleet, tmp_path))
     _applied(fleet)
     assert fleet.ssh(POD, "test -e /workspace/venv").returncode == 1
@@ -274,7 +269,7 @@ VICTIMS = ["/etc/victim.conf", "/victim/.podstate-cache/keep.txt",
 
 
 def test_a_record_line_podstate_did_not_write_removes_nothing_and_says_why(fleet, tmp_path):
-    _desired(fleet, BASE)
+    fleet.group_vars("all", BASE)
     _applied(fleet)
     for victim in VICTIMS:
         fleet.out(POD, f"mkdir -p $(dirname {victim}) && echo mine > {victim}")
@@ -312,7 +307,7 @@ def test_the_removal_proves_again_on_the_pod_what_it_removes(fleet):
 
 
 def test_the_records_folder_on_the_volume_is_made_root_only_again(fleet, tmp_path):
-    _desired(fleet, BASE)
+    fleet.group_vars("all", BASE)
     _applied(fleet)
     fleet.out(POD, f"chmod 777 {RECORDS}")
     changes = _changes(_entry(fleet, tmp_path))
@@ -326,7 +321,7 @@ def test_the_records_folder_on_the_volume_is_made_root_only_again(fleet, tmp_pat
 
 
 def test_uninstall_leaves_what_a_line_podstate_did_not_write_names(fleet):
-    _desired(fleet, BASE)
+    fleet.group_vars("all", BASE)
     _applied(fleet)
     for victim in VICTIMS:
         fleet.out(POD, f"mkdir -p $(dirname {victim}) && echo mine > {victim}")

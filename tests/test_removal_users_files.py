@@ -16,7 +16,7 @@ from podstate.facts.made import MADE, Entry, parse_record
 from podstate.shell import b64
 from roles.files import _entry, copy_of
 from tests.e2e import BIN, apply, run
-from tests.test_removal_faults import _desired, _report
+from tests.test_removal_faults import _report
 
 SANDBOX = {"pods": 1}
 BASE = {"shm": {"min_size": "32M"}}
@@ -92,7 +92,7 @@ def clean(fleet):
     """pod-1 with nothing of podstate's, before and after the test."""
     uninstall = [str(BIN / "podstate"), "uninstall"]
     yield fleet
-    _desired(fleet, BASE)
+    fleet.group_vars("all", BASE)
     done = run(fleet, uninstall)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -101,12 +101,12 @@ def clean(fleet):
 def test_a_file_that_held_the_declared_content_is_the_users_and_stays(clean, tmp_path, how):
     fleet, path = clean, "/etc/found-by-podstate.conf"
     fleet.out("pod-1", f"printf 'mine\\n' > {path} && chown 1000:1000 {path}")
-    _desired(fleet, {**BASE, "files": {path: {"content": "mine\n"}}})
+    fleet.group_vars("all", {**BASE, "files": {path: {"content": "mine\n"}}})
     _apply(fleet)
     assert _kinds(fleet)[path] == "found"
     assert _report(fleet, tmp_path)["status"] == "ok"
 
-    _desired(fleet, BASE)
+    fleet.group_vars("all", BASE)
     if how == "apply":
         changes = [c["operation"] for c in _report(fleet, tmp_path)["changes"]]
         assert not [c for c in changes if path in c], changes
@@ -138,13 +138,15 @@ def test_a_file_podstate_wrote_over_comes_back_with_its_mode_owner_and_group(cle
             content.encode(),
         )
     before = {path: _state(fleet, path) for path in USERS}
-    _desired(fleet, {**BASE, "files": {path: {"content": "podstate's\n"} for path in USERS}})
+    fleet.group_vars(
+        "all", {**BASE, "files": {path: {"content": "podstate's\n"} for path in USERS}}
+    )
     _apply(fleet)
     for path in USERS:
         assert _state(fleet, path) == ("podstate's\n", "644 0:0")
         assert _kinds(fleet)[path] == "saved"
 
-    _desired(fleet, BASE)
+    fleet.group_vars("all", BASE)
     if how == "apply":
         changes = [c["operation"] for c in _report(fleet, tmp_path)["changes"]]
         for path in USERS:
@@ -162,12 +164,12 @@ def test_a_file_podstate_wrote_over_comes_back_with_its_mode_owner_and_group(cle
 def test_the_users_original_of_a_file_they_edited_since_is_named_until_moved(clean, tmp_path, how):
     fleet, path = clean, "/etc/user-edited.conf"
     fleet.out("pod-1", f"printf 'original\\n' > {path}")
-    _desired(fleet, {**BASE, "files": {path: {"content": "podstate's\n"}}})
+    fleet.group_vars("all", {**BASE, "files": {path: {"content": "podstate's\n"}}})
     _apply(fleet)
     fleet.out("pod-1", f"printf 'edited\\n' > {path}")  # the user's edit, after podstate's
     kept = copy_of(path)
 
-    _desired(fleet, BASE)
+    fleet.group_vars("all", BASE)
     uninstall = [str(BIN / "podstate"), "uninstall"]
     for _ in range(2):  # named again by the next run: it stays in the record
         if how == "apply":

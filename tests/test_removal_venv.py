@@ -10,13 +10,11 @@ import base64
 import json
 from pathlib import Path
 
-import yaml
-
 from podstate.check.uninstall import DEPLOY
 from podstate.facts import made
 from podstate.operations.removal import venv_command
 from podstate.shell import b64
-from tests.e2e import BIN, apply, check, run
+from tests.e2e import BIN, apply, check, run, write_vars
 from tests.fixtures.venv.wheels import tar_bytes, wheelhouse
 
 SANDBOX = {"pods": 1}
@@ -73,10 +71,6 @@ def test_a_declared_venv_is_kept_so_the_probe_does_not_look_for_its_processes():
 # --- end to end ---------------------------------------------------------------------------
 
 
-def _desired(fleet, data: dict) -> None:
-    (fleet.vars_dir / "group_vars" / "all.yaml").write_text(yaml.safe_dump(data))
-
-
 def _entry(fleet, tmp_path: Path) -> dict:
     out = tmp_path / "r.json"
     result = check(fleet, "--limit", POD, "--json", str(out))
@@ -89,7 +83,7 @@ def _build(fleet, tmp_path: Path) -> str:
     house = base64.b64encode(tar_bytes(wheelhouse(tmp_path / "wheels"))).decode()
     fleet.out(POD, f"mkdir -p /workspace/wheels && echo {house} | base64 -d | "
                    "tar -xzf - -C /workspace/wheels")  # fmt: skip
-    _desired(fleet, {**BASE, "venv": SPEC})
+    fleet.group_vars("all", {**BASE, "venv": SPEC})
     assert apply(fleet, "--limit", POD).returncode == 0
     return fleet.out(POD, f"readlink {VENV}").strip()
 
@@ -141,7 +135,7 @@ def test_a_venv_a_process_runs_from_stays_and_names_it_then_goes(fleet, tmp_path
         pids.append(_start(fleet, nobody, _runs("$p", "sleep")))
         unread = pids[-1]
 
-        _desired(fleet, BASE)
+        fleet.group_vars("all", BASE)
         message = _busy(_entry(fleet, tmp_path))
         assert f"the venv {VENV} is no longer declared" in message
         assert f"python (pid {running}), python3 (pid {mapped}) still run from it" in message
@@ -169,8 +163,7 @@ def _uninstall_deploy(fleet, tmp_path: Path):
     """Apply the deploy ``podstate uninstall`` applies once its plan found something to
     remove, as it would for a process started after that plan."""
     nothing = tmp_path / "nothing"
-    (nothing / "group_vars").mkdir(parents=True)
-    (nothing / "group_vars" / "all.yaml").write_text("{}\n")
+    write_vars(nothing, "group_vars/all.yaml", {})
     env = {**fleet.env(), "PODSTATE_VARS": str(nothing), "PODSTATE_UNINSTALL_VOLUME": "/workspace"}
     deploy = [str(BIN / "pyinfra"), "-y", "--limit", POD, "inventories/pods.py", DEPLOY]
     return run(fleet, deploy, env=env)

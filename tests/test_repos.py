@@ -11,7 +11,6 @@ import os
 import subprocess
 
 import pytest
-import yaml
 
 from podstate.facts.made import Entry
 from podstate.facts.repos import UNKNOWN
@@ -66,9 +65,7 @@ def repos(fleet, tmp_path_factory):
             "ssh_key": {"from_env": KEY_VAR},
         },
     }
-    all_yaml = fleet.vars_dir / "group_vars" / "all.yaml"
-    data = yaml.safe_load(all_yaml.read_text())
-    all_yaml.write_text(yaml.safe_dump({**data, "repos": wanted}))
+    fleet.group_vars("all", {"repos": wanted}, merge=True)
     ssh_dirs = {pod: fleet.out(pod, "ls -lA /root/.ssh; cat /root/.ssh/*") for pod in fleet.pods}
     yield apply(fleet), ssh_dirs
     os.environ.pop(KEY_VAR, None)

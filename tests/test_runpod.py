@@ -1,9 +1,10 @@
 """The live inventory from RunPod's v2 API, and the per-pod host-key store.
 
-A real HTTP server on 127.0.0.1 stands in for the API. Every pod list it serves is first
-validated against ``ListPodsResponse`` of RunPod's OpenAPI document (a copy of
+The provider API of the tests (tests/api_server.py: the sandbox's own API server, listing
+what a test sets) stands in for RunPod's; every pod list it serves is first validated against
+``ListPodsResponse`` of RunPod's OpenAPI document (a copy of
 ``reference/runpod-openapi-v2.json`` in tests/fixtures/runpod/), so the fixtures cannot
-drift from the real API. The end-to-end tests point the fake API at sandbox pods and run
+drift from the real API. The end-to-end tests point it at sandbox pods and run
 the real ``pyinfra`` CLI over real SSH.
 """
 
@@ -18,42 +19,26 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from jsonschema import Draft202012Validator
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
 
 from podstate.desired.errors import SpecError
 from podstate.inventory import hostkey_hints, hostkeys, runpod, runpod_client, runpod_pods
 from podstate.inventory.fleet import load_pods
-from tests.e2e import new_vars_dir
+from tests import api_server
+from tests.api_server import KEYS, PROBLEM, RUNPOD_SPEC, SCHEMAS, ProviderApi
+from tests.e2e import new_vars_dir, write_vars
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 FIXTURES = ROOT / "tests" / "fixtures" / "runpod"
-SPEC = json.loads((FIXTURES / "runpod-openapi-v2.json").read_text())
-KEY = "rpa_PODSTATE_TEST_KEY_7f3a9c21e5d84b60"  # distinctive, to search outputs for
+SPEC = RUNPOD_SPEC
+KEY = KEYS["runpod"]
 SUCCESS_FIXTURES = ["example.json", "fleet.json", "cluster.json"]
-
-
-def _validator(schema_name: str) -> Draft202012Validator:
-    registry = Registry().with_resource(
-        "urn:runpod-openapi-v2", Resource.from_contents(SPEC, default_specification=DRAFT202012)
-    )
-    return Draft202012Validator(
-        {"$ref": f"urn:runpod-openapi-v2#/components/schemas/{schema_name}"}, registry=registry
-    )
-
-
-LIST_PODS = _validator("ListPodsResponse")
-PROBLEM = _validator("ErrorResponse")
+LIST_PODS = SCHEMAS["runpod"]
 
 
 def fixture(name: str) -> dict:
@@ -62,122 +47,12 @@ def fixture(name: str) -> dict:
 
 def assert_valid(doc: dict) -> None:
     """Fail unless ``doc`` is a ListPodsResponse the real API could send."""
-    errors = sorted(LIST_PODS.iter_errors(doc), key=lambda e: list(e.absolute_path))
-    assert not errors, f"{list(errors[0].absolute_path)}: {errors[0].message}"
-
-
-# --- the fake API -------------------------------------------------------------------------
-
-
-class FakeApi:
-    """``GET /v2/pods`` on 127.0.0.1: queued raw answers first, then the pod list.
-
-    Like the real API, cluster members are left out unless ``includeClusterPods=true``.
-    """
-
-    def __init__(self) -> None:
-        self.requests: list[dict] = []
-        self.queued: list[tuple[int, dict[str, str], bytes]] = []
-        self.doc: dict = {"pods": []}
-        self.delay = 0.0
-        # pod id -> the answers to its log requests, in turn (the last one repeats): (status,
-        # headers, body, hold); hold keeps a 200 open, sending keep-alive comments only
-        self.logs: dict[str, list[tuple[int, dict[str, str], bytes, bool]]] = {}
-        self.closing = threading.Event()
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # http.server's API
-                parts = urlsplit(self.path)
-                api.requests.append(
-                    {"path": parts.path, "query": parse_qs(parts.query), "headers": self.headers}
-                )
-                if api.delay:
-                    time.sleep(api.delay)
-                hold = False
-                logs = parts.path.removeprefix("/v2/pods/").removesuffix("/logs")
-                if logs in api.logs:
-                    turns = api.logs[logs]
-                    status, headers, body, hold = turns.pop(0) if len(turns) > 1 else turns[0]
-                elif api.queued:
-                    status, headers, body = api.queued.pop(0)
-                elif parts.path != "/v2/pods":
-                    status, headers, body = 404, {}, b"{}"
-                else:
-                    cluster = parse_qs(parts.query).get("includeClusterPods") == ["true"]
-                    pods = [p for p in api.doc["pods"] if cluster or not p.get("cluster")]
-                    status, headers = 200, {"Content-Type": "application/json"}
-                    body = json.dumps({"pods": pods}).encode()
-                try:
-                    self.send_response(status)
-                    for name, value in headers.items():
-                        self.send_header(name, value)
-                    if not hold:
-                        self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                    while hold and not api.closing.wait(0.05):
-                        self.wfile.write(b": keep-alive\n\n")
-                        self.wfile.flush()
-                except OSError:
-                    pass  # the client gave up (timeout test)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def serve(self, doc: dict) -> None:
-        """Serve ``doc`` as the pod list, once it validates against the spec."""
-        assert_valid(doc)
-        self.doc = doc
-
-    def queue(self, status: int, body: bytes | dict, headers: dict | None = None) -> None:
-        """Answer the next request with this, before the pod list."""
-        if isinstance(body, dict):
-            if status >= 400:
-                assert not list(PROBLEM.iter_errors(body)), body
-            body = json.dumps(body).encode()
-        kind = "application/problem+json" if status >= 400 else "application/json"
-        self.queued.append((status, {"Content-Type": kind, **(headers or {})}, body))
-
-    def log(self, pod_id: str, lines: list[str], hold: bool = True) -> None:
-        """Serve ``lines`` as the pod's container log (SSE events), the stream then held open
-        with keep-alive comments (``hold``) as RunPod's is."""
-        events = "".join(
-            f"id: 2026-06-01T12:00:01Z/{n:012d}\ndata: "
-            + json.dumps({"ts": "2026-06-01T12:00:01Z", "source": "container", "line": line})
-            + "\n\n"
-            for n, line in enumerate(lines)
-        )
-        headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        self.logs[pod_id] = [(200, headers, events.encode(), hold)]
-
-    def log_fails(self, pod_id: str, *answers: tuple[int, dict[str, str]]) -> None:
-        """Answer the pod's log requests with these statuses (and headers), in turn."""
-        self.logs[pod_id] = [
-            (status, {"Content-Type": "application/problem+json", **headers}, b"{}", False)
-            for status, headers in answers
-        ]
-
-    def close(self) -> None:
-        self.closing.set()
-        self.server.shutdown()
-        self.server.server_close()
+    api_server.assert_valid("runpod", doc)
 
 
 @pytest.fixture
-def api():
-    fake = FakeApi()
-    yield fake
-    fake.close()
+def api(provider_api) -> ProviderApi:
+    return provider_api("runpod")
 
 
 @pytest.fixture
@@ -371,9 +246,9 @@ def test_pyinfra_gets_host_data_and_each_skipped_pod_once_on_stderr(api, env, tm
 
 def test_group_rules_and_group_vars_reach_the_state(api, env):
     vars_dir = Path(env["PODSTATE_VARS"])
-    (vars_dir / "groups.yaml").write_text('trainers: ["trainer-*"]\nall_workers: [worker]\n')
-    (vars_dir / "group_vars" / "trainers.yaml").write_text("env: {ROLE: trainer}\n")
-    (vars_dir / "group_vars" / "gpu_h100_80gb_hbm3.yaml").write_text("env: {ROLE: h100}\n")
+    write_vars(vars_dir, "groups.yaml", {"trainers": ["trainer-*"], "all_workers": ["worker"]})
+    write_vars(vars_dir, "group_vars/trainers.yaml", {"env": {"ROLE": "trainer"}})
+    write_vars(vars_dir, "group_vars/gpu_h100_80gb_hbm3.yaml", {"env": {"ROLE": "h100"}})
     api.serve(fixture("fleet.json"))
     pods = {pod["name"]: pod for pod in inventory(env)["pods"]}
     assert pods["trainer-2"]["groups"][-1] == "trainers"
@@ -395,7 +270,7 @@ def test_group_rules_and_group_vars_reach_the_state(api, env):
     ],
 )
 def test_bad_groups_file_is_one_line_before_any_request(api, env, text, message):
-    (Path(env["PODSTATE_VARS"]) / "groups.yaml").write_text(text)
+    write_vars(Path(env["PODSTATE_VARS"]), "groups.yaml", text)
     api.serve(fixture("example.json"))
     for command in (["podstate", "inventory"], ["pyinfra", "inventories/pods.py", "deploy/pod.py"]):
         line = one_error_line(run(*command, env=env))
@@ -646,7 +521,7 @@ def test_a_handed_listing_is_read_instead_of_the_api(api, env, tmp_path):
     )
 
 
-def _settings(api: FakeApi) -> runpod_client.Settings:
+def _settings(api: ProviderApi) -> runpod_client.Settings:
     return runpod_client.settings({"RUNPOD_API_KEY": KEY, "RUNPOD_API_URL": api.url})
 
 
@@ -697,16 +572,13 @@ def test_slow_api_times_out_in_one_line(api, env):
     assert "no answer from the RunPod API" in line and "RUNPOD_API_TIMEOUT" in line
 
 
-def test_redirects_are_not_followed_with_the_key(api, env):
-    other = FakeApi()
-    try:
-        other.serve(fixture("example.json"))
-        api.queue(302, b"", {"Location": f"{other.url}/v2/pods"})
-        line = one_error_line(run("podstate", "inventory", env=env))
-        assert "redirects (302)" in line and "RUNPOD_API_URL" in line
-        assert other.requests == []
-    finally:
-        other.close()
+def test_redirects_are_not_followed_with_the_key(api, env, provider_api):
+    other = provider_api("runpod")
+    other.serve(fixture("example.json"))
+    api.queue(302, b"", {"Location": f"{other.url}/v2/pods"})
+    line = one_error_line(run("podstate", "inventory", env=env))
+    assert "redirects (302)" in line and "RUNPOD_API_URL" in line
+    assert other.requests == []
 
 
 @pytest.mark.parametrize(
@@ -781,7 +653,7 @@ def test_a_newcomer_never_renames_the_pod_that_had_the_name():
 
 def test_a_stopped_pod_keeps_its_name_from_a_newer_running_one(api, env):
     vars_dir = Path(env["PODSTATE_VARS"])
-    (vars_dir / "host_vars" / "trainer.yaml").write_text("watch: {hold: true}\n")
+    write_vars(vars_dir, "host_vars/trainer.yaml", {"watch": {"hold": True}})
     old = copy.deepcopy(fixture("example.json")["pods"][0])
     old.update(id="old001", name="trainer", createdAt="2026-05-01T00:00:00Z")
     api.serve({"pods": [old]})
@@ -907,7 +779,7 @@ def test_pyinfras_ssh_keygen_advice_names_the_store(tmp_path, caplog):
     assert second == "    ssh-keygen -R [10.0.0.9]:22"
 
 
-# --- end to end: sandbox pods behind the fake API -----------------------------------------
+# --- end to end: sandbox pods behind the tests' API ----------------------------------------
 
 
 def _sandbox_pod(record: dict, name: str, started_at: str) -> dict:
@@ -938,8 +810,8 @@ def _sandbox_pod(record: dict, name: str, started_at: str) -> dict:
 
 @pytest.fixture(scope="module")
 def live(fleet, tmp_path_factory):
-    """The sandbox fleet listed by a fake RunPod API, plus a stopped and a proxy-only pod."""
-    fake = FakeApi()
+    """The sandbox fleet listed by the tests' RunPod API, plus a stopped and a proxy-only pod."""
+    fake = ProviderApi("runpod")
     records = json.loads((fleet.state / "pods.json").read_text())
     started = {name: "2026-06-01T12:00:00Z" for name in records}
     extra = [p for p in fixture("fleet.json")["pods"] if p["id"] in ("exit01", "prox01")]

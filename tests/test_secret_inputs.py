@@ -19,6 +19,7 @@ from podstate.operations import repos as repo_ops
 from podstate.paths import SECRETS_FILE
 from podstate.shell import script
 from roles import secrets as secrets_role
+from tests.e2e import write_vars
 
 TOKEN = "hf_AbCdEf123456ghIJ"  # shaped like a pasted token: a valid variable name, no spaces
 SHELLS = [s for s in ("dash", "bash", "busybox") if shutil.which(s)]
@@ -72,8 +73,7 @@ def test_a_missing_variable_named_as_variables_are_is_named(monkeypatch, where):
 
 def test_a_number_read_from_yaml_under_a_secret_is_never_echoed(tmp_path):
     """A value YAML reads as no string is named as written, except a secret's source."""
-    (tmp_path / "group_vars").mkdir()
-    (tmp_path / "group_vars" / "all.yaml").write_text("secrets: {X: {from_env: 0x4711}}\n")
+    write_vars(tmp_path, "group_vars/all.yaml", "secrets: {X: {from_env: 0x4711}}\n")
     with pytest.raises(SpecError) as raised:
         resolve(VarsDir(tmp_path).layers([], "p"), "p")
     assert "secrets.X.from_env: expected a string" in str(raised.value)

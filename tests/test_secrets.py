@@ -18,7 +18,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-import yaml
 
 from podstate.paths import SECRETS_FILE
 from tests.e2e import BIN, ROOT, apply, check, exec_count
@@ -74,13 +73,8 @@ def secrets(fleet, tmp_path_factory):
     """The fleet after a first apply at -vvv with two secrets, sampled while it ran."""
     fleet.host_vars("pod-3", {"shm": {"min_size": "32M"}})
     (fleet.vars_dir / "wandb_key").write_text(f"{MARKER}-file\n")
-    all_yaml = fleet.vars_dir / "group_vars" / "all.yaml"
-    data = yaml.safe_load(all_yaml.read_text())
-    data["secrets"] = {
-        "HF_TOKEN": {"from_env": TOKEN_VAR},
-        "WANDB_API_KEY": {"from_file": "wandb_key"},
-    }
-    all_yaml.write_text(yaml.safe_dump(data))
+    secrets = {"HF_TOKEN": {"from_env": TOKEN_VAR}, "WANDB_API_KEY": {"from_file": "wandb_key"}}
+    fleet.group_vars("all", {"secrets": secrets}, merge=True)
     os.environ[TOKEN_VAR] = f"{MARKER}-env 'quoted' $(not run)"
     for pod in fleet.pods:
         fleet.out(pod, "touch /tmp/.before-secrets")

@@ -16,6 +16,7 @@ from podstate.desired.load import merge
 from podstate.desired.spec import resolve
 from podstate.inventory.fleet import desired, load_pods
 from podstate.inventory.podsfile import read_pods_file
+from tests.e2e import write_vars
 
 ROOT = Path(__file__).resolve().parent.parent
 PYINFRA = Path(sys.executable).parent / "pyinfra"
@@ -40,17 +41,18 @@ def fleet(tmp_path, monkeypatch):
           b: {ssh_hostname: 127.0.0.1, ssh_port: 2}
         """,
     )
-    write(
-        tmp_path / "vars/group_vars/all.yaml",
-        """\
-        scratch: {/scratch: {size: 8G}}
-        env: {A: all, B: all}
-        nccl: {p2p: auto, ib: auto}
-        """,
+    write_vars(
+        tmp_path / "vars",
+        "group_vars/all.yaml",
+        {
+            "scratch": {"/scratch": {"size": "8G"}},
+            "env": {"A": "all", "B": "all"},
+            "nccl": {"p2p": "auto", "ib": "auto"},
+        },
     )
-    write(tmp_path / "vars/group_vars/secure.yaml", "env: {A: secure}\nnccl: {ib: leave}\n")
-    write(tmp_path / "vars/group_vars/trainers.yaml", "env: {A: trainers}\n")
-    write(tmp_path / "vars/host_vars/b.yaml", "scratch: {/scratch: {mode: '700'}}\n")
+    write_vars(tmp_path / "vars", "group_vars/secure.yaml", "env: {A: secure}\nnccl: {ib: leave}\n")
+    write_vars(tmp_path / "vars", "group_vars/trainers.yaml", "env: {A: trainers}\n")
+    write_vars(tmp_path / "vars", "host_vars/b.yaml", "scratch: {/scratch: {mode: '700'}}\n")
     monkeypatch.setenv("PODSTATE_PODS", str(tmp_path / "pods.yaml"))
     monkeypatch.setenv("PODSTATE_VARS", str(tmp_path / "vars"))
     return tmp_path
@@ -77,14 +79,14 @@ def test_pods_from_the_same_files_share_a_state_but_not_its_object(fleet):
     """Validated once for the files they share, each pod still gets its own copy to use."""
     pods_file = fleet / "pods.yaml"
     pods_file.write_text(pods_file.read_text() + "  c: {ssh_hostname: 127.0.0.1, ssh_port: 3}\n")
-    write(fleet / "vars/group_vars/community.yaml", "env: {B: community}\n")
+    write_vars(fleet / "vars", "group_vars/community.yaml", "env: {B: community}\n")
     pods = {pod.name: pod for pod in load_pods()}
     c, b = pods["c"].data["podstate"], pods["b"].data["podstate"]
     assert c["env"] == {"A": "all", "B": "community"} == b["env"]
     assert c["scratch"]["/scratch"]["mode"] == "1777"  # b's host_vars are b's alone
     c["env"]["A"] = "changed"
     assert b["env"]["A"] == "all"
-    write(fleet / "vars/group_vars/community.yaml", "env: {B: 2}\n")
+    write_vars(fleet / "vars", "group_vars/community.yaml", "env: {B: 2}\n")
     with pytest.raises(SpecError, match=r"group_vars/community.yaml: env.B: .*\(pod b\)$"):
         load_pods()
 
@@ -125,7 +127,7 @@ def test_pods_from_the_same_files_share_a_state_but_not_its_object(fleet):
     ],
 )
 def test_errors_name_file_key_and_problem(fleet, content, expected):
-    write(fleet / "vars/host_vars/a.yaml", content)
+    write_vars(fleet / "vars", "host_vars/a.yaml", content)
     with pytest.raises(SpecError) as error:
         load_pods()
     message = str(error.value)
@@ -203,7 +205,7 @@ def test_invalid_state_stops_pyinfra_before_any_connection(fleet):
     listener.settimeout(0.5)
     port = listener.getsockname()[1]
     write(fleet / "pods.yaml", f"pods: {{a: {{ssh_hostname: 127.0.0.1, ssh_port: {port}}}}}\n")
-    write(fleet / "vars/host_vars/a.yaml", "shm: {min_size: lots}\n")
+    write_vars(fleet / "vars", "host_vars/a.yaml", "shm: {min_size: lots}\n")
     result = subprocess.run(
         [str(PYINFRA), "-y", "inventories/pods.py", "deploy/pod.py"],
         cwd=ROOT,
@@ -263,14 +265,17 @@ def test_an_alias_bomb_is_refused_from_what_the_file_holds(tmp_path, monkeypatch
 def test_anchors_for_shared_settings_and_merge_keys_load(fleet):
     """Aliases within the bound work as YAML says, merge keys too (overriding a merged key
     is what a merge is for, not a key given twice)."""
-    write(
-        fleet / "vars/host_vars/a.yaml",
-        """\
-        scratch:
-          /scratch: &fast {size: 1G, mode: '700'}
-          /scratch2: {<<: *fast, mode: '755'}
-          /scratch3: *fast
-        """,
+    write_vars(
+        fleet / "vars",
+        "host_vars/a.yaml",
+        textwrap.dedent(
+            """\
+            scratch:
+              /scratch: &fast {size: 1G, mode: '700'}
+              /scratch2: {<<: *fast, mode: '755'}
+              /scratch3: *fast
+            """
+        ),
     )
     scratch = {pod.name: pod for pod in load_pods()}["a"].data["podstate"]["scratch"]
     assert scratch == {
@@ -296,7 +301,7 @@ def test_anchors_for_shared_settings_and_merge_keys_load(fleet):
     ],
 )
 def test_a_key_twice_or_an_alias_in_itself_is_one_line_with_its_lines(fleet, content, expected):
-    write(fleet / "vars/host_vars/a.yaml", content)
+    write_vars(fleet / "vars", "host_vars/a.yaml", content)
     with pytest.raises(SpecError) as error:
         load_pods()
     assert str(error.value) == f"{fleet}/vars/host_vars/a.yaml: {expected}"
@@ -320,8 +325,7 @@ def test_a_pod_listed_twice_is_refused_naming_both_lines(tmp_path):
 
 def test_an_oversized_vars_file_is_refused_by_its_size_unread(fleet):
     """A sparse file of 64 GiB: reading it whole would take minutes and all memory."""
-    path = fleet / "vars/host_vars/a.yaml"
-    write(path, "env: {A: x}\n")
+    path = write_vars(fleet / "vars", "host_vars/a.yaml", "env: {A: x}\n")
     os.truncate(path, 64 << 30)
     with pytest.raises(SpecError) as error:
         load_pods()
@@ -370,7 +374,7 @@ def test_bounded_input_errors_are_one_line_from_either_command(fleet, tool, prob
         )
         line = f"podstate: {path}: key a appears twice (lines 2 and 3): keep one"
     else:
-        path = write(fleet / "vars/host_vars/a.yaml", _bomb(9))
+        path = write_vars(fleet / "vars", "host_vars/a.yaml", _bomb(9))
         line = f"podstate: {path}: line 4: aliases expand to more than 10000 values; "
     command = {
         "pyinfra": [str(PYINFRA), "-y", "inventories/pods.py", "deploy/pod.py"],

@@ -5,6 +5,7 @@ import pytest
 
 from podstate.desired.errors import SpecError
 from podstate.inventory.fleet import load_pods
+from tests.e2e import write_vars
 from tests.test_spec import write
 
 
@@ -19,7 +20,7 @@ def fleet(tmp_path, monkeypatch):
           box: {ssh_hostname: 127.0.0.1, ssh_port: 2}
         """,
     )
-    write(tmp_path / "vars/group_vars/all.yaml", "env: {ROLE: all}\n")
+    write_vars(tmp_path / "vars", "group_vars/all.yaml", "env: {ROLE: all}\n")
     monkeypatch.setenv("PODSTATE_PODS", str(tmp_path / "pods.yaml"))
     monkeypatch.setenv("PODSTATE_VARS", str(tmp_path / "vars"))
     monkeypatch.delenv("PODSTATE_INVENTORY", raising=False)
@@ -48,26 +49,26 @@ def test_a_vars_dir_one_level_too_deep_says_so(fleet, monkeypatch):
 
 
 def test_a_vars_file_that_declares_nothing_is_an_empty_state(fleet):
-    write(fleet / "vars/group_vars/all.yaml", "{}\n")
+    write_vars(fleet / "vars", "group_vars/all.yaml", "{}\n")
     assert states()["box"] == {"disk_reserve": 2 << 30}
 
 
 def test_yml_vars_files_are_read_as_yaml(fleet):
     (fleet / "vars/group_vars/all.yaml").unlink()
-    write(fleet / "vars/group_vars/all.yml", "env: {ROLE: all}\n")
-    write(fleet / "vars/host_vars/box.yml", "env: {ROLE: box}\n")
+    write_vars(fleet / "vars", "group_vars/all.yml", "env: {ROLE: all}\n")
+    write_vars(fleet / "vars", "host_vars/box.yml", "env: {ROLE: box}\n")
     found = states()
     assert found["trainer-1"]["env"] == {"ROLE": "all"}
     assert found["box"]["env"] == {"ROLE": "box"}
-    write(fleet / "vars/group_vars/all.yml", "envv: 1\n")
+    write_vars(fleet / "vars", "group_vars/all.yml", "envv: 1\n")
     with pytest.raises(SpecError, match=r"group_vars/all.yml: envv: unknown key"):
         load_pods()
 
 
 @pytest.mark.parametrize("stem", ["group_vars/all", "group_vars/nobody", "host_vars/box"])
 def test_one_file_in_both_spellings_is_refused(fleet, stem):
-    write(fleet / f"vars/{stem}.yaml", "{}\n")
-    write(fleet / f"vars/{stem}.yml", "{}\n")
+    write_vars(fleet / "vars", f"{stem}.yaml", "{}\n")
+    write_vars(fleet / "vars", f"{stem}.yml", "{}\n")
     name = stem.split("/")[1]
     with pytest.raises(SpecError, match=rf"{stem}.yaml and {name}.yml are both there"):
         load_pods()
@@ -75,8 +76,8 @@ def test_one_file_in_both_spellings_is_refused(fleet, stem):
 
 @pytest.mark.parametrize("spelling", ["groups.yaml", "groups.yml"])
 def test_groups_yaml_groups_the_pods_of_a_pods_file(fleet, spelling):
-    write(fleet / f"vars/{spelling}", 'trainers: ["trainer-*"]\n')
-    write(fleet / "vars/group_vars/trainers.yaml", "env: {ROLE: trainer}\n")
+    write_vars(fleet / "vars", spelling, 'trainers: ["trainer-*"]\n')
+    write_vars(fleet / "vars", "group_vars/trainers.yaml", "env: {ROLE: trainer}\n")
     pods = {pod.name: pod for pod in load_pods()}
     assert pods["trainer-1"].groups == ["community", "trainers"]
     assert pods["trainer-1"].data["podstate"]["env"] == {"ROLE": "trainer"}
@@ -92,6 +93,6 @@ def test_groups_yaml_groups_the_pods_of_a_pods_file(fleet, spelling):
     ],
 )
 def test_a_bad_groups_yaml_is_refused_with_a_pods_file(fleet, text, message):
-    write(fleet / "vars/groups.yaml", text)
+    write_vars(fleet / "vars", "groups.yaml", text)
     with pytest.raises(SpecError, match=message):
         load_pods()

@@ -1,6 +1,7 @@
 """The live inventory from Vast.ai's API, beside RunPod's.
 
-A real HTTP server on 127.0.0.1 stands in for the API. Every page it serves is first
+The provider API of the tests (tests/api_server.py: the sandbox's own API server, listing
+what a test sets, in pages as Vast does) stands in for Vast's; every listing it serves is first
 validated against the instance list of Vast's OpenAPI spec (a copy of
 ``reference/vast-openapi-instances.yaml`` in tests/fixtures/vast/), so the fixtures cannot
 drift from the real API.
@@ -8,39 +9,31 @@ drift from the real API.
 
 from __future__ import annotations
 
-import base64
 import copy
 import json
 import os
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
-import yaml
-from jsonschema import Draft202012Validator
 
 from podstate.desired.errors import SpecError
 from podstate.inventory import naming, vast_client, vast_instances
 from podstate.inventory.podsfile import read_pods_file
 from podstate.inventory.runpod_pods import Skipped
+from tests import api_server
+from tests.api_server import KEYS, ProviderApi
 from tests.e2e import new_vars_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-SPEC = yaml.safe_load((ROOT / "tests/fixtures/vast/vast-openapi-instances.yaml").read_text())
-_GET = SPEC["paths"]["/api/v1/instances"]["get"]["responses"]
-PAGE_SCHEMA = Draft202012Validator(_GET["200"]["content"]["application/json"]["schema"])
-KEY = "vastPODSTATEtestKEY0c9e1b2a7d"  # distinctive, to search outputs for
+KEY = KEYS["vast"]
 
 
 def assert_valid(doc: dict) -> None:
     """Fail unless ``doc`` is a page of ``GET /api/v1/instances`` the real API could send."""
-    errors = sorted(PAGE_SCHEMA.iter_errors(doc), key=lambda e: list(e.absolute_path))
-    assert not errors, f"{list(errors[0].absolute_path)}: {errors[0].message}"
+    api_server.assert_valid("vast", doc)
 
 
 def instance(number: int, label: str | None = None, **fields) -> dict:
@@ -70,72 +63,9 @@ def instance(number: int, label: str | None = None, **fields) -> dict:
     return doc
 
 
-class FakeVast:
-    """``GET /api/v1/instances`` on 127.0.0.1: queued raw answers first, then the
-    instances in pages of 25 (``after_token`` is the last id of the page before)."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict] = []
-        self.queued: list[tuple[int, bytes]] = []
-        self.instances: list[dict] = []
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # http.server's API
-                parts = urlsplit(self.path)
-                query = parse_qs(parts.query)
-                api.requests.append({"path": parts.path, "query": query, "headers": self.headers})
-                if api.queued:
-                    status, body = api.queued.pop(0)
-                else:
-                    status, body = 200, json.dumps(api.page(query)).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def page(self, query: dict) -> dict:
-        after = int(base64.b64decode(query["after_token"][0])) if "after_token" in query else 0
-        rest = [doc for doc in self.instances if doc["id"] > after]
-        page = rest[:25]
-        token = base64.b64encode(str(page[-1]["id"]).encode()).decode() if rest[25:] else None
-        doc = {
-            "success": True,
-            "instances_found": len(page),
-            "next_token": token,
-            "instances": page,
-        }
-        assert_valid(doc)
-        return doc
-
-    def serve(self, instances: list[dict]) -> None:
-        self.instances = sorted(instances, key=lambda doc: doc["id"])
-
-    def queue(self, status: int, body: dict | bytes) -> None:
-        self.queued.append((status, body if isinstance(body, bytes) else json.dumps(body).encode()))
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
-def api():
-    fake = FakeVast()
-    yield fake
-    fake.close()
+def api(provider_api) -> ProviderApi:
+    return provider_api("vast")
 
 
 @pytest.fixture
@@ -174,7 +104,7 @@ def one_error_line(result: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-def _settings(api: FakeVast) -> vast_client.Settings:
+def _settings(api: ProviderApi) -> vast_client.Settings:
     return vast_client.settings({"VAST_API_KEY": KEY, "VAST_API_URL": api.url})
 
 
@@ -407,24 +337,21 @@ def test_pods_file_provider_key(tmp_path):
         read_pods_file(path)
 
 
-def test_vast_and_runpod_at_once(api, env):
-    from tests.test_runpod import FakeApi, fixture
+def test_vast_and_runpod_at_once(api, env, provider_api):
+    from tests.test_runpod import fixture
 
-    runpod = FakeApi()
-    try:
-        runpod.serve(copy.deepcopy(fixture("example.json")))
-        env.update(RUNPOD_API_KEY="rpa_other_key", RUNPOD_API_URL=runpod.url)
-        api.serve([instance(4, "pytorch-training", start_date=4_000_000_000.0)])
-        env["PODSTATE_INVENTORY"] = "runpod,vast"
-        found = listing(env)
-        assert found["source"] == "RunPod API and Vast API"
-        providers = {pod["name"]: pod["provider"] for pod in found["pods"]}
-        # the RunPod pod is older: it keeps the name, the Vast instance gets the suffix
-        assert providers == {"pytorch-training": "runpod", "pytorch-training-4": "vast"}
-        del env["PODSTATE_INVENTORY"]  # both keys, no pods file: both providers
-        assert listing(env)["source"] == "RunPod API and Vast API"
-    finally:
-        runpod.close()
+    runpod = provider_api("runpod", key="rpa_other_key")
+    runpod.serve(copy.deepcopy(fixture("example.json")))
+    env.update(RUNPOD_API_KEY=runpod.key, RUNPOD_API_URL=runpod.url)
+    api.serve([instance(4, "pytorch-training", start_date=4_000_000_000.0)])
+    env["PODSTATE_INVENTORY"] = "runpod,vast"
+    found = listing(env)
+    assert found["source"] == "RunPod API and Vast API"
+    providers = {pod["name"]: pod["provider"] for pod in found["pods"]}
+    # the RunPod pod is older: it keeps the name, the Vast instance gets the suffix
+    assert providers == {"pytorch-training": "runpod", "pytorch-training-4": "vast"}
+    del env["PODSTATE_INVENTORY"]  # both keys, no pods file: both providers
+    assert listing(env)["source"] == "RunPod API and Vast API"
 
 
 def test_the_container_start_is_read_from_the_boot_id_and_process_1s_start():

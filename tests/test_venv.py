@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from podstate import gzcache
 from podstate.desired.errors import Layer, SpecError
@@ -35,7 +34,7 @@ from podstate.facts.probe import PodProbe, parse_probe
 from podstate.operations import venv as venv_ops
 from podstate.roles.venv import distributions, fingerprint, recorded, required, seed_mode
 from podstate.shell import script
-from tests.e2e import BIN, ROOT, Fleet, apply, check, exec_count
+from tests.e2e import BIN, ROOT, Fleet, apply, check, exec_count, write_vars
 from tests.fixtures.venv.wheels import (
     binary_wheel,
     make_wheel,
@@ -53,20 +52,14 @@ PODS = ["pod-1", "pod-4", "pod-5"]
 def test_spec_reads_requirements_relative_to_the_vars_dir(tmp_path):
     (tmp_path / "files").mkdir()
     (tmp_path / "files/req.txt").write_text("tinylib>=1  # pinned elsewhere\n")
-    (tmp_path / "group_vars").mkdir()
-    (tmp_path / "group_vars/all.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "venv": {
-                    "path": "/opt//venv/",
-                    "packages": ["numpy ==2.1.3"],
-                    "requirements": "files/req.txt",
-                    "find_links": ["/opt/wh/../wheelhouse", "https://example.org/wheels"],
-                    "snapshot": "/workspace/.podstate/venv/",
-                }
-            }
-        )
-    )
+    venv = {
+        "path": "/opt//venv/",
+        "packages": ["numpy ==2.1.3"],
+        "requirements": "files/req.txt",
+        "find_links": ["/opt/wh/../wheelhouse", "https://example.org/wheels"],
+        "snapshot": "/workspace/.podstate/venv/",
+    }
+    write_vars(tmp_path, "group_vars/all.yaml", {"venv": venv})
     state = resolve(VarsDir(tmp_path).layers([], "p"), "p")
     assert state["venv"] == {
         "path": "/opt/venv",
@@ -117,8 +110,7 @@ def test_spec_reads_requirements_relative_to_the_vars_dir(tmp_path):
     ],
 )
 def test_spec_errors_name_file_and_key(tmp_path, venv, content, expected):
-    (tmp_path / "group_vars").mkdir()
-    (tmp_path / "group_vars/all.yaml").write_text(yaml.safe_dump({"venv": venv}))
+    write_vars(tmp_path, "group_vars/all.yaml", {"venv": venv})
     if content is not None:
         (tmp_path / "req.txt").write_text(content)
     cwd = os.getcwd()
@@ -478,7 +470,7 @@ def pods(fleet: Fleet, tmp_path_factory) -> Fleet:
     """The fleet with this module's vars and the test wheelhouse in every pod used."""
     from podstate.sandbox import inside
 
-    (fleet.vars_dir / "group_vars/all.yaml").write_text(yaml.safe_dump(VARS))
+    fleet.group_vars("all", VARS)
     house = wheelhouse(tmp_path_factory.mktemp("wheelhouse"))
     for minor in range(6):
         slow_sdist(house, 6, f"1.{minor}")

@@ -26,7 +26,6 @@ from podstate.sandbox import container
 from podstate.sandbox.api import list_pods
 from tests.e2e import BIN, ROOT, Fleet, apply, exec_count, start_apply
 from tests.test_fold import BLOCKED
-from tests.test_runpod import FakeApi
 
 SANDBOX = {"pods": 3}
 UNIT = ROOT / "examples" / "systemd" / "podstate-watch.service"
@@ -308,24 +307,23 @@ def test_a_restart_runpod_reports_is_put_back_host_key_included(pods: Fleet, tmp
     )  # re-keyed after the restart RunPod reported
 
 
-def test_a_pass_lists_the_pods_once_and_leaves_no_listing_behind(pods: Fleet, tmp_path):
+def test_a_pass_lists_the_pods_once_and_leaves_no_listing_behind(
+    pods: Fleet, tmp_path, provider_api
+):
     """The check and the apply of a pass read the listing the watch made, not the API: one
     request a pass, and the listing's private file is gone after it."""
-    api = FakeApi()
+    env = pods.api_env(tmp_path / "hostkeys")
+    api = provider_api("runpod", key=env["RUNPOD_API_KEY"])
+    api.serve(list_pods(pods.state))
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env.update(RUNPOD_API_URL=api.url, TMPDIR=str(temp))
+    pods.out("pod-1", f"rm {PROFILE}")
+    watching = Watching(pods, "--once", env=env)
     try:
-        api.serve(list_pods(pods.state))
-        env = pods.api_env(tmp_path / "hostkeys")
-        temp = tmp_path / "tmp"
-        temp.mkdir()
-        env.update(RUNPOD_API_URL=api.url, TMPDIR=str(temp))
-        pods.out("pod-1", f"rm {PROFILE}")
-        watching = Watching(pods, "--once", env=env)
-        try:
-            status = watching.finish()
-        finally:
-            watching.stop()
+        status = watching.finish()
     finally:
-        api.close()
+        watching.stop()
     assert status == 0, watching.stderr()
     assert applied(watching.events) == {"pod-1": [(1, "ok")]}  # checked, then applied
     listings = [r for r in api.requests if r["path"] == "/v2/pods"]
@@ -335,18 +333,21 @@ def test_a_pass_lists_the_pods_once_and_leaves_no_listing_behind(pods: Fleet, tm
     assert list(temp.iterdir()) == []
 
 
-def test_a_newer_pod_of_a_held_pods_name_leaves_it_its_name_and_its_hold(pods: Fleet, tmp_path):
+def test_a_newer_pod_of_a_held_pods_name_leaves_it_its_name_and_its_hold(
+    pods: Fleet, tmp_path, provider_api
+):
     """RunPod lists a second pod named ``trainer``, newer: the first keeps the name, so its
     ``host_vars/trainer.yaml`` (its hold) is still its own, and the watch leaves it alone."""
     listed = {doc["name"]: doc for doc in list_pods(pods.state)["pods"]}
     old, newer = listed["pod-1"], listed["pod-2"]
     old.update(name="trainer", createdAt="2026-05-01T00:00:00Z")
     newer.update(name="trainer", createdAt="2026-06-01T00:00:00Z")
-    api = FakeApi()
+    env = pods.api_env(tmp_path / "hostkeys")
+    api = provider_api("runpod", key=env["RUNPOD_API_KEY"])
     pods.host_vars("trainer", {"watch": {"hold": True}})
     try:
         api.serve({"pods": [newer, old]})
-        env = {**pods.api_env(tmp_path / "hostkeys"), "RUNPOD_API_URL": api.url}
+        env["RUNPOD_API_URL"] = api.url
         pods.out("pod-1", f"rm {PROFILE}")
         watching = Watching(pods, "--once", env=env)
         try:
@@ -354,7 +355,6 @@ def test_a_newer_pod_of_a_held_pods_name_leaves_it_its_name_and_its_hold(pods: F
         finally:
             watching.stop()
     finally:
-        api.close()
         pods.host_vars("trainer", None)
     assert status == 2, watching.stderr()  # drift left, on the held pod
     held = {e["pod"]: e for e in watching.events if e["result"] == "held"}

@@ -280,33 +280,13 @@ def test_report_only_says_so_once_a_period(tmp_path):
     "status, words",
     [(200, None), (409, "allows no stop now"), (403, "403"), (429, "429"), (503, "503")],
 )
-def test_runpods_answer_to_a_stop(monkeypatch, status, words):
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    from threading import Thread
-
-    seen = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # http.server's API
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            seen.append((self.path, json.loads(body), self.headers["Authorization"]))
-            problem = json.dumps({"title": "x", "status": status, "detail": "said no"})
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(problem)))
-            self.end_headers()
-            self.wfile.write(problem.encode())
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        monkeypatch.setenv("RUNPOD_API_URL", f"http://127.0.0.1:{server.server_port}")
-        monkeypatch.setenv("RUNPOD_API_KEY", "rpa_test")
-        outcome = actions.stop({"provider": "runpod", "pod_id": "abc"})
-    finally:
-        server.shutdown()
+def test_runpods_answer_to_a_stop(monkeypatch, provider_api, status, words):
+    api = provider_api("runpod", key="rpa_test")
+    api.queue(status, {"title": "x", "status": status, "detail": "said no"})
+    monkeypatch.setenv("RUNPOD_API_URL", api.url)
+    monkeypatch.setenv("RUNPOD_API_KEY", api.key)
+    outcome = actions.stop({"provider": "runpod", "pod_id": "abc"})
+    seen = [(r["path"], json.loads(r["body"]), r["headers"]["Authorization"]) for r in api.requests]
     assert seen == [("/v2/pods/abc/action", {"action": "stop"}, "Bearer rpa_test")]
     assert outcome.ok is (status == 200)
     if words:

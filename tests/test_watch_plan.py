@@ -35,7 +35,7 @@ from podstate.watch.decisions import (
 from podstate.watch.loop import Watch
 from podstate.watch.options import Options
 from tests.e2e import new_vars_dir
-from tests.test_runpod import KEY, FakeApi, fixture
+from tests.test_runpod import KEY, fixture
 
 
 def api_pod(name: str, started: str | None, port: int = 40000, pod_id: str = "id1", **state):
@@ -150,26 +150,25 @@ class Recorded(Watch):
         return 1, "", "stood in for: no report"
 
 
-def test_api_failures_back_off_as_the_api_asks_and_a_pass_lists_once(monkeypatch, tmp_path):
-    api = FakeApi()
-    try:
-        for name in [k for k in os.environ if k.startswith(("PODSTATE_", "RUNPOD_"))]:
-            monkeypatch.delenv(name)
-        monkeypatch.setenv("RUNPOD_API_KEY", KEY)
-        monkeypatch.setenv("RUNPOD_API_URL", api.url)
-        monkeypatch.setenv("PODSTATE_VARS", str(new_vars_dir(tmp_path / "vars")))
-        monkeypatch.setenv("PODSTATE_HOSTKEYS", str(tmp_path / "hostkeys"))
-        doc = fixture("example.json")
-        doc["pods"][0]["env"] = {"HF_TOKEN": "hf_not_for_files"}
-        api.serve(doc)
-        api.queue(429, fixture("429.json"), {"Retry-After": "120"})
-        api.queue(503, {"title": "Service Unavailable", "status": 503, "detail": "down"})
-        out, waits = io.StringIO(), []
-        options = Options(["deploy/pod.py"], interval=1, check_every=100, json=True, passes=4)
-        watch = Recorded(options, out, sleep=waits.append, clock=lambda: 0.0)
-        assert watch.run() == 0
-    finally:
-        api.close()
+def test_api_failures_back_off_as_the_api_asks_and_a_pass_lists_once(
+    monkeypatch, tmp_path, provider_api
+):
+    api = provider_api("runpod")
+    for name in [k for k in os.environ if k.startswith(("PODSTATE_", "RUNPOD_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("RUNPOD_API_KEY", KEY)
+    monkeypatch.setenv("RUNPOD_API_URL", api.url)
+    monkeypatch.setenv("PODSTATE_VARS", str(new_vars_dir(tmp_path / "vars")))
+    monkeypatch.setenv("PODSTATE_HOSTKEYS", str(tmp_path / "hostkeys"))
+    doc = fixture("example.json")
+    doc["pods"][0]["env"] = {"HF_TOKEN": "hf_not_for_files"}
+    api.serve(doc)
+    api.queue(429, fixture("429.json"), {"Retry-After": "120"})
+    api.queue(503, {"title": "Service Unavailable", "status": 503, "detail": "down"})
+    out, waits = io.StringIO(), []
+    options = Options(["deploy/pod.py"], interval=1, check_every=100, json=True, passes=4)
+    watch = Recorded(options, out, sleep=waits.append, clock=lambda: 0.0)
+    assert watch.run() == 0
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     first, second = (next(e for e in events if e["pass"] == n) for n in (1, 2))
     assert (first["seen"], first["action"], first["pod"]) == ("rate-limited", "none", None)

@@ -218,12 +218,17 @@ def _event(ts: str, number: int, line: str) -> str:
     return f"id: {ts}/{number:012d}\ndata: {data}\n\n"
 
 
-class _Handler(vast_api.Answers, BaseHTTPRequestHandler):
+class Handler(vast_api.Answers, BaseHTTPRequestHandler):
     """Answers ``GET /v2/pods`` and ``GET /v2/pods/{id}/logs`` with the Bearer key; anything
-    else is a problem answer."""
+    else is a problem answer. ``listing`` and ``vast_instances`` are hooks: the tests'
+    provider API (tests/api_server.py) is this handler, listing what a test sets."""
 
     root: Path
     key: str
+
+    def listing(self) -> dict[str, Any]:
+        """Return the ``GET /v2/pods`` answer: the sandbox's pods (``list_pods``)."""
+        return list_pods(self.root)
 
     def do_GET(self) -> None:  # http.server's API
         """Answer one GET: 401 without the key, 404 for another path, else the pod list."""
@@ -236,7 +241,7 @@ class _Handler(vast_api.Answers, BaseHTTPRequestHandler):
             detail = "invalid API key" if given else "missing bearer token"
             self._send(401, _problem(401, "Unauthorized", detail), {"WWW-Authenticate": "Bearer"})
         elif urlsplit(self.path).path.rstrip("/") == "/v2/pods":
-            self._send(200, list_pods(self.root))
+            self._send(200, self.listing())
         elif re.fullmatch(r"/v2/pods/[^/]+/logs", urlsplit(self.path).path):
             self._logs()
         else:
@@ -376,7 +381,7 @@ def serve(root: Path, fd: int) -> None:
         "key": (root / API_KEY_FILE).read_text().strip(),
         "vast_key": (root / vast_api.KEY_FILE).read_text().strip(),
     }
-    handler = type("Handler", (_Handler,), {"root": root, **keys})
+    handler = type("Handler", (Handler,), {"root": root, **keys})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler, bind_and_activate=False)
     server.socket.close()
     server.socket = socket.socket(fileno=fd)

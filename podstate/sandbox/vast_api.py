@@ -74,8 +74,13 @@ def _update(root: Path, change: Any) -> dict[str, int]:
     return before
 
 
-def answer(root: Path, query: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
-    """Return (status, body) of ``GET /api/v1/instances`` with ``query`` (the key checked)."""
+def answer(
+    root: Path,
+    query: dict[str, list[str]],
+    listed: Callable[[int], list[dict[str, Any]]] | None = None,
+) -> tuple[int, dict[str, Any]]:
+    """Return (status, body) of ``GET /api/v1/instances`` with ``query`` (the key checked):
+    a page of ``listed(stopped)``'s instances (default: the sandbox's, ``instances``)."""
     faults = _update(root, lambda f: f.update(rate_limited=max(0, f.get("rate_limited", 0) - 1)))
     if faults.get("rate_limited", 0) > 0:
         return 429, {"detail": "API requests too frequent endpoint threshold=1.0"}
@@ -91,7 +96,8 @@ def answer(root: Path, query: dict[str, list[str]]) -> tuple[int, dict[str, Any]
             after = int(token["values"]["id"])
         except (ValueError, KeyError, TypeError, binascii.Error):
             return 400, {"error": "invalid_token", "msg": "invalid after_token"}
-    everyone = sorted(instances(root, faults.get("stopped", 0)), key=lambda doc: doc["id"])
+    listed = listed or (lambda stopped: instances(root, stopped))
+    everyone = sorted(listed(faults.get("stopped", 0)), key=lambda doc: doc["id"])
     rest = [doc for doc in everyone if doc["id"] > after]
     page, more = rest[:limit], len(rest) > limit
     next_token = None
@@ -169,7 +175,12 @@ class Answers:
     def vast_get(self, query: str) -> None:
         """Answer ``GET /api/v1/instances`` with ``query`` (``answer``)."""
         if self._vast_key():
-            self._send(*answer(self.root, parse_qs(query)))
+            self._send(*answer(self.root, parse_qs(query), self.vast_instances))
+
+    def vast_instances(self, stopped: int) -> list[dict[str, Any]]:
+        """Return the instances listed: the sandbox's, and ``stopped`` more (``instances``);
+        a hook the tests' provider API overrides (see ``api.Handler``)."""
+        return instances(self.root, stopped)
 
     def _vast_key(self) -> bool:
         """Return whether the request carries the Vast key; else answer 401 as Vast does."""
