@@ -1,0 +1,91 @@
+"""End to end: the programs a reconfigure's fold starts on a pod, by how many files it writes.
+
+Counted with strace on the pod's sshd (``inside.programs_started``), as bench/fleet/podwork.py
+counts them: the fold is the apply less a check of the same pod (both start with the same
+probe). A reconfigure that rewrites managed files writes them, podstate's records of what it
+made and the boot hook's data (whose sums and copies they change), and the ready marker
+and the applied record; whatever their number, the fold decodes its payload once, proves
+every write with one digest pass, and reads the lock's clock without a program.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from podstate.sandbox import inside
+from tests.e2e import Fleet, apply, check
+
+SANDBOX = {"pods": 1}
+POD = "pod-1"
+FILES = 200
+SHAPES = (1, 20, 200)
+RECONFIGURE_PROGRAMS = 15  # the fold of a reconfigure that rewrites one file
+PER_FILE = 1  # at most one program more for each further file it writes
+
+
+def _files(version: dict[int, str]) -> dict[str, dict[str, str]]:
+    return {
+        f"/root/fold-work/f{i:03}.conf": {"content": f"value = {version.get(i, 'a')}\n"}
+        for i in range(FILES)
+    }
+
+
+def _programs(fleet: Fleet, run) -> list[str]:
+    """Return the names of the programs ``run()`` started on POD, after asserting that it
+    exited with 0."""
+    with inside.programs_started(POD) as started:
+        result = run()
+    assert result.returncode == 0, result.stdout + result.stderr
+    return [path.rsplit("/", 1)[-1] for path in started]
+
+
+@pytest.fixture(scope="module")
+def folds(fleet: Fleet) -> dict[int, Counter[str]]:
+    """The programs of each shape's fold: the apply that rewrites that many files, less a
+    check of the pod with the same desired state."""
+    fleet.host_vars(POD, {"files": _files({})})
+    result = apply(fleet, "--limit", POD)
+    assert result.returncode == 0, result.stdout + result.stderr
+    found = {}
+    for n in SHAPES:
+        fleet.host_vars(POD, {"files": _files(dict.fromkeys(range(n), f"b{n}"))})
+        probe = Counter(_programs(fleet, lambda: _expect(check(fleet, "--limit", POD), 2)))
+        applied = Counter(_programs(fleet, lambda: apply(fleet, "--limit", POD)))
+        found[n] = applied - probe
+        print(f"fold writing {n} file(s): {found[n].total()} programs: {dict(found[n])}")
+    return found
+
+
+class _Exit:
+    """A finished command whose expected exit status reads as 0."""
+
+    def __init__(self, result, expected: int) -> None:
+        self.returncode = 0 if result.returncode == expected else result.returncode
+        self.stdout, self.stderr = result.stdout, result.stderr
+
+
+def _expect(result, expected: int) -> _Exit:
+    return _Exit(result, expected)
+
+
+def test_the_files_are_written(fleet: Fleet, folds):
+    text = fleet.out(POD, "cat /root/fold-work/f000.conf /root/fold-work/f199.conf")
+    assert text == "value = b200\nvalue = b200\n"
+
+
+def test_a_reconfigures_fold_starts_few_programs(folds):
+    assert folds[1].total() <= RECONFIGURE_PROGRAMS, folds[1]
+
+
+@pytest.mark.parametrize("n", SHAPES[1:])
+def test_each_further_file_costs_at_most_one_program(folds, n):
+    assert folds[n].total() - folds[1].total() <= PER_FILE * (n - 1), (folds[1], folds[n])
+
+
+def test_the_fold_decodes_once_and_proves_its_writes_in_one_digest_pass(folds):
+    for n in SHAPES:
+        assert folds[n]["base64"] <= 1, folds[n]
+        assert folds[n]["sha256sum"] <= 1, folds[n]
+        assert folds[n]["date"] == 0, folds[n]
