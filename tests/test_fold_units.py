@@ -258,3 +258,15 @@ def test_a_write_alone_proves_itself(tmp_path):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "a").read_text() == "a\n"
+
+
+def test_a_file_written_twice_is_proved_as_its_last_write_left_it(lock_dir, tmp_path):
+    segment = fold.Segment("h")
+    segment.add(*_write(tmp_path / "a", "first\n"))
+    segment.add(*_write(tmp_path / "b", "b\n"))
+    segment.add(*_write(tmp_path / "a", "second\n", "600"))
+    segment.release = True
+    result = run_segment(segment)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [f"{fold.MARK} ok {i}" for i in range(3)] == result.stdout.decode().splitlines()[3:]
+    assert (tmp_path / "a").read_text() == "second\n"

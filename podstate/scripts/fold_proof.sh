@@ -26,6 +26,14 @@ podstate_bad() { # STEP PATH SHA256 MODE: whether the file fails its proof; if s
     fi
 }
 
+podstate_last() { # LINE PATH: whether no write listed after LINE is of PATH
+    n=0
+    while read -r _ _ _ q; do
+        n=$((n + 1))
+        [ "$n" -le "$1" ] || [ "$q" != "$2" ] || return 1
+    done <"$podstate_list"
+}
+
 podstate_prove() {
     bad='' why=''
     if [ -n "$podstate_list" ] && [ -s "$podstate_list" ]; then
@@ -46,9 +54,11 @@ podstate_prove() {
             shift
         done
         [ "$#" -eq 0 ] || ok=''
-        if [ -z "$ok" ]; then # which: each file again, on its own
+        if [ -z "$ok" ]; then # which: each file again, on its own, as its last write left it
+            k=0
             while read -r i s md p; do
-                if podstate_bad "$i" "$p" "$s" "$md"; then
+                k=$((k + 1))
+                if podstate_last "$k" "$p" && podstate_bad "$i" "$p" "$s" "$md"; then
                     bad="$bad $i " && echo "$m $i" && echo "$why"
                 fi
             done <"$podstate_list"
