@@ -4,8 +4,9 @@
 # and write of them happens under flock(1) on LOCK.mutex, held for that moment only: here,
 # exclusive, so taking it, taking over an expired one, renewing and releasing are each
 # atomic, whatever the number of contenders (but for the release of a lock that the same
-# command took to release, which no other run may touch before it expires); in the probe (podstate/facts/lock.py), shared,
-# so a reader never meets expires halfway through a rewrite.
+# command took to release, which no other run may touch before it expires); in the probe
+# (podstate/facts/lock.py), shared, so a reader never meets expires halfway through a
+# rewrite.
 #
 # Usage: sh -c "$(cat lock.sh)" lock run LOCK TOKEN OWNER MODE TTL WAIT GRACE END SEEN COMMAND
 #   MODE take: take LOCK for TOKEN, or find that TOKEN holds it. Another run's lock is waited
@@ -263,8 +264,8 @@ fi
 rc=$?
 if [ "$took" = release ] && clock && [ $((mine - now)) -gt 5 ]; then
     # Taken by this command to be released by it: no keeper renews it, and it stays valid
-    # for seconds more, so no other run may take it over meanwhile; a reader that meets it
-    # half removed finds it held.
+    # for seconds more (mine: as the take left it; the steps' renewals only add), so no
+    # other run may take it over meanwhile; a reader that meets it half removed finds it held.
     release_ours
 elif [ "$rc" -ne 0 ] || [ "$end" = release ]; then
     mutex "$wait" release_ours
