@@ -270,3 +270,42 @@ def test_a_file_written_twice_is_proved_as_its_last_write_left_it(lock_dir, tmp_
     assert result.returncode == 0, result.stdout + result.stderr
     assert [f"{fold.MARK} ok {i}" for i in range(3)] == result.stdout.decode().splitlines()[3:]
     assert (tmp_path / "a").read_text() == "second\n"
+
+
+def _last(path, content: str) -> tuple[str, int, bool]:
+    write = write_command(str(path), content, True, "644", last=True)
+    return fold._step(lock.Change(write, later=True))
+
+
+def test_the_last_write_is_put_in_place_once_it_and_every_write_before_it_hold(lock_dir, tmp_path):
+    segment = fold.Segment("h")
+    segment.add(*_write(tmp_path / "a", "a\n"))
+    segment.add(*_last(tmp_path / "ready", "ready\n"))
+    segment.release = True
+    result = run_segment(segment)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.decode().splitlines()[2:] == [f"{fold.MARK} ok 0", f"{fold.MARK} ok 1"]
+    assert (tmp_path / "ready").read_text() == "ready\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if "ready" in p.name) == ["ready"]
+
+
+def test_the_last_write_is_not_put_in_place_when_a_write_before_it_does_not_hold(
+    lock_dir, tmp_path
+):
+    segment = fold.Segment("h")
+    segment.add(*_write(tmp_path / "a", "a\n"))
+    spoil = f"printf other >{tmp_path / 'a'}"
+    segment.add(fold._step(lock.Change(spoil, later=True))[0], 5, True)
+    segment.add(*_last(tmp_path / "ready", "ready\n"))
+    segment.release = True
+    result = run_segment(segment)
+    assert result.returncode == 1
+    out = result.stdout.decode()
+    assert "does not hold the content podstate wrote" in out
+    assert f"{fold.MARK} 2\npodstate: {tmp_path / 'ready'}: not written" in out
+    assert f"{fold.MARK} ok 2" not in out and f"{fold.MARK} ok 1" in out
+    assert not [p.name for p in tmp_path.iterdir() if "ready" in p.name]  # nor its copy
+    alone = subprocess.run(  # outside a fold, a last write is one like any other
+        ["sh", "-c", write_command(str(tmp_path / "ready"), "r\n", True, "644", last=True)]
+    )
+    assert alone.returncode == 0 and (tmp_path / "ready").read_text() == "r\n"

@@ -14,6 +14,7 @@ topology is read right, so a check that finds it converged has read the topology
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 
@@ -34,6 +35,9 @@ QUERY = "--query-gpu="
 # identity (its provider's, which wins over the id its container disk's record names: a
 # disk copied from another pod names that pod's).
 CHECK_PROGRAMS = 22
+# The programs of the fold of a reconfigure (one env value changed): tests/test_fold_work.py
+# counts them by the number of files a fold writes.
+FOLD_PROGRAMS = 15
 
 
 def _calls(run) -> list[str]:
@@ -108,6 +112,9 @@ def test_the_fold_of_a_change_starts_no_program_to_renew_the_pod_lock(fleet, fir
     fleet.host_vars(POD, {"env": {"PODSTATE_FOLD_COUNTED": "1"}})
     try:
         env = fleet.api_env(tmp_path / "hostkeys")  # its host key: a test before restarts it
+        with inside.programs_started(POD) as probed:
+            result = check(fleet, *LIMIT, env=env)
+        assert result.returncode == 2, result.stdout + result.stderr  # the change to make
         with inside.programs_started(POD) as started:
             result = apply(fleet, *LIMIT, env=env)
         assert result.returncode == 0, result.stdout + result.stderr
@@ -118,6 +125,8 @@ def test_the_fold_of_a_change_starts_no_program_to_renew_the_pod_lock(fleet, fir
     names = [path.rsplit("/", 1)[-1] for path in started]
     assert names.count("flock") == 2, names
     assert names.count("date") == 0, names
+    fold = Counter(names) - Counter(path.rsplit("/", 1)[-1] for path in probed)
+    assert fold.total() <= FOLD_PROGRAMS, fold  # the apply less the check: its fold
 
 
 def test_the_speed_page_names_the_checks_program_count():

@@ -31,7 +31,13 @@ WRITE_FILE = script("write_file.sh")
 
 
 def write_command(
-    path: str, content: str, own: bool, mode: str, was: str | None = None, owner: str | None = None
+    path: str,
+    content: str,
+    own: bool,
+    mode: str,
+    was: str | None = None,
+    owner: str | None = None,
+    last: bool = False,
 ) -> str:
     """Return a sh command that replaces ``path`` with ``content`` in one rename, and proves it.
 
@@ -46,10 +52,12 @@ def write_command(
     that (RunPod's start script appends its ~/.bashrc line after sshd answers). With
     ``owner`` (``UID:GID``), the user's file gets ``mode`` and ``owner`` instead of keeping
     the old file's, proved after the write: a file podstate wrote over, put back as it was.
+    A file podstate owns written ``last`` is put in place, in a fold, only once it and every
+    write before it are proved: the ready marker.
     """
     arguments = [
         quote_path(path),
-        "own" if own else "edit",
+        ("last" if last else "own") if own else "edit",
         mode,
         _sha256(content),
         content_word(content),
@@ -209,10 +217,10 @@ def mark_ready(marker: tuple[str, str], record: tuple[str, str] | None):
 
         mark_ready(name="Ready marker", marker=(MARKER, text), record=(RECORD, text))
     """
-    commands = [write_command(*marker, own=True, mode="644")]
+    commands = [write_command(*marker, own=True, mode="644", last=True)]
     if record:
         commands.append(write_command(*record, own=True, mode="600"))
-    yield changing(" && ".join(commands))  # not later: after every write before it is proved
+    yield changing(" && ".join(commands), later=True)  # the marker: once all is proved
 
 
 def tmpfs_options(size: int, mode: str | None = None) -> str:

@@ -105,7 +105,8 @@ class Segment:
         writes are proved. A step that fails ends the segment once those before it are."""
         body = [
             f"m={MARK} podstate_steps='' podstate_list=$L.proofs",
-            '{ : >"$podstate_list"; } 2>/dev/null || podstate_list=',  # writes prove themselves
+            '{ : >"$podstate_list" && : >"$podstate_list.last"; } 2>/dev/null ||',
+            "podstate_list=",  # none: each write proves itself
             PROOF,
             'step() { echo "$m $1"; podstate_i=$1; renew "$2"; }',
         ]

@@ -8,12 +8,21 @@
 # not hold what it wrote, its marker and one line saying what is wrong, and returns 1: the
 # segment ends there.
 # The fold sets m (the markers' start), podstate_i (the step that runs), podstate_list (a file
-# for the list, empty; none: each write proves itself) and podstate_steps (the steps run since the last proof).
+# for the list, empty, and beside it LIST.last, the files put in place once proved; none:
+# each write proves itself) and podstate_steps (the steps run since the last proof).
 # shellcheck disable=SC2154 # set by the fold
-podstate_later() { # PATH SHA256 MODE ("-": any): listed; 1 when it cannot be (it proves itself)
-    case $1 in *'
-'* | *' ' | *'	' | '') return 1 ;; esac
-    [ -n "$podstate_list" ] && printf '%s %s %s %s\n' "$podstate_i" "$2" "$3" "$1" >>"$podstate_list"
+podstate_later() { # PATH SHA256 MODE ("-": any) [TMP]: listed; 1 when it cannot be (it then
+    # proves itself). With TMP, TMP is proved, and renamed to PATH once the proof holds
+    for f in "$1" "${4-}"; do
+        case $f in *'
+'* | *' ' | *'	') return 1 ;; esac
+    done
+    [ -n "$1" ] || return 1
+    [ -n "$podstate_list" ] || return 1
+    if [ -n "${4-}" ]; then
+        printf '%s %s\n%s\n' "$podstate_i" "$4" "$1" >>"$podstate_list.last" || return 1
+    fi
+    printf '%s %s %s %s\n' "$podstate_i" "$2" "$3" "${4:-$1}" >>"$podstate_list"
 }
 
 podstate_bad() { # STEP PATH SHA256 MODE: whether the file fails its proof; if so, why
@@ -64,6 +73,18 @@ podstate_prove() {
             done <"$podstate_list"
         fi
         : >"$podstate_list"
+    fi
+    if [ -n "$podstate_list" ] && [ -s "$podstate_list.last" ]; then # what waited for the proof
+        while read -r i tmp && IFS= read -r p; do
+            if [ -n "$bad" ]; then
+                rm -f -- "$tmp"
+                bad="$bad $i " && echo "$m $i" &&
+                    echo "podstate: $p: not written, since a write before it does not hold"
+            elif ! mv -f -- "$tmp" "$p" || [ ! -f "$p" ]; then
+                bad="$bad $i " && echo "$m $i" && echo "podstate: $p: could not be put in place"
+            fi
+        done <"$podstate_list.last"
+        : >"$podstate_list.last"
     fi
     for i in $podstate_steps; do
         case $bad in *" $i "*) ;; *) echo "$m ok $i" ;; esac

@@ -4,6 +4,8 @@
 # the caller's shell, not a shell of its own (podstate.run.bookkeeping.write_command).
 # CONTENT is "=" and the bytes themselves, or their base64 (which never starts with "=").
 #   HOW=own   podstate owns PATH: a regular file of MODE; anything else there is refused.
+#   HOW=last  as own; in a fold, PATH is put in place only once the file and every write
+#             before it in the fold are proved (the ready marker: scripts/fold_proof.sh).
 #   HOW=edit  the user owns PATH: a symbolic link is followed and its target replaced in its
 #             own directory (the link stays); an existing file keeps its mode and owner;
 #             MODE is for a file that does not exist yet. WAS is the SHA256 of the content
@@ -65,7 +67,10 @@ esac || exit 1
 changed() {
     fail "changed since podstate read it (another program wrote it); it is left as it is: run apply again, which edits it as it is then"
 }
-if [ "$how" = own ]; then
+if [ "$how" = last ] && podstate_later "$path" "$sum" "$mode" "$tmp" 2>/dev/null; then
+    trap - EXIT # put in place once it and every write before it in the fold are proved
+    exit 0
+elif [ "$how" != edit ]; then
     mv -f -- "$tmp" "$target" || exit 1
 elif [ "$6" = absent ]; then
     # creates it only where nothing is (mv where the filesystem has no hard links)
@@ -91,7 +96,7 @@ else
 fi
 trap - EXIT
 [ -f "$path" ] || fail "is not a regular file after the write"
-if [ "$how" = edit ] || ! podstate_later "$path" "$sum" "$mode" 2>/dev/null; then
+if [ "$how" != own ] || ! podstate_later "$path" "$sum" "$mode" 2>/dev/null; then
     [ "$(sha256sum <"$path")" = "$sum  -" ] || fail "does not hold the content podstate wrote"
     [ "$how" = edit ] || [ "$(stat -c %a -- "$path")" = "$mode" ] || fail "does not have mode $mode after the write"
     [ -z "${7-}" ] || [ "$(stat -c '%a %u:%g' -- "$target")" = "$mode $7" ] ||

@@ -40,7 +40,7 @@ _SEEN = re.compile(r"( take \d+ \d+ \d+ (?:release|keep) )(\S+) ")
 # The ready marker's write (bookkeeping.write_command): its mode, sha256 and content, which
 # is base64 or, quoted (once, or again inside a fold's step), "=" and the JSON itself.
 _MARKER = re.compile(
-    rf"(set -- {re.escape(READY_MARKER)} own \d+ )([0-9a-f]{{64}}) "
+    rf"(set -- {re.escape(READY_MARKER)} (?:own|last) \d+ )([0-9a-f]{{64}}) "
     r"""(?:([A-Za-z0-9+/=]+)|('(?:"'"')?=)(\{[^'\n]*\}\n))"""
 )
 
