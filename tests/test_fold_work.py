@@ -36,50 +36,50 @@ def _files(version: dict[int, str]) -> dict[str, dict[str, str]]:
     }
 
 
-def _programs(fleet: Fleet, run) -> list[str]:
-    """Return the names of the programs ``run()`` started on POD, after asserting that it
-    exited with 0."""
+def _programs(run, expected: int, commands: int, tried: list) -> list[str] | None:
+    """Return the names of the programs ``run()`` started on POD; None, with its output
+    added to ``tried``, unless it exited with ``expected`` after ``commands`` remote commands
+    (a login shell each). Under strace, the probe now and then brings no answer and is read
+    again, or fails (never without it: a check of the same pod just before passes), which
+    makes the difference of two runs meaningless."""
     with inside.programs_started(POD) as started:
         result = run()
-    assert result.returncode == 0, result.stdout + result.stderr
-    return [path.rsplit("/", 1)[-1] for path in started]
+    names = [path.rsplit("/", 1)[-1] for path in started]
+    if result.returncode == expected and names.count("bash") == commands:
+        return names
+    tried.append(f"exit {result.returncode}: {(result.stdout + result.stderr)[-2000:]}")
+    return None
 
 
 @pytest.fixture(scope="module")
 def folds(fleet: Fleet) -> dict[int, Counter[str]]:
     """The programs of each shape's fold: the apply that rewrites that many files, less a
-    check of the pod with the same desired state; and, as ``renewals``, the most renewals of
-    the pod lock its time allowed (one each RENEWAL seconds, under strace)."""
+    check of the pod with the same desired state (both tried again, with the files changed
+    again, when either was not measured: ``_programs``); and, as ``renewals``, the most
+    renewals of the pod lock its time allowed (one each RENEWAL seconds, under strace)."""
     fleet.host_vars(POD, {"files": _files({})})
     result = apply(fleet, "--limit", POD)
     assert result.returncode == 0, result.stdout + result.stderr
     found = {}
     for n in SHAPES:
-        fleet.host_vars(POD, {"files": _files(dict.fromkeys(range(n), f"b{n}"))})
-        probe = Counter(_programs(fleet, lambda: _expect(check(fleet, "--limit", POD), 2)))
-        start = time.monotonic()
-        applied = Counter(_programs(fleet, lambda: apply(fleet, "--limit", POD)))
-        found[n] = applied - probe
+        tried: list[str] = []
+        for attempt in range(4):
+            fleet.host_vars(POD, {"files": _files(dict.fromkeys(range(n), f"b{n}.{attempt}"))})
+            probe = _programs(lambda: check(fleet, "--limit", POD), 2, 1, tried)
+            start = time.monotonic()
+            applied = _programs(lambda: apply(fleet, "--limit", POD), 0, 2, tried)
+            if probe is not None and applied is not None:
+                break
+        assert probe is not None and applied is not None, tried
+        found[n] = Counter(applied) - Counter(probe)
         found[n]["renewals"] = int((time.monotonic() - start) // RENEWAL)
         print(f"fold writing {n} file(s): {found[n].total()} programs: {dict(found[n])}")
     return found
 
 
-class _Exit:
-    """A finished command whose expected exit status reads as 0."""
-
-    def __init__(self, result, expected: int) -> None:
-        self.returncode = 0 if result.returncode == expected else result.returncode
-        self.stdout, self.stderr = result.stdout, result.stderr
-
-
-def _expect(result, expected: int) -> _Exit:
-    return _Exit(result, expected)
-
-
 def test_the_files_are_written(fleet: Fleet, folds):
     text = fleet.out(POD, "cat /root/fold-work/f000.conf /root/fold-work/f199.conf")
-    assert text == "value = b200\nvalue = b200\n"
+    assert text.count("value = b200.") == 2, text
 
 
 def _started(programs: Counter[str]) -> int:
