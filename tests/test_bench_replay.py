@@ -2,7 +2,6 @@
 first apply's on pods restarted since, so the ready marker it writes names the start the pod
 has now."""
 
-import base64
 import hashlib
 import json
 import re
@@ -15,11 +14,14 @@ from podstate.run.bookkeeping import write_command
 
 def test_the_replayed_marker_names_the_pods_start_now_with_its_sum():
     old = json.dumps({"digest": "d", "applied_at": "t", "container": "boot:1"}) + "\n"
-    shell, _ = fold._step(lock.Change(write_command(READY_MARKER, old, True, "644")))
-    replayed = restarted(shell, "boot:2")
-    sha, data = re.search(rf"set -- {READY_MARKER} own 644 (\S+) (\S+)", replayed).groups()
-    text = base64.b64decode(data)
-    assert json.loads(text) == {"digest": "d", "applied_at": "t", "container": "boot:2"}
-    assert sha == hashlib.sha256(text).hexdigest()
-    assert restarted(shell, "boot:1") == shell  # the same start: the same command
+    for shell in (
+        write_command(READY_MARKER, old, True, "644"),  # alone: its content quoted once
+        fold._step(lock.Change(write_command(READY_MARKER, old, True, "644")))[0],  # twice
+    ):
+        replayed = restarted(shell, "boot:2")
+        found = re.search(rf"set -- {READY_MARKER} own 644 (\S+) \S*?=(\{{.*\}}\n)", replayed)
+        sha, text = found[1], found[2].encode()
+        assert json.loads(text) == {"digest": "d", "applied_at": "t", "container": "boot:2"}
+        assert sha == hashlib.sha256(text).hexdigest()
+        assert restarted(shell, "boot:1") == shell  # the same start: the same command
     assert restarted("echo other", "boot:2") == "echo other"

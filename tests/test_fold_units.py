@@ -18,7 +18,8 @@ from podstate.shell import script
 
 
 def test_a_change_is_a_step_with_its_own_time_limit():
-    shell, ttl = fold._step(lock.Change("echo hi", ttl=500))
+    shell, ttl, later = fold._step(lock.Change("echo hi", ttl=500))
+    assert not later
     assert ttl == 500
     assert subprocess.run(["sh", "-c", shell], capture_output=True, text=True).stdout == "hi\n"
     assert fold._step(lock.Change("true"))[1] == settings.COMMAND_TIMEOUT
@@ -28,7 +29,7 @@ def test_a_small_upload_rides_in_its_step_and_a_large_one_or_a_file_or_a_callbac
     tmp_path,
 ):
     dest = tmp_path / "uploaded"
-    shell, _ = fold._step(FileUploadCommand(io.BytesIO(b"a\nb\0c"), str(dest)))
+    shell, *_ = fold._step(FileUploadCommand(io.BytesIO(b"a\nb\0c"), str(dest)))
     subprocess.run(["sh", "-c", shell], stdin=subprocess.DEVNULL, check=True)
     assert dest.read_bytes() == b"a\nb\0c"
     assert oct(dest.stat().st_mode & 0o777) == "0o600"
@@ -185,3 +186,126 @@ def test_file_writes_share_one_copy_of_their_script_and_each_writes_its_file(loc
     alone = fold.Segment("h")  # a segment without a file write defines nothing
     alone.add(fold._step(lock.Change("echo hi"))[0], 5)
     assert b"podstate_write_file" not in alone.payload()
+
+
+def _write(path, content: str, mode: str = "644") -> tuple[str, int, bool]:
+    return fold._step(lock.Change(write_command(str(path), content, True, mode), later=True))
+
+
+def test_writes_are_proved_together_before_the_next_step_that_must_wait_for_them(
+    lock_dir, tmp_path
+):
+    segment = fold.Segment("h")
+    for name in ("a", "b"):
+        segment.add(*_write(tmp_path / name, f"{name}\n"))
+    segment.add(fold._step(lock.Change("echo after"))[0], 5)
+    segment.add(*_write(tmp_path / "c", "c\n", "600"))
+    segment.release = True
+    result = run_segment(segment)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.decode().splitlines() == [
+        f"{fold.MARK} 0",
+        f"{fold.MARK} 1",
+        f"{fold.MARK} ok 0",  # both proved, before the step that is not a write runs
+        f"{fold.MARK} ok 1",
+        f"{fold.MARK} 2",
+        "after",
+        f"{fold.MARK} 3",
+        f"{fold.MARK} ok 2",
+        f"{fold.MARK} ok 3",
+    ]
+    assert oct((tmp_path / "c").stat().st_mode & 0o777) == "0o600"
+    assert not lock_dir.exists()
+    assert (tmp_path / "podstate.lock.proofs").read_text() == ""  # each proof empties it
+
+
+@pytest.mark.parametrize("spoil", ["printf other >{a}", "chmod 600 {a}"])
+def test_a_write_that_does_not_hold_fails_its_own_step_and_no_step_that_waits_runs(
+    lock_dir, tmp_path, spoil
+):
+    segment = fold.Segment("h")
+    segment.add(*_write(tmp_path / "a", "a\n"))
+    segment.add(fold._step(lock.Change(spoil.format(a=tmp_path / "a"), later=True))[0], 5, True)
+    segment.add(fold._step(lock.Change(f"touch {tmp_path}/never"))[0], 5)
+    segment.release = True
+    result = run_segment(segment)
+    assert result.returncode == 1
+    lines = result.stdout.decode().splitlines()
+    assert lines[:2] == [f"{fold.MARK} 0", f"{fold.MARK} 1"]
+    assert lines[2] == f"{fold.MARK} 0"  # the proof's line is step 0's own output
+    why = "does not hold the content" if "printf" in spoil else "does not have mode 644"
+    assert why in lines[3], lines
+    assert lines[4:] == [f"{fold.MARK} ok 1"]
+    assert not (tmp_path / "never").exists()
+    assert not lock_dir.exists()
+
+
+def test_a_failing_step_still_reports_the_writes_before_it_proved(lock_dir, tmp_path):
+    segment = fold.Segment("h")
+    segment.add(*_write(tmp_path / "a", "a\n"))
+    segment.add(fold._step(lock.Change("exit 4", later=True))[0], 5, True)
+    segment.release = True
+    result = run_segment(segment)
+    assert result.returncode == 4
+    assert f"{fold.MARK} ok 0" in result.stdout.decode().splitlines()
+    assert (tmp_path / "a").read_text() == "a\n"
+
+
+def test_a_write_alone_proves_itself(tmp_path):
+    result = subprocess.run(
+        ["sh", "-c", write_command(str(tmp_path / "a"), "a\n", True, "640")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "a").read_text() == "a\n"
+
+
+def test_a_file_written_twice_is_proved_as_its_last_write_left_it(lock_dir, tmp_path):
+    segment = fold.Segment("h")
+    segment.add(*_write(tmp_path / "a", "first\n"))
+    segment.add(*_write(tmp_path / "b", "b\n"))
+    segment.add(*_write(tmp_path / "a", "second\n", "600"))
+    segment.release = True
+    result = run_segment(segment)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [f"{fold.MARK} ok {i}" for i in range(3)] == result.stdout.decode().splitlines()[3:]
+    assert (tmp_path / "a").read_text() == "second\n"
+
+
+def _last(path, content: str) -> tuple[str, int, bool]:
+    write = write_command(str(path), content, True, "644", last=True)
+    return fold._step(lock.Change(write, later=True))
+
+
+def test_the_last_write_is_put_in_place_once_it_and_every_write_before_it_hold(lock_dir, tmp_path):
+    segment = fold.Segment("h")
+    segment.add(*_write(tmp_path / "a", "a\n"))
+    segment.add(*_last(tmp_path / "ready", "ready\n"))
+    segment.release = True
+    result = run_segment(segment)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.decode().splitlines()[2:] == [f"{fold.MARK} ok 0", f"{fold.MARK} ok 1"]
+    assert (tmp_path / "ready").read_text() == "ready\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if "ready" in p.name) == ["ready"]
+
+
+def test_the_last_write_is_not_put_in_place_when_a_write_before_it_does_not_hold(
+    lock_dir, tmp_path
+):
+    segment = fold.Segment("h")
+    segment.add(*_write(tmp_path / "a", "a\n"))
+    spoil = f"printf other >{tmp_path / 'a'}"
+    segment.add(fold._step(lock.Change(spoil, later=True))[0], 5, True)
+    segment.add(*_last(tmp_path / "ready", "ready\n"))
+    segment.release = True
+    result = run_segment(segment)
+    assert result.returncode == 1
+    out = result.stdout.decode()
+    assert "does not hold the content podstate wrote" in out
+    assert f"{fold.MARK} 2\npodstate: {tmp_path / 'ready'}: not written" in out
+    assert f"{fold.MARK} ok 2" not in out and f"{fold.MARK} ok 1" in out
+    assert not [p.name for p in tmp_path.iterdir() if "ready" in p.name]  # nor its copy
+    alone = subprocess.run(  # outside a fold, a last write is one like any other
+        ["sh", "-c", write_command(str(tmp_path / "ready"), "r\n", True, "644", last=True)]
+    )
+    assert alone.returncode == 0 and (tmp_path / "ready").read_text() == "r\n"

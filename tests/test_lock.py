@@ -92,6 +92,42 @@ STARTS = [
 ]
 
 
+def test_the_locks_clock_asks_date_once_and_keeps_the_boots_time_beside_the_lock(tmp_path):
+    """The lock's clock is the time since boot plus the boot's time, which date(1) gives once
+    and the lock keeps with the boot's id (LOCK.clock); a kept time of another boot, or one
+    cut short, is not used. Each take here writes ``now`` to a file, as the lock reads it."""
+    calls = tmp_path / "date-calls"
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    real = shutil.which("date")
+    (fake / "date").write_text(f'#!/bin/sh\necho called >>{calls}\nexec {real} "$@"\n')
+    (fake / "date").chmod(0o755)
+    env = {"PATH": f"{fake}:{os.environ['PATH']}"}
+    path = tmp_path / "podstate.lock"
+    clock = Path(f"{path}.clock")
+
+    def take() -> int:
+        done = lock_run(path, "t", 'echo "$now" >"$D/now"', env={**env, "D": str(tmp_path)})
+        _, err = done.communicate(timeout=30)
+        assert done.returncode == 0, err
+        read = int((tmp_path / "now").read_text())
+        assert abs(read - time.time()) <= 2, read
+        return len(calls.read_text().splitlines()) if calls.exists() else 0
+
+    assert take() == 1
+    boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert clock.read_text().split()[0] == boot_id
+    assert clock.read_text().endswith(" .\n")
+    assert take() == 1  # kept: no date
+    assert take() == 1
+    words = clock.read_text().split()
+    for spoiled in (f"another-boot {' '.join(words[1:])}\n", " ".join(words[:3]) + "\n"):
+        clock.write_text(spoiled)
+        before = len(calls.read_text().splitlines())
+        assert take() == before + 1  # not used: date again, and kept again
+        assert clock.read_text().split()[0] == boot_id
+
+
 def test_many_takers_of_one_lock_never_hold_it_at_once(tmp_path):
     for n in range(ROUNDS):
         directory = tmp_path / f"round{n}"

@@ -147,11 +147,12 @@ def pod_work_table(found: dict[str, Any] | None) -> list[str]:
                 lines.append(f"- {pod}, {name}: {shown}.")
     return lines + [
         "",
-        "Of a fold's programs, the pod lock's are scripts/lock.sh's: its `sh`, a `date` at "
-        "each reading of the time (the take, and each step's renewal), a `flock` for each "
-        "of its atomic moments, the `rm` and `mkdir` of taking it; each file a fold writes "
-        "costs a `base64`, an `mv`, a `sha256sum` and, for podstate's own files, a `stat` "
-        "(the write proving itself).",
+        "Of a fold's programs, the pod lock's are scripts/lock.sh's: a `flock` to take it "
+        "(and one for each renewal, every 10 s at most), its `mkdir` and the `rm` that "
+        "releases it; its clock starts none (the boot's time is kept beside the lock). Each "
+        "file a fold writes costs its `mv`: the content rides in the payload as it is, and "
+        "the writes prove themselves together, one `sha256sum` and one `stat` for all before "
+        "each step that waits for them and at the end.",
         "",
     ]
 

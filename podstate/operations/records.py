@@ -5,6 +5,7 @@ and proved on the pod, and the plan of both writes an apply or uninstall makes o
 from __future__ import annotations
 
 import posixpath
+import shlex
 from collections.abc import Callable
 from typing import Any
 
@@ -15,33 +16,51 @@ from podstate.facts import made, record_id
 from podstate.facts.made import Entry
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import findings
+from podstate.run.bookkeeping import content_word, plain
 from podstate.run.lock import changing
 from podstate.shell import b64, quote_path
 
 
 def record_command(path: str, content: str, private: bool, append: bool, head: str | None) -> str:
     """Return sh that writes a record (``write_record``, whose arguments these are) in one
-    rename, and proves it: short, since the apply's one command holds every change."""
+    rename, and proves it: short, since the apply's one command holds every change, and
+    starting no program but the rename where it can (the fold proves a whole record with its
+    other writes: scripts/fold_proof.sh; a directory there already is not made again)."""
     directory, q = quote_path(path.rsplit("/", 1)[0]), quote_path(path)
     make = (  # -m sets the mode of a directory it makes alone: chmod tightens one there
-        f"mkdir -p -m 700 -- {directory} && {{ [ -L {directory} ] || chmod 700 -- {directory}; }}"
+        f"{{ [ -d {directory} ] || {{ mkdir -p -m 700 -- {directory} &&"
+        f" {{ [ -L {directory} ] || chmod 700 -- {directory}; }}; }}; }}"
         if private
-        else f"mkdir -p -- {directory}"
+        else f"{{ [ -d {directory} ] || mkdir -p -- {directory}; }}"
     )
     if not append:
+        sums = made.sums(content)
         return (
-            f"{make} && (umask 077 && printf %s {b64(content)} | base64 -d >{q}.part) && "
-            f'mv -f -- {q}.part {q} && [ "$(sha256sum <{q})" = "{made.sums(content)}  -" ]'
+            f"{make} && (umask 077 && w={content_word(content)} && case $w in =*) printf %s"
+            f' "${{w#=}}" ;; *) printf %s "$w" | base64 -d ;; esac >{q}.part) &&'
+            f" mv -f -- {q}.part {q} && {{ podstate_later {q} {sums} - 2>/dev/null ||"
+            f' [ "$(sha256sum <{q})" = "{sums}  -" ]; }}'
         )
-    # the record as it is (or with ``head`` for its first two lines), then the lines:
-    # proved by the lines at its end
-    old = (
-        f"cat -- {q}" if head is None else f"printf %s {b64(head)} | base64 -d && tail -n +3 -- {q}"
-    )
+    if not plain(content + (head or "")):  # bytes a shell word cannot hold: decoded
+        old = (
+            f"cat -- {q}"
+            if head is None
+            else f"printf %s {b64(head)} | base64 -d && tail -n +3 -- {q}"
+        )
+        return (
+            f"{make} && (umask 077 && {{ {old} && printf %s {b64(content)} | base64 -d;"
+            f' }} >{q}.part) && mv -f -- {q}.part {q} && [ "$(tail -c {len(content.encode())}'
+            f' -- {q} | sha256sum)" = "{made.sums(content)}  -" ]'
+        )
+    # the record as it is (or with ``head`` for its first two lines), then the lines, read
+    # and written by the shell: proved by reading it back whole
+    nl, skip = "nl='\n'", 2 if head is not None else 0
     return (
-        f"{make} && (umask 077 && {{ {old} && printf %s {b64(content)} | base64 -d;"
-        f' }} >{q}.part) && mv -f -- {q}.part {q} && [ "$(tail -c {len(content.encode())}'
-        f' -- {q} | sha256sum)" = "{made.sums(content)}  -" ]'
+        f'{make} && {{ {nl}; r={shlex.quote(head or "")} n=0; while IFS= read -r l || [ -n "$l" ];'
+        f' do n=$((n + 1)); [ "$n" -le {skip} ] || r="$r$l$nl"; done <{q}; }} &&'
+        f' r="$r"{shlex.quote(content)} && (umask 077 && printf %s "$r" >{q}.part) &&'
+        f" mv -f -- {q}.part {q} && {{ b=''; while IFS= read -r l; do b=\"$b$l$nl\"; done"
+        f' <{q}; [ "$b" = "$r" ]; }}'
     )
 
 
@@ -73,7 +92,7 @@ def write_record(
     if current == content or (append and not content and head is None):
         host.noop(f"{path} is up to date")
         return
-    yield changing(record_command(path, content, private, append, head))
+    yield changing(record_command(path, content, private, append, head), later=True)
 
 
 @operation()

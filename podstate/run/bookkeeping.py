@@ -31,14 +31,20 @@ WRITE_FILE = script("write_file.sh")
 
 
 def write_command(
-    path: str, content: str, own: bool, mode: str, was: str | None = None, owner: str | None = None
+    path: str,
+    content: str,
+    own: bool,
+    mode: str,
+    was: str | None = None,
+    owner: str | None = None,
+    last: bool = False,
 ) -> str:
     """Return a sh command that replaces ``path`` with ``content`` in one rename, and proves it.
 
     Its exit status is 0 only if every step succeeded and the path then reads back with the
     content (and, for a file podstate owns, the mode); see scripts/write_file.sh. The
-    content travels base64-encoded, so no byte of it is ever seen by a shell. It runs in a
-    subshell of the shell that runs it, which starts no shell of its own.
+    content travels as one word (``content_word``), never read by a shell as code. It runs
+    in a subshell of the shell that runs it, which starts no shell of its own.
 
     A file the user owns (not ``own``) is an edit of ``was``, the content the probe read
     (None: no file was there), and is refused, left as it is, if the file no longer holds
@@ -46,19 +52,41 @@ def write_command(
     that (RunPod's start script appends its ~/.bashrc line after sshd answers). With
     ``owner`` (``UID:GID``), the user's file gets ``mode`` and ``owner`` instead of keeping
     the old file's, proved after the write: a file podstate wrote over, put back as it was.
+    A file podstate owns written ``last`` is put in place, in a fold, only once it and every
+    write before it are proved: the ready marker.
     """
     arguments = [
         quote_path(path),
-        "own" if own else "edit",
+        ("last" if last else "own") if own else "edit",
         mode,
         _sha256(content),
-        b64(content),
+        content_word(content),
     ]
     if not own:
         arguments.append("absent" if was is None else _sha256(was))
         if owner:
             arguments.append(shlex.quote(owner))
     return f"(set -- {' '.join(arguments)}\n{WRITE_FILE})"
+
+
+def content_word(text: str) -> str:
+    """Return ``text`` as one sh word that is "=" and ``text`` itself, quoted, where the text
+    has no byte a shell word cannot hold (``plain``) and that is no longer than its base64
+    (or 64 bytes): so a write decodes nothing; else ``text``'s base64. A command that holds
+    it is never longer than with its base64 but for those 64 bytes (``podstate.pod.fits``)."""
+    encoded = b64(text)
+    quoted = shlex.quote("=" + text)
+    return quoted if plain(text) and len(quoted) <= max(len(encoded), 64) else encoded
+
+
+def plain(text: str) -> bool:
+    """Return whether ``text`` can be a shell word as it is: no NUL, and UTF-8 (no bytes
+    that are not, which travel as surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\0" not in text
 
 
 def _sha256(text: str) -> str:
@@ -126,7 +154,7 @@ def managed_file(path: str, content: str, found: FileInfo, own: bool, mode: str 
         return
     if found.content != content:
         findings.record_diff(path, found.content, content)
-    yield changing(write_command(path, content, own, mode, found.content))
+    yield changing(write_command(path, content, own, mode, found.content), later=True)
 
 
 def owned_file(
@@ -189,10 +217,10 @@ def mark_ready(marker: tuple[str, str], record: tuple[str, str] | None):
 
         mark_ready(name="Ready marker", marker=(MARKER, text), record=(RECORD, text))
     """
-    commands = [write_command(*marker, own=True, mode="644")]
+    commands = [write_command(*marker, own=True, mode="644", last=True)]
     if record:
         commands.append(write_command(*record, own=True, mode="600"))
-    yield changing(" && ".join(commands))
+    yield changing(" && ".join(commands), later=True)  # the marker: once all is proved
 
 
 def tmpfs_options(size: int, mode: str | None = None) -> str:

@@ -48,6 +48,7 @@ SHARED = {
     script("write_file.sh"): "podstate_write_file",
     script("made_proof.sh"): "podstate_made_proof",
 }
+PROOF = script("fold_proof.sh")  # podstate_later and podstate_prove, for every segment
 UPLOAD_MAX = 32_768  # bytes of a file sent in the steps' shell (as one base64 word)
 CHUNK = 32_768  # bytes of the payload sent at a time
 END = f": {MARK} end"  # the payload's last line: the reader runs nothing without it
@@ -72,10 +73,14 @@ class Segment:
     done: set[int] = field(default_factory=set)
     output: dict[int, execute.Lines] = field(default_factory=dict)  # -1: before any step
 
-    def add(self, shell: str, ttl: int) -> None:
-        """Add a step: its shell and its time limit."""
+    later: list[bool] = field(default_factory=list)
+
+    def add(self, shell: str, ttl: int, later: bool = False) -> None:
+        """Add a step: its shell, its time limit, and whether it may run before the writes of
+        the steps before it are proved (``lock.Change.later``)."""
         self.steps.append(shell)
         self.ttls.append(ttl)
+        self.later.append(later)
 
     @property
     def timeout(self) -> int:
@@ -86,41 +91,53 @@ class Segment:
         """Return the segment's command line: ``READER`` under the pod lock (taken, or
         ``held`` by this run already; ``seen``: see ``lock.guarded``). Its size does not
         depend on the steps, which travel on stdin (``payload``)."""
-        return lock.guarded(READER, self.ttls[0], self.release, held, seen)
+        return lock.guarded(READER, self.ttls[0], self.release, held, seen, inline=True)
 
     def payload(self) -> bytes:
         """Return the steps' shell, for the command's stdin: each step in turn, which renews
         the lock for its own time limit (as it would, run alone), and which a step finding
         it lost stops at; then ``END``, without which ``READER`` runs none of it (a
         connection lost while it was sent). Each step's output follows its marker line,
-        stderr and stdout in one stream, in order."""
-        body = [f"m={MARK}", 'step() { echo "$m $1"; renew "$2"; }']
+        stderr and stdout in one stream, in order.
+
+        The files the steps write are proved together (scripts/fold_proof.sh), before each
+        step that is not ``later`` and at the end; a step is reported done (``ok``) once its
+        writes are proved. A step that fails ends the segment once those before it are."""
+        body = [
+            f"m={MARK} podstate_steps='' podstate_list=$L.proofs",
+            '{ : >"$podstate_list" && : >"$podstate_list.last"; } 2>/dev/null ||',
+            "podstate_list=",  # none: each write proves itself
+            PROOF,
+            'step() { echo "$m $1"; podstate_i=$1; renew "$2"; }',
+        ]
         body += [
             f"{name}() {{\n{shared}\n}}"
             for shared, name in SHARED.items()
             if any(name in step for step in self.steps)
         ]
         for i, (step, ttl) in enumerate(zip(self.steps, self.ttls, strict=True)):
+            if not self.later[i]:
+                body.append("podstate_prove || exit 1")
             body += [
-                f"step {i} {ttl + lock.MARGIN} || exit 75",
+                f"step {i} {ttl + lock.MARGIN} || {{ podstate_prove; exit 75; }}",
                 step,
-                'r=$?; [ "$r" -eq 0 ] || exit "$r"',
-                f'echo "$m ok {i}"',
+                'r=$?; [ "$r" -eq 0 ] || { podstate_prove; exit "$r"; }',
+                f'podstate_steps="$podstate_steps {i}"',
             ]
-        body.append(END)
+        body += ["podstate_prove || exit 1", END]
         return "\n".join(body).encode("utf-8", "surrogateescape") + b"\n"
 
 
-def _step(command: PyinfraCommand) -> tuple[str, int] | None:
-    """Return the shell and the time limit of ``command`` as a step of a segment; None if a
-    segment cannot hold it. A small upload's data rides in its shell, base64-encoded: on
+def _step(command: PyinfraCommand) -> tuple[str, int, bool] | None:
+    """Return the shell, the time limit and ``later`` of ``command`` as a step of a segment;
+    None if a segment cannot hold it. A small upload's data rides in its shell, base64-encoded: on
     the command's stdin, never on a command line."""
     if isinstance(command, lock.Change):
         inner = command.inner
         for shared, name in SHARED.items():
             inner = inner.replace(shared, f'{name} "$@"')
         shell = f"(set --; eval {shlex.quote(inner)}) </dev/null"
-        return shell, command.ttl or settings.COMMAND_TIMEOUT
+        return shell, command.ttl or settings.COMMAND_TIMEOUT, command.later
     if (
         isinstance(command, FileUploadCommand)
         and isinstance(command.src, io.BytesIO)
@@ -129,7 +146,7 @@ def _step(command: PyinfraCommand) -> tuple[str, int] | None:
         dest = shlex.quote(command.dest)
         data = base64.b64encode(command.src.getvalue()).decode()
         shell = f"(umask 077 && printf %s {data} | base64 -d >{dest})"
-        return shell, settings.COMMAND_TIMEOUT
+        return shell, settings.COMMAND_TIMEOUT, False
     return None
 
 

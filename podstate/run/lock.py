@@ -43,9 +43,13 @@ class Raw(str):
     hook's ``"$podstate_token"``."""
 
 
-def _lock(*args: str | int) -> str:
-    """Return the sh command that runs scripts/lock.sh with ``args``, each quoted unless Raw."""
+def _lock(*args: str | int, inline: bool = False) -> str:
+    """Return the sh command that runs scripts/lock.sh with ``args``, each quoted unless Raw:
+    in a shell of its own, or ``inline``, in a subshell of the sh that runs the command (one
+    program fewer; only where that shell is sh, as pyinfra's wrapper is)."""
     words = [a if isinstance(a, Raw) else shlex.quote(str(a)) for a in args]
+    if inline:  # the options a shell of its own would start with, whatever the caller's
+        return f"(set +Cefu -- {' '.join(words)}\n{script('lock.sh')}\n)"
     return " ".join(["sh -c", shlex.quote(script("lock.sh")), "lock", *words])
 
 
@@ -63,6 +67,7 @@ def guarded(
     token: str = TOKEN,
     owner: str = OWNER,
     wait: int | None = None,
+    inline: bool = False,
 ) -> str:
     """Return ``command`` run under this run's lock (or under ``token``'s, named ``owner``,
     for a taker that is not this run: the boot hook).
@@ -75,7 +80,8 @@ def guarded(
     renews it until the run's connection closes. One that fails releases it at once; with
     ``release``, so does one that succeeds (the run's last command). ``command`` runs in a
     subshell of its own, outside any ``||`` or ``if``, so a ``set -e`` in it works.
-    ``wait`` is how long another run's lock is waited for (default ``PODSTATE_LOCK_WAIT``).
+    ``wait`` is how long another run's lock is waited for (default ``PODSTATE_LOCK_WAIT``);
+    ``inline``: see ``_lock``.
     """
     ttl = (ttl or settings.COMMAND_TIMEOUT) + MARGIN
     return _lock(
@@ -90,6 +96,7 @@ def guarded(
         "release" if release else "keep",
         seen,
         command,
+        inline=inline,
     )
 
 
@@ -131,16 +138,19 @@ class Change(StringCommand):
 
     It keeps the command itself (``inner``) and its time limit (``ttl``, None: the default),
     so that ``podstate.run.fold`` can run it with the pod's other changes in one command, and a
-    callback can run it with ``command_for``.
+    callback can run it with ``command_for``. A ``later`` change (a file write) may run in a
+    fold before the writes of the changes before it are proved (they are proved together).
     """
 
-    def __init__(self, inner: str, ttl: int | None = None) -> None:
+    def __init__(self, inner: str, ttl: int | None = None, later: bool = False) -> None:
         super().__init__(guarded(inner, ttl))
         self.inner = inner
         self.ttl = ttl
+        self.later = later
 
 
-def changing(command: str, ttl: int | None = None) -> Change:
-    """Return ``command`` under the run's pod lock, and remember to release it at the end."""
+def changing(command: str, ttl: int | None = None, later: bool = False) -> Change:
+    """Return ``command`` under the run's pod lock (``later``: see ``Change``), and remember
+    to release it at the end."""
     findings.of(host).locked = True
-    return Change(command, ttl)
+    return Change(command, ttl, later)

@@ -3,8 +3,10 @@
 # (for messages) and expires (seconds since the epoch); LOCK.gen counts its takes. Every read
 # and write of them happens under flock(1) on LOCK.mutex, held for that moment only: here,
 # exclusive, so taking it, taking over an expired one, renewing and releasing are each
-# atomic, whatever the number of contenders; in the probe (podstate/facts/lock.py), shared,
-# so a reader never meets expires halfway through a rewrite.
+# atomic, whatever the number of contenders (but for the release of a lock that the same
+# command took to release, which no other run may touch before it expires); in the probe
+# (podstate/facts/lock.py), shared, so a reader never meets expires halfway through a
+# rewrite.
 #
 # Usage: sh -c "$(cat lock.sh)" lock run LOCK TOKEN OWNER MODE TTL WAIT GRACE END SEEN COMMAND
 #   MODE take: take LOCK for TOKEN, or find that TOKEN holds it. Another run's lock is waited
@@ -26,13 +28,15 @@
 # Usage: sh -c "$(cat lock.sh)" lock release LOCK TOKEN
 #   Release LOCK if, and only if, TOKEN holds it.
 #
-# The clock is the time since boot (/proc/uptime) plus the boot's time, which date(1) gives
-# once: renewing starts no program but flock, and a step whose lock this run made valid for
-# long enough already starts none.
+# The clock is the shell's own where it has one ($EPOCHSECONDS: bash); else the time since
+# boot (/proc/uptime) plus the boot's time, which date(1) gives once an hour, kept in
+# LOCK.clock with the boot's id: taking and renewing start no program but flock, and a step
+# whose lock this run made valid for long enough already starts none. The lock runs in a
+# subshell of the command's sh (podstate.run.lock.guarded, inline) or in a shell of its own.
 # shellcheck disable=SC2317 # functions run by mutex()
 job=$1 L=$2 token=$3
 M=$L.mutex
-boot='' mine=0
+boot='' mine=0 took=
 
 mutex() { # mutex SECONDS FUNCTION [ARG]: FUNCTION's status, run holding LOCK's mutex; 76: busy
     w=$1
@@ -44,6 +48,11 @@ mutex() { # mutex SECONDS FUNCTION [ARG]: FUNCTION's status, run holding LOCK's 
 }
 
 clock() { # set now: seconds since the epoch
+    # shellcheck disable=SC3028 # a shell that has it (bash) starts no program
+    if [ -n "${BASH_VERSION-}" ] && [ -n "${EPOCHSECONDS-}" ]; then
+        now=$EPOCHSECONDS
+        return
+    fi
     up=''
     { read -r up _ </proc/uptime; } 2>/dev/null
     case $up in
@@ -56,15 +65,33 @@ clock() { # set now: seconds since the epoch
         return
     fi
     up=$((${up%.*} * 100 + 1${up#*.} - 100)) # hundredths since boot (two decimals)
-    if [ -z "$boot" ]; then                  # the boot's time, in hundredths since the epoch
-        d=$(date +%s.%N)
-        case ${d#*.} in
-        [0-9][0-9]*) f=${d#*.} f=${f%"${f#??}"} ;;
-        *) f=00 ;;
-        esac
-        boot=$((${d%.*} * 100 + 1$f - 100 - up))
-    fi
+    [ -n "$boot" ] || boot_time
     now=$(((boot + up) / 100))
+}
+
+boot_time() { # set boot: the boot's time, in hundredths since the epoch. From LOCK.clock if
+    # this boot's id wrote it within the hour (so that a clock set since is followed); else
+    # from date(1), kept there: a lock's time costs no program
+    id='' i='' b='' at='' z=''
+    { read -r id </proc/sys/kernel/random/boot_id; } 2>/dev/null
+    { read -r i b at z <"$L.clock"; } 2>/dev/null
+    case $b:$at in
+    *[!0-9:]* | :* | *:) ;;
+    *)
+        if [ "$z" = . ] && [ -n "$id" ] && [ "$i" = "$id" ] && [ "$up" -ge "$at" ] &&
+            [ $((up - at)) -lt 360000 ]; then
+            boot=$b
+            return
+        fi
+        ;;
+    esac
+    d=$(date +%s.%N)
+    case ${d#*.} in
+    [0-9][0-9]*) f=${d#*.} f=${f%"${f#??}"} ;;
+    *) f=00 ;;
+    esac
+    boot=$((${d%.*} * 100 + 1$f - 100 - up))
+    [ -z "$id" ] || { echo "$id $boot $up ." >"$L.clock"; } 2>/dev/null
 }
 
 readlock() { # set t (LOCK's token) and e (when it expires)
@@ -73,7 +100,9 @@ readlock() { # set t (LOCK's token) and e (when it expires)
     { read -r e <"$L/expires"; } 2>/dev/null
     case $e in
     '' | *[!0-9]*) # never written (a run killed while taking it): 60 s after it was made
-        e=$(($(stat -c %Y "$L" 2>/dev/null || echo 0) + 60)) ;;
+        e=0
+        [ ! -d "$L" ] || e=$(($(stat -c %Y "$L" 2>/dev/null || echo 0) + 60))
+        ;;
     esac
 }
 
@@ -205,7 +234,7 @@ else
         r=$?
         [ "$r" -eq 3 ] && mine=$((now + ttl)) && break
         if [ "$r" -eq 0 ]; then
-            mine=$((now + ttl))
+            mine=$((now + ttl)) took=$end
             if [ "$end" = keep ]; then # with no descriptor of the session's left open
                 connection
                 (
@@ -233,7 +262,12 @@ fi
     eval "$command"
 )
 rc=$?
-if [ "$rc" -ne 0 ] || [ "$end" = release ]; then
+if [ "$took" = release ] && clock && [ $((mine - now)) -gt 5 ]; then
+    # Taken by this command to be released by it: no keeper renews it, and it stays valid
+    # for seconds more (mine: as the take left it; the steps' renewals only add), so no
+    # other run may take it over meanwhile; a reader that meets it half removed finds it held.
+    release_ours
+elif [ "$rc" -ne 0 ] || [ "$end" = release ]; then
     mutex "$wait" release_ours
 else
     mutex "$wait" settle_ours "$grace"

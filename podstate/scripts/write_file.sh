@@ -1,8 +1,11 @@
 #!/bin/sh
 # Replace a file's whole content atomically, then prove on the pod that it holds it.
-# Usage: (set -- PATH HOW MODE SHA256 CONTENT_BASE64 [WAS [OWNER]]; <this script>): a
-# subshell of the caller's shell, not a shell of its own (podstate.run.bookkeeping.write_command).
+# Usage: (set -- PATH HOW MODE SHA256 CONTENT [WAS [OWNER]]; <this script>): a subshell of
+# the caller's shell, not a shell of its own (podstate.run.bookkeeping.write_command).
+# CONTENT is "=" and the bytes themselves, or their base64 (which never starts with "=").
 #   HOW=own   podstate owns PATH: a regular file of MODE; anything else there is refused.
+#   HOW=last  as own; in a fold, PATH is put in place only once the file and every write
+#             before it in the fold are proved (the ready marker: scripts/fold_proof.sh).
 #   HOW=edit  the user owns PATH: a symbolic link is followed and its target replaced in its
 #             own directory (the link stays); an existing file keeps its mode and owner;
 #             MODE is for a file that does not exist yet. WAS is the SHA256 of the content
@@ -15,7 +18,8 @@
 #             the old file's: a user's file put back as it was.
 # Exit status 0 only when every step succeeded and PATH reads back with SHA256 (and, for
 # HOW=own, MODE; with OWNER, MODE and OWNER); otherwise one line on stderr saying what is
-# wrong. Each step is checked on its own: no `set -e`, which a caller's `&&` would switch off.
+# wrong. In a fold (podstate.run.fold), a file podstate owns is proved with the fold's
+# other writes instead, in one pass (scripts/fold_proof.sh: podstate_later lists it). Each step is checked on its own: no `set -e`, which a caller's `&&` would switch off.
 path=$1 how=$2 mode=$3 sum=$4
 fail() {
     echo "podstate: $path: $*" >&2
@@ -54,13 +58,19 @@ until tmp=$dir/.${target##*/}.podstate.$$.$i && (umask "$u" && set -C && : >"$tm
     i=$((i + 1))
 done
 trap 'rm -f -- "$tmp"' EXIT
-printf %s "$5" | base64 -d >"$tmp" || exit 1
+case $5 in
+=*) printf %s "${5#=}" >"$tmp" ;;
+*) printf %s "$5" | base64 -d >"$tmp" ;;
+esac || exit 1
 [ -z "$owner" ] || chown "$owner" -- "$tmp" || exit 1 # before chmod, which it may undo
 [ -z "$k" ] || chmod "$mode" -- "$tmp" || exit 1
 changed() {
     fail "changed since podstate read it (another program wrote it); it is left as it is: run apply again, which edits it as it is then"
 }
-if [ "$how" = own ]; then
+if [ "$how" = last ] && podstate_later "$path" "$sum" "$mode" "$tmp" 2>/dev/null; then
+    trap - EXIT # put in place once it and every write before it in the fold are proved
+    exit 0
+elif [ "$how" != edit ]; then
     mv -f -- "$tmp" "$target" || exit 1
 elif [ "$6" = absent ]; then
     # creates it only where nothing is (mv where the filesystem has no hard links)
@@ -86,7 +96,9 @@ else
 fi
 trap - EXIT
 [ -f "$path" ] || fail "is not a regular file after the write"
-[ "$(sha256sum <"$path")" = "$sum  -" ] || fail "does not hold the content podstate wrote"
-[ "$how" = edit ] || [ "$(stat -c %a -- "$path")" = "$mode" ] || fail "does not have mode $mode after the write"
-[ -z "${7-}" ] || [ "$(stat -c '%a %u:%g' -- "$target")" = "$mode $7" ] ||
-    fail "does not have mode $mode and owner $7 after the write"
+if [ "$how" != own ] || ! podstate_later "$path" "$sum" "$mode" 2>/dev/null; then
+    [ "$(sha256sum <"$path")" = "$sum  -" ] || fail "does not hold the content podstate wrote"
+    [ "$how" = edit ] || [ "$(stat -c %a -- "$path")" = "$mode" ] || fail "does not have mode $mode after the write"
+    [ -z "${7-}" ] || [ "$(stat -c '%a %u:%g' -- "$target")" = "$mode $7" ] ||
+        fail "does not have mode $mode and owner $7 after the write"
+fi

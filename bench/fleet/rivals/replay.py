@@ -37,9 +37,11 @@ from podstate.paths import READY_MARKER
 RECORDER = ROOT / "bench" / "record"
 # The lock's arguments before ``seen`` (scripts/lock.sh: MODE TTL WAIT GRACE END SEEN).
 _SEEN = re.compile(r"( take \d+ \d+ \d+ (?:release|keep) )(\S+) ")
-# The ready marker's write (bookkeeping.write_command): its mode, sha256 and base64 content.
+# The ready marker's write (bookkeeping.write_command): its mode, sha256 and content, which
+# is base64 or, quoted (once, or again inside a fold's step), "=" and the JSON itself.
 _MARKER = re.compile(
-    rf"(set -- {re.escape(READY_MARKER)} own \d+ )([0-9a-f]{{64}}) ([A-Za-z0-9+/=]+)"
+    rf"(set -- {re.escape(READY_MARKER)} (?:own|last) \d+ )([0-9a-f]{{64}}) "
+    r"""(?:([A-Za-z0-9+/=]+)|('(?:"'"')?=)(\{[^'\n]*\}\n))"""
 )
 
 
@@ -95,9 +97,10 @@ def restarted(command: str, container: str | None) -> str:
     ``container`` (see the module docstring), its sum to match."""
 
     def swap(found: re.Match[str]) -> str:
-        fields = json.loads(base64.b64decode(found[3]))
+        fields = json.loads(base64.b64decode(found[3]) if found[3] else found[5])
         text = (json.dumps({**fields, "container": container}) + "\n").encode()
-        return f"{found[1]}{hashlib.sha256(text).hexdigest()} {base64.b64encode(text).decode()}"
+        word = base64.b64encode(text).decode() if found[3] else found[4] + text.decode()
+        return f"{found[1]}{hashlib.sha256(text).hexdigest()} {word}"
 
     return _MARKER.sub(swap, command)
 
