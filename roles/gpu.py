@@ -14,6 +14,7 @@ import fnmatch
 from typing import Any
 
 from podstate.facts.gpu import GPU_FIELDS, GpuDevice, GpuState
+from podstate.facts.probe import Probe
 from podstate.facts.request import Request
 from podstate.run import findings
 from podstate.run.role import role
@@ -167,7 +168,7 @@ def check(wanted: dict[str, Any], gpu: GpuState) -> list[tuple[str, str]]:
 
 
 @role("GPU", reads)
-def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
+def apply(wanted: dict[str, Any], probe: Probe) -> None:
     """Record a violation for each unmet GPU requirement, and for an unreadable GPU state."""
-    for finding, message in check(wanted.get("gpu") or {}, probe["gpu"]):
+    for finding, message in check(wanted.get("gpu") or {}, probe.gpu):
         findings.violation(message, finding)

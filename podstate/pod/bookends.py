@@ -16,6 +16,7 @@ from typing import Any
 
 from pyinfra import host, state
 
+from podstate.facts.probe import Probe
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.pyinfra_api.verify import verify
 from podstate.run import bookkeeping, findings
@@ -46,7 +47,7 @@ def start() -> None:
     pyinfra_plan.bookend(host, first=first, last=[])
 
 
-def finish(wanted: dict[str, Any], probe: dict[str, Any] | None) -> None:
+def finish(wanted: dict[str, Any], probe: Probe | None) -> None:
     """Add, after every deploy file's operations, the ready marker (from ``probe``; None:
     the pod is not converged, so no marker), the release and the report (which honours the
     desired state's waivers)."""
