@@ -80,7 +80,7 @@ def has_room(probe: Probe, wanted: dict[str, Any] | None = None) -> bool:
     cannot be read is unknown, not enough: the same, with a violation that says so.
     """
     free, size = probe.disk_free, probe.disk_size
-    if free is None:
+    if free is None or size is None:  # one reading: both or neither
         findings.violation(
             "the free space of the container disk (/) cannot be read (`stat -f /` failed on "
             "the pod), so whether it has room for this run's changes is unknown; podstate "

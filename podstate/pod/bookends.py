@@ -26,7 +26,7 @@ _FIRST: dict[str, list[str]] = {}  # each pod's first operations, from start() t
 
 def _add(*ops: tuple[Any, str, dict[str, Any]]) -> list[str]:
     """Add ``ops`` (operation, name, arguments) for the current pod; return their hashes."""
-    hashes = []
+    hashes: list[str] = []
     for add_op, name, args in ops:
         before = pyinfra_plan.op_hashes(state, host)
         add_op(name=name, **args)

@@ -72,7 +72,8 @@ def role(
         def call(*args: Any, **kwargs: Any) -> R | None:
             before = pyinfra_plan.op_hashes(state, host)
             try:
-                return deployed(*args, **kwargs)
+                # pyinfra's deploy returns the function's value, typed as an operation's
+                return deployed(*args, **kwargs)  # type: ignore[return-value]
             finally:
                 found = findings.of(host)
                 found.roles.setdefault(name, None)

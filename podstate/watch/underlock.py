@@ -67,7 +67,8 @@ class _Failed(BaseStateCallback):
 
     why: str | None = None
 
-    def host_connect_error(self, state: Any, host: Any, error: Any) -> None:  # pyinfra's API
+    # pyinfra's API: declared static, called on the instance
+    def host_connect_error(self, state: Any, host: Any, error: Any) -> None:  # type: ignore[override]
         self.why = str(error)
 
 
