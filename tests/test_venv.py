@@ -307,13 +307,13 @@ def _local_venv(tmp_path: Path, **changes) -> venv_ops.Venv:
         "find_links": [],
         "no_index": True,
     }
-    python = {"executable": "/usr/bin/python3", "version": "3"}
+    python = Python("/usr/bin/python3", "3", ensurepip=True)
     digest, record = fingerprint(spec, python)
     values = {
         "path": spec["path"],
         "fingerprint": digest,
         "record": record,
-        "python": python["executable"],
+        "python": python.executable,
         "installer": "uv",
         "requirements": "",
         "index_args": ["--no-index"],
