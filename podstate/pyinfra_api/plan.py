@@ -43,11 +43,8 @@ def op_name(state: State, op_hash: str) -> str:
 
 
 def current_op(host: Host) -> str:
-    """Return the hash of the operation being planned or run on ``host`` (called only from
-    inside one: RuntimeError elsewhere)."""
-    if host.current_op_hash is None:
-        raise RuntimeError("no operation is being planned or run on this host")
-    return host.current_op_hash
+    """Return the hash of the operation being planned or run on ``host`` ("" outside one)."""
+    return host.current_op_hash or ""
 
 
 def current_host_data() -> Any | None:
