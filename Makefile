@@ -42,6 +42,7 @@ demo: deps venv
 
 test: deps venv
 	$(BIN)/ruff check .
+	$(BIN)/mypy podstate roles
 	shellcheck podstate/scripts/*.sh
 	$(BIN)/pytest
 
@@ -60,6 +61,7 @@ pyinfra-compat:
 
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/mypy podstate roles
 	shellcheck podstate/scripts/*.sh
 	$(BIN)/ruff format --check .
 

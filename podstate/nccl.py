@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
 NAMES = ("NCCL_P2P_DISABLE", "NCCL_IB_DISABLE")
 
 
 def variables(
-    wanted: dict[str, str] | None, cloud: str, probe: dict[str, Any], profile: str | None = None
+    wanted: dict[str, str] | None,
+    cloud: str,
+    gpus: int | None,
+    nvlink: bool,
+    profile: str | None = None,
 ) -> dict[str, str]:
-    """Return the NCCL variables the profile must export ({} when none apply).
+    """Return the NCCL variables the profile must export ({} when none apply), for a pod
+    with ``gpus`` GPUs (None: they cannot be read), every pair on NVLink with ``nvlink``.
 
     ``auto`` ib disables InfiniBand on COMMUNITY pods: the cloud alone decides. ``auto`` p2p
     disables peer-to-peer on COMMUNITY pods with two or more GPUs unless every pair is
@@ -20,12 +24,12 @@ def variables(
     already in ``profile`` (podstate's profile on the pod) stays, whatever is wanted: an
     unknown never drops a guard.
     """
-    readable = probe["gpu"].readable
+    readable = gpus is not None
     kept = {} if readable else {k: v for k, v in current(profile).items() if k == NAMES[0]}
     if not wanted:
         return kept
     community = cloud != "SECURE"
-    risky_p2p = community and (not readable or len(probe["gpus"]) >= 2 and not probe["nvlink"])
+    risky_p2p = community and (gpus is None or gpus >= 2 and not nvlink)
     decide = {
         "NCCL_P2P_DISABLE": {"auto": risky_p2p, "disable": True}.get(wanted["p2p"], False),
         "NCCL_IB_DISABLE": {"auto": community, "disable": True}.get(wanted["ib"], False),

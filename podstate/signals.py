@@ -20,7 +20,7 @@ import sys
 from typing import TextIO
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
-_MESSAGE = {
+_MESSAGE: dict[int, bytes] = {
     signum: (
         f"\npodstate: stopped by {signal.Signals(signum).name}; every managed file on a pod "
         "is either its old or its new version, run again to finish\n"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from podstate.facts import made
+from podstate.facts.probe import Probe
 from podstate.facts.request import Request
 from podstate.limits import MAX_FILE
 from podstate.run import bookkeeping, findings
@@ -59,13 +60,13 @@ def render(current: str | None, keys: list[str]) -> str:
 
 
 @role("Authorized keys", reads, when=lambda wanted: wanted.get("authorized_keys") is not None)
-def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
+def apply(wanted: dict[str, Any], probe: Probe) -> None:
     """Make podstate's block of ~/.ssh/authorized_keys hold the listed keys (a new file is
     made 0600); a file podstate cannot edit is a violation, and nothing is written."""
     keys: list[str] = wanted["authorized_keys"]
-    found = probe["files"][FILE]
+    found = probe.files[FILE]
     # declared, whatever happens below; an empty list too: this role takes the block out
-    was = made.previous(probe.get("made")).get(FILE)
+    was = made.previous(probe.made).get(FILE)
     findings.made("block", FILE, *made.block(MARK_BEGIN, MARK_END, found.state == "absent", was))
     content = render(found.content, keys)
     if found.state == "absent" and not keys:

@@ -32,8 +32,9 @@ from podstate import settings
 from podstate.facts.boot import ENVIRON, provider
 from podstate.facts.made import sums
 from podstate.facts.marker import digest, read
+from podstate.facts.probe import Probe
 from podstate.facts.request import Request
-from podstate.facts.venv import SNAPSHOT_CURRENT
+from podstate.facts.venv import SNAPSHOT_CURRENT, Snapshot
 from podstate.limits import MAX_FILE
 from podstate.operations import boot as boot_ops
 from podstate.operations import venv as venv_ops
@@ -57,22 +58,24 @@ def layout(wanted: dict[str, Any]) -> Layout | None:
     return volume(wanted) if (wanted.get("boot") or {}).get("hook") else None
 
 
-def has_volume(probe: dict[str, Any], where: Layout) -> bool:
+def has_volume(probe: Probe, where: Layout) -> bool:
     """Return whether a filesystem is mounted at ``where.volume``: a plain directory there
     is on the container disk, which a restart wipes (RunPod's start script makes
     /workspace on a pod without a volume)."""
-    info = probe["paths"].get(where.volume) or {}
-    mount = info.get("mount")
-    return info.get("kind") == "directory" and mount is not None and mount.target == info["real"]
+    info = probe.paths.get(where.volume)
+    if info is None:
+        return False
+    mount = info.mount
+    return info.kind == "directory" and mount is not None and mount.target == info.real
 
 
-def gpus(probe: dict[str, Any]) -> str:
+def gpus(probe: Probe) -> str:
     """Return the GPUs as the hook compares them at a container start (scripts/boot.sh):
     their count and ``nvlink`` (every pair on NVLink) or ``other``; ``unknown -`` when they
     cannot be read."""
-    if not probe["gpu"].readable:
+    if not probe.gpu.readable:
         return "unknown -"
-    return f"{len(probe['gpus'])} {'nvlink' if probe['nvlink'] else 'other'}"
+    return f"{len(probe.gpus)} {'nvlink' if probe.nvlink else 'other'}"
 
 
 def reads(wanted: dict[str, Any]) -> Request:
@@ -113,7 +116,8 @@ def restore_command(want: venv_ops.Venv, snapshot: str) -> str:
     and sha256 read at boot from the snapshot's current file, which must name this
     fingerprint. It takes the lock with the token in ``$podstate_token``, the hook's own."""
     archive = posixpath.join(snapshot, _ARCHIVE)
-    words = venv_ops.venv_words(want, "", {"compressor": _HOW, "archive": archive, "sha256": _SHA})
+    placeholder = Snapshot(want.fingerprint, archive, compressor=_HOW, sha256=_SHA)
+    words = venv_ops.venv_words(want, "", placeholder)
     own = {_HOW: '"$z"', archive: quote_path(snapshot.rstrip("/") + "/") + '"$a"', _SHA: '"$h"'}
     run = " ".join(own.get(word, shlex.quote(word)) for word in words)
     current = quote_path(posixpath.join(snapshot, SNAPSHOT_CURRENT))
@@ -132,7 +136,7 @@ def restore_command(want: venv_ops.Venv, snapshot: str) -> str:
     )
 
 
-def entries(wanted: dict[str, Any], probe: dict[str, Any], marker: bool) -> list[str]:
+def entries(wanted: dict[str, Any], probe: Probe, marker: bool) -> list[str]:
     """Return the hook's data entries (scripts/boot.sh) for ``wanted`` on this pod, from
     what the roles decided and rendered while they were planned; the ready marker's only
     with ``marker`` (no violation stands)."""
@@ -140,24 +144,24 @@ def entries(wanted: dict[str, Any], probe: dict[str, Any], marker: bool) -> list
     boot, found = wanted["boot"], findings.of(host)
     volume = boot["volume"]
     out = [f"gpus {gpus(probe)}\n"]
-    public = (probe["boot"] or {}).get("public")
+    public = probe.boot.public if probe.boot else None
     if boot["host_keys"] == "keep" and public:
         out.append(f"keys {public}\n")
     for path, item in (wanted.get("scratch") or {}).items():
-        info = probe["paths"][path]
-        mount = info["mount"]
-        at_path = mount is not None and mount.target == info["real"]
-        if (at_path and mount.fstype != "tmpfs") or (
-            not probe["can_mount"] and not at_path and mount is not None and mount.is_network
+        info = probe.paths[path]
+        mount = info.mount
+        own = mount if mount is not None and mount.target == info.real else None
+        if (own is not None and own.fstype != "tmpfs") or (
+            not probe.can_mount and own is None and mount is not None and mount.is_network
         ):
             continue  # a violation: nothing to put back
-        kind = "tmpfs" if probe["can_mount"] else "dir"
+        kind = "tmpfs" if probe.can_mount else "dir"
         out.append(f"scratch {kind} {_kib(item['size'])} {item['mode']} {path}\n")
     for name, path in (wanted.get("dirs") or {}).items():
-        mount = probe["paths"][path]["mount"]
+        mount = probe.paths[path].mount
         if not (_on(path, volume) or path in scratch.paths(wanted) or mount and mount.is_network):
             out.append(f"dir {env.STICKY.get(name, '-')} {path}\n")
-    if wanted.get("shm") and probe["can_mount"]:
+    if wanted.get("shm") and probe.can_mount:
         out.append(f"shm {_kib(wanted['shm']['min_size'])}\n")
     for path, (content, mode, safe) in found.restorable.items():
         if _on(path, volume):
@@ -181,13 +185,13 @@ def entries(wanted: dict[str, Any], probe: dict[str, Any], marker: bool) -> list
             out.append(f"pending repos.{path}: the next apply clones it\n")
     spec = wanted.get("venv")
     if spec:
-        python = (probe["venv"] or {}).get("python")
+        python = probe.venv.python if probe.venv else None
         if not spec["snapshot"]:
             out.append("pending venv: without venv.snapshot, the next apply builds it\n")
         elif python is None:
             out.append("pending venv: its interpreter is not on the pod\n")
         else:
-            parent = posixpath.dirname(probe["paths"][spec["path"]]["real"])
+            parent = posixpath.dirname(probe.paths[spec["path"]].real)
             environment = venv.work_environment(wanted, probe, parent)
             # a restore links nothing from uv's cache: the same command whatever is mounted
             environment["UV_LINK_MODE"] = "copy"
@@ -199,7 +203,7 @@ def entries(wanted: dict[str, Any], probe: dict[str, Any], marker: bool) -> list
     return out
 
 
-def report(wanted: dict[str, Any], probe: dict[str, Any], where: Layout) -> dict[str, Any]:
+def report(wanted: dict[str, Any], probe: Probe, where: Layout) -> dict[str, Any]:
     """Return what the hook did at this container's start, for the check: ``outcome``
     (armed: podstate set it up in this container, which started without it; not-run: the
     container started after it was set up, and it did not run; skipped, running, restored
@@ -212,7 +216,7 @@ def report(wanted: dict[str, Any], probe: dict[str, Any], where: Layout) -> dict
     if first == "armed":
         result = {"outcome": "armed", **none}
     elif first == "not-run" or (
-        not text and boot_ops.state_pod(probe["files"][where.state].content) == host.name
+        not text and boot_ops.state_pod(probe.files[where.state].content) == host.name
     ):
         result = {
             "outcome": "not-run",
@@ -224,8 +228,8 @@ def report(wanted: dict[str, Any], probe: dict[str, Any], where: Layout) -> dict
         result = {"outcome": "armed", **none}
     else:
         result = boot_ops.parse_status(text)
-    ready = read(probe["files"].get(READY_MARKER)) or {}
-    start = probe.get("container_start")
+    ready = read(probe.files.get(READY_MARKER)) or {}
+    start = probe.container_start
     if ready.get("digest") == digest(wanted) and ready.get("container", start) == start:
         result["pending"] = []
     return result
@@ -244,18 +248,18 @@ def declare(wanted: dict[str, Any]) -> None:
         findings.made("keys", posixpath.join(where.data, "hostkeys.tar"))
 
 
-def this_start(probe: dict[str, Any]) -> str:
+def this_start(probe: Probe) -> str:
     """Return this container's status of the hook (``FLAG``), "" when there is none or it
     is from another container start (it names one, ``boot_ops.status_start``): Vast keeps
     the container disk across a stop, and the flag with it."""
-    flag = probe["files"][FLAG]
+    flag = probe.files[FLAG]
     text = flag.content if flag.state == "file" and flag.content else ""
     start = boot_ops.status_start(text)
-    return text if start is None or start == probe.get("container_start") else ""
+    return text if start is None or start == probe.container_start else ""
 
 
 @role("Boot", reads, when=layout)
-def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
+def apply(wanted: dict[str, Any], probe: Probe) -> None:
     """Write the hook and its data where a restart keeps them (``Layout``; and save the
     host keys, with ``keep``); say what the hook did at this container's start."""
     where = volume(wanted)
@@ -270,7 +274,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
             "boot.hook",
         )
         return
-    pod_id = (probe["boot"] or {}).get("pod_id")
+    pod_id = probe.boot.pod_id if probe.boot else None
     if pod_id is None:
         names = " or ".join(where.identity)
         findings.violation(
@@ -290,19 +294,19 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
         )
         return
     bookkeeping.directories(
-        name="Boot hook's data directory", paths={where.data: "700"}, found=probe["paths"]
+        name="Boot hook's data directory", paths={where.data: "700"}, found=probe.paths
     )
     if wanted["boot"]["host_keys"] == "keep":
         boot_ops.keep_host_keys(
             name="Boot: keep the host keys",
             directory=where.data,
-            same=(probe["boot"] or {}).get("keys") == "same",
+            same=probe.boot is not None and probe.boot.keys == "same",
         )
     hook = boot_ops.render_hook(where)
     bookkeeping.owned_file(f"Boot hook {where.hook}", where.hook, hook, probe)
     bookkeeping.owned_file(f"Boot hook's data {where.state}", where.state, state, probe, "600")
     if not this_start(probe):
-        start = probe.get("container_start")
+        start = probe.container_start
         status = ("not-run\n" if found.boot["outcome"] == "not-run" else "armed\n") + (
             f"container {start}\n" if start else ""
         )

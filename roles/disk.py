@@ -16,6 +16,7 @@ from typing import Any
 
 from podstate.desired.spec import DISK_RESERVE
 from podstate.facts.mounts import Mount, mount_of
+from podstate.facts.probe import Probe
 from podstate.facts.request import Request
 from podstate.roles import scratch
 from podstate.run import findings
@@ -39,7 +40,7 @@ def _below(path: str, top: str) -> bool:
     return path == top or path.startswith(top.rstrip("/") + "/")
 
 
-def on_container_disk(wanted: dict[str, Any], probe: dict[str, Any]) -> list[str]:
+def on_container_disk(wanted: dict[str, Any], probe: Probe) -> list[str]:
     """Return what the desired state places on the container disk, in words for a message.
 
     Each entry names a scratch path (``scratch /scratch``), a ``dirs`` variable with its
@@ -48,15 +49,15 @@ def on_container_disk(wanted: dict[str, Any], probe: dict[str, Any]) -> list[str
     it is not below a scratch path that is or will be a tmpfs. Empty when the probe saw no
     mount for ``/`` (nothing can be said about it).
     """
-    root = mount_of("/", probe["mounts"])
+    root = mount_of("/", probe.mounts)
     if root is None:
         return []
-    own = [(path, probe["paths"][path]["real"]) for path in scratch.own_mounts(wanted, probe)]
+    own = [(path, probe.paths[path].real) for path in scratch.own_mounts(wanted, probe)]
 
     def on_root(path: str) -> bool:
-        info = probe["paths"][path]
-        mount: Mount | None = info["mount"]
-        inside = any(_below(path, top) or _below(info["real"], real) for top, real in own)
+        info = probe.paths[path]
+        mount: Mount | None = info.mount
+        inside = any(_below(path, top) or _below(info.real, real) for top, real in own)
         return not inside and mount == root
 
     found = [f"scratch {path}" for path in wanted.get("scratch") or {} if on_root(path)]
@@ -69,7 +70,7 @@ def on_container_disk(wanted: dict[str, Any], probe: dict[str, Any]) -> list[str
     return found
 
 
-def has_room(probe: dict[str, Any], wanted: dict[str, Any] | None = None) -> bool:
+def has_room(probe: Probe, wanted: dict[str, Any] | None = None) -> bool:
     """Return whether the pod's container disk has room for changes; else record why not.
 
     A full disk (under ``MIN_FREE``) makes every write fail half-way through a run; a disk
@@ -78,8 +79,8 @@ def has_room(probe: dict[str, Any], wanted: dict[str, Any] | None = None) -> boo
     says so (naming, for the second, what would fill it), instead of trying. Free space that
     cannot be read is unknown, not enough: the same, with a violation that says so.
     """
-    free, size = probe["disk_free"], probe["disk_size"]
-    if free is None:
+    free, size = probe.disk_free, probe.disk_size
+    if free is None or size is None:  # one reading: both or neither
         findings.violation(
             "the free space of the container disk (/) cannot be read (`stat -f /` failed on "
             "the pod), so whether it has room for this run's changes is unknown; podstate "
@@ -110,12 +111,12 @@ def has_room(probe: dict[str, Any], wanted: dict[str, Any] | None = None) -> boo
     return False
 
 
-def min_free(wanted: dict[str, Any], probe: dict[str, Any]) -> list[tuple[str, str]]:
+def min_free(wanted: dict[str, Any], probe: Probe) -> list[tuple[str, str]]:
     """Return the violations (finding id, message) of ``disk.min_free``: each path with less
     free space than asked, or whose free space cannot be read."""
     found = []
     for path, minimum in ((wanted.get("disk") or {}).get("min_free") or {}).items():
-        free = probe["free"].get(path)
+        free = probe.free.get(path)
         if free is None:
             message = f"cannot read the free space at {path} (does it exist?): check the pod"
         elif free < minimum:
@@ -130,7 +131,7 @@ def min_free(wanted: dict[str, Any], probe: dict[str, Any]) -> list[tuple[str, s
 
 
 @role("Container disk", reads)
-def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> bool:
+def apply(wanted: dict[str, Any], probe: Probe) -> bool:
     """Return whether the container disk has room for this run's changes (``has_room``);
     record ``disk.min_free`` violations, which change nothing."""
     for finding, message in min_free(wanted, probe):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from podstate.facts.download import Download
+from podstate.facts.probe import Probe
 from podstate.facts.request import Request
 from podstate.run import findings
 from podstate.run.role import role
@@ -14,19 +16,19 @@ def reads(wanted: dict[str, Any]) -> Request:
     return Request(download=wanted.get("download"))
 
 
-def check(wanted: dict[str, Any] | None, result: dict[str, Any] | None) -> str | None:
+def check(wanted: dict[str, Any] | None, result: Download | None) -> str | None:
     """Return why the measured download rate fails ``wanted``, or None."""
     if not wanted or result is None:
         return None
     url, minimum = wanted["url"], wanted["min_mbps"]
-    if result["mbps"] is None:
+    if result.mbps is None:
         return (
-            f"downloading {url} failed on this pod (status {result['status']}): check that the "
+            f"downloading {url} failed on this pod (status {result.status}): check that the "
             "pod reaches it, or choose a URL it can reach"
         )
-    if result["mbps"] < minimum:
+    if result.mbps < minimum:
         return (
-            f"downloading {url} ran at {result['mbps']:.0f} Mbit/s over {wanted['seconds']} s, "
+            f"downloading {url} ran at {result.mbps:.0f} Mbit/s over {wanted['seconds']} s, "
             f"below {minimum} Mbit/s: model and package downloads will crawl; recreate the "
             "pod on another host"
         )
@@ -34,8 +36,8 @@ def check(wanted: dict[str, Any] | None, result: dict[str, Any] | None) -> str |
 
 
 @role("Download", reads, when=lambda wanted: wanted.get("download"))
-def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
+def apply(wanted: dict[str, Any], probe: Probe) -> None:
     """Record a violation when the pod downloads ``download.url`` slower than asked."""
-    problem = check(wanted["download"], probe["download"])
+    problem = check(wanted["download"], probe.download)
     if problem:
         findings.violation(problem, "download.min_mbps")

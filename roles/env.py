@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import replace
+from collections.abc import Iterable
 from importlib.resources import files
 from typing import Any
 
@@ -22,6 +22,8 @@ from pyinfra import host
 
 from podstate import nccl
 from podstate.facts import made
+from podstate.facts.probe import Probe
+from podstate.facts.processes import Process
 from podstate.facts.request import Request
 from podstate.paths import DECLARED, ENV_FILES, HOOKED, KERNEL_STARTUP, PROFILE, SECRETS_FILE
 from podstate.roles import files as files_role
@@ -90,7 +92,7 @@ def inert_names(wanted: dict[str, Any]) -> frozenset[str]:
 
 def stale_processes(
     declared: dict[str, str],
-    processes: list[dict[str, Any]],
+    processes: Iterable[Process],
     inert: frozenset[str] = INERT,
     hook: bool = False,
 ) -> list[str]:
@@ -105,21 +107,21 @@ def stale_processes(
     """
     stale = []
     for process in processes:
-        if process["command"] in inert:
+        if process.command in inert:
             continue
         old = {
             name: value
-            for name, value in sorted(process["environ"].items())
+            for name, value in sorted(process.environ.items())
             if name in declared and value != declared[name]
         }
         if old:
             has = ", ".join(f"{name}={value}" for name, value in old.items())
             want = ", ".join(f"{name}={declared[name]}" for name in old)
             message = (
-                f"{process['command']} (pid {process['pid']}) still has {has}; restart it to "
+                f"{process.command} (pid {process.pid}) still has {has}; restart it to "
                 f"pick up {want}"
             )
-            if not process.get("ssh", True):
+            if not process.ssh:
                 message += "; " + (BOOT_ARMED if hook else BOOT_ADVICE)
             stale.append(message)
     return stale
@@ -174,14 +176,17 @@ def render_hooks(current: str | None, keep_runpod_tail: bool = False) -> str:
 
 
 @role("Environment", reads)
-def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
+def apply(wanted: dict[str, Any], probe: Probe) -> None:
     """Create the ``dirs``, write the profile (with the NCCL guards) and its hooks.
 
     A directory below a scratch path that gets a new tmpfs in this run is hidden by it,
     so it counts as missing.
     """
     cloud = host.data.get("cloud", "COMMUNITY")
-    extra = nccl.variables(wanted.get("nccl"), cloud, probe, probe["files"][PROFILE].content)
+    count = len(probe.gpus) if probe.gpu.readable else None
+    extra = nccl.variables(
+        wanted.get("nccl"), cloud, count, probe.nvlink, probe.files[PROFILE].content
+    )
     dirs: dict[str, str] = wanted.get("dirs") or {}
     env: dict[str, str] = wanted.get("env") or {}
     prepend: list[str] = wanted.get("path") or []
@@ -190,7 +195,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
         return
     modes: dict[str, str | None] = {}
     for name, path in dirs.items():
-        mount = probe["paths"][path]["mount"]
+        mount = probe.paths[path].mount
         if mount is not None and mount.is_network:
             findings.violation(
                 f"dirs.{name} = {path} is on the network filesystem {mount.fstype} "
@@ -199,15 +204,15 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
                 f"dirs.{name}",
             )
         modes[path] = modes.get(path) or STICKY.get(name)
-    old = made.previous(probe.get("made"))
+    old = made.previous(probe.made)
     for path in modes:  # made by podstate: missing now, or so its record says
-        if probe["paths"][path]["kind"] is None or path in old:
+        if probe.paths[path].kind is None or path in old:
             findings.made("dir", path)
     if dirs:
         bookkeeping.directories(
             name="Directories named in dirs",
             paths=modes,
-            found=probe["paths"],
+            found=probe.paths,
             hidden=scratch.fresh_mounts(wanted, probe),
         )
     profile = render_profile({**dirs, **env, **extra}, prepend, sources)
@@ -216,8 +221,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
     declared_text = json.dumps(declared, indent=1) + "\n"
     # What the boot hook puts back where the GPUs it finds are not these: the NCCL guards
     # as for GPUs that cannot be read (an unknown never drops a guard).
-    unknown = {**probe, "gpu": replace(probe["gpu"], readable=False)}
-    guards = nccl.variables(wanted.get("nccl"), cloud, unknown)
+    guards = nccl.variables(wanted.get("nccl"), cloud, None, probe.nvlink)
     safe = {**dirs, **env, **guards}
     safe_declared = {"variables": safe, "path": prepend, "sources": sources}
     safe_text = json.dumps(safe_declared, indent=1) + "\n"
@@ -232,11 +236,11 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
         files_role.made_directories(path, probe, old)
     hook = bool((wanted.get("boot") or {}).get("hook"))
     inert = inert_names(wanted)
-    for process in stale_processes({**dirs, **env, **extra}, probe["processes"], inert, hook):
+    for process in stale_processes({**dirs, **env, **extra}, probe.processes, inert, hook):
         findings.violation(process, "env.stale_process")
-    unchanged = probe["files"][PROFILE].content == profile
-    for path in hooked_files(probe["user"], probe["shell"]):
-        found = probe["files"][path]
+    unchanged = probe.files[PROFILE].content == profile
+    for path in hooked_files(probe.user, probe.shell):
+        found = probe.files[path]
         bookkeeping.managed_file(
             name=f"Hooks in {path}",
             path=path,
@@ -245,7 +249,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
             own=False,
         )
         findings.of(host).hooked.append(path)
-        was = made.previous(probe.get("made")).get(path)
+        was = made.previous(probe.made).get(path)
         findings.made(
             "block", path, *made.block(MARK_BEGIN, MARK_END, found.state == "absent", was)
         )

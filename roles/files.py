@@ -11,6 +11,7 @@ from pyinfra import host
 from podstate.facts import made
 from podstate.facts.files import FileInfo
 from podstate.facts.made import Entry
+from podstate.facts.probe import Probe
 from podstate.facts.request import Request
 from podstate.paths import SAVED
 from podstate.pyinfra_api import plan as pyinfra_plan
@@ -36,14 +37,14 @@ def copy_of(path: str) -> str:
 
 
 @role("Files", reads, when=lambda wanted: wanted.get("files"))
-def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
+def apply(wanted: dict[str, Any], probe: Probe) -> None:
     """Write each file whose content or mode differs; anything else at its path (a
     directory, a link, a file too large to read) is a violation and nothing is written."""
     items: dict[str, dict[str, str]] = wanted["files"]
-    old = made.previous(probe.get("made"))
+    old = made.previous(probe.made)
     for path, item in items.items():
         name = f"File {path}"
-        found = probe["files"][path]
+        found = probe.files[path]
         was = old.get(path)
         saving = was is None or was.kind == "found"  # the file there now is the user's
         with pyinfra_plan.keyed(host, name):
@@ -60,18 +61,18 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
             bookkeeping.owned_file(name, path, item["content"], probe, item["mode"])
         findings.restorable(path, item["content"], item["mode"])
         if entry.kind == "saved":  # the hook puts the user's file back beside podstate's
-            kept = found if saving else probe["files"].get(copy_of(path))
+            kept = found if saving else probe.files.get(copy_of(path))
             if kept is not None and kept.content is not None:
                 findings.restorable(copy_of(path), kept.content, "600")
         findings.made(entry.kind, path, *entry.fields)
         made_directories(path, probe, old)
 
 
-def made_directories(path: str, probe: dict[str, Any], old: dict[str, Entry]) -> None:
+def made_directories(path: str, probe: Probe, old: dict[str, Entry]) -> None:
     """Record the directories above ``path`` that podstate makes to write it (missing), or
     made before (so ``old`` says)."""
     for directory in made.ancestors(path):
-        if probe["paths"][directory]["kind"] is None or directory in old:
+        if probe.paths[directory].kind is None or directory in old:
             findings.made("dir", directory)
 
 

@@ -14,6 +14,7 @@ import fnmatch
 from typing import Any
 
 from podstate.facts.gpu import GPU_FIELDS, GpuDevice, GpuState
+from podstate.facts.probe import Probe
 from podstate.facts.request import Request
 from podstate.run import findings
 from podstate.run.role import role
@@ -128,7 +129,7 @@ def check(wanted: dict[str, Any], gpu: GpuState) -> list[tuple[str, str]]:
         found.append(("gpu.model", f"{names}, not {model}: {RECREATE}"))
     memory = None if unknown.get("min_memory") else wanted.get("min_memory")
     small = [d for d in devices if memory and (d.memory_mib or 0) << 20 < memory * MEMORY_SLACK]
-    if small:
+    if memory and small:
         sizes = ", ".join(
             f"GPU {d.index} has {format_size((d.memory_mib or 0) << 20)}" for d in small
         )
@@ -160,14 +161,14 @@ def check(wanted: dict[str, Any], gpu: GpuState) -> list[tuple[str, str]]:
             )
     if wanted.get("healthy"):
         problems = [problem for d in devices for problem in health_problems(d)]
-        problems += [unknown["healthy"]] if unknown.get("healthy") else []
+        problems += [why] if (why := unknown.get("healthy")) else []
         if problems:
             found.append(("gpu.healthy", "; ".join(problems)))
     return found
 
 
 @role("GPU", reads)
-def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
+def apply(wanted: dict[str, Any], probe: Probe) -> None:
     """Record a violation for each unmet GPU requirement, and for an unreadable GPU state."""
-    for finding, message in check(wanted.get("gpu") or {}, probe["gpu"]):
+    for finding, message in check(wanted.get("gpu") or {}, probe.gpu):
         findings.violation(message, finding)

@@ -9,6 +9,7 @@ from pyinfra import host
 
 from podstate import settings
 from podstate.facts import made
+from podstate.facts.probe import Probe
 from podstate.facts.request import Request
 from podstate.operations import apt as apt_ops
 from podstate.pyinfra_api import plan as pyinfra_plan
@@ -25,18 +26,18 @@ def reads(wanted: dict[str, Any]) -> Request:
 
 
 @role("Packages", reads, when=lambda wanted: (wanted.get("packages") or {}).get("apt"))
-def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
+def apply(wanted: dict[str, Any], probe: Probe) -> None:
     """Install the listed apt packages that are missing, in one command; first of the roles,
     since others may need what they bring (git for repositories)."""
     packages = list(wanted["packages"]["apt"])
-    found = probe["apt"]
+    found = probe.apt
     if found is None:  # asked for, not answered: unknown, never taken for none installed
         findings.violation(
             "the installed packages could not be read: run apply again", "packages.apt"
         )
         return
     absent = apt_ops.missing(packages, found)
-    old = made.previous(probe.get("made"))
+    old = made.previous(probe.made)
     for package in packages:  # installed by podstate: missing now, or so its record says
         if package in absent or f"apt:{package}" in old:
             findings.made("apt", f"apt:{package}")

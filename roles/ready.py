@@ -26,6 +26,7 @@ from pyinfra import host
 
 from podstate.facts.made import sums
 from podstate.facts.marker import applies_nothing, digest, read
+from podstate.facts.probe import Probe
 from podstate.facts.request import Request
 from podstate.paths import READY_COMMAND, READY_MARKER
 from podstate.roles import boot, removal
@@ -47,7 +48,7 @@ def reads(wanted: dict[str, Any]) -> Request:
 
 
 def restart(
-    probe: dict[str, Any],
+    probe: Probe,
     record_path: str,
     pod: str,
     started_at: str | None,
@@ -62,26 +63,26 @@ def restart(
     another container start, ``stale``). Either gives ``applied_at`` and ``since``
     (RunPod's ``startedAt`` when it is known); the second also what a new start left
     behind (``gone``: the processes, ``/dev/shm``'s contents, the desired scratch)."""
-    marker = read(probe["files"].get(MARKER))
+    marker = read(probe.files.get(MARKER))
     if marker is not None and stale(marker, probe):
         scratch = [f"scratch {path}" for path in (wanted or {}).get("scratch") or {}]
         gone = ["processes", "/dev/shm contents", *scratch]
         return {"applied_at": marker.get("applied_at"), "since": started_at, "gone": gone}
-    record = read(probe["files"].get(record_path))
+    record = read(probe.files.get(record_path))
     if record is None or record.get("pod") != pod or marker:
         return None
     return {"applied_at": record.get("applied_at"), "since": started_at}
 
 
-def stale(marker: dict[str, Any], probe: dict[str, Any]) -> bool:
+def stale(marker: dict[str, Any], probe: Probe) -> bool:
     """Return whether ``marker`` is from another container start than the one the probe
     read (``container_start``); a marker that names no start (written before podstate
     recorded it) is taken as this start's, one whose start cannot be compared is not."""
-    return "container" in marker and marker["container"] != probe.get("container_start")
+    return "container" in marker and marker["container"] != probe.container_start
 
 
 @probed(reads)
-def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
+def apply(wanted: dict[str, Any], probe: Probe) -> None:
     """Name a restart; after every other change, mark the pod ready (unless a violation
     stands) and record the apply on the volume; before the marker, the removal of what
     podstate made and no longer declares (roles/removal.py) and the boot hook's data
@@ -99,12 +100,12 @@ def _failing(wanted: dict[str, Any]) -> bool:
 
 
 @role("Ready", reads)
-def _command(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
+def _command(wanted: dict[str, Any], probe: Probe) -> None:
     """Name a restart; install podstate-ready, violations or not (only the marker waits for
     an apply without one)."""
     found, where = findings.of(host), boot.volume(wanted)
     found.restarted = restart(probe, where.record, host.name, host.data.get("started_at"), wanted)
-    marker = read(probe["files"].get(MARKER)) or {}
+    marker = read(probe.files.get(MARKER)) or {}
     found.ready = marker.get("digest") == digest(wanted) and not stale(marker, probe)
     if applies_nothing(wanted):  # nothing to be ready for (a pod after podstate uninstall)
         found.ready = True
@@ -117,7 +118,7 @@ def _command(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
 
 
 @role("Ready", reads)
-def _marker(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
+def _marker(wanted: dict[str, Any], probe: Probe) -> None:
     """Mark the pod ready and record the apply on the volume, unless a violation stands or
     the marker is there already."""
     found = findings.of(host)
@@ -125,7 +126,7 @@ def _marker(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
         return
     wanted_digest = digest(wanted)
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    fields = {"digest": wanted_digest, "applied_at": now, "container": probe["container_start"]}
+    fields = {"digest": wanted_digest, "applied_at": now, "container": probe.container_start}
     marker = json.dumps(fields) + "\n"
     record = json.dumps({"pod": host.name, "digest": wanted_digest, "applied_at": now}) + "\n"
     where = boot.volume(wanted)

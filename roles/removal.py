@@ -27,6 +27,7 @@ from podstate.facts import made, record_id, record_lines
 from podstate.facts.boot import IDENTITY
 from podstate.facts.decode import decode
 from podstate.facts.made import Entry
+from podstate.facts.probe import Probe
 from podstate.facts.request import Request
 from podstate.operations import records as record_ops
 from podstate.operations import removal as ops
@@ -69,7 +70,7 @@ def take_block(text: str, begin: str, end: str) -> str | None:
 
 def undo(
     entry: Entry,
-    probe: dict[str, Any],
+    probe: Probe,
     uninstall: bool,
     packages: bool = False,
     keep_venv: bool = False,
@@ -83,14 +84,14 @@ def undo(
     only with ``discard_scratch``; ``volume``: where the volume is); return what the record
     names afterwards (a disarmed boot hook's stub, what stays), None when nothing. A line
     podstate did not write (``record_lines.refused``) is named, and nothing removed."""
-    path, files = entry.path, probe["files"]
+    path, files, found = entry.path, probe.files, probe.made_found()
     if entry.kind == "found":
         return None  # the user's file, which held what podstate would write: kept
     homes = tuple(boot.Layout(volume, provider).home for provider in IDENTITY)
-    if why := record_lines.refused(entry, probe["made"], volume, homes):
+    if why := record_lines.refused(entry, found, volume, homes):
         findings.left(path, f"{why}: not podstate's to remove; left as it is")
         return None
-    if path in probe["made"]["others"]:
+    if path in found.others:
         findings.left(
             path,
             f"{path} is in another pod's record on the volume too (a pod sharing it made it "
@@ -102,15 +103,15 @@ def undo(
     if entry.kind in ("venv", "snapshot"):
         return _venv(entry, probe, keep_venv, uninstall)
     info = files.get(path)
-    same = made.same(entry, probe)
+    same = made.same(entry, found)
     content = info.content if info is not None else None
     if entry.kind == "mount":
         return unmount(entry, probe, uninstall, discard_scratch)
     if entry.kind == "repo":
-        if probe["made"]["kinds"].get(path) != "repo":
+        if found.kinds.get(path) != "repo":
             return None
-        if not probe["made"]["same"].get(path):
-            work = probe["made"].get("work", {}).get(path) or "what git cannot read"
+        if not found.same.get(path):
+            work = found.work.get(path) or "what git cannot read"
             findings.left(path, f"{path} has work of someone's own in it ({work}): left as it is")
             return None
         emptied = "emptied" in entry.fields
@@ -168,7 +169,7 @@ def undo(
     return None
 
 
-def _put_back(entry: Entry, probe: dict[str, Any], uninstall: bool) -> Entry | None:
+def _put_back(entry: Entry, probe: Probe, uninstall: bool) -> Entry | None:
     """Plan putting back the user's file that a ``saved`` entry names, as it was before
     podstate wrote over it: its content, and the mode and owner the record names (a record
     without them: the file keeps those it has). A file that no longer holds what podstate
@@ -176,13 +177,13 @@ def _put_back(entry: Entry, probe: dict[str, Any], uninstall: bool) -> Entry | N
     violation names it and where it is, and the record keeps the entry (forgotten, the copy
     would sit in a root-only directory that nothing names). Return what the record names
     afterwards."""
-    path, files = entry.path, probe["files"]
+    path, files = entry.path, probe.files
     copy = decode(entry.fields[1])
     info, original = files.get(path), files.get(copy)
     kept = original is not None and original.state == "file" and original.content is not None
     there = info is not None and info.state not in ("absent", "dangling")
-    if there and made.same(entry, probe):
-        if not kept:
+    if info is not None and there and made.same(entry, probe.made_found()):
+        if original is None or not kept:
             findings.left(
                 path, f"{path}: the copy of the user's file is gone ({copy}): left as it is"
             )
@@ -220,21 +221,23 @@ def _put_back(entry: Entry, probe: dict[str, Any], uninstall: bool) -> Entry | N
     return entry
 
 
-def _proved(entry: Entry, probe: dict[str, Any]) -> bool:
+def _proved(entry: Entry, probe: Probe) -> bool:
     """Return whether what is at ``entry``'s path holds what podstate wrote there, as the
     probe found on the pod (scripts/made_proof.sh); else it is named as left. A directory
     that is not a scratch directory has nothing to prove: it goes only when empty."""
-    if (entry.kind == "dir" and "scratch" not in entry.fields) or made.same(entry, probe):
+    if (entry.kind == "dir" and "scratch" not in entry.fields) or made.same(
+        entry, probe.made_found()
+    ):
         return True
     findings.left(entry.path, f"{entry.path} holds what podstate did not write: left as it is")
     return False
 
 
-def _own(entry: Entry, probe: dict[str, Any]) -> None:
+def _own(entry: Entry, probe: Probe) -> None:
     """Plan removing podstate's own things that ``entry`` names (a directory podstate made,
     the secrets file, the archived host keys, the boot hook's data), when they are there
     and hold what podstate wrote (``_proved``; the step proves it again on the pod)."""
-    path, there = entry.path, made.kind(entry.path, probe)
+    path, there = entry.path, made.kind(entry.path, probe.made_found(), probe.paths)
     if there is None or (entry.kind == "dir" and there != "directory"):
         return
     if _proved(entry, probe):
@@ -242,10 +245,10 @@ def _own(entry: Entry, probe: dict[str, Any]) -> None:
         ops.remove_own(name=f"Remove {path}", kind=entry.kind, path=path, scratch=scratch)
 
 
-def usable(probe: dict[str, Any]) -> bool:
+def usable(probe: Probe) -> bool:
     """Return whether podstate may act on the records the probe read; a violation says why
     for each it may not (unreadable, not a record, from a newer podstate, another pod's)."""
-    problems = record_id.trusted(probe["made"])
+    problems = record_id.trusted(probe.made_found())
     for where, problem in problems.items():
         findings.violation(
             f"the record of what podstate made on this pod ({where}) cannot be used: "
@@ -256,11 +259,11 @@ def usable(probe: dict[str, Any]) -> bool:
     return not problems
 
 
-def _package(entry: Entry, probe: dict[str, Any], uninstall: bool, remove: bool) -> Entry | None:
+def _package(entry: Entry, probe: Probe, uninstall: bool, remove: bool) -> Entry | None:
     """Plan removing the apt package podstate installed, with ``remove``; else it is left
     in place, and named once."""
     package = entry.path.removeprefix("apt:")
-    if probe["made"]["kinds"].get(entry.path) != "installed":
+    if probe.made_found().kinds.get(entry.path) != "installed":
         return None
     if remove:
         ops.remove_package(
@@ -279,12 +282,12 @@ def _package(entry: Entry, probe: dict[str, Any], uninstall: bool, remove: bool)
     return None
 
 
-def _venv(entry: Entry, probe: dict[str, Any], keep: bool, uninstall: bool) -> Entry | None:
+def _venv(entry: Entry, probe: Probe, keep: bool, uninstall: bool) -> Entry | None:
     """Plan removing the venv podstate built, or its snapshots (neither with ``keep``); a
     venv that a process runs from, or may (one podstate cannot read), stays: a violation
     names the processes, and the record keeps it (``uninstall``: the run is an uninstall).
     Return what the record names afterwards."""
-    path, there = entry.path, made.kind(entry.path, probe)
+    path, there = entry.path, made.kind(entry.path, probe.made_found(), probe.paths)
     if keep or there is None:
         if keep and there is not None:
             findings.left(path, f"{path} (--keep-venv)")
@@ -293,7 +296,7 @@ def _venv(entry: Entry, probe: dict[str, Any], keep: bool, uninstall: bool) -> E
         if there != "symbolic link":
             findings.left(path, f"{path} is no longer podstate's venv link: left as it is")
             return None
-        if busy := probe["made"]["busy"].get(path):
+        if busy := probe.made_found().busy.get(path):
             findings.violation(
                 f"the venv {path} is {'to go' if uninstall else 'no longer declared'}, but "
                 f"{made.using(busy, 'runs from')}: podstate does not remove a venv in use (its "
@@ -312,9 +315,9 @@ def _venv(entry: Entry, probe: dict[str, Any], keep: bool, uninstall: bool) -> E
 
 
 @role("Removal", reads)
-def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
+def apply(wanted: dict[str, Any], probe: Probe) -> None:
     """Take away what the records name and this run does not make; write the records."""
-    found = probe.get("made")
+    found = probe.made
     if found is None or not usable(probe):
         return
     old = made.previous(found)

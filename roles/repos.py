@@ -8,12 +8,15 @@ at the path, no git on the pod) is a violation, ``repos.<path>``, and left as it
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from podstate.facts import made
 from podstate.facts import repos as repo_facts
 from podstate.facts.made import Entry
 from podstate.facts.origin import ask_origin
+from podstate.facts.probe import Probe
+from podstate.facts.repos import Checkout, Repos
 from podstate.facts.request import Request
 from podstate.operations import repos as repo_ops
 from podstate.roles import files as files_role
@@ -39,7 +42,7 @@ def reads(wanted: dict[str, Any]) -> Request:
     )
 
 
-def problem(path: str, found: dict[str, Any] | None, git: bool) -> str | None:
+def problem(path: str, found: Checkout | None, git: bool) -> str | None:
     """Return why the repository at ``path`` is not podstate's to change, or None.
 
     A missing git, something other than a directory or a checkout at ``path``, or a
@@ -51,9 +54,9 @@ def problem(path: str, found: dict[str, Any] | None, git: bool) -> str | None:
             "git is not installed on this pod: add git to packages.apt (packages converge "
             "before repositories)"
         )
-    kind = (found or {}).get("kind")
+    kind = found.kind if found else None
     if kind in ("absent", "empty", "repo", "unknown"):
-        dirty = found["dirty"] if found else []
+        dirty = found.dirty if found else ()
         if not dirty:
             return None
         changed = [x for x in dirty if not x.startswith("??")]
@@ -76,45 +79,44 @@ def problem(path: str, found: dict[str, Any] | None, git: bool) -> str | None:
     return f"{path} is a {str(kind).replace('_', ' ')}, not a git checkout: move it away"
 
 
-def cloned(
-    state: dict[str, Any] | None, there: str | None, was: Entry | None
-) -> tuple[str, ...] | None:
+def cloned(state: Checkout | None, there: str | None, was: Entry | None) -> tuple[str, ...] | None:
     """Return the fields of the record's ``repo`` entry for a checkout podstate clones in
     this run, or cloned before (``was``: the record's entry), None for one it did not make.
     ``state`` is the probe's reading of the checkout (``UNKNOWN`` while git comes in this
     run; then ``there``, what the paths section found at it, tells an absent path, which the
     clone makes, from a directory that may hold someone's files: not recorded)."""
-    kind = (state or {}).get("kind")
+    kind = state.kind if state else None
     if kind == "unknown" and there is None:
         kind = "absent"
     ours = was is not None and was.kind == "repo"
     if kind not in ("absent", "empty") and not ours:
         return None
-    return ("emptied",) if kind == "empty" or (ours and "emptied" in was.fields) else ()
+    emptied = kind == "empty" or (was is not None and ours and "emptied" in was.fields)
+    return ("emptied",) if emptied else ()
 
 
 @role("Repos", reads, when=lambda wanted: wanted.get("repos"))
-def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
+def apply(wanted: dict[str, Any], probe: Probe) -> None:
     """Clone, fetch and check out every repository in ``repos`` that is not at its ref."""
     repos: dict[str, dict[str, Any]] = wanted["repos"]
-    found = probe["repos"] or {"git": False, "paths": {}}
-    old = made.previous(probe.get("made"))
+    found = probe.repos or Repos(git=False, paths={})
+    old = made.previous(probe.made)
     # git listed in packages.apt is installed earlier in this run: the checkout comes after.
-    coming = not found["git"] and "git" in (wanted.get("packages") or {}).get("apt", [])
+    coming = not found.git and "git" in (wanted.get("packages") or {}).get("apt", [])
     for path, item in repos.items():
-        state = repo_facts.UNKNOWN if coming else found["paths"].get(path)
-        fields = cloned(state, probe["paths"][path]["kind"], old.get(path))
+        state = repo_facts.UNKNOWN if coming else found.paths.get(path)
+        fields = cloned(state, probe.paths[path].kind, old.get(path))
         if fields is not None:
             findings.made("repo", path, *fields)
             files_role.made_directories(path, probe, old)
-        why = problem(path, state, found["git"] or coming)
+        why = problem(path, state, found.git or coming)
         if why or state is None:
             findings.violation(why or f"{path} could not be read", f"repos.{path}")
             continue
         key = item["ssh_key"]
-        if key is not None and (state.get("want") or ("",))[0] == "branch":
-            state = {**state, "remote": ask_origin(item["url"], item["ref"], key)}
-        if state.get("remote") == "?":
+        if key is not None and (state.want or ("",))[0] == "branch":
+            state = replace(state, remote=ask_origin(item["url"], item["ref"], key))
+        if state.remote == "?":
             findings.violation(
                 f"{path}: origin ({repo_ops.shown_url(item['url'])}) could not be asked where "
                 f"{item['ref']} is now: compared with the clone's last fetch; fix access to it "

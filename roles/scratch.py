@@ -7,7 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from podstate.facts import made
+from podstate.facts.files import PathInfo
 from podstate.facts.made import Entry
+from podstate.facts.mounts import Mount
+from podstate.facts.probe import Probe
 from podstate.facts.request import Request
 from podstate.operations import removal as ops
 from podstate.run import bookkeeping, findings
@@ -28,57 +31,57 @@ def reads(wanted: dict[str, Any]) -> Request:
     return Request(paths=tuple(paths(wanted)), made=made.request(wanted))
 
 
-def _mounted_at(info: dict[str, Any]) -> bool:
-    """True when a mount's root is exactly at the probed path."""
-    return info["mount"] is not None and info["mount"].target == info["real"]
+def _mounted_at(info: PathInfo) -> Mount | None:
+    """Return the mount whose root is exactly at the probed path, None when there is none."""
+    return info.mount if info.mount is not None and info.mount.target == info.real else None
 
 
-def own_mounts(wanted: dict[str, Any], probe: dict[str, Any]) -> list[str]:
+def own_mounts(wanted: dict[str, Any], probe: Probe) -> list[str]:
     """Return the scratch paths that are, or after this run will be, a mount of their own
     (a mount already there, or a tmpfs this pod may mount): not on the container disk."""
-    return [p for p in paths(wanted) if probe["can_mount"] or _mounted_at(probe["paths"][p])]
+    return [p for p in paths(wanted) if probe.can_mount or _mounted_at(probe.paths[p])]
 
 
-def fresh_mounts(wanted: dict[str, Any], probe: dict[str, Any]) -> list[str]:
+def fresh_mounts(wanted: dict[str, Any], probe: Probe) -> list[str]:
     """Return the scratch paths that get a new, empty tmpfs in this run.
 
     Directories below them disappear under the new mount, so other roles must treat them
     as missing.
     """
-    if not probe["can_mount"]:
+    if not probe.can_mount:
         return []
-    return [p for p in paths(wanted) if not _mounted_at(probe["paths"][p])]
+    return [p for p in paths(wanted) if not _mounted_at(probe.paths[p])]
 
 
 @role("Scratch", reads)
-def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
+def apply(wanted: dict[str, Any], probe: Probe) -> None:
     """Converge each scratch path: a tmpfs where the pod may mount, else a local directory."""
-    old = made.previous(probe.get("made"))
+    old = made.previous(probe.made)
     for path, item in (wanted.get("scratch") or {}).items():
-        info = probe["paths"][path]
-        mount = info["mount"]
+        info = probe.paths[path]
+        mount = info.mount
         at_path = _mounted_at(info)
-        _declare(path, info, probe["can_mount"], old.get(path))
+        _declare(path, info, probe.can_mount, old.get(path))
         size = format_size(item["size"])
-        if at_path and mount.fstype != "tmpfs":
+        if at_path and at_path.fstype != "tmpfs":
             findings.violation(
-                f"scratch {path} is already a {mount.fstype} mount from {mount.source}; podstate "
-                "will not hide it: choose another scratch path or unmount it",
+                f"scratch {path} is already a {at_path.fstype} mount from {at_path.source}; "
+                "podstate will not hide it: choose another scratch path or unmount it",
                 f"scratch.{path}",
             )
-        elif probe["can_mount"]:
+        elif probe.can_mount:
             bookkeeping.tmpfs(
                 name=f"Scratch {path} as tmpfs",
                 path=path,
                 size=item["size"],
                 mode=item["mode"],
-                mounted_size=mount.size if at_path else None,
+                mounted_size=at_path.size if at_path else None,
             )
         elif at_path:
             bookkeeping.directories(
                 name=f"Scratch {path} as tmpfs (preexisting, cannot resize)",
                 paths={path: item["mode"]},
-                found=probe["paths"],
+                found=probe.paths,
             )
         elif mount is not None and mount.is_network:
             findings.violation(
@@ -91,17 +94,18 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
             bookkeeping.directories(
                 name=f"Scratch {path} as local-disk directory (pod cannot mount tmpfs)",
                 paths={path: item["mode"]},
-                found=probe["paths"],
+                found=probe.paths,
             )
 
 
-def _declare(path: str, info: dict[str, Any], can_mount: bool, was: Entry | None) -> None:
+def _declare(path: str, info: PathInfo, can_mount: bool, was: Entry | None) -> None:
     """Record what podstate makes at the scratch ``path``: a tmpfs it mounts (and the mount
     point, when missing), or the directory it creates; what was there before is not its own."""
-    created = info["kind"] is None or (was is not None and "made" in was.fields)
+    created = info.kind is None or (was is not None and "made" in was.fields)
     if was is not None and was.kind == "dir":
         created = True
-    mine = info["mount"] is not None and _mounted_at(info) and info["mount"].source == "podstate"
+    at_path = _mounted_at(info)
+    mine = at_path is not None and at_path.source == "podstate"
     if can_mount and (not _mounted_at(info) or mine or (was is not None and was.kind == "mount")):
         findings.made("mount", path, *(["made"] if created else []))
     elif created and not _mounted_at(info):
@@ -109,7 +113,7 @@ def _declare(path: str, info: dict[str, Any], can_mount: bool, was: Entry | None
 
 
 def unmount(
-    entry: Entry, probe: dict[str, Any], uninstall: bool = False, discard: bool = False
+    entry: Entry, probe: Probe, uninstall: bool = False, discard: bool = False
 ) -> Entry | None:
     """Plan unmounting the tmpfs podstate mounted at ``entry.path`` (then removing its mount
     point, when podstate made it and it is empty), which left the desired state
@@ -117,13 +121,13 @@ def unmount(
     and one that holds files (or may: one podstate cannot read) too, unless ``discard``
     (``podstate uninstall --discard-scratch``): a violation naming the processes or a file,
     and the record keeps it. Return what the record names afterwards."""
-    path, made_it = entry.path, "made" in entry.fields
-    if probe["made"]["kinds"].get(path) != "mount":
-        if made_it and probe["made"]["kinds"].get(path) is None:
+    path, made_it, found = entry.path, "made" in entry.fields, probe.made_found()
+    if found.kinds.get(path) != "mount":
+        if made_it and found.kinds.get(path) is None:
             return Entry("dir", path)  # unmounted already: its mount point may be left
         return None
     gone, next_run = ("to go", "uninstall") if uninstall else ("no longer declared", "apply")
-    if busy := probe["made"]["busy"].get(path):
+    if busy := found.busy.get(path):
         findings.violation(
             f"scratch {path} is {gone}, but {made.using(busy, 'uses')}: podstate "
             "does not unmount a tmpfs in use (what is on it would vanish from under them); "
@@ -131,7 +135,7 @@ def unmount(
             "removal.busy",
         )
         return entry
-    held = probe["made"].get("held", {}).get(path)
+    held = found.held.get(path)
     if held and not discard:
         what = "what podstate cannot read" if held == "?" else f"files (among them {held})"
         then = (

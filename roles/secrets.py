@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from podstate.desired.secret import Secret, render
+from podstate.facts.probe import Probe
 from podstate.facts.request import Request
+from podstate.facts.secrets import SecretsState
 from podstate.operations import secrets as secret_ops
 from podstate.paths import SECRETS_FILE
 from podstate.run import findings
@@ -25,7 +27,7 @@ def reads(wanted: dict[str, Any]) -> Request:
     return Request(secrets=wanted.get("secrets"))
 
 
-def drift(values: dict[str, Secret], found: dict[str, Any]) -> str | None:
+def drift(values: dict[str, Secret], found: SecretsState) -> str | None:
     """Return what differs on the pod, in words that hold no value, or None.
 
     Each name whose value differs (or is missing from the file) is named; a file
@@ -33,28 +35,30 @@ def drift(values: dict[str, Secret], found: dict[str, Any]) -> str | None:
     root's with mode 600, is said to be so, and so are copies of it that a run killed
     between its upload and its install left beside it (the apply removes them).
     """
-    if found["state"] == "absent":
+    if found.state == "absent":
         return f"{SECRETS_FILE} absent: " + ", ".join(f"{n} missing" for n in sorted(values))
-    if found["state"] != "file":
-        return f"{SECRETS_FILE} is a {found['state'].replace('_', ' ')}"
-    if (found["owner"], found["mode"]) != (0, "600"):
-        return f"{SECRETS_FILE} has owner {found['owner']} and mode {found['mode']}, want 0 and 600"
+    if found.state != "file":
+        return f"{SECRETS_FILE} is a {found.state.replace('_', ' ')}"
+    if (found.owner, found.mode) != (0, "600"):
+        return f"{SECRETS_FILE} has owner {found.owner} and mode {found.mode}, want 0 and 600"
     words = [
-        f"{name} {'missing' if name not in found['values'] else 'differs'}"
+        f"{name} {'missing' if name not in found.values else 'differs'}"
         for name in sorted(values)
-        if not found["values"].get(name)
+        if not found.values.get(name)
     ]
-    if found["leftovers"]:
-        names = ", ".join(path.rsplit("/", 1)[-1] for path in found["leftovers"])
+    if found.leftovers:
+        names = ", ".join(path.rsplit("/", 1)[-1] for path in found.leftovers)
         words.append(f"copies left by an interrupted run ({names})")
     return ", ".join(words) or None
 
 
 @role("Secrets", reads, when=lambda wanted: wanted.get("secrets") is not None)
-def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
+def apply(wanted: dict[str, Any], probe: Probe) -> None:
     """Write the secrets file when what it sets, its owner or its mode differ."""
     values: dict[str, Secret] = wanted["secrets"]
-    found = probe["secrets"]
+    found = probe.secrets
+    if found is None:
+        raise ValueError("the probe did not read the secrets file")
     findings.made("secrets", SECRETS_FILE)
     secret_ops.secrets_file(
         name=f"Secrets file {SECRETS_FILE}",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from podstate.facts.probe import Probe
 from podstate.facts.request import Request
 from podstate.run import bookkeeping, findings
 from podstate.run.role import role
@@ -17,13 +18,13 @@ def reads(wanted: dict[str, Any]) -> Request:  # the roles' contract
 
 
 @role("Shared memory", reads, when=lambda wanted: wanted.get("shm"))
-def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
+def apply(wanted: dict[str, Any], probe: Probe) -> None:
     """Grow /dev/shm where the pod may remount it; record a violation where it may not."""
     shm = wanted["shm"]
-    size, minimum = probe["shm_size"], shm["min_size"]
+    size, minimum = probe.shm_size, shm["min_size"]
     if size is not None and size >= minimum:
         return
-    if probe["can_mount"] and size is not None:
+    if probe.can_mount and size is not None:
         bookkeeping.tmpfs(
             name="Grow /dev/shm", path="/dev/shm", size=minimum, mode="1777", mounted_size=size
         )

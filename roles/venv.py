@@ -27,8 +27,9 @@ from typing import Any
 from podstate import gzcache, settings
 from podstate.facts import made
 from podstate.facts.mounts import Mount, mount_of
+from podstate.facts.probe import Probe
 from podstate.facts.request import Request
-from podstate.facts.venv import normalize
+from podstate.facts.venv import Python, normalize
 from podstate.operations import venv as venv_ops
 from podstate.operations.upload import upload_file
 from podstate.roles import disk, scratch
@@ -133,7 +134,7 @@ def requirements_text(venv: dict[str, Any]) -> str:
     return packages + (venv["requirements"] or "")
 
 
-def fingerprint(venv: dict[str, Any], python: dict[str, Any]) -> tuple[str, str]:
+def fingerprint(venv: dict[str, Any], python: Python) -> tuple[str, str]:
     """Return (fingerprint, record): the hash of what is asked, and the JSON kept in the venv.
 
     Package order and duplicates do not matter; the interpreter's version does (a new
@@ -146,7 +147,7 @@ def fingerprint(venv: dict[str, Any], python: dict[str, Any]) -> tuple[str, str]
         "requirements": venv["requirements"] or "",
         "installer": venv["installer"],
         "index": index_args(venv),
-        "python": {"executable": python["executable"], "version": python["version"]},
+        "python": {"executable": python.executable, "version": python.version},
         "seed": bool(venv.get("seed", True)),
         "compile": bool(venv.get("compile", True)),
     }
@@ -170,9 +171,7 @@ def recorded(record: str | None) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def describe(
-    venv: dict[str, Any], python: dict[str, Any], environment: dict[str, str]
-) -> venv_ops.Venv:
+def describe(venv: dict[str, Any], python: Python, environment: dict[str, str]) -> venv_ops.Venv:
     """Return the venv operations' description of ``venv`` (the desired state's) on a pod
     whose interpreter is ``python`` (the probe's), built with ``environment``."""
     digest, record = fingerprint(venv, python)
@@ -180,7 +179,7 @@ def describe(
         path=venv["path"],
         fingerprint=digest,
         record=record,
-        python=python["executable"],
+        python=python.executable,
         installer=venv["installer"],
         requirements=requirements_text(venv),
         distributions=required(venv),
@@ -196,9 +195,7 @@ def _local(mount: Mount | None) -> bool:
     return mount is None or not mount.is_network
 
 
-def work_environment(
-    wanted: dict[str, Any], probe: dict[str, Any], venv_parent: str
-) -> dict[str, str]:
+def work_environment(wanted: dict[str, Any], probe: Probe, venv_parent: str) -> dict[str, str]:
     """Return TMPDIR and the pip/uv cache directories for the install, all on local storage.
 
     The ``dirs`` values when they are local, else directories under the first local scratch
@@ -208,19 +205,20 @@ def work_environment(
     dirs = wanted.get("dirs") or {}
     fallback = "/tmp"
     for path in wanted.get("scratch") or {}:
-        if _local(probe["paths"][path]["mount"]):
+        if _local(probe.paths[path].mount):
             fallback = path
             break
     defaults = {"TMPDIR": fallback, "PIP_CACHE_DIR": "", "UV_CACHE_DIR": ""}
     env: dict[str, str] = {}
     for name, suffix in (("TMPDIR", ""), ("PIP_CACHE_DIR", "pip"), ("UV_CACHE_DIR", "uv")):
         path = dirs.get(name)
-        if path and _local(probe["paths"][path]["mount"]):
+        if path and _local(probe.paths[path].mount):
             env[name] = path
         else:
             env[name] = defaults[name] or posixpath.join(fallback, ".podstate-cache", suffix)
-    mounts = probe["mounts"]
-    cache = probe["paths"].get(env["UV_CACHE_DIR"], {}).get("real", env["UV_CACHE_DIR"])
+    mounts = probe.mounts
+    info = probe.paths.get(env["UV_CACHE_DIR"])
+    cache = info.real if info else env["UV_CACHE_DIR"]
     same = mount_of(cache, mounts) == mount_of(venv_parent, mounts)
     env["UV_LINK_MODE"] = "hardlink" if same else "copy"
     return env
@@ -233,14 +231,16 @@ def _uploadable(arch: str | None) -> bool:
 
 
 @role("Venv", reads, when=lambda wanted: wanted.get("venv"))
-def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
+def apply(wanted: dict[str, Any], probe: Probe) -> None:
     """Converge ``venv``: build, restore or leave it; keep its snapshot; report what cannot be."""
     spec = wanted["venv"]
-    path, seen = spec["path"], probe["venv"]
-    info = probe["paths"][path]
-    mount = info["mount"]
-    _declare(spec, info["kind"], made.previous(probe.get("made")))
-    if not _local(mount):
+    path, seen = spec["path"], probe.venv
+    if seen is None:
+        raise ValueError("the probe did not read the venv")
+    info = probe.paths[path]
+    mount = info.mount
+    _declare(spec, info.kind, made.previous(probe.made))
+    if mount is not None and mount.is_network:
         findings.violation(
             f"venv.path {path} is on the network filesystem {mount.fstype} ({mount.source} at "
             f"{mount.target}): a venv there takes minutes to install and seconds per import; "
@@ -249,17 +249,17 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
             "venv.path",
         )
         return
-    if seen["kind"] not in (None, "link") or (
-        seen["kind"] == "link" and not venv_ops.is_version(path, seen["target"])
+    if seen.kind not in (None, "link") or (
+        seen.kind == "link" and not venv_ops.is_version(path, seen.target)
     ):
-        what = "a symlink podstate did not make" if seen["kind"] == "link" else seen["kind"]
+        what = "a symlink podstate did not make" if seen.kind == "link" else seen.kind
         findings.violation(
             f"venv.path {path} is {what}, not a podstate venv: podstate will not replace it; "
             "move it away or choose another venv.path",
             "venv.path",
         )
         return
-    python = seen["python"]
+    python = seen.python
     if python is None:
         findings.violation(
             f"venv.python {spec['python']} is not on the pod: install it, or point venv.python "
@@ -267,44 +267,45 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
             "venv.python",
         )
         return
-    if spec["installer"] == "pip" and not python["ensurepip"]:
+    if spec["installer"] == "pip" and not python.ensurepip:
         findings.violation(
-            f"venv.installer pip needs the venv module with ensurepip in {python['executable']} "
+            f"venv.installer pip needs the venv module with ensurepip in {python.executable} "
             "(Debian/Ubuntu: apt-get install python3-venv); or use installer uv",
             "venv.installer",
         )
         return
 
-    want = describe(spec, python, work_environment(wanted, probe, posixpath.dirname(info["real"])))
+    want = describe(spec, python, work_environment(wanted, probe, posixpath.dirname(info.real)))
     digest = want.fingerprint
     second = dataclasses.replace(want, alternate=True)
-    missing = seen["missing"] or []
-    live = seen["target"] in (want.version, second.version)
-    ready = seen["works"] and recorded(seen["record"]) == digest and live and not missing
-    if not ready and seen["free"] is not None and seen["free"] < disk.MIN_FREE:
+    missing = seen.missing or ()
+    live = seen.target in (want.version, second.version)
+    ready = seen.works and recorded(seen.record) == digest and live and not missing
+    if not ready and seen.free is not None and seen.free < disk.MIN_FREE:
         findings.violation(
             f"venv.path {path} is on a full filesystem "
             f"({mount.target if mount else posixpath.dirname(path)}): "
-            f"{format_size(seen['free'])} free; podstate changed nothing there: free space, "
+            f"{format_size(seen.free)} free; podstate changed nothing there: free space, "
             "or choose a venv.path on a disk with room",
             "venv.free",
         )
         return
     # A venv in use is never rebuilt in place: one broken at the fingerprint's first name
     # is rebuilt at its second, beside it, and the other way round.
-    if seen["target"] == (want.version if not ready else second.version):
+    if seen.target == (want.version if not ready else second.version):
         want = second
-    snapshot = seen["snapshot"]
+    snapshot = seen.snapshot
     restore = None
-    if not ready and not want.alternate and snapshot and snapshot["fingerprint"] == digest:
-        if snapshot["compressor"] == "gzip" or seen["zstd"]:
-            restore = {**snapshot, "archive": posixpath.join(spec["snapshot"], snapshot["archive"])}
+    if not ready and not want.alternate and snapshot and snapshot.fingerprint == digest:
+        if snapshot.compressor == "gzip" or seen.zstd:
+            archive = posixpath.join(spec["snapshot"], snapshot.archive)
+            restore = dataclasses.replace(snapshot, archive=archive)
 
-    uv = seen["uv"] or (managed_uv(path) if seen["managed_uv"] else None)
+    uv = seen.uv or (managed_uv(path) if seen.managed_uv else None)
     fallback = None
     if not ready and want.installer == "uv" and uv is None:
         uv = managed_uv(path)
-        upload = _uv_upload(probe["arch"])
+        upload = _uv_upload(probe.arch)
         if restore:  # uv only if the snapshot turns out bad: the venv operation then gets it
             fallback = venv_ops.Fallback(uv=uv, upload=upload, pip_uv=upload is None)
         elif upload:
@@ -317,7 +318,7 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
             )
         else:
             venv_ops.pip_install_uv(
-                name=f"Install uv with pip at {uv} (the pod has none, and is {probe['arch']})",
+                name=f"Install uv with pip at {uv} (the pod has none, and is {probe.arch})",
                 want=want,
                 dest=uv,
                 _timeout=settings.VENV_TIMEOUT,
@@ -326,13 +327,13 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
         fallback = dataclasses.replace(
             fallback or venv_ops.Fallback(uv=uv if want.installer == "uv" else None),
             snapshot=spec["snapshot"],
-            zstd=seen["zstd"],
+            zstd=seen.zstd,
         )
 
     if ready:
         how = "ready"
     elif restore:
-        how = f"restore from snapshot {restore['archive']}"
+        how = f"restore from snapshot {restore.archive}"
     elif missing:
         how = f"{', '.join(missing)} missing: rebuild with {want.installer} beside it"
     else:
@@ -351,8 +352,8 @@ def apply(wanted: dict[str, Any], probe: dict[str, Any]) -> None:
             name=f"Venv snapshot in {spec['snapshot']}",
             want=want,
             directory=spec["snapshot"],
-            current=snapshot["fingerprint"] if snapshot else None,
-            zstd=seen["zstd"],
+            current=snapshot.fingerprint if snapshot else None,
+            zstd=seen.zstd,
             _timeout=settings.VENV_TIMEOUT,
         )
 

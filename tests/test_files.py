@@ -26,7 +26,7 @@ def probe(*paths: Path) -> dict:
         text=True,
     )
     assert out.returncode == 0, out.stderr
-    return PodProbe().process(out.stdout.splitlines())["files"]
+    return PodProbe().process(out.stdout.splitlines()).files
 
 
 def write(path: Path, content: str = TEXT, own: bool = False, mode: str = "644", env=None):

@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from podstate.desired.errors import Layer, SpecError
+from podstate.facts.venv import Python
 from podstate.inventory.fleet import resolve
 from podstate.limits import MAX_FILE
 from podstate.operations import venv as venv_ops
@@ -79,7 +80,7 @@ def test_a_40k_lock_file_never_travels_in_a_command(tmp_path):
     assert 40 << 10 < len(lock) < 48 << 10
     (tmp_path / "lock.txt").write_text(lock)
     state = resolved({"venv": {"path": "/opt/venv", "requirements": "lock.txt"}}, tmp_path)
-    python = {"executable": "/usr/bin/python3.11", "version": "3.11.2"}
+    python = Python("/usr/bin/python3.11", "3.11.2", ensurepip=True)
     want = venv_role.describe(state["venv"], python, {"TMPDIR": "/tmp"})
     command = venv_ops.venv_command(want, "/opt/.podstate/uv")
     encoded = base64.b64encode(lock.encode()).decode()

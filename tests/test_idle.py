@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import replace
 
 import pytest
 
 from podstate.facts import activity
 from podstate.facts.gpu import GpuDevice, GpuState, parse_apps, parse_gpu_query
+from podstate.facts.probe import Probe, parse_probe
+from podstate.facts.sessions import Session
+from podstate.facts.work import Sign, Unread, Work
 from podstate.sandbox import inside
 from podstate.sandbox.api import list_pods
 from tests.e2e import check
@@ -23,15 +27,16 @@ SANDBOX = {"pods": 1}
 POD = "pod-1"  # two GPUs
 
 
-QUIET = {"age": 0.0, "busy": [], "unread": []}
+QUIET = Work(age=0.0)
 
 
-def _probe(*devices: GpuDevice, apps=(), sessions=(), readable=True, work=QUIET) -> dict:
-    return {
-        "gpu": GpuState(readable=readable, devices=devices, apps=apps, error="NVML failed"),
-        "sessions": list(sessions),
-        "work": work,
-    }
+def _probe(*devices: GpuDevice, apps=(), sessions=(), readable=True, work=QUIET) -> Probe:
+    return replace(
+        parse_probe([]),
+        gpu=GpuState(readable=readable, devices=devices, apps=apps, error="NVML failed"),
+        sessions=tuple(sessions),
+        work=work,
+    )
 
 
 IDLE_GPU = GpuDevice(0, uuid="GPU-a", utilization=0, memory_used_mib=0)
@@ -43,7 +48,7 @@ def test_a_pod_is_idle_only_when_every_reading_says_so():
     assert activity.read(_probe(IDLE_GPU, busy))["in_use"] == ["GPU 1 at 3 %"]
     loaded = GpuDevice(0, uuid="GPU-a", utilization=0, memory_used_mib=30000)
     assert activity.read(_probe(loaded))["idle"] is False  # a model waiting for requests
-    session = {"pid": 7, "kind": "kernel", "command": "python3"}
+    session = Session(pid=7, kind="kernel", command="python3")
     assert activity.read(_probe(IDLE_GPU, sessions=[session]))["idle"] is False
 
 
@@ -51,18 +56,18 @@ def test_processes_that_worked_make_the_pod_in_use_and_the_period_is_dated_on_th
     from datetime import UTC, datetime
 
     now = datetime(2026, 6, 1, 12, 0, 30, tzinfo=UTC)
-    quiet = activity.read(_probe(IDLE_GPU, work={**QUIET, "age": 90.5}), now)
+    quiet = activity.read(_probe(IDLE_GPU, work=replace(QUIET, age=90.5)), now)
     assert (quiet["idle"], quiet["idle_for"], quiet["idle_since"]) == (
         True,
         90.5,
         "2026-06-01T11:58:59Z",
     )
-    cpu = {"kind": "cpu", "pid": 812, "command": "python", "amount": 170}
-    found = activity.read(_probe(IDLE_GPU, work={**QUIET, "busy": [cpu]}), now)
+    cpu = Sign(kind="cpu", pid=812, command="python", amount=170)
+    found = activity.read(_probe(IDLE_GPU, work=replace(QUIET, busy=(cpu,))), now)
     assert found["in_use"] == ["1.7 s of CPU since the idle period began, most by python (pid 812)"]
-    unread = {**QUIET, "unread": [{"pid": 9, "command": "sleep"}]}
+    unread = replace(QUIET, unread=(Unread(pid=9, command="sleep"),))
     assert activity.read(_probe(IDLE_GPU, work=unread))["idle"] is None
-    unkept = activity.read(_probe(IDLE_GPU, work={**QUIET, "age": None}))
+    unkept = activity.read(_probe(IDLE_GPU, work=replace(QUIET, age=None)))
     assert unkept["idle"] is None and unkept["idle_since"] is None
 
 
@@ -78,17 +83,17 @@ def test_the_work_lines_parse():
             "work.age 1234",
         ]
     )
-    assert found["age"] == 12.34
-    assert work.describe(found["busy"][0]) == (
+    assert found.age == 12.34
+    assert work.describe(found.busy[0]) == (
         "3.2 MiB read and written since it began, most by curl (pid 7)"
     )
-    assert work.describe(found["busy"][1]) == "process 8 ended since the idle period began"
-    assert work.describe(found["busy"][2]) == (
+    assert work.describe(found.busy[1]) == "process 8 ended since the idle period began"
+    assert work.describe(found.busy[2]) == (
         "process python (pid 10) is running on a CPU (or waiting on a disk) now"
     )
-    assert found["unread"] == [{"pid": 9, "command": "sleep"}]
-    assert work.parse(["work.unkept", "work.age 0"])["age"] is None
-    assert work.parse([])["age"] is None  # the section did not answer: unknown
+    assert found.unread == (Unread(pid=9, command="sleep"),)
+    assert work.parse(["work.unkept", "work.age 0"]).age is None
+    assert work.parse([]).age is None  # the section did not answer: unknown
 
 
 @pytest.mark.parametrize(

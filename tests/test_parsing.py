@@ -4,14 +4,16 @@ import json
 import os
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from podstate.facts import activity
+from podstate.facts.files import PathInfo
 from podstate.facts.gpu import GPU_FIELDS, all_nvlink, parse_gpu_list, parse_topology
 from podstate.facts.mounts import mount_of, parse_mounts
-from podstate.facts.probe import PodProbe, parse_probe
+from podstate.facts.probe import PodProbe, Probe, parse_probe
 from podstate.sizes import SIZE_PATTERN, SIZE_WORDS, format_size, parse_size
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -142,17 +144,17 @@ def test_probe_script_runs_in_sh_and_reads_back(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     probe = parse_probe(out.stdout.splitlines())
-    assert probe["paths"][paths[0]]["kind"] == "directory"
-    assert probe["paths"][paths[0]]["mode"] == "1777"
-    assert probe["paths"][paths[1]]["kind"] is None
-    assert probe["paths"][paths[1]]["real"] == paths[1]
-    assert probe["files"][files[0]].content == "line 1\n$(not run)\n"
-    assert probe["files"][files[1]].state == "absent"
-    assert probe["shm_size"] > 0
-    assert 0 < probe["disk_free"] <= probe["disk_size"]
+    assert probe.paths[paths[0]].kind == "directory"
+    assert probe.paths[paths[0]].mode == "1777"
+    assert probe.paths[paths[1]].kind is None
+    assert probe.paths[paths[1]].real == paths[1]
+    assert probe.files[files[0]].content == "line 1\n$(not run)\n"
+    assert probe.files[files[1]].state == "absent"
+    assert probe.shm_size > 0
+    assert 0 < probe.disk_free <= probe.disk_size
     status = Path("/proc/self/status").read_text()
     cap_eff = int(re.search(r"^CapEff:\s*(\w+)", status, re.M).group(1), 16)
-    assert probe["can_mount"] is bool(cap_eff >> 21 & 1)  # CAP_SYS_ADMIN, as this process has
+    assert probe.can_mount is bool(cap_eff >> 21 & 1)  # CAP_SYS_ADMIN, as this process has
 
 
 @pytest.mark.parametrize("base64_w0", [True, False], ids=["base64 -w0", "base64 without -w"])
@@ -180,16 +182,16 @@ def test_probe_reads_odd_paths_back_exactly(tmp_path, base64_w0):
     )
     assert out.returncode == 0, out.stderr
     probe = parse_probe(out.stdout.splitlines())
-    assert probe["paths"][paths[0]] | {"mount": None} == {
-        "kind": "regular file", "mode": "644", "real": paths[0], "mount": None
-    }  # fmt: skip
-    assert probe["paths"][paths[1]]["kind"] == "symbolic link"
-    assert probe["paths"][paths[1]]["real"] == str(tmp_path / "d")
-    assert probe["paths"][paths[2]]["real"] == str(odd)
-    assert probe["files"][files[0]].content == "x\n" * 100  # over one base64 line of 76
+    assert replace(probe.paths[paths[0]], mount=None) == PathInfo(
+        kind="regular file", mode="644", real=paths[0], mount=None
+    )
+    assert probe.paths[paths[1]].kind == "symbolic link"
+    assert probe.paths[paths[1]].real == str(tmp_path / "d")
+    assert probe.paths[paths[2]].real == str(odd)
+    assert probe.files[files[0]].content == "x\n" * 100  # over one base64 line of 76
 
 
-def run_probe_with_standin(tmp_path, layout: str) -> dict:
+def run_probe_with_standin(tmp_path, layout: str) -> Probe:
     """Return the probe of this machine with the sandbox's nvidia-smi stand-in on PATH,
     answering from ``layout``."""
     from podstate.sandbox.shapes import SHAPES, gpu_layout
@@ -219,7 +221,7 @@ def test_a_field_nvidia_smi_rejects_is_asked_without(tmp_path):
         "reject|clocks_throttle_reasons.hw_slowdown\nreject|pcie.link.width.max\n"
         "health|1|91|Enabled|0|No|No|Not Active|Active|Not Active|Not Active|16|16\n",
     )
-    state = probe["gpu"]
+    state = probe.gpu
     assert state.readable
     assert state.unknown == ("clocks_throttle_reasons.hw_slowdown", "pcie.link.width.max")
     assert [(d.index, d.name, d.temperature, d.hw_thermal) for d in state.devices] == [
@@ -229,18 +231,18 @@ def test_a_field_nvidia_smi_rejects_is_asked_without(tmp_path):
     assert {(d.hw_slowdown, d.link_width, d.link_width_max) for d in state.devices} == {
         (None, 16, None)
     }
-    assert state.cuda == "12.4" and probe["nvlink"] is False  # header and topology read too
+    assert state.cuda == "12.4" and probe.nvlink is False  # header and topology read too
 
 
 def test_an_nvidia_smi_that_fails_leaves_every_reading_unknown(tmp_path):
     probe = run_probe_with_standin(tmp_path, "fail|255|Failed to initialize NVML: Unknown Error\n")
-    state = probe["gpu"]
+    state = probe.gpu
     assert (state.readable, state.error, state.unknown) == (
         False,
         "Failed to initialize NVML: Unknown Error",
         (),
     )
-    assert probe["gpus"] == []
+    assert probe.gpus == ()
 
 
 def test_a_pod_answer_naming_a_field_not_asked_is_malformed():
@@ -295,13 +297,13 @@ def test_real_h200_probe_answer_parses():
     lines = (NVIDIA / "h200-probe.txt").read_text().splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("gpu.query "))
     probe = PodProbe().process([*lines[: at + 1], NEWER_FIELDS, *lines[at + 1 :]])
-    (gpu,) = probe["gpu"].devices
+    (gpu,) = probe.gpu.devices
     assert (gpu.name, gpu.memory_mib, gpu.driver) == ("NVIDIA H200", 143771, "580.159.04")
     assert (gpu.ecc_mode, gpu.ecc_uncorrected, gpu.retired_pending) == ("Enabled", 0, None)
     assert (gpu.hw_thermal, gpu.link_width, gpu.link_width_max) == ("Not Active", 16, 16)
-    assert probe["gpu"].cuda == "13.0" and probe["gpus"] == ["NVIDIA H200"]
-    assert probe["shm_size"] == probe["free"]["/dev/shm"] == 128 << 30
-    assert probe["nvlink"] is False and probe["shell"] == "/bin/bash"
+    assert probe.gpu.cuda == "13.0" and probe.gpus == ("NVIDIA H200",)
+    assert probe.shm_size == probe.free["/dev/shm"] == 128 << 30
+    assert probe.nvlink is False and probe.shell == "/bin/bash"
     assert activity.read(probe)["idle"] is None  # its utilization was not read: unknown
 
 

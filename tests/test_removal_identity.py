@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from podstate.facts import made, record_id
-from podstate.facts.made import Entry, Record
+from podstate.facts.made import Entry, Made, Record
 from podstate.operations.records import record_command
 from podstate.sandbox import container, inside
 from podstate.sandbox.state import pod_state_dir
@@ -96,7 +96,7 @@ def test_a_path_another_record_on_the_volume_names_is_told(tmp_path):
     assert others("C.1+1") == ["made.other =/workspace/a"]
     assert sorted(others("")) == []  # no record on the volume: only the disk's paths
     found = made.parse(["made.pod_id =C.1/1", *others("C.1+1")])
-    assert found["pod_id"] == "C.1/1" and found["others"] == {"/workspace/a"}
+    assert found.pod_id == "C.1/1" and found.others == {"/workspace/a"}
 
 
 def test_a_record_that_names_no_id_gets_the_pods_id_with_the_lines_it_adds(tmp_path):
@@ -113,8 +113,8 @@ def test_a_record_that_names_no_id_gets_the_pods_id_with_the_lines_it_adds(tmp_p
     assert written.entries["/workspace/a"].fields == ("s1",)  # the sums on the pod, kept
 
 
-def _found(pod_id: str | None, **records: Record) -> dict:
-    return {"pod_id": pod_id, "records": records}
+def _found(pod_id: str | None, **records: Record) -> Made:
+    return Made(pod_id=pod_id, records=records)
 
 
 def test_a_record_naming_another_id_is_refused_and_one_naming_none_on_the_disk_is_adopted():

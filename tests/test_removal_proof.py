@@ -21,7 +21,7 @@ import pytest
 
 from podstate.desired.secret import Secret, render
 from podstate.facts import made
-from podstate.facts.made import Entry, Record
+from podstate.facts.made import Entry, Made, Record
 from podstate.facts.record_lines import refused
 from podstate.operations.boot import render_state, save_keys_command
 from podstate.operations.removal import proved_command
@@ -153,9 +153,9 @@ def test_the_secrets_files_first_line_is_the_mark_the_proof_reads():
     assert SECRET.startswith("# Managed by podstate: ")
 
 
-def _probe(volume: list[Entry]) -> dict:
+def _made(volume: list[Entry]) -> Made:
     record = Record("file", "pod-2", "id", {e.path: e for e in volume})
-    return {"made": {"records": {"disk": Record("file", "pod-2", "id"), "volume": record}}}
+    return Made(pod_id="id", records={"disk": Record("file", "pod-2", "id"), "volume": record})
 
 
 @pytest.mark.parametrize(
@@ -186,7 +186,7 @@ def _probe(volume: list[Entry]) -> dict:
 )
 def test_a_record_line_podstate_never_writes_is_refused(entry, on_volume, why):
     homes = ("/workspace/.podstate", "/var/lib/podstate")
-    found = refused(entry, _probe([entry] if on_volume else [])["made"], "/workspace", homes)
+    found = refused(entry, _made([entry] if on_volume else []), "/workspace", homes)
     assert (found is None) if why is None else (why in (found or "")), found
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from podstate.check.uninstall import DEPLOY
 from podstate.facts import made
+from podstate.facts.made import Busy
 from podstate.operations.removal import venv_command
 from podstate.shell import b64
 from tests.e2e import BIN, apply, check, run, write_vars
@@ -44,17 +45,17 @@ def test_the_busy_lines_name_each_process_and_those_podstate_cannot_read():
             "made.busy =/scratch 14 =sleep",
         ]
     )
-    assert found["busy"] == {
-        "/opt/venv": [
-            {"pid": 12, "command": "python", "unread": False},
-            {"pid": 13, "command": "my job", "unread": True},
-        ],
-        "/scratch": [{"pid": 14, "command": "sleep", "unread": False}],
+    assert found.busy == {
+        "/opt/venv": (
+            Busy(pid=12, command="python", unread=False),
+            Busy(pid=13, command="my job", unread=True),
+        ),
+        "/scratch": (Busy(pid=14, command="sleep", unread=False),),
     }
 
 
 def test_the_processes_are_named_those_podstate_cannot_read_apart():
-    busy = made.parse(["made.busy =/v 12 =python", "made.busy =/v 13 =job unread"])["busy"]["/v"]
+    busy = made.parse(["made.busy =/v 12 =python", "made.busy =/v 13 =job unread"]).busy["/v"]
     assert made.using(busy, "runs from") == (
         "python (pid 12) still runs from it; podstate cannot read what job (pid 13) runs from"
         " (another user's: root has no CAP_SYS_PTRACE here)"

@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from podstate.facts.made import Entry
-from podstate.facts.repos import UNKNOWN
+from podstate.facts.repos import UNKNOWN, Checkout
 from roles.repos import cloned
 from tests.e2e import apply, check, exec_count
 
@@ -333,10 +333,10 @@ def test_a_private_branch_moved_upstream_is_asked_with_the_key_from_here(fleet, 
 @pytest.mark.parametrize(
     ("state", "there", "was", "fields"),
     [
-        ({"kind": "absent"}, None, None, ()),
-        ({"kind": "empty"}, "directory", None, ("emptied",)),
-        ({"kind": "repo"}, "directory", None, None),  # the user's checkout
-        ({"kind": "repo"}, "directory", Entry("repo", "/r", ("emptied",)), ("emptied",)),
+        (Checkout(kind="absent"), None, None, ()),
+        (Checkout(kind="empty"), "directory", None, ("emptied",)),
+        (Checkout(kind="repo"), "directory", None, None),  # the user's checkout
+        (Checkout(kind="repo"), "directory", Entry("repo", "/r", ("emptied",)), ("emptied",)),
         (UNKNOWN, None, None, ()),  # git comes in this run: the clone makes the path
         (UNKNOWN, "directory", None, None),  # may hold someone's files: not podstate's
         (UNKNOWN, "directory", Entry("repo", "/r"), ()),

@@ -2,13 +2,17 @@
 
 import base64
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from podstate.facts import processes
+from podstate.facts.files import PathInfo
 from podstate.facts.gpu import GpuDevice, GpuState
 from podstate.facts.mounts import Mount, mount_of
+from podstate.facts.probe import Probe, parse_probe
+from podstate.facts.processes import Process
 from podstate.facts.request import Request
 from podstate.inventory.fleet import desired
 from podstate.nccl import variables
@@ -26,16 +30,6 @@ from podstate.roles.env import (
 )
 
 H100 = "NVIDIA H100 80GB HBM3"
-UNREADABLE = GpuState(readable=False, error="Failed to initialize NVML: Unknown Error")
-
-
-def probe(gpus: int, nvlink: bool) -> dict:
-    devices = tuple(GpuDevice(index, H100) for index in range(gpus))
-    return {
-        "gpu": GpuState(readable=True, devices=devices),
-        "gpus": [H100] * gpus,
-        "nvlink": nvlink,
-    }
 
 
 @pytest.mark.parametrize(
@@ -63,11 +57,11 @@ def probe(gpus: int, nvlink: bool) -> dict:
     ],
 )
 def test_nccl_guards(cloud, gpus, nvlink, wanted, expected):
-    assert variables(wanted, cloud, probe(gpus, nvlink)) == expected
+    assert variables(wanted, cloud, gpus, nvlink) == expected
 
 
 def test_no_nccl_section_sets_nothing():
-    assert variables(None, "COMMUNITY", probe(2, False)) == {}
+    assert variables(None, "COMMUNITY", 2, False) == {}
 
 
 AUTO = {"p2p": "auto", "ib": "auto"}
@@ -88,8 +82,7 @@ BOTH = "export NCCL_P2P_DISABLE=1\nexport NCCL_IB_DISABLE=1\n"
     ],
 )
 def test_unreadable_gpus_never_lower_the_p2p_guard(cloud, wanted, profile, expected):
-    unknown = {"gpu": UNREADABLE, "gpus": [], "nvlink": False}
-    assert variables(wanted, cloud, unknown, profile) == expected
+    assert variables(wanted, cloud, None, False, profile) == expected
 
 
 def healthy_gpus(unknown: tuple[str, ...] = ()) -> GpuState:
@@ -182,16 +175,17 @@ WANTED = {
 }
 
 
-def disk_probe(can_mount: bool, mounts: list[Mount], free: int | None = 1 << 30) -> dict:
+def disk_probe(can_mount: bool, mounts: list[Mount], free: int | None = 1 << 30) -> Probe:
     """Return a probe of a pod with ``mounts``, each wanted path resolving to itself."""
     paths = ["/scratch", *WANTED["dirs"].values()]
-    return {
-        "can_mount": can_mount,
-        "mounts": mounts,
-        "disk_free": free,
-        "disk_size": 20 << 30,
-        "paths": {p: {"real": p, "mount": mount_of(p, mounts)} for p in paths},
-    }
+    return replace(
+        parse_probe([]),
+        can_mount=can_mount,
+        mounts=tuple(mounts),
+        disk_free=free,
+        disk_size=20 << 30,
+        paths={p: PathInfo("directory", "755", p, mount_of(p, mounts)) for p in paths},
+    )
 
 
 def test_without_mounting_scratch_and_its_dirs_are_on_the_container_disk():
@@ -306,8 +300,8 @@ RUNPOD_ENV = {"PIP_CACHE_DIR": "/workspace/.cache/pip"}
 DECLARED_ENV = {"PIP_CACHE_DIR": "/scratch/pip"}
 
 
-def process(pid: int, command: str, ssh: bool, environ=RUNPOD_ENV) -> dict:
-    return {"pid": pid, "command": command, "environ": environ, "ssh": ssh}
+def process(pid: int, command: str, ssh: bool, environ=RUNPOD_ENV) -> Process:
+    return Process(pid, command, environ, ssh)
 
 
 def test_inert_processes_with_old_values_are_no_violation():
@@ -348,7 +342,7 @@ def test_the_probe_tells_a_process_of_an_ssh_session_from_one_of_the_container()
             line(7, "bash", "SSH_CONNECTION=1.2.3.4 5 6.7.8.9 22"),  # no asked variable
         ]
     )
-    assert parsed == [
-        {"pid": 5, "command": "jupyter-lab", "environ": {"PIP_CACHE_DIR": "/w"}, "ssh": False},
-        {"pid": 6, "command": "python3", "environ": {"PIP_CACHE_DIR": "/w"}, "ssh": True},
-    ]
+    assert parsed == (
+        Process(pid=5, command="jupyter-lab", environ={"PIP_CACHE_DIR": "/w"}, ssh=False),
+        Process(pid=6, command="python3", environ={"PIP_CACHE_DIR": "/w"}, ssh=True),
+    )

@@ -15,6 +15,7 @@ from podstate.desired.load import VarsDir
 from podstate.desired.secret import Secret, render
 from podstate.desired.spec import resolve
 from podstate.facts import secrets as secret_facts
+from podstate.facts.secrets import SecretsState
 from podstate.operations import repos as repo_ops
 from podstate.paths import SECRETS_FILE
 from podstate.shell import script
@@ -186,7 +187,7 @@ VALUES = {
 }
 
 
-def probe(shell: str, path: Path, wanted: dict[str, Secret]) -> dict:
+def probe(shell: str, path: Path, wanted: dict[str, Secret]) -> SecretsState:
     """Return what the probe's secrets lines say of ``path``, run by ``shell`` with
     ``wanted`` on stdin, as the probe runs them (``b64`` as scripts/enc.sh defines it)."""
     lines = secret_facts.probe_lines(sorted(wanted))
@@ -210,12 +211,12 @@ def test_the_probe_says_which_values_differ_and_nothing_else(shell, tmp_path):
     path.write_bytes(render(on_pod).encode("utf-8", "surrogateescape"))
     path.chmod(0o600)
     found = probe(shell, path, wanted)
-    assert found["same"] is False and (found["owner"], found["mode"]) == (os.getuid(), "600")
-    assert found["values"] == {n: n != "e" for n in VALUES if n != "UNSET"}
+    assert found.same is False and (found.owner, found.mode) == (os.getuid(), "600")
+    assert found.values == {n: n != "e" for n in VALUES if n != "UNSET"}
     if os.getuid() == 0:
         assert secrets_role.drift(wanted, found) == "UNSET missing, e differs"
     path.write_bytes(render(wanted).encode("utf-8", "surrogateescape"))
-    assert probe(shell, path, wanted)["same"] is True
+    assert probe(shell, path, wanted).same is True
 
 
 @pytest.mark.parametrize("shell", SHELLS)
@@ -224,9 +225,9 @@ def test_the_probe_reads_no_value_from_a_file_anyone_else_may_read(shell, tmp_pa
     path.write_text(render({"A": Secret("k", "a")}))
     path.chmod(0o644)
     found = probe(shell, path, {"A": Secret("k", "a")})
-    assert (found["same"], found["mode"], found["values"]) == (True, "644", {})
+    assert (found.same, found.mode, found.values) == (True, "644", {})
     path.unlink()
-    assert probe(shell, path, {"A": Secret("k", "a")})["state"] == "absent"
+    assert probe(shell, path, {"A": Secret("k", "a")}).state == "absent"
 
 
 @pytest.mark.parametrize("shell", SHELLS)
@@ -235,10 +236,10 @@ def test_the_probe_names_copies_an_interrupted_upload_left(shell, tmp_path):
     path = tmp_path / "env.sh"
     path.write_text(render(wanted))
     path.chmod(0o600)
-    assert probe(shell, path, wanted)["leftovers"] == []
+    assert probe(shell, path, wanted).leftovers == ()
     Path(f"{path}.podstate-check").write_text(render(wanted))
     found = probe(shell, path, wanted)
-    assert found["leftovers"] == [f"{SECRETS_FILE}.podstate-check"]
+    assert found.leftovers == (f"{SECRETS_FILE}.podstate-check",)
     if os.getuid() == 0:
         assert secrets_role.drift(wanted, found) == (
             "copies left by an interrupted run (env.sh.podstate-check)"
@@ -246,11 +247,11 @@ def test_the_probe_names_copies_an_interrupted_upload_left(shell, tmp_path):
     path.unlink()
     Path(f"{path}.podstate-upload").symlink_to(tmp_path / "nowhere")
     found = probe(shell, path, wanted)
-    assert found["state"] == "absent"
-    assert found["leftovers"] == [
+    assert found.state == "absent"
+    assert found.leftovers == (
         f"{SECRETS_FILE}.podstate-upload",
         f"{SECRETS_FILE}.podstate-check",
-    ]
+    )
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="the install makes the file root's")

@@ -366,13 +366,16 @@ def test_the_container_start_is_read_from_the_boot_id_and_process_1s_start():
 
 
 def test_a_marker_from_another_container_start_is_a_restart_with_what_is_gone():
+    from dataclasses import replace
+
     from podstate.facts.files import FileInfo
+    from podstate.facts.probe import Probe, parse_probe
     from roles.ready import MARKER, restart, stale
 
-    def probe(marker: dict | None, start: str | None) -> dict:
+    def probe(marker: dict | None, start: str | None) -> Probe:
         text = json.dumps(marker) if marker else None
-        found = FileInfo("file", content=text) if text else None
-        return {"files": {MARKER: found, "/v/record": None}, "container_start": start}
+        found = {MARKER: FileInfo("file", content=text)} if text else {}
+        return replace(parse_probe([]), files=found, container_start=start)
 
     marker = {"digest": "d", "applied_at": "2026-01-01T00:00:00Z", "container": "b:1"}
     wanted = {"scratch": {"/scratch": {}}}
@@ -383,8 +386,8 @@ def test_a_marker_from_another_container_start_is_a_restart_with_what_is_gone():
         "since": None,
         "gone": ["processes", "/dev/shm contents", "scratch /scratch"],
     }
-    assert stale(marker, {"container_start": None})  # a start not read: not this one
-    assert not stale({"digest": "d"}, {"container_start": "b:2"})  # written before starts
+    assert stale(marker, probe(None, None))  # a start not read: not this one
+    assert not stale({"digest": "d"}, probe(None, "b:2"))  # written before starts
 
 
 def test_vast_prices_and_gpu_use_map_to_the_inventorys_cost_and_live_reading():

@@ -21,6 +21,7 @@ import re
 import signal
 import subprocess
 import time
+from dataclasses import astuple, replace
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,7 @@ from podstate.desired.load import VarsDir
 from podstate.desired.spec import resolve
 from podstate.facts import venv as venv_facts
 from podstate.facts.probe import PodProbe, parse_probe
+from podstate.facts.venv import Python, Snapshot
 from podstate.operations import venv as venv_ops
 from podstate.roles.venv import distributions, fingerprint, recorded, required, seed_mode
 from podstate.shell import script
@@ -140,11 +142,11 @@ def test_distributions_are_the_names_to_verify():
 def test_fingerprint_ignores_package_order_but_not_the_interpreter():
     venv = resolve([Layer("f", {"venv": {"path": "/opt/venv", "packages": ["a", "b"]}})], "p")
     venv = venv["venv"]
-    python = {"executable": "/usr/bin/python3.11", "version": "3.11.2 (main)"}
+    python = Python("/usr/bin/python3.11", "3.11.2 (main)", ensurepip=True)
     digest, record = fingerprint(venv, python)
     assert recorded(record) == digest and len(digest) == 64
     assert fingerprint({**venv, "packages": ["b", "a", "a"]}, python)[0] == digest
-    assert fingerprint(venv, {**python, "version": "3.11.9 (main)"})[0] != digest
+    assert fingerprint(venv, replace(python, version="3.11.9 (main)"))[0] != digest
     assert fingerprint({**venv, "no_index": True}, python)[0] != digest
     assert fingerprint({**venv, "seed": False}, python)[0] != digest
     assert fingerprint({**venv, "compile": False}, python)[0] != digest
@@ -180,31 +182,31 @@ def test_probe_reads_a_venv_and_its_snapshot(tmp_path):
         ["sh", "-c", PodProbe().command([], [], args)], capture_output=True, text=True
     )
     assert out.returncode == 0, out.stderr
-    venv = parse_probe(out.stdout.splitlines())["venv"]
-    assert venv["kind"] == "link" and venv["target"] == ".venv-0123456789ab"
-    assert venv["record"] == '{"fingerprint": "f"}\n' and venv["works"] is True
-    assert venv["python"] is None  # sh is not a Python: no version line
-    assert venv["snapshot"] == {
-        "fingerprint": "f",
-        "archive": "venv-0123456789ab.tar.gz",
-        "compressor": "gzip",
-        "sha256": "ab" * 32,
-    }
-    assert not venv["managed_uv"]
+    venv = parse_probe(out.stdout.splitlines()).venv
+    assert venv.kind == "link" and venv.target == ".venv-0123456789ab"
+    assert venv.record == '{"fingerprint": "f"}\n' and venv.works is True
+    assert venv.python is None  # sh is not a Python: no version line
+    assert venv.snapshot == Snapshot(
+        fingerprint="f",
+        archive="venv-0123456789ab.tar.gz",
+        compressor="gzip",
+        sha256="ab" * 32,
+    )
+    assert not venv.managed_uv
     # idna's package directory is there, its dist-info is not: removed, as far as
     # installers know; names compare as installers normalize them.
-    assert venv["missing"] == ["idna"]
+    assert venv.missing == ("idna",)
     (site / "idna-3.10.dist-info").mkdir()
     out = subprocess.run(
         ["sh", "-c", PodProbe().command([], [], args)], capture_output=True, text=True
     )
-    assert parse_probe(out.stdout.splitlines())["venv"]["missing"] == []
+    assert parse_probe(out.stdout.splitlines()).venv.missing == ()
     # An old current line without the sha256 is no snapshot to restore.
     (tmp_path / "snap" / venv_facts.SNAPSHOT_CURRENT).write_text(" ".join(line.split()[:3]) + "\n")
     out = subprocess.run(
         ["sh", "-c", PodProbe().command([], [], args)], capture_output=True, text=True
     )
-    assert parse_probe(out.stdout.splitlines())["venv"]["snapshot"] is None
+    assert parse_probe(out.stdout.splitlines()).venv.snapshot is None
 
 
 def test_probe_of_a_path_with_nothing_there_reports_no_missing_list(tmp_path):
@@ -212,7 +214,7 @@ def test_probe_of_a_path_with_nothing_there_reports_no_missing_list(tmp_path):
     out = subprocess.run(
         ["sh", "-c", PodProbe().command([], [], args)], capture_output=True, text=True
     )
-    assert parse_probe(out.stdout.splitlines())["venv"]["missing"] is None
+    assert parse_probe(out.stdout.splitlines()).venv.missing is None
 
 
 def test_pip_is_required_unless_the_venv_is_not_seeded():
@@ -227,7 +229,7 @@ def test_pip_is_required_unless_the_venv_is_not_seeded():
 
 def test_probe_without_venv_is_unchanged():
     assert "venv." not in PodProbe().command(["/scratch"], ["~/.bashrc"])
-    assert parse_probe(["caps 0"])["venv"] is None
+    assert parse_probe(["caps 0"]).venv is None
 
 
 INSTALLER_LOGS = [
@@ -275,12 +277,12 @@ def test_failure_line_is_the_installers_cause(tmp_path, log, expected):
 
 def test_snapshot_line_reads_back_and_rejects_partial_lines():
     line = venv_ops.snapshot_line("f" * 64, "venv-ffffffffffff.tar.zst", "zstd", "0" * 64)
-    assert venv_facts.read_snapshot(line + "\n") == {
-        "fingerprint": "f" * 64,
-        "archive": "venv-ffffffffffff.tar.zst",
-        "compressor": "zstd",
-        "sha256": "0" * 64,
-    }
+    assert venv_facts.read_snapshot(line + "\n") == Snapshot(
+        fingerprint="f" * 64,
+        archive="venv-ffffffffffff.tar.zst",
+        compressor="zstd",
+        sha256="0" * 64,
+    )
     assert venv_facts.read_snapshot("f venv.tar.gz gzip") is None
     assert venv_facts.read_snapshot("") is None and venv_facts.read_snapshot("a  b") is None
 
@@ -297,13 +299,13 @@ def _local_venv(tmp_path: Path, **changes) -> venv_ops.Venv:
         "find_links": [],
         "no_index": True,
     }
-    python = {"executable": "/usr/bin/python3", "version": "3"}
+    python = Python("/usr/bin/python3", "3", ensurepip=True)
     digest, record = fingerprint(spec, python)
     values = {
         "path": spec["path"],
         "fingerprint": digest,
         "record": record,
-        "python": python["executable"],
+        "python": python.executable,
         "installer": "uv",
         "requirements": "",
         "index_args": ["--no-index"],
@@ -373,18 +375,18 @@ def test_scripts_build_pack_and_restore_a_venv_locally(tmp_path):
         "snapshot": str(snap),
         "distributions": "pip",
     }
-    probed = parse_probe(_sh(PodProbe().command([], [], args)).stdout.splitlines())["venv"]
-    found = probed["snapshot"]
+    probed = parse_probe(_sh(PodProbe().command([], [], args)).stdout.splitlines()).venv
+    found = probed.snapshot
     archive = snap / f"venv-{want.fingerprint[:12]}.tar.gz"
-    assert found == {
-        "fingerprint": want.fingerprint,
-        "archive": archive.name,
-        "compressor": "gzip",
-        "sha256": hashlib.sha256(archive.read_bytes()).hexdigest(),
-    }
-    assert probed["missing"] == []
+    assert found == Snapshot(
+        fingerprint=want.fingerprint,
+        archive=archive.name,
+        compressor="gzip",
+        sha256=hashlib.sha256(archive.read_bytes()).hexdigest(),
+    )
+    assert probed.missing == ()
 
-    restore = {**found, "archive": str(archive)}
+    restore = replace(found, archive=str(archive))
     _sh(f"rm -rf {opt}")
     restored = _sh(venv_ops.venv_command(want, None, restore))
     assert restored.returncode == 0, restored.stderr
@@ -398,7 +400,7 @@ def test_scripts_build_pack_and_restore_a_venv_locally(tmp_path):
     ]:
         _sh(f"rm -rf {opt}")
         archive.write_bytes(damage)
-        (snap / "current").write_text(venv_ops.snapshot_line(*found.values()) + "\n")
+        (snap / "current").write_text(venv_ops.snapshot_line(*astuple(found)) + "\n")
         broken = _sh(venv_ops.venv_command(want, None, restore))
         assert broken.returncode == 1
         assert re.match(f"podstate: venv snapshot {archive} is bad: {why}", broken.stderr)
@@ -407,7 +409,7 @@ def test_scripts_build_pack_and_restore_a_venv_locally(tmp_path):
     # The sum matches, the content is no archive: it does not unpack.
     archive.write_bytes(b"not an archive")
     sha = hashlib.sha256(b"not an archive").hexdigest()
-    unpack = _sh(venv_ops.venv_command(want, None, {**restore, "sha256": sha}))
+    unpack = _sh(venv_ops.venv_command(want, None, replace(restore, sha256=sha)))
     assert re.match(f"podstate: venv snapshot {archive} is bad: it does not unpack", unpack.stderr)
 
     missing = _local_venv(tmp_path, distributions=["nosuchpkg"])

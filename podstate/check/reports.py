@@ -34,8 +34,10 @@ def host_key_line(host_key: dict[str, Any] | None) -> str | None:
     """Return one line saying what the run did with a pod's key, or None when there is
     nothing to say (a kept key, no store, or a refusal, which the pod's error already says).
     """
-    trust = (host_key or {}).get("trust")
-    why = (host_key or {}).get("unverified")
+    if not host_key:
+        return None
+    trust = host_key.get("trust")
+    why = host_key.get("unverified")
     unverified = f" (unverified: {why})" if why else ""
     if trust == hostkeys.VERIFIED:
         return f"host key verified against RunPod's log: {host_key['fingerprint']}"
@@ -85,7 +87,9 @@ def boot_lines(boot: dict[str, Any] | None, quiet: bool = False) -> list[str]:
 def boot_failed(boot: dict[str, Any] | None) -> bool:
     """Return whether the boot hook failed at the pod's container start: it did not run,
     did nothing, or something in it failed."""
-    return bool(boot) and (boot["outcome"] in ("not-run", "skipped") or bool(boot["errors"]))
+    if not boot:
+        return False
+    return boot["outcome"] in ("not-run", "skipped") or bool(boot["errors"])
 
 
 def host_key_summary(results: dict[str, PodResult]) -> str | None:
@@ -185,9 +189,9 @@ def junit(results: dict[str, PodResult]) -> str:
         if r.host_key is not None:
             case = ET.SubElement(suite, "testcase", classname=name, name="Host key")
             counts["tests"] += 1
-            line = host_key_line(r.host_key)
-            if line:
-                ET.SubElement(case, "system-out").text = visible(line)
+            key_line = host_key_line(r.host_key)
+            if key_line:
+                ET.SubElement(case, "system-out").text = visible(key_line)
         found = {c["role"] for c in r.changes} | {v["role"] for v in r.violations}
         for role in r.checked + sorted(found - set(r.checked)):
             case = ET.SubElement(suite, "testcase", classname=name, name=role)

@@ -146,7 +146,7 @@ def host_key_counts(results: dict[str, PodResult]) -> dict[str, int]:
     use, re-keyed (unverified), or refused."""
     counts = dict.fromkeys(HOST_KEY_COUNTS.values(), 0)
     for result in results.values():
-        key = HOST_KEY_COUNTS.get((result.host_key or {}).get("trust"))
+        key = HOST_KEY_COUNTS.get((result.host_key or {}).get("trust") or "")
         if key:
             counts[key] += 1
     return counts

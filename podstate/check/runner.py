@@ -55,10 +55,11 @@ class _Errors(BaseStateCallback, logging.Handler):
         self.errors: dict[str, list[str]] = {}
         self.progress = progress
 
-    def host_connect(self, state, host) -> None:  # pyinfra's API
+    # pyinfra's API: declared static, called on the instance
+    def host_connect(self, state, host) -> None:  # type: ignore[override]
         self.progress(host.name, "planning")
 
-    def host_connect_error(self, state, host, error) -> None:  # pyinfra's API
+    def host_connect_error(self, state, host, error) -> None:  # type: ignore[override]
         self.unreachable[host.name] = _ANSI.sub("", str(error.args[0] if error.args else error))
         self.progress(host.name, "checked")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from podstate.check import shards
 from podstate.inventory.fleet import load_inventory
@@ -19,7 +20,7 @@ def inventory(args: argparse.Namespace) -> int:
     if args.names:
         print("".join(f"{pod.name}\n" for pod in chosen), end="")
         return 0
-    pods = [
+    pods: list[dict[str, Any]] = [
         {
             "name": pod.name,
             "address": pod.data.get("ssh_hostname") or pod.name,

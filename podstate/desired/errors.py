@@ -154,7 +154,9 @@ def _message(error: ValidationError) -> str:
     if error.validator == "type" and "x-message" in schema and scalar and not schema.get("x-hide"):
         return f"{short(error.instance)} {schema['x-message']}"  # its hint: quote numbers: "1"
     if error.validator == "type":
-        expected = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        expected: list[str] = (
+            schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        )
         names = " or ".join(_TYPE_NAMES.get(t, t) for t in expected)
         return f"expected {names}, got {kind_of(error.instance)}"
     if error.validator == "maxLength":

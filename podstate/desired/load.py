@@ -43,7 +43,7 @@ class _Loader(yaml.SafeLoader):
         self._sizes: dict[int, int] = {}  # id(node) -> values it holds, aliases expanded
         self._added = 0  # values added by aliases so far
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         """Return the next node, counting what an alias adds and refusing a key twice."""
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
@@ -127,7 +127,7 @@ def load_written(path: Path, display: str | None = None) -> tuple[dict[str, Any]
         raise SpecError(f"{shown}: invalid YAML{where}: {problem}") from None
     except RecursionError:
         raise SpecError(f"{shown}: invalid YAML: nested too deeply") from None
-    if data is None:
+    if node is None or data is None:  # an empty document
         return {}, {}
     if not isinstance(data, dict):
         raise SpecError(f"{shown}: expected a mapping of keys at the top, got {kind_of(data)}")

@@ -12,11 +12,13 @@ makes the answer unknown (None), never idle: decisions on it take the safe side.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from podstate.facts import work
 from podstate.facts.gpu import IDLE_MEMORY_MIB, GpuState
+from podstate.facts.probe import Probe
 
 
 def _gpus(state: GpuState) -> list[dict[str, Any]]:
@@ -37,18 +39,19 @@ def _gpus(state: GpuState) -> list[dict[str, Any]]:
     ]
 
 
-def read(probe: dict[str, Any], now: datetime | None = None) -> dict[str, Any]:
+def read(probe: Probe, now: datetime | None = None) -> dict[str, Any]:
     """Return what the probe says of the pod's use: ``idle`` (True, False, or None when a
     reading is unknown), ``in_use`` (why it is not idle, in words), ``unknown`` (what could
     not be read), ``gpus`` (each GPU's reading), ``processes`` (every compute process:
-    ``pid``, ``name``, ``gpu_uuid``), ``sessions`` (the probe's) and ``idle_for`` (seconds
+    ``pid``, ``name``, ``gpu_uuid``), ``sessions`` (the probe's: ``pid``, ``kind``,
+    ``command``) and ``idle_for`` (seconds
     since the pod's idle period began, by the clock kept on the pod; None when unknown, and
     0 when the probe saw work: a new period begins), ``idle_since`` (when that period began,
     RFC 3339 in UTC, to the second below: ``now``, the probe's answer's time, less
     ``idle_for``; None when unknown) and ``container`` (the container start
     it is for, ``BOOT_ID:TICKS``; None when unread), which tells the watch a restart on a
     provider that lists no start time (Vast)."""
-    state: GpuState = probe["gpu"]
+    state: GpuState = probe.gpu
     in_use: list[str] = []
     unknown: list[str] = []
     if not state.readable:
@@ -67,17 +70,17 @@ def read(probe: dict[str, Any], now: datetime | None = None) -> dict[str, Any]:
         unknown.append("the GPUs' compute processes")
     for app in state.apps or ():
         in_use.append(f"compute process {app.name} (pid {app.pid})")
-    for session in probe.get("sessions", []):
-        what = "terminal" if session["kind"] == "tty" else "notebook kernel"
-        in_use.append(f"{what} {session['command']} (pid {session['pid']})")
-    found = probe.get("work") or {"age": None, "busy": [], "unread": []}
-    in_use += [work.describe(sign) for sign in found["busy"]]
-    for process in found["unread"]:
+    for session in probe.sessions:
+        what = "terminal" if session.kind == "tty" else "notebook kernel"
+        in_use.append(f"{what} {session.command} (pid {session.pid})")
+    found = probe.work
+    in_use += [work.describe(sign) for sign in found.busy]
+    for process in found.unread:
         unknown.append(
-            f"what {process['command']} (pid {process['pid']}) does (another user's: root has"
+            f"what {process.command} (pid {process.pid}) does (another user's: root has"
             " no CAP_SYS_PTRACE here)"
         )
-    if found["age"] is None:
+    if found.age is None:
         unknown.append("the idle period: podstate cannot keep its clock on this pod")
     idle = False if in_use else (None if unknown else True)
     return {
@@ -88,10 +91,10 @@ def read(probe: dict[str, Any], now: datetime | None = None) -> dict[str, Any]:
         "processes": [
             {"pid": app.pid, "name": app.name, "gpu_uuid": app.gpu_uuid} for app in state.apps or ()
         ],
-        "sessions": list(probe.get("sessions", [])),
-        "idle_for": found["age"],
-        "idle_since": _since(found["age"], now),
-        "container": probe.get("container_start"),
+        "sessions": [asdict(session) for session in probe.sessions],
+        "idle_for": found.age,
+        "idle_since": _since(found.age, now),
+        "container": probe.container_start,
     }
 
 

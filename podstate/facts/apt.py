@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from dataclasses import dataclass
 
 from podstate.facts.decode import by_key, decode
 
 # What dpkg-query prints per package: its name and status (``ii``: installed).
 DPKG_FORMAT = "${Package} ${db:Status-Abbrev}\\n"
+
+
+@dataclass(frozen=True)
+class Apt:
+    """What the probe read of Debian's packaging on the pod."""
+
+    apt_get: bool  # apt-get is on the pod
+    dpkg: bool  # dpkg-query is, and answered
+    installed: tuple[str, ...]  # the packages asked for that dpkg has installed, sorted
 
 
 def probe_lines(packages: list[str]) -> list[str]:
@@ -23,10 +32,8 @@ def probe_lines(packages: list[str]) -> list[str]:
     ]
 
 
-def parse(output: list[str]) -> dict[str, Any]:
-    """Return the probe's ``apt`` dict from its ``apt.*`` lines: ``apt_get`` (apt-get is on
-    the pod), ``dpkg`` (dpkg-query is, and answered), ``installed`` (the packages asked for
-    that dpkg has installed).
+def parse(output: list[str]) -> Apt:
+    """Return the probe's :class:`Apt` from its ``apt.*`` lines.
 
     A package counts as installed when dpkg's status is installed, or installed with only
     its triggers pending (``ii``, ``iW``, ``it``: its files are in place and configured).
@@ -36,8 +43,8 @@ def parse(output: list[str]) -> dict[str, Any]:
         name, _, status = line.partition(" ")
         if status[1:2] in ("i", "W", "t"):
             installed.add(name.split(":", 1)[0])
-    return {
-        "apt_get": fields.get("get") == "1",
-        "dpkg": "status" in fields,
-        "installed": sorted(installed),
-    }
+    return Apt(
+        apt_get=fields.get("get") == "1",
+        dpkg="status" in fields,
+        installed=tuple(sorted(installed)),
+    )

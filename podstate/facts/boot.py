@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from podstate.facts.decode import by_key, decode
@@ -29,6 +30,15 @@ IDENTITY = {p.name: p.identity for p in registry.pod_providers()}
 # The provider assumed outside a pod (``assuming``): podstate.pod.fits checks a desired state
 # with each provider's probe before any pod is touched.
 _ASSUMED: ContextVar[str] = ContextVar("podstate_boot_provider", default=registry.DEFAULT)
+
+
+@dataclass(frozen=True)
+class Boot:
+    """What the probe read for the boot hook."""
+
+    pod_id: str | None  # the container's identity; None: its environment has none, or unread
+    keys: str | None  # "same": the saved host keys are the pod's own, "differs"; None: unread
+    public: str | None  # the sha256 of the pod's public host keys; None: it has none
 
 
 def provider() -> str:
@@ -101,10 +111,8 @@ def probe_lines(args: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def parse(output: list[str]) -> dict[str, Any]:
-    """Return the probe's ``boot`` dict from its ``boot.*`` lines: ``pod_id``, the container's
-    identity (None when its environment has none, or cannot be read), ``keys`` and ``public`` (None
-    when the pod has no public host keys)."""
+def parse(output: list[str]) -> Boot:
+    """Return the probe's :class:`Boot` from its ``boot.*`` lines."""
     fields = by_key(output)
     pod_id = decode(fields["pod_id"]).strip() if "pod_id" in fields else ""
-    return {"pod_id": pod_id or None, "keys": fields.get("keys"), "public": fields.get("public")}
+    return Boot(pod_id=pod_id or None, keys=fields.get("keys"), public=fields.get("public"))

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Download:
+    """The download test's result."""
+
+    mbps: float | None  # the rate measured; None when the download failed
+    status: int  # curl's (or Python's) exit status; 0 when it measured
 
 
 def probe_line(url: str, seconds: int) -> str:
@@ -27,12 +35,11 @@ def probe_line(url: str, seconds: int) -> str:
     )
 
 
-def parse(line: str | None) -> dict[str, Any] | None:
-    """Return the download test's result: ``{"mbps": rate}``, ``mbps`` None when the download
-    failed; None when none was asked for."""
+def parse(line: str | None) -> Download | None:
+    """Return the download test's result; None when none was asked for."""
     if line is None:
         return None
     status, *numbers = line.split()
     if status != "0" or len(numbers) != 2 or float(numbers[1]) <= 0:
-        return {"mbps": None, "status": int(status)}
-    return {"mbps": float(numbers[0]) * 8 / 1e6 / float(numbers[1]), "status": 0}
+        return Download(mbps=None, status=int(status))
+    return Download(mbps=float(numbers[0]) * 8 / 1e6 / float(numbers[1]), status=0)

@@ -9,8 +9,8 @@ when it is a readable file of at most ``MAX_FILE``. Both are stat'ed in one call
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from podstate.facts.decode import decode
 from podstate.facts.mounts import Mount, mount_of
@@ -49,6 +49,16 @@ class FileInfo:
         }.get(self.state, f"{link}, which is {what}")
 
 
+@dataclass(frozen=True)
+class PathInfo:
+    """What is at a directory's path the roles name (``path`` lines)."""
+
+    kind: str | None  # what stat calls it: "directory", "regular file", ...; None: absent
+    mode: str | None  # octal permissions, e.g. "1777"; None when absent
+    real: str  # the resolved path (the path itself while it is absent)
+    mount: Mount | None  # the mount that holds ``real``
+
+
 def probe_lines(paths: list[str], files: list[str]) -> list[str]:
     """Return the probe lines that read ``paths`` (``path NAME REAL MODE:KIND``) and
     ``files`` (``file NAME STATE LINK TARGET [MODE UID:GID SIZE [CONTENT]]``), read-only."""
@@ -69,20 +79,20 @@ def probe_lines(paths: list[str], files: list[str]) -> list[str]:
     return out
 
 
-def parse_paths(output: list[str], mounts: list[Mount]) -> dict[str, dict[str, Any]]:
-    """Return the probe's ``paths`` dict from its ``path`` lines: for each path its
-    ``kind`` (None: absent), ``mode``, ``real`` path and the mount of ``mounts`` holding it."""
-    paths: dict[str, dict[str, Any]] = {}
+def parse_paths(output: list[str], mounts: Sequence[Mount]) -> dict[str, PathInfo]:
+    """Return the probe's ``paths`` from its ``path`` lines: for each path a
+    :class:`PathInfo` (the mount of ``mounts`` holding it)."""
+    paths: dict[str, PathInfo] = {}
     for line in output:  # path NAME REAL MODE:KIND ("-" when absent); KIND may have spaces
         name, real, mode_kind = (line.partition(" ")[2].split(" ", 2) + ["", ""])[:3]
         mode, _, kind = mode_kind.partition(":")
         real = decode(real)
-        paths[decode(name)] = {
-            "kind": kind or None,
-            "mode": mode if kind else None,
-            "real": real,
-            "mount": mount_of(real, mounts),
-        }
+        paths[decode(name)] = PathInfo(
+            kind=kind or None,
+            mode=mode if kind else None,
+            real=real,
+            mount=mount_of(real, mounts),
+        )
     return paths
 
 

@@ -8,12 +8,21 @@ every second, and a read between its truncation and its write would find a held 
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from podstate.paths import LOCK
 
 # Why the holder cannot be named: the mutex stayed taken (a writer stopped inside it).
 NO_MUTEX = "a run whose lock could not be read: its mutex stayed taken for 10 s"
+
+
+@dataclass(frozen=True)
+class LockReading:
+    """The pod lock as the probe read it."""
+
+    gen: int  # how many times it was taken
+    held: bool  # a live run holds it
+    owner: str | None  # that run's owner line; None when free
 
 
 def probe_lines(lock_wait: int) -> list[str]:
@@ -39,22 +48,21 @@ def probe_lines(lock_wait: int) -> list[str]:
     ]
 
 
-def parse(lines: list[str] | None) -> dict[str, Any] | None:
-    """Return the pod lock as the probe read it (``gen``: how many times it was taken;
-    ``held``: by a live run; ``owner``: that run's owner line, None when free), None if it
-    was not read."""
+def parse(lines: list[str] | None) -> LockReading | None:
+    """Return the pod lock as the probe read it, None if it was not read."""
     if not lines:
         return None
-    reading: dict[str, Any] = {"owner": None}
+    found: tuple[int, bool] | None = None
+    owner: str | None = None
     for line in lines:
         key, _, rest = line.partition(" ")
         if key == "lock":
             gen, held = rest.split(" ")
-            reading.update(gen=int(gen), held=held == "held")
+            found = (int(gen), held == "held")
         elif key == "lock.owner":
-            reading["owner"] = rest.strip() or "a run that left no owner line"
-    if "held" not in reading:
+            owner = rest.strip() or "a run that left no owner line"
+    if found is None:
         return None
-    if reading["held"] and reading["owner"] is None:
-        reading["owner"] = "a run that left no owner line"
-    return reading
+    if found[1] and owner is None:
+        owner = "a run that left no owner line"
+    return LockReading(gen=found[0], held=found[1], owner=owner)

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
-import re
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from podstate.facts import record_id
 from podstate.facts.boot import identity, identity_line
 from podstate.facts.decode import decode
+from podstate.facts.files import PathInfo
+from podstate.facts.record import Busy, Entry, Made, Record, word
 from podstate.limits import MAX_FILE
 from podstate.paths import MADE, VOLUME
 from podstate.shell import b64, quote_path, script
@@ -86,42 +87,6 @@ KINDS = (
 )
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One thing podstate made or edited: its kind, its path and its fields (``KINDS``)."""
-
-    kind: str
-    path: str
-    fields: tuple[str, ...] = ()
-
-    def line(self) -> str:
-        """Return the entry as a line of the record."""
-        return " ".join([self.kind, word(self.path), *self.fields]) + "\n"
-
-    @property
-    def sums(self) -> tuple[str, ...]:
-        """Return the sha256 sums of what podstate wrote at the path (none for most kinds)."""
-        if self.kind in ("file", "saved", "hook", "stub") and self.fields:
-            return tuple(s for s in self.fields[0].split(",") if s and s != "-")
-        return ()  # "-": the probe's copy of a record, whose sums stay on the pod
-
-
-@dataclass
-class Record:
-    """A record as the probe read it: ``state`` (absent, unreadable, file, or noid: the
-    pod has no id that names its volume record), the pod it names (``pod``, ``pod_id``),
-    its entries by path, and ``problem``: why podstate must not act on it (unreadable, not
-    a record, from a newer podstate), None when it can."""
-
-    state: str
-    pod: str | None = None
-    pod_id: str | None = None
-    entries: dict[str, Entry] = field(default_factory=dict)
-    problem: str | None = None
-    text: str | None = None  # the record as the probe read it (without its sums)
-    dups: set[str] = field(default_factory=set)  # paths with more than one line
-
-
 def request(wanted: dict[str, Any]) -> dict[str, Any]:
     """Return the probe's ``made`` argument for ``wanted``: where the volume is (boot.volume,
     ``/workspace`` by default), whose record the probe reads beside the container disk's; the
@@ -140,17 +105,17 @@ def request(wanted: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def using(busy: list[dict[str, Any]], verb: str) -> str:
+def using(busy: Sequence[Busy], verb: str) -> str:
     """Return the processes ``busy`` (``parse``'s) in words, as a violation names them, with
     ``verb`` (``uses``, ``runs from``): those that do, and those podstate cannot read, which
     may (``python (pid 12) still runs from it; podstate cannot read what sleep (pid 13) runs
     from ...``)."""
     parts = []
     for unread in (False, True):
-        these = [p for p in busy if p["unread"] is unread]
+        these = [p for p in busy if p.unread is unread]
         if not these:
             continue
-        who = ", ".join(f"{p['command']} (pid {p['pid']})" for p in these)
+        who = ", ".join(f"{p.command} (pid {p.pid})" for p in these)
         first, _, rest = verb.partition(" ")
         how = " ".join([first if len(these) == 1 else first[:-1], rest]).strip()
         parts.append(
@@ -162,11 +127,13 @@ def using(busy: list[dict[str, Any]], verb: str) -> str:
     return "; ".join(parts)
 
 
-def previous(found: dict[str, Any] | None) -> dict[str, Entry]:
+def previous(found: Made | None) -> dict[str, Entry]:
     """Return the entries of the records the probe read (``found``: its ``made``), by path;
     none from a record podstate cannot act on, nor from a copy of another pod's."""
     entries: dict[str, Entry] = {}
-    for where, record in (found or {}).get("records", {}).items():
+    if found is None:
+        return entries
+    for where, record in found.records.items():
         if record.problem is None and not (where == "disk" and record_id.copied(found)):
             entries.update(record.entries)
     return entries
@@ -194,25 +161,18 @@ def ancestors(path: str) -> list[str]:
     return found
 
 
-def same(entry: Entry, probe: dict[str, Any]) -> bool:
+def same(entry: Entry, found: Made) -> bool:
     """Return whether ``entry``'s path holds one of the contents podstate wrote there, as
-    compared on the pod (the sums never leave it)."""
-    return bool(probe["made"]["same"].get(entry.path))
+    compared on the pod (the sums never leave it; ``found``: the probe's ``made``)."""
+    return bool(found.same.get(entry.path))
 
 
-def kind(path: str, probe: dict[str, Any]) -> str | None:
+def kind(path: str, found: Made, paths: dict[str, PathInfo]) -> str | None:
     """Return what is at a recorded ``path`` that is not a file podstate wrote: as the
-    records' section read it, or the paths' section (None: nothing)."""
-    return probe["made"]["kinds"].get(path) or (probe["paths"].get(path) or {}).get("kind")
-
-
-_PLAIN = re.compile(r"[A-Za-z0-9/._+,:~=-]+")
-
-
-def word(text: str) -> str:
-    """Return ``text`` as one word of a record, as the probe's ``enc`` sends a value: ``=``
-    and the text where it is plain (no program is needed to read it back), else base64."""
-    return "=" + text if _PLAIN.fullmatch(text) else b64(text)
+    records' section read it (``found``: the probe's ``made``), or the paths' section
+    (``paths``; None: nothing)."""
+    info = paths.get(path)
+    return found.kinds.get(path) or (info.kind if info else None)
 
 
 def render(pod: str, pod_id: str | None, entries: list[Entry]) -> str:
@@ -255,7 +215,7 @@ def parse_record(text: str) -> Record:
     return record
 
 
-def probe_lines(args: dict[str, Any] | None, asked: list[str] = ()) -> list[str]:
+def probe_lines(args: dict[str, Any] | None, asked: Sequence[str] = ()) -> list[str]:
     """Return the probe's lines for the records (read-only): the container disk's record and
     what is at the paths it names (scripts/made_state.sh), ``made.pod_id`` (the container's
     identity, ``identity_line``, where it names a record, else the id that record names), the
@@ -292,60 +252,55 @@ def probe_lines(args: dict[str, Any] | None, asked: list[str] = ()) -> list[str]
     ]
 
 
-def parse(output: list[str]) -> dict[str, Any]:
-    """Return the probe's ``made`` dict from its ``made.*`` lines: ``pod_id`` (None when
-    the pod has none), ``records`` (``disk``, ``volume``: a ``Record`` each), ``others``
-    (the paths they name that another pod's record on the volume names too), ``same``
-    (path -> whether the regular file there holds one of the contents its entry names),
-    ``kinds`` (path -> what is there, for the entries whose content is not read), ``busy``
-    (mount or venv -> the processes using it: ``pid``, ``command``, and ``unread``: True for
-    one whose files cannot be read, which may), ``work`` (checkout -> what of someone's
-    own is in it, in words: scripts/repo_clean.sh) and ``held`` (tmpfs -> the first file
-    found in it, "?" when it cannot be read)."""
-    found: dict[str, Any] = {
-        "pod_id": None,
-        "records": {},
-        "others": set(),
-        "same": {},
-        "kinds": {},
-        "busy": {},
-        "work": {},
-        "held": {},
-    }
+def parse(output: list[str]) -> Made:
+    """Return the probe's :class:`Made` from its ``made.*`` lines."""
+    pod_id: str | None = None
+    records: dict[str, Record] = {}
+    others: set[str] = set()
+    same: dict[str, bool] = {}
+    kinds: dict[str, str] = {}
+    busy: dict[str, list[Busy]] = {}
+    work: dict[str, str] = {}
+    held: dict[str, str] = {}
     lines: dict[str, list[str]] = {}
     for line in output:
         key, _, rest = line.partition(" ")
         words = rest.split(" ")
         if key == "made.pod_id":
-            found["pod_id"] = decode(words[0]).strip() or None
+            pod_id = decode(words[0]).strip() or None
         elif key == "made.record":
             where, state = words[0], words[1]
             problem = "podstate cannot read it" if state == "unreadable" else None
-            found["records"][where] = Record(state, problem=problem)
+            records[where] = Record(state, problem=problem)
             lines[where] = []
         elif key == "made.line":
             lines[words[0]].append(rest.partition(" ")[2])
         elif key == "made.same":  # one per line of the entry: any of them may hold
             path = decode(words[0])
-            found["same"][path] = found["same"].get(path, False) or words[1] == "yes"
+            same[path] = same.get(path, False) or words[1] == "yes"
         elif key == "made.work":  # a checkout's work of someone's own, in words
-            found["work"][decode(words[0])] = " ".join(words[1:])
+            work[decode(words[0])] = " ".join(words[1:])
         elif key == "made.held":  # a file in a tmpfs podstate mounted; "?": unreadable
-            found["held"][decode(words[0])] = decode(words[1])
+            held[decode(words[0])] = decode(words[1])
         elif key == "made.other":
-            found["others"].add(decode(words[0]))
+            others.add(decode(words[0]))
         elif key == "made.busy":
-            process = {
-                "pid": int(words[1]),
-                "command": decode(words[2]),
-                "unread": words[3:] == ["unread"],
-            }
-            found["busy"].setdefault(decode(words[0]), []).append(process)
+            process = Busy(int(words[1]), decode(words[2]), words[3:] == ["unread"])
+            busy.setdefault(decode(words[0]), []).append(process)
         elif key == "made.kind":
-            found["kinds"][decode(words[0])] = " ".join(words[1:])
+            kinds[decode(words[0])] = " ".join(words[1:])
     for where, text in lines.items():
-        if found["records"][where].state == "file":
+        if records[where].state == "file":
             record = parse_record("".join(line + "\n" for line in text))
             record.text = "".join(line + "\n" for line in text)
-            found["records"][where] = record
-    return found
+            records[where] = record
+    return Made(
+        pod_id=pod_id,
+        records=records,
+        others=frozenset(others),
+        same=same,
+        kinds=kinds,
+        busy={path: tuple(users) for path, users in busy.items()},
+        work=work,
+        held=held,
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from podstate.procfs import unescape
@@ -67,7 +68,7 @@ def parse_mounts(text: str) -> list[Mount]:
     return mounts
 
 
-def mount_of(path: str, mounts: list[Mount]) -> Mount | None:
+def mount_of(path: str, mounts: Sequence[Mount]) -> Mount | None:
     """Return the mount that holds the absolute, resolved ``path`` (the last, longest match)."""
     best: Mount | None = None
     for mount in mounts:

@@ -8,6 +8,7 @@ they can be unit-tested on real command output without a pod.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pyinfra.api import FactBase
@@ -23,16 +24,74 @@ from podstate.facts import repos as repos_section
 from podstate.facts import secrets as secrets_section
 from podstate.facts import start as start_section
 from podstate.facts import venv as venv_section
+from podstate.facts.apt import Apt
+from podstate.facts.boot import Boot
 from podstate.facts.decode import decode
-from podstate.facts.mounts import parse_mounts
+from podstate.facts.download import Download
+from podstate.facts.files import FileInfo, PathInfo
+from podstate.facts.gpu import GpuState
+from podstate.facts.lock import LockReading
+from podstate.facts.mounts import Mount, parse_mounts
+from podstate.facts.processes import Process
+from podstate.facts.record import Made
+from podstate.facts.repos import Repos
+from podstate.facts.secrets import SecretsState
+from podstate.facts.sessions import Session
+from podstate.facts.venv import VenvState
+from podstate.facts.work import Work
 from podstate.shell import script
 
 CAP_SYS_ADMIN = 21
 
 
-class PodProbe(FactBase[dict[str, Any]]):
+@dataclass(frozen=True)
+class Probe:
+    """Everything podstate's roles read from a pod, as ``PodProbe`` returns it: one field per
+    section. A section read only when asked for (``Request``) is None when it was not."""
+
+    can_mount: bool  # CAP_SYS_ADMIN in the login's effective set
+    shm_size: int | None  # /dev/shm in bytes; None if absent or unknown
+    disk_free: int | None  # bytes free on / (the container disk); None if unknown
+    disk_size: int | None  # the size of /, in bytes; None if unknown
+    mounts: tuple[Mount, ...]  # /proc/self/mounts, in order (later mounts hide earlier)
+    gpu: GpuState  # readable, devices, cuda; or why not (GpuState.error)
+    # the GPUs' names; () without nvidia-smi or when unreadable (then gpu.readable is False)
+    gpus: tuple[str, ...]
+    nvlink: bool  # every GPU pair on NVLink (False for fewer than 2 GPUs)
+    paths: dict[str, PathInfo]  # each directory asked for (PathInfo.kind None: absent)
+    files: dict[str, FileInfo]  # each managed file asked for (``~/``: the SSH user's home)
+    free: dict[str, int | None]  # bytes free at each path asked; None: unknown
+    # the processes whose environment sets a variable asked for (only those variables)
+    processes: tuple[Process, ...]
+    sessions: tuple[Session, ...]  # interactive sessions: terminals and notebook kernels
+    work: Work  # what the pod's processes did since its idle period began
+    user: str  # the SSH user
+    shell: str  # its login shell (passwd); "" if unreadable
+    arch: str | None  # ``uname -m``; None unless the venv was asked for
+    download: Download | None  # the download test; None: not asked
+    venv: VenvState | None  # None: not asked
+    apt: Apt | None  # None: no package asked for
+    repos: Repos | None  # None: no repository asked for
+    # whether the secrets file and each value is the wanted one; None: not asked
+    secrets: SecretsState | None
+    lock: LockReading | None  # the pod lock; None if it was not read
+    boot: Boot | None  # the boot hook's identity and host keys; None: not asked
+    made: Made | None  # the records of what podstate made; None: not asked
+    # the container start, ``BOOT_ID:TICKS`` (the boot id and process 1's start); None if
+    # unreadable
+    container_start: str | None
+
+    def made_found(self) -> Made:
+        """Return the ``made`` section, for code that runs only where its role asked for it
+        (ValueError where none asked: a role that reads it must ask for it)."""
+        if self.made is None:
+            raise ValueError("the probe did not read the records of what podstate made")
+        return self.made
+
+
+class PodProbe(FactBase[Probe]):
     """
-    Everything podstate's roles read from a pod, in one command.
+    Everything podstate's roles read from a pod, in one command: a :class:`Probe`.
 
     + paths: directories whose kind, mode, real path and filesystem matter
     + files: managed files whose current content matters (``~/`` means the SSH user's home)
@@ -52,44 +111,6 @@ class PodProbe(FactBase[dict[str, Any]]):
     + secrets: names of the secrets to compare, or None (the file is not read); the wanted
       file and values come on the command's stdin (``secrets.probe_stdin``, passed as
       pyinfra's ``_stdin``), and the probe answers only whether each is the same
-
-    .. code:: python
-
-        {
-            "can_mount": False,          # CAP_SYS_ADMIN in the login's effective set
-            "shm_size": 67108864,        # /dev/shm in bytes, None if absent
-            "disk_free": 2147483648,     # bytes free on / (the container disk), None if unknown
-            "disk_size": 21474836480,
-            "mounts": [Mount, ...],
-            "gpu": GpuState,             # readable, devices (GpuDevice), cuda; or error
-            "gpus": ["NVIDIA H100 80GB HBM3", ...],   # names; [] without nvidia-smi or when
-                                         # unreadable (then gpu.readable is False)
-            "nvlink": True,              # every GPU pair on NVLink (False for < 2 GPUs)
-            "paths": {"/scratch": {"kind": "directory", "mode": "1777",
-                                   "real": "/scratch", "mount": Mount}},  # kind None: absent
-            "files": {"~/.bashrc": FileInfo},   # every file asked for
-            "free": {"/workspace": 53687091200},  # bytes free at each path asked; None: unknown
-            "download": {"mbps": 812.5, "status": 0},  # None: not asked; mbps None: failed
-            "processes": [{"pid": 212, "command": "jupyter-lab",   # processes of the pod whose
-                           "environ": {"PIP_CACHE_DIR": "..."},  # environment sets an
-                           "ssh": False}],  # ``environ`` variable (only those variables);
-                                         # ssh: started from an SSH session
-            "sessions": [{"pid": 3121, "kind": "tty",   # interactive sessions: terminals
-                          "command": "bash"}],   # (tty) and notebook kernels (kernel)
-            "work": {"age": 912.4,       # the pod's processes since its idle period began
-                     "busy": [], "unread": []},  # (work.parse); age None: unknown
-            "user": "root",              # the SSH user
-            "shell": "/bin/bash",        # its login shell (passwd), "" if unreadable
-            "arch": "x86_64",            # uname -m; None unless venv was asked for
-            "venv": None,                # None unless asked for; see venv.parse
-            "apt": None,                 # None unless packages were asked for; see apt.parse
-            "repos": None,               # None unless asked for; see repos.parse
-            "secrets": None,             # None unless asked for; see secrets.parse
-            "boot": None,                # None unless asked for; see boot.parse
-            "made": None,                # None unless asked for; see made.parse
-            "container_start": "0b5c…:4213",  # boot id and process 1's start (start.parse);
-                                         # None if unreadable
-        }
     """
 
     def command(  # pyinfra binds the fact's arguments by this signature: each one, by name
@@ -160,7 +181,7 @@ class PodProbe(FactBase[dict[str, Any]]):
         lines += [gpu.END, "echo end"]
         return "\n".join(lines)
 
-    def process(self, output: list[str]) -> dict[str, Any]:
+    def process(self, output: list[str]) -> Probe:
         """Return the parsed probe; an answer cut short or malformed fails this pod alone, with
         one line (pyinfra's fact error), and never stops the other pods."""
         if "begin" not in output or output[-1:] != ["end"]:
@@ -173,9 +194,9 @@ class PodProbe(FactBase[dict[str, Any]]):
             raise FactProcessError(f"the pod's answer to the probe is malformed ({e})") from None
 
 
-def parse_probe(output: list[str]) -> dict[str, Any]:
-    """Return the probe's documented dict from its output lines: each line goes to its
-    section by its first word up to a dot (``venv.kind`` to venv's, ``file`` to files')."""
+def parse_probe(output: list[str]) -> Probe:
+    """Return the :class:`Probe` of its output lines: each line goes to its section by its
+    first word up to a dot (``venv.kind`` to venv's, ``file`` to files')."""
     sections: dict[str, list[str]] = {}
     for line in output:
         sections.setdefault(line.partition(" ")[0].partition(".")[0], []).append(line)
@@ -187,29 +208,32 @@ def parse_probe(output: list[str]) -> dict[str, Any]:
 
     mounts = parse_mounts(decode(value("mounts") or ""))
     state, names, nvlink = gpu.parse(sections.get("gpu", []), value("topo") or "")
-    return {
-        "can_mount": bool(int(value("caps") or "0", 16) >> CAP_SYS_ADMIN & 1),
-        **space.parse(sections.get("fs", [])),
-        "mounts": mounts,
-        "gpu": state,
-        "gpus": names,
-        "nvlink": nvlink,
-        "paths": files_section.parse_paths(sections.get("path", []), mounts),
-        "files": files_section.parse_files(sections.get("file", [])),
-        "free": space.parse_free(sections.get("free", [])),
-        "processes": processes.parse(sections.get("proc", [])),
-        "sessions": sessions.parse(sections.get("sess", [])),
-        "work": work.parse(sections.get("work", [])),
-        "download": download_section.parse(value("download")),
-        "user": decode(value("user") or "").strip(),
-        "shell": decode(value("shell") or "").strip(),
-        "arch": value("arch") or None,
-        "venv": venv_section.parse(sections.get("venv", [])) if "arch" in sections else None,
-        "apt": apt_section.parse(sections["apt"]) if "apt" in sections else None,
-        "repos": repos_section.parse(sections["repo"]) if "repo" in sections else None,
-        "secrets": secrets_section.parse(sections["secrets"]) if "secrets" in sections else None,
-        "lock": lock.parse(sections.get("lock")),
-        "boot": boot_section.parse(sections["boot"]) if "boot" in sections else None,
-        "made": made_section.parse(sections["made"]) if "made" in sections else None,
-        "container_start": start_section.parse(value("cstart")),
-    }
+    sizes = space.parse(sections.get("fs", []))
+    return Probe(
+        can_mount=bool(int(value("caps") or "0", 16) >> CAP_SYS_ADMIN & 1),
+        shm_size=sizes.shm_size,
+        disk_free=sizes.disk_free,
+        disk_size=sizes.disk_size,
+        mounts=tuple(mounts),
+        gpu=state,
+        gpus=tuple(names),
+        nvlink=nvlink,
+        paths=files_section.parse_paths(sections.get("path", []), mounts),
+        files=files_section.parse_files(sections.get("file", [])),
+        free=space.parse_free(sections.get("free", [])),
+        processes=processes.parse(sections.get("proc", [])),
+        sessions=sessions.parse(sections.get("sess", [])),
+        work=work.parse(sections.get("work", [])),
+        download=download_section.parse(value("download")),
+        user=decode(value("user") or "").strip(),
+        shell=decode(value("shell") or "").strip(),
+        arch=value("arch") or None,
+        venv=venv_section.parse(sections.get("venv", [])) if "arch" in sections else None,
+        apt=apt_section.parse(sections["apt"]) if "apt" in sections else None,
+        repos=repos_section.parse(sections["repo"]) if "repo" in sections else None,
+        secrets=secrets_section.parse(sections["secrets"]) if "secrets" in sections else None,
+        lock=lock.parse(sections.get("lock")),
+        boot=boot_section.parse(sections["boot"]) if "boot" in sections else None,
+        made=made_section.parse(sections["made"]) if "made" in sections else None,
+        container_start=start_section.parse(value("cstart")),
+    )

@@ -11,12 +11,22 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
 
 from podstate.facts.decode import decode
 from podstate.shell import script
 
 SSH = "SSH_CONNECTION"
+
+
+@dataclass(frozen=True)
+class Process:
+    """A process of the pod whose environment sets a variable the probe asked for."""
+
+    pid: int
+    command: str  # its /proc/PID/comm
+    environ: dict[str, str]  # the asked variables it sets, with their values
+    ssh: bool  # started from an SSH session (it has SSH_CONNECTION, not kept in environ)
 
 
 def probe_lines(environ: list[str], inert: Sequence[str] = ()) -> list[str]:
@@ -31,11 +41,9 @@ def probe_lines(environ: list[str], inert: Sequence[str] = ()) -> list[str]:
     ]
 
 
-def parse(output: list[str]) -> list[dict[str, Any]]:
-    """Return the probe's ``processes`` from its ``proc`` lines: each one's ``pid``,
-    ``command`` (its /proc/PID/comm), the asked variables of its ``environ`` and ``ssh``,
-    whether it was started from an SSH session (it has SSH_CONNECTION, which is not kept in
-    ``environ``). A process that sets none of the asked variables is left out."""
+def parse(output: list[str]) -> tuple[Process, ...]:
+    """Return the probe's ``processes`` from its ``proc`` lines, a :class:`Process` each. A
+    process that sets none of the asked variables is left out."""
     processes = []
     for line in output:
         pid, comm, environ_b64 = line.partition(" ")[2].split(" ")
@@ -44,7 +52,5 @@ def parse(output: list[str]) -> list[dict[str, Any]]:
         )
         ssh = environ.pop(SSH, None) is not None
         if environ:
-            processes.append(
-                {"pid": int(pid), "command": decode(comm).strip(), "environ": environ, "ssh": ssh}
-            )
-    return processes
+            processes.append(Process(int(pid), decode(comm).strip(), environ, ssh))
+    return tuple(processes)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import posixpath
 import re
 import uuid
-from typing import Any
 
+from podstate.facts.record import Made
 from podstate.paths import MADE
 
 # A pod id that names a volume record: a letter or digit, then letters, digits, ".", "_",
@@ -69,27 +69,27 @@ def record_paths(pod_id: str | None, volume: str) -> tuple[str, ...]:
     return (MADE, volume_record(volume, pod_id))
 
 
-def copied(found: dict[str, Any]) -> str | None:
+def copied(found: Made) -> str | None:
     """Return the id the container disk's record names (``found``: the probe's ``made``)
     where it is not the pod's (the provider's identity, which the probe takes over it): the
     record came with a copy of another pod's container disk, and names what that pod made,
     not this one; None otherwise."""
-    record = found["records"].get("disk")
+    record = found.records.get("disk")
     if record is None or record.state != "file" or record.problem is not None:
         return None
-    return record.pod_id if record.pod_id not in (None, found["pod_id"]) else None
+    return record.pod_id if record.pod_id not in (None, found.pod_id) else None
 
 
-def copied_words(found: dict[str, Any]) -> str:
+def copied_words(found: Made) -> str:
     """Return what a run says of a copied container disk's record (``copied``)."""
     return (
         f"the container disk's record names pod id {copied(found)}, not this pod's "
-        f"({found['pod_id']}, its provider's identity): a copy of another pod's container "
+        f"({found.pod_id}, its provider's identity): a copy of another pod's container "
         "disk (an image baked from it), so nothing it names is removed"
     )
 
 
-def trusted(found: dict[str, Any]) -> dict[str, str]:
+def trusted(found: Made) -> dict[str, str]:
     """Return, for each record the probe read (``found``: its ``made``) that podstate must
     not act on, why (empty: it may act on all): unreadable, not a record, from a newer
     podstate, or another pod's (one that names another id). The container disk's is never
@@ -97,9 +97,9 @@ def trusted(found: dict[str, Any]) -> dict[str, str]:
     the next write names the pod's id), one that names another is a copy (``copied``),
     whose entries are not this pod's and which the next write replaces."""
     problems = {}
-    for where, record in found["records"].items():
+    for where, record in found.records.items():
         problem = record.problem
-        mine = record.pod_id == found["pod_id"] or where == "disk"
+        mine = record.pod_id == found.pod_id or where == "disk"
         if problem is None and record.state == "file" and not mine:
             problem = f"it is another pod's (pod id {record.pod_id or 'unknown'})"
         if problem:
@@ -107,10 +107,10 @@ def trusted(found: dict[str, Any]) -> dict[str, str]:
     return problems
 
 
-def own_id(found: dict[str, Any]) -> str:
+def own_id(found: Made) -> str:
     """Return the id this pod's records are bound to: the one the probe found (``found``:
     its ``made``; the provider's identity, else the container disk's record's) where it
     names a record, else a new one (``new_id``), which the apply writes into the container
     disk's record, where the next probe finds it."""
-    pod_id = found["pod_id"]
+    pod_id = found.pod_id
     return pod_id if pod_id and record_name(pod_id) else new_id()

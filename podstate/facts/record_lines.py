@@ -5,10 +5,9 @@ podstate never writes there is refused, and nothing it names removed (roles/remo
 from __future__ import annotations
 
 import posixpath
-from typing import Any
 
 from podstate.facts.decode import decode
-from podstate.facts.made import Entry
+from podstate.facts.record import Entry, Made
 from podstate.paths import SAVED, SECRETS_FILE
 
 
@@ -31,7 +30,7 @@ def places(kind: str, homes: tuple[str, ...]) -> tuple[str, ...] | None:
     }.get(kind)
 
 
-def refused(entry: Entry, found: dict[str, Any], volume: str, homes: tuple[str, ...]) -> str | None:
+def refused(entry: Entry, found: Made, volume: str, homes: tuple[str, ...]) -> str | None:
     """Return why podstate must not act on ``entry`` of the records the probe read
     (``found``: its ``made``), in words (None: it may): its path, or a saved copy's, is not
     ``plain``, or not where its kind lives (``places`` in ``homes``; a saved copy under
@@ -49,7 +48,7 @@ def refused(entry: Entry, found: dict[str, Any], volume: str, homes: tuple[str, 
         copy = decode(entry.fields[1]) if len(entry.fields) > 1 else ""
         if not plain(copy) or not copy.startswith(SAVED + "/"):
             return f"{path}: the record names its saved copy at {copy}, not under {SAVED}"
-    record = found["records"].get("volume")
+    record = found.records.get("volume")
     on = path == volume or path.startswith(volume.rstrip("/") + "/")
     if record is not None and record.entries.get(path) == entry and not on:
         return f"{path}: the volume's record names it, but it is not on the volume {volume}"

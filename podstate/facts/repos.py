@@ -8,20 +8,36 @@ so the check and a no-op apply never contact the git host.
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass, replace
 from typing import Any
 
 from podstate.facts.decode import decode
 from podstate.shell import b64, quote_path, script
 
+
+@dataclass(frozen=True)
+class Checkout:
+    """A repository as the pod's own clone knows it."""
+
+    kind: str | None  # "repo", "absent", "empty", ... (scripts/repo_state.sh); "unknown"
+    head: str | None = None  # the commit HEAD is at
+    branch: str = ""  # the branch checked out ("": detached)
+    url: str = ""  # origin's URL
+    want: tuple[str, str] | None = None  # the wanted ref as the clone knows it: (kind, commit)
+    remote: str | None = None  # where origin's branch is now: a commit, "none", "?"; None: unasked
+    dirty: tuple[str, ...] = ()  # ``git status --porcelain`` lines
+
+
+@dataclass(frozen=True)
+class Repos:
+    """What the probe read of the repositories."""
+
+    git: bool  # git is on the pod
+    paths: dict[str, Checkout]  # each repository; none when git is not (nothing more was read)
+
+
 # A checkout the probe could not read, since git is installed later in the same run.
-UNKNOWN: dict[str, Any] = {
-    "kind": "unknown",
-    "head": None,
-    "branch": "",
-    "url": "",
-    "want": None,
-    "dirty": [],
-}
+UNKNOWN = Checkout(kind="unknown")
 
 
 def probe_lines(repos: list[dict[str, Any]]) -> list[str]:
@@ -42,15 +58,9 @@ def probe_lines(repos: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def parse(output: list[str]) -> dict[str, Any]:
-    """Return the probe's ``repos`` dict from its ``repo`` lines.
-
-    ``{"git": True, "paths": {PATH: {"kind": "repo", "head": SHA, "branch": "main",
-    "url": URL, "want": ("tag", SHA) | None, "remote": SHA | "none" | "?" | None,
-    "dirty": [porcelain lines]}}}``; a path is missing when git is not on the pod (nothing
-    more could be read). ``remote`` is where origin's branch is now (None: not asked).
-    """
-    paths: dict[str, dict[str, Any]] = {}
+def parse(output: list[str]) -> Repos:
+    """Return the probe's :class:`Repos` from its ``repo`` lines."""
+    paths: dict[str, Checkout] = {}
     git = False
     for line in output:
         key, _, rest = line.partition(" ")
@@ -58,25 +68,22 @@ def parse(output: list[str]) -> dict[str, Any]:
             git = rest == "1"
             continue
         name, field, value = (rest.split(" ", 2) + ["", ""])[:3]
-        item = paths.setdefault(
-            decode(name),
-            {
-                "kind": None,
-                "head": None,
-                "branch": "",
-                "url": "",
-                "want": None,
-                "remote": None,
-                "dirty": [],
-            },
-        )
-        if field in ("kind", "head", "remote"):
-            item[field] = value
-        elif field in ("branch", "url"):
-            item[field] = decode(value).strip("\n")
+        path = decode(name)
+        item = paths.get(path, Checkout(kind=None))
+        if field == "kind":
+            item = replace(item, kind=value)
+        elif field == "head":
+            item = replace(item, head=value)
+        elif field == "remote":
+            item = replace(item, remote=value)
+        elif field == "branch":
+            item = replace(item, branch=decode(value).strip("\n"))
+        elif field == "url":
+            item = replace(item, url=decode(value).strip("\n"))
         elif field == "want":
             kind, _, commit = value.partition(" ")
-            item["want"] = (kind, commit)
+            item = replace(item, want=(kind, commit))
         elif field == "dirty":
-            item["dirty"] = [x for x in decode(value).splitlines() if x.strip()]
-    return {"git": git, "paths": paths}
+            item = replace(item, dirty=tuple(x for x in decode(value).splitlines() if x.strip()))
+        paths[path] = item
+    return Repos(git=git, paths=paths)

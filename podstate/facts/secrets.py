@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any
+from dataclasses import dataclass
 
 from podstate.desired.secret import Secret, render
 from podstate.paths import SECRETS_FILE
@@ -21,6 +21,22 @@ from podstate.shell import b64, script
 # file descriptor 3 for secrets_state alone; every other command of the probe reads nothing.
 KEEP_STDIN = "exec 3<&0 </dev/null"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class SecretsState:
+    """What the probe read of the secrets file, compared with the wanted one on the pod."""
+
+    state: str  # "file" | "absent" | what else is there
+    owner: int | None  # its owner's uid (a file only)
+    mode: str | None  # its mode, e.g. "600" (a file only)
+    same: bool  # the file is byte for byte the wanted one
+    # for each name the file sets, whether its value is the wanted one (read only from a file
+    # of root with mode 600: podstate reads no other)
+    values: dict[str, bool]
+    # the copies of it an upload left beside it (``SECRETS_FILE`` with ``.podstate-upload``
+    # or ``.podstate-check``: a run was killed before it installed them)
+    leftovers: tuple[str, ...]
 
 
 class Hidden(list):
@@ -57,17 +73,11 @@ def probe_stdin(values: dict[str, Secret]) -> Hidden:
     return Hidden([b64(render(values)), *(b64(values[name].value) for name in sorted(values))])
 
 
-def parse(output: list[str]) -> dict[str, Any]:
-    """Return the probe's ``secrets`` dict from its ``secrets.*`` lines.
-
-    ``{"state": "file" | "absent" | KIND, "owner": 0, "mode": "600", "same": True,
-    "values": {NAME: True}, "leftovers": [PATH]}``: ``same``, whether the file is byte for
-    byte the wanted one; ``values``, for each name the file sets, whether its value is the
-    wanted one (read only from a file of root with mode 600: podstate reads no other);
-    ``leftovers``, the copies of it an upload left beside it (``SECRETS_FILE`` with
-    ``.podstate-upload`` or ``.podstate-check``: a run was killed before it installed them).
-    """
-    words, values, leftovers = ["absent"], {}, []
+def parse(output: list[str]) -> SecretsState:
+    """Return the probe's :class:`SecretsState` from its ``secrets.*`` lines."""
+    words: list[str] = ["absent"]
+    values: dict[str, bool] = {}
+    leftovers: list[str] = []
     for line in output:
         key, _, rest = line.partition(" ")
         if key == "secrets.file":
@@ -78,19 +88,14 @@ def parse(output: list[str]) -> dict[str, Any]:
         elif key == "secrets.leftover" and rest in ("podstate-upload", "podstate-check"):
             leftovers.append(f"{SECRETS_FILE}.{rest}")
     if len(words) == 3:
-        return {
-            "state": "file",
-            "owner": int(words[0]),
-            "mode": words[1],
-            "same": words[2] == "same",
-            "values": values,
-            "leftovers": leftovers,
-        }
-    return {
-        "state": words[0],
-        "owner": None,
-        "mode": None,
-        "same": False,
-        "values": {},
-        "leftovers": leftovers,
-    }
+        return SecretsState(
+            state="file",
+            owner=int(words[0]),
+            mode=words[1],
+            same=words[2] == "same",
+            values=values,
+            leftovers=tuple(leftovers),
+        )
+    return SecretsState(
+        state=words[0], owner=None, mode=None, same=False, values={}, leftovers=tuple(leftovers)
+    )

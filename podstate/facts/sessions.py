@@ -6,12 +6,21 @@ scripts/sessions.sh reads /proc with the shell's own ``read``: no program is sta
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from podstate.facts.decode import decode
 from podstate.shell import script
 
 KINDS = ("tty", "kernel")
+
+
+@dataclass(frozen=True)
+class Session:
+    """An interactive session of the pod."""
+
+    pid: int
+    kind: str  # "tty": a terminal, "kernel": a notebook kernel
+    command: str  # its /proc/PID/comm
 
 
 def probe_lines() -> list[str]:
@@ -20,13 +29,12 @@ def probe_lines() -> list[str]:
     return [script("sessions.sh"), "sessions"]
 
 
-def parse(output: list[str]) -> list[dict[str, Any]]:
-    """Return the probe's ``sessions`` from its ``sess`` lines: each one's ``pid``, ``kind``
-    (``tty``: a terminal, ``kernel``: a notebook kernel) and ``command`` (/proc/PID/comm)."""
+def parse(output: list[str]) -> tuple[Session, ...]:
+    """Return the probe's ``sessions`` from its ``sess`` lines, a :class:`Session` each."""
     sessions = []
     for line in output:
         _, pid, kind, comm = line.split(" ")
         if kind not in KINDS:
             raise ValueError(f"unknown session kind {kind!r}")
-        sessions.append({"pid": int(pid), "kind": kind, "command": decode(comm).strip()})
-    return sessions
+        sessions.append(Session(int(pid), kind, decode(comm).strip()))
+    return tuple(sessions)

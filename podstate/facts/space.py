@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from podstate.facts.decode import decode
 from podstate.shell import b64, quote_path
 
 # One line per filesystem stat answers for (none for a missing /dev/shm): ``fs NAME BLOCK
 # FREE BLOCKS``.
 STATFS = 'stat -f -c "fs %n %S %a %b" / /dev/shm 2>/dev/null'
+
+
+@dataclass(frozen=True)
+class Space:
+    """The sizes of the container disk and /dev/shm, in bytes; None where unknown."""
+
+    shm_size: int | None  # /dev/shm (None: absent, or unreadable)
+    disk_free: int | None  # free on / (the container disk)
+    disk_size: int | None  # the size of /
 
 
 def free_lines(paths: list[str]) -> list[str]:
@@ -19,20 +30,19 @@ def free_lines(paths: list[str]) -> list[str]:
     ]
 
 
-def parse(output: list[str]) -> dict[str, int | None]:
-    """Return the probe's ``shm_size``, ``disk_free`` and ``disk_size`` (bytes; None when
-    unknown) from its ``fs`` lines."""
+def parse(output: list[str]) -> Space:
+    """Return the probe's :class:`Space` from its ``fs`` lines."""
     statfs = {}
     for line in output:
         name, *numbers = line.partition(" ")[2].split(" ")
         statfs[name] = numbers
     shm = statfs.get("/dev/shm", [])  # block size, blocks free, blocks
     disk = statfs.get("/", [])
-    return {
-        "shm_size": int(shm[0]) * int(shm[2]) if len(shm) == 3 else None,
-        "disk_free": int(disk[0]) * int(disk[1]) if len(disk) == 3 else None,
-        "disk_size": int(disk[0]) * int(disk[2]) if len(disk) == 3 else None,
-    }
+    return Space(
+        shm_size=int(shm[0]) * int(shm[2]) if len(shm) == 3 else None,
+        disk_free=int(disk[0]) * int(disk[1]) if len(disk) == 3 else None,
+        disk_size=int(disk[0]) * int(disk[2]) if len(disk) == 3 else None,
+    )
 
 
 def parse_free(output: list[str]) -> dict[str, int | None]:

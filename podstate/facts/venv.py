@@ -11,7 +11,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
-from typing import Any
+from dataclasses import dataclass
 
 from podstate.facts.decode import by_key, decode
 from podstate.shell import quote_path, script
@@ -34,6 +34,43 @@ _PYTHON_INFO = (
     "print(sys.version.replace(chr(10), ' ')); "
     "print(int(importlib.util.find_spec('ensurepip') is not None))"
 )
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A snapshot directory's complete snapshot, as its ``current`` file names it."""
+
+    fingerprint: str  # the fingerprint of the venv it holds
+    archive: str  # the archive's file name in that directory (or its path, for a restore)
+    compressor: str  # "zstd" | "gzip"
+    sha256: str  # the archive's, in hex
+
+
+@dataclass(frozen=True)
+class Python:
+    """The interpreter the venv is built with, as the pod runs it."""
+
+    executable: str  # its real path
+    version: str  # sys.version, on one line
+    ensurepip: bool  # it has ensurepip (``python -m venv`` needs it to seed pip)
+
+
+@dataclass(frozen=True)
+class VenvState:
+    """What the probe read for the venv role."""
+
+    kind: str | None  # what is at the venv's path: link | directory | file; None: nothing
+    target: str | None  # the link's target (".venv-0123abcd4567"), None if not a link
+    record: str | None  # path/.podstate-venv (the fingerprint), None if absent
+    works: bool  # path/bin/python starts
+    # requested distributions without a *.dist-info in its site-packages; None: nothing there
+    missing: tuple[str, ...] | None
+    python: Python | None  # None: the interpreter is not on the pod
+    uv: str | None  # uv on PATH, None if there is none
+    managed_uv: bool  # podstate's own uv is where the request's ``uv`` says
+    zstd: bool  # the zstd command is there
+    free: int | None  # bytes free where the venv is built, None if unknown
+    snapshot: Snapshot | None  # None: no complete snapshot
 
 
 def probe_lines(venv: dict[str, str]) -> list[str]:
@@ -82,52 +119,35 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def read_snapshot(line: str) -> dict[str, str] | None:
-    """Return a ``current`` line's fields by ``SNAPSHOT_FIELDS`` (None unless it has them all)."""
+def read_snapshot(line: str) -> Snapshot | None:
+    """Return a ``current`` line's :class:`Snapshot` (None unless it has all of
+    ``SNAPSHOT_FIELDS``)."""
     values = line.removesuffix("\n").split(" ")
     if len(values) != len(SNAPSHOT_FIELDS) or not all(values):
         return None
-    return dict(zip(SNAPSHOT_FIELDS, values, strict=True))
+    return Snapshot(*values)
 
 
-def parse(output: list[str]) -> dict[str, Any]:
-    """Return the probe's ``venv`` dict from its ``venv.*`` lines:
-
-    .. code:: python
-
-        {"kind": "link",           # what is at path: link | directory | file | None
-         "target": ".venv-0123abcd4567",   # the link's target, None if not a link
-         "record": "{...}",         # path/.podstate-venv (the fingerprint), None if absent
-         "works": True,             # path/bin/python starts
-         "missing": ["idna"],       # requested distributions without a *.dist-info in
-                                    # its site-packages; None: nothing at path
-         "python": {"executable": "/usr/bin/python3.11", "version": "3.11.2 (...)",
-                    "ensurepip": True},     # None: the interpreter is not on the pod
-         "uv": "/usr/local/bin/uv", # uv on PATH, None if there is none
-         "managed_uv": False,       # podstate's own uv is at venv["uv"]
-         "zstd": True,              # the zstd command is there
-         "free": 2147483648,        # bytes free where the venv is built, None if unknown
-         "snapshot": {"fingerprint": "...", "archive": "venv-....tar.zst",
-                      "compressor": "zstd", "sha256": "..."}}  # None: no complete snapshot
-    """
+def parse(output: list[str]) -> VenvState:
+    """Return the probe's :class:`VenvState` from its ``venv.*`` lines."""
     fields = by_key(output)
     kind, _, target = fields.get("kind", "").partition(" ")
     python = decode(fields.get("python", "")).splitlines()
     free = fields.get("free", "").split()
-    return {
-        "kind": kind or None,
-        "target": decode(target).removesuffix("\n") if kind == "link" else None,
-        "record": decode(fields["record"]) if "record" in fields else None,
-        "works": fields.get("works") == "1",
-        "missing": fields["missing"].split() if "missing" in fields else None,
-        "python": (
-            {"executable": python[0], "version": python[1], "ensurepip": python[2] == "1"}
+    return VenvState(
+        kind=kind or None,
+        target=decode(target).removesuffix("\n") if kind == "link" else None,
+        record=decode(fields["record"]) if "record" in fields else None,
+        works=fields.get("works") == "1",
+        missing=tuple(fields["missing"].split()) if "missing" in fields else None,
+        python=(
+            Python(executable=python[0], version=python[1], ensurepip=python[2] == "1")
             if len(python) >= 3
             else None
         ),
-        "uv": decode(fields.get("uv", "")) or None,
-        "managed_uv": fields.get("managed_uv") == "1",
-        "zstd": fields.get("zstd") == "1",
-        "free": int(free[0]) * int(free[1]) if len(free) == 2 else None,
-        "snapshot": read_snapshot(decode(fields.get("snapshot", ""))),
-    }
+        uv=decode(fields.get("uv", "")) or None,
+        managed_uv=fields.get("managed_uv") == "1",
+        zstd=fields.get("zstd") == "1",
+        free=int(free[0]) * int(free[1]) if len(free) == 2 else None,
+        snapshot=read_snapshot(decode(fields.get("snapshot", ""))),
+    )

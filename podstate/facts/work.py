@@ -12,7 +12,7 @@ run, reads the same clock.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from podstate.facts.decode import decode
 from podstate.paths import IDLE_RECORD
@@ -25,6 +25,33 @@ IO_RATE_BYTES = 4096  # ... plus 4 KiB a second of the period
 KINDS = ("cpu", "io", "new", "gone", "run", "ssh")
 
 
+@dataclass(frozen=True)
+class Sign:
+    """One sign that the pod's processes worked since its idle period began."""
+
+    kind: str  # one of KINDS
+    pid: int
+    command: str  # its /proc/PID/comm
+    amount: int | None  # centiseconds of CPU ("cpu") or bytes ("io"), else None
+
+
+@dataclass(frozen=True)
+class Unread:
+    """A process whose counters the probe cannot read (another user's)."""
+
+    pid: int
+    command: str
+
+
+@dataclass(frozen=True)
+class Work:
+    """What the pod's processes did since its idle period began."""
+
+    age: float | None  # seconds since the period began; None: unknown
+    busy: tuple[Sign, ...] = ()  # each sign of work
+    unread: tuple[Unread, ...] = ()  # each process whose counters cannot be read
+
+
 def probe_lines() -> list[str]:
     """Return the probe lines that compare the pod's processes' counters with those of its
     idle period's start (``work.busy``, ``work.unread``, ``work.unkept``, ``work.age``),
@@ -33,16 +60,13 @@ def probe_lines() -> list[str]:
     return [script("work.sh"), f"work {IDLE_RECORD} {limits}"]
 
 
-def parse(output: list[str]) -> dict[str, Any]:
-    """Return the probe's ``work``: ``age`` (seconds since the period began; None when it is
-    not known: no ``work.age`` line, or a record that cannot be kept), ``busy`` (each sign of
-    work: ``kind``, ``pid``, ``command``, ``amount``: centiseconds of CPU or bytes, else
-    None) and ``unread`` (each process whose counters cannot be read: ``pid``,
-    ``command``)."""
+def parse(output: list[str]) -> Work:
+    """Return the probe's :class:`Work`; its ``age`` is None when it is not known: no
+    ``work.age`` line, or a record that cannot be kept."""
     age: float | None = None
     kept = True
-    busy: list[dict[str, Any]] = []
-    unread: list[dict[str, Any]] = []
+    busy: list[Sign] = []
+    unread: list[Unread] = []
     for line in output:
         key, *words = line.split(" ")
         if key == "work.age":
@@ -50,34 +74,29 @@ def parse(output: list[str]) -> dict[str, Any]:
         elif key == "work.unkept":
             kept = False
         elif key == "work.unread":
-            unread.append({"pid": int(words[0]), "command": decode(words[1]).strip()})
+            unread.append(Unread(int(words[0]), decode(words[1]).strip()))
         elif key == "work.busy":
             kind, pid, comm, *amount = words
             if kind not in KINDS:
                 raise ValueError(f"unknown kind of work {kind!r}")
             busy.append(
-                {
-                    "kind": kind,
-                    "pid": int(pid),
-                    "command": decode(comm).strip(),
-                    "amount": int(amount[0]) if amount else None,
-                }
+                Sign(kind, int(pid), decode(comm).strip(), int(amount[0]) if amount else None)
             )
-    return {"age": age if kept else None, "busy": busy, "unread": unread}
+    return Work(age=age if kept else None, busy=tuple(busy), unread=tuple(unread))
 
 
-def describe(sign: dict[str, Any]) -> str:
+def describe(sign: Sign) -> str:
     """Return one sign of work in words, for the check's ``in use`` list."""
-    who = f"{sign['command']} (pid {sign['pid']})"
-    kind = sign["kind"]
+    who = f"{sign.command} (pid {sign.pid})"
+    kind = sign.kind
     if kind == "cpu":
-        return f"{sign['amount'] / 100:.1f} s of CPU since the idle period began, most by {who}"
+        return f"{(sign.amount or 0) / 100:.1f} s of CPU since the idle period began, most by {who}"
     if kind == "io":
-        return f"{_bytes(sign['amount'])} read and written since it began, most by {who}"
+        return f"{_bytes(sign.amount or 0)} read and written since it began, most by {who}"
     if kind == "new":
         return f"process {who} started since the idle period began"
     if kind == "gone":
-        return f"process {sign['pid']} ended since the idle period began"
+        return f"process {sign.pid} ended since the idle period began"
     if kind == "run":
         return f"process {who} is running on a CPU (or waiting on a disk) now"
     return f"SSH session: {who}"

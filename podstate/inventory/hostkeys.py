@@ -109,7 +109,7 @@ class HostKeyTrust:
         """
         return "yes" if self.state in (TRUSTED, UNKNOWN) else "accept-new"
 
-    def host_data(self) -> dict[str, str]:
+    def host_data(self) -> dict[str, Any]:
         """Return the pyinfra host data that points paramiko at this pod's known_hosts, and
         ``host_key_trust`` (the state planned), ``host_key_fingerprints`` (the keys a new one
         must be among: ``pyinfra_api.hostkeys`` refuses any other) and

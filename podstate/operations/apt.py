@@ -8,12 +8,12 @@ lock. Packages are installed, never removed.
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
 from pyinfra import host, state
 from pyinfra.api import operation
 
 from podstate import settings
+from podstate.facts.apt import Apt
 from podstate.run import findings
 from podstate.run.lock import changing
 from podstate.shell import script
@@ -23,9 +23,9 @@ from podstate.shell import script
 _UPDATED: dict[str, int] = {}
 
 
-def missing(packages: list[str], found: dict[str, Any]) -> list[str]:
+def missing(packages: list[str], found: Apt) -> list[str]:
     """Return the ``packages`` the probe's ``apt`` did not find installed, in their order."""
-    return [p for p in packages if p not in found["installed"]]
+    return [p for p in packages if p not in found.installed]
 
 
 def install_command(packages: list[str], update: bool, wait: int) -> str:
@@ -37,7 +37,7 @@ def install_command(packages: list[str], update: bool, wait: int) -> str:
 
 
 @operation()
-def apt_packages(packages: list[str], found: dict[str, Any]):
+def apt_packages(packages: list[str], found: Apt):
     """
     Install the Debian packages that are missing, non-interactively; never remove any.
 
@@ -53,13 +53,13 @@ def apt_packages(packages: list[str], found: dict[str, Any]):
 
     .. code:: python
 
-        apt_packages(name="Install tmux", packages=["tmux"], found=probe["apt"])
+        apt_packages(name="Install tmux", packages=["tmux"], found=probe.apt)
     """
     absent = missing(packages, found)
     if not absent:
         host.noop(f"{', '.join(packages)} installed")
         return
-    if not found["apt_get"]:
+    if not found.apt_get:
         findings.violation(
             f"this pod has no apt-get (not a Debian or Ubuntu image), so podstate cannot "
             f"install {', '.join(absent)}: use an image that has them, or drop packages.apt",

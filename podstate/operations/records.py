@@ -7,13 +7,13 @@ from __future__ import annotations
 import posixpath
 import shlex
 from collections.abc import Callable
-from typing import Any
 
 from pyinfra import host, state
 from pyinfra.api import operation
 
 from podstate.facts import made, record_id
-from podstate.facts.made import Entry
+from podstate.facts.made import Entry, Made
+from podstate.facts.probe import Probe
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import findings
 from podstate.run.bookkeeping import content_word, plain
@@ -115,7 +115,7 @@ def _on(path: str, volume: str) -> bool:
     return path == volume or path.startswith(volume.rstrip("/") + "/")
 
 
-def _changed(entry: Entry, was: Entry | None, probe: dict[str, Any]) -> bool:
+def _changed(entry: Entry, was: Entry | None, probe: Probe) -> bool:
     """Return whether the record's line for ``entry`` changes in this run (its sums, which
     never leave the pod, are compared through what the probe read): a new path or kind,
     other fields, or a file that does not hold, or will not hold, the content it names."""
@@ -123,19 +123,17 @@ def _changed(entry: Entry, was: Entry | None, probe: dict[str, Any]) -> bool:
         return True
     if not entry.sums:
         return was.fields != entry.fields
-    info = probe["files"].get(entry.path)
+    info = probe.files.get(entry.path)
     content = info.content if info is not None and info.state == "file" else None
     return (
         was.fields[1:] != entry.fields[1:]
         or content is None
         or made.sums(content) not in entry.sums
-        or not made.same(entry, probe)
+        or not made.same(entry, probe.made_found())
     )
 
 
-def plan(
-    probe: dict[str, Any], pod_id: str, after: dict[str, Entry], at_volume: str, volume: bool
-) -> None:
+def plan(probe: Probe, pod_id: str, after: dict[str, Entry], at_volume: str, volume: bool) -> None:
     """Plan the records' two writes, for the pod ``pod_id`` (``record_id.own_id``): first
     (before every other change: podstate.pod.bookends) the lines of what this run makes anew,
     added to the record on the pod (which keeps what was made, with the sums of what podstate
@@ -145,7 +143,7 @@ def plan(
     Neither is a change the check reports, unless the last forgets what now holds something
     else, or the first replaces a container disk's record copied from another pod
     (``record_id.copied``) with this pod's own."""
-    found = probe["made"]
+    found = probe.made_found()
     mine = findings.of(host)
     copy = record_id.copied(found)
     for name in ("disk", "volume") if volume else ("disk",):
@@ -157,22 +155,28 @@ def plan(
 
         if name == "volume":
             _tighten(probe, posixpath.dirname(at))
-        record = found["records"].get(name)
+        record = found.records.get(name)
         copied = name == "disk" and copy is not None  # replaced by this pod's own
-        there = record is not None and record.state == "file" and not copied
-        was, now = record.entries if there else {}, here(after)
+        if record is None or record.state != "file" or copied:
+            record = None  # none on the pod, or one this pod's own replaces
+        there = record is not None
+        was, now = record.entries if record is not None else {}, here(after)
         if not there and not now and not copied:
             continue
         final = made.render(host.name, pod_id, list(now.values()))
         if name == "disk":  # the boot hook puts it back with what it names
             findings.restorable(at, final, "600")
-        head = made.render(host.name, pod_id, []) if there and record.pod_id != pod_id else None
+        head = (
+            made.render(host.name, pod_id, [])
+            if record is not None and record.pod_id != pod_id
+            else None
+        )
         changed = [
             e
             for p, e in now.items()
             if (_changed(e, was.get(p), probe) if p in mine.made else e != was.get(p))
         ]  # what this run does not make is kept as the record has it, or the stub
-        stale = bool(set(was) - set(now)) or bool(there and record.dups) or head is not None
+        stale = bool(set(was) - set(now)) or bool(record and record.dups) or head is not None
         first = "".join(e.line() for e in changed) if there else final
         label, private = f"Record of what podstate made ({name})", name == "volume"
         with pyinfra_plan.keyed(host, name):
@@ -210,20 +214,18 @@ def plan(
                 mine.bookkeeping |= pyinfra_plan.op_hashes(state, host) - before
 
 
-def _tighten(probe: dict[str, Any], folder: str) -> None:
+def _tighten(probe: Probe, folder: str) -> None:
     """Plan making the volume's records' ``folder`` root-only (mode 700) where the probe
     found it a directory of another mode: made looser by hand, or by another program."""
-    info = probe["paths"].get(folder) or {}
-    if info.get("kind") == "directory" and info.get("mode") not in (None, "700"):
+    info = probe.paths.get(folder)
+    if info is not None and info.kind == "directory" and info.mode not in (None, "700"):
         with pyinfra_plan.keyed(host, folder):
-            tighten(name=f"Tighten {folder}", path=folder, mode=info["mode"])
+            tighten(name=f"Tighten {folder}", path=folder, mode=info.mode)
 
 
-def _unnamed(
-    path: str, found: dict[str, Any], here: Callable[[dict[str, Entry]], dict[str, Entry]]
-) -> bool:
+def _unnamed(path: str, found: Made, here: Callable[[dict[str, Entry]], dict[str, Entry]]) -> bool:
     """Return whether ``path``, which no record the probe read names, belongs in the record
     ``here`` keeps the entries of (by where it is): a path a record names is forgotten, and
     said so, with that record (a line podstate refused may name a path off its volume)."""
-    named = (path in r.entries for r in found["records"].values() if r.state == "file")
+    named = (path in r.entries for r in found.records.values() if r.state == "file")
     return not any(named) and bool(here({path: Entry("file", path)}))

@@ -11,13 +11,13 @@ import hashlib
 import io
 import shlex
 from collections.abc import Iterator
-from typing import Any
 
 from pyinfra import host
 from pyinfra.api import operation
 from pyinfra.api.command import FileUploadCommand, PyinfraCommand
 
 from podstate.desired.secret import Secret, masked
+from podstate.facts.repos import Checkout
 from podstate.paths import GIT_KNOWN_HOSTS, SECRETS_DIR
 from podstate.run import findings
 from podstate.run.lock import changing
@@ -32,31 +32,31 @@ def shown_url(url: str) -> str:
     return masked(url)
 
 
-def drift(path: str, url: str, ref: str, found: dict[str, Any]) -> str | None:
+def drift(path: str, url: str, ref: str, found: Checkout) -> str | None:
     """Return what differs at ``path`` in words (for the check), or None when it is at ref.
 
     Compared: HEAD with ``ref`` as the pod's clone knows it (a tag, a commit it has,
     origin's branch: where origin has it now, when the probe could ask, else as of the last
     fetch), the branch HEAD is on for a branch ref, and origin's URL.
     """
-    if found["kind"] in ("absent", "empty"):
+    if found.kind in ("absent", "empty"):
         return f"{path} not cloned, want {ref}"
-    if found["kind"] == "unknown":
+    if found.kind == "unknown":
         return f"{path} at {ref} once git is installed"
-    head = (found["head"] or "")[:7] or "no commit"
-    if found["url"] != url:
-        origin = shown_url(found["url"]) or "no origin"
+    head = (found.head or "")[:7] or "no commit"
+    if found.url != url:
+        origin = shown_url(found.url) or "no origin"
         return f"{path} fetches from {origin}, want {shown_url(url)}"
-    if found["want"] is None:
+    if found.want is None:
         return f"{path} at {head}, want {ref} (not fetched yet)"
-    kind, commit = found["want"]
-    remote = found.get("remote")
+    kind, commit = found.want
+    remote = found.remote
     if kind == "branch" and remote not in (None, "?", commit):
         now = f"has no branch {ref}" if remote == "none" else f"moved {ref} to {remote[:7]}"
         return f"{path} at {head}, origin {now} since the last fetch ({commit[:7]})"
-    off_branch = kind == "branch" and found["branch"] != ref
-    if found["head"] != commit or off_branch:
-        at = f"{head} ({found['branch'] or 'detached'})" if off_branch else head
+    off_branch = kind == "branch" and found.branch != ref
+    if found.head != commit or off_branch:
+        at = f"{head} ({found.branch or 'detached'})" if off_branch else head
         return f"{path} at {at}, want {ref} ({commit[:7]})"
     return None
 
@@ -67,7 +67,7 @@ def key_file(path: str) -> str:
 
 
 @operation()
-def repository(path: str, url: str, ref: str, found: dict[str, Any], ssh_key: Secret | None = None):
+def repository(path: str, url: str, ref: str, found: Checkout, ssh_key: Secret | None = None):
     """
     Clone the repository at ``path``, or fetch it and check out ``ref``; prove HEAD is there.
 
@@ -84,7 +84,7 @@ def repository(path: str, url: str, ref: str, found: dict[str, Any], ssh_key: Se
 
         repository(name="/root/code/trainer", path="/root/code/trainer",
                    url="https://github.com/org/trainer.git", ref="v1.2.0",
-                   found=probe["repos"]["paths"]["/root/code/trainer"])
+                   found=probe.repos.paths["/root/code/trainer"])
     """
     what = drift(path, url, ref, found)
     if what is None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import io
 import shlex
 from collections.abc import Iterator
-from typing import Any
 
 from pyinfra import host
 from pyinfra.api import operation
 from pyinfra.api.command import FileUploadCommand, PyinfraCommand
 
+from podstate.facts.secrets import SecretsState
 from podstate.paths import SECRETS_DIR, SECRETS_FILE
 from podstate.run import findings
 from podstate.run.lock import changing
@@ -43,12 +43,12 @@ def upload(content: str, dest: str) -> Iterator[PyinfraCommand | str]:
 
 
 @operation()
-def secrets_file(content: str, found: dict[str, Any], drift: str | None):
+def secrets_file(content: str, found: SecretsState, drift: str | None):
     """
     Make the secrets file hold ``content``: uploaded, root-only, mode 600, verified.
 
     + content: the whole desired file (``podstate.desired.secret.render``)
-    + found: the probe's ``secrets`` dict; copies of the file a killed run left beside it
+    + found: the probe's ``secrets``; copies of the file a killed run left beside it
       (``leftovers``) are removed, by the upload that replaces them or on their own
     + drift: what differs, in words without any value (``HF_TOKEN differs``), or None
 
@@ -59,15 +59,15 @@ def secrets_file(content: str, found: dict[str, Any], drift: str | None):
     .. code:: python
 
         secrets_file(name="Secrets file", content=render(values),
-                     found=probe["secrets"], drift="HF_TOKEN differs")
+                     found=probe.secrets, drift="HF_TOKEN differs")
     """
     findings.mark_secret()
-    if found["same"] and (found["owner"], found["mode"]) == (0, "600"):
-        if not found["leftovers"]:
+    if found.same and (found.owner, found.mode) == (0, "600"):
+        if not found.leftovers:
             host.noop(f"{SECRETS_FILE} is up to date")
             return
         findings.describe(drift or "copies of the secrets file left by an interrupted run")
-        yield changing("rm -f -- " + " ".join(shlex.quote(p) for p in found["leftovers"]))
+        yield changing("rm -f -- " + " ".join(shlex.quote(p) for p in found.leftovers))
         return
     findings.describe(drift or "the secrets file differs")
     yield from upload(content, SECRETS_FILE)

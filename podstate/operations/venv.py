@@ -21,7 +21,7 @@ from pyinfra import host
 from pyinfra.api import FileUploadCommand, FunctionCommand, Host, State, operation
 
 from podstate import settings
-from podstate.facts.venv import SNAPSHOT_CURRENT, VENV_RECORD, normalize
+from podstate.facts.venv import SNAPSHOT_CURRENT, VENV_RECORD, Snapshot, normalize
 from podstate.operations.upload import upload_commands
 from podstate.pyinfra_api import execute
 from podstate.run import lock
@@ -161,7 +161,7 @@ def _installer_args(want: Venv) -> list[str]:
     return [f"{k}={v}" for k, v in want.environment.items()] + ["--", *want.index_args]
 
 
-def venv_command(want: Venv, uv: str | None, restore: dict[str, Any] | None = None) -> str:
+def venv_command(want: Venv, uv: str | None, restore: Snapshot | None = None) -> str:
     """Return sh that builds ``want`` (or restores it from ``restore``) and switches to it.
 
     See ``venv`` for the arguments, and scripts/venv.sh. A build installs what
@@ -170,11 +170,11 @@ def venv_command(want: Venv, uv: str | None, restore: dict[str, Any] | None = No
     return " ".join(shlex.quote(word) for word in venv_words(want, uv, restore))
 
 
-def venv_words(want: Venv, uv: str | None, restore: dict[str, Any] | None = None) -> list[str]:
+def venv_words(want: Venv, uv: str | None, restore: Snapshot | None = None) -> list[str]:
     """Return the words of ``venv_command``, unquoted (the boot hook puts some of its own
     in)."""
     if restore:
-        how, source, sha = restore["compressor"], restore["archive"], restore["sha256"]
+        how, source, sha = restore.compressor, restore.archive, restore.sha256
         current = posixpath.join(posixpath.dirname(source), SNAPSHOT_CURRENT)
     else:
         how, source, current, sha = want.installer, want.requirements_file, "", ""
@@ -263,7 +263,7 @@ def venv(
     want: Venv,
     ready: bool,
     uv: str | None = None,
-    restore: dict[str, Any] | None = None,
+    restore: Snapshot | None = None,
     fallback: Fallback | None = None,
 ):
     """

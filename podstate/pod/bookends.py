@@ -16,6 +16,7 @@ from typing import Any
 
 from pyinfra import host, state
 
+from podstate.facts.probe import Probe
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.pyinfra_api.verify import verify
 from podstate.run import bookkeeping, findings
@@ -25,7 +26,7 @@ _FIRST: dict[str, list[str]] = {}  # each pod's first operations, from start() t
 
 def _add(*ops: tuple[Any, str, dict[str, Any]]) -> list[str]:
     """Add ``ops`` (operation, name, arguments) for the current pod; return their hashes."""
-    hashes = []
+    hashes: list[str] = []
     for add_op, name, args in ops:
         before = pyinfra_plan.op_hashes(state, host)
         add_op(name=name, **args)
@@ -46,7 +47,7 @@ def start() -> None:
     pyinfra_plan.bookend(host, first=first, last=[])
 
 
-def finish(wanted: dict[str, Any], probe: dict[str, Any] | None) -> None:
+def finish(wanted: dict[str, Any], probe: Probe | None) -> None:
     """Add, after every deploy file's operations, the ready marker (from ``probe``; None:
     the pod is not converged, so no marker), the release and the report (which honours the
     desired state's waivers)."""

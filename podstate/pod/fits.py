@@ -122,6 +122,7 @@ def _boot_data_size(state: dict[str, Any]) -> int:
     file it puts back on the container disk, base64-encoded, a line before each, and the
     venv's restore under the pod lock, for an interpreter at a usual path (one at a longer
     path is refused by the role when it plans)."""
+    from podstate.facts.venv import Python
     from podstate.roles import boot, env, ready
     from podstate.roles import venv as role
 
@@ -136,7 +137,7 @@ def _boot_data_size(state: dict[str, Any]) -> int:
             lines += len(path.encode("utf-8", "surrogateescape")) + 16  # "file MODE PATH"
     spec = state.get("venv")
     if spec and spec["snapshot"]:
-        python = {"executable": "/usr/local/bin/python3." + "9" * 8, "version": "3.x" * 40}
+        python = Python("/usr/local/bin/python3." + "9" * 8, "3.x" * 40, ensurepip=True)
         place = {name: "/" + "x" * 64 for name in ("TMPDIR", "PIP_CACHE_DIR", "UV_CACHE_DIR")}
         want = role.describe(spec, python, {**place, "UV_LINK_MODE": "copy"})
         parts.append(boot.restore_command(want, spec["snapshot"]))
@@ -149,6 +150,7 @@ def _venv_commands(state: dict[str, Any]) -> list[tuple[str, str]]:
     """Return the venv's build and restore commands (what is named, and the command), with
     every value only the pod knows (its interpreter, uv, the installer's directories) as
     long as a path can be, or as the desired state's longest candidate for it."""
+    from podstate.facts.venv import Python, Snapshot
     from podstate.operations import venv as venv_ops
     from podstate.roles import venv as role
 
@@ -157,12 +159,12 @@ def _venv_commands(state: dict[str, Any]) -> list[tuple[str, str]]:
     candidates = [longest, *(state.get("dirs") or {}).values()]
     candidates += [posixpath.join(s, ".podstate-cache", "pip") for s in state.get("scratch") or {}]
     place = max(candidates, key=lambda path: len(shlex.quote(path)))
-    python = {"executable": longest, "version": "x" * 256}
+    python = Python(executable=longest, version="x" * 256, ensurepip=True)
     environment = {name: place for name in ("TMPDIR", "PIP_CACHE_DIR", "UV_CACHE_DIR")}
     want = role.describe(spec, python, {**environment, "UV_LINK_MODE": "hardlink"})
     commands = [("building it", venv_ops.venv_command(want, longest))]
     if spec["snapshot"]:
         archive = posixpath.join(spec["snapshot"], f"venv-{want.fingerprint[:12]}.tar.zst")
-        restore = {"compressor": "zstd", "archive": archive, "sha256": "0" * 64}
+        restore = Snapshot(want.fingerprint, archive, compressor="zstd", sha256="0" * 64)
         commands.append(("restoring it", venv_ops.venv_command(want, longest, restore)))
     return commands

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from podstate.facts.probe import Probe
 from podstate.facts.request import Request, merge
 from podstate.roles import (
     authorized_keys,
@@ -51,7 +52,7 @@ def request(wanted: dict[str, Any]) -> Request:
     return merge([role.reads(wanted) for role in ROLES])
 
 
-def read(wanted: dict[str, Any]) -> dict[str, Any] | None:
+def read(wanted: dict[str, Any]) -> Probe | None:
     """Return the pod probe for ``wanted``: everything every role reads, in one command.
 
     None when the probe failed; pyinfra has then already failed the pod.

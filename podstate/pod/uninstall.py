@@ -6,12 +6,12 @@ podstate's own files. It reads no desired state. podstate.pod.uninstall_deploy r
 from __future__ import annotations
 
 import posixpath
-from typing import Any
 
 from pyinfra import host
 
 from podstate.facts import made, record_id
 from podstate.facts.marker import read
+from podstate.facts.probe import Probe
 from podstate.facts.request import Request
 from podstate.operations import removal as ops
 from podstate.paths import BOOT_FLAG, GIT_KNOWN_HOSTS, GPU_CACHE, IDLE_RECORD, READY_MARKER, SAVED
@@ -33,7 +33,7 @@ def reads(volume: str) -> Request:
 
 @role("Uninstall")
 def apply(
-    probe: dict[str, Any],
+    probe: Probe,
     volume: str,
     packages: bool = False,
     keep_venv: bool = False,
@@ -50,15 +50,15 @@ def apply(
     with ``discard_scratch``. What stays because it is in use (a venv a process runs from, a
     tmpfs one uses or that holds files: a violation) keeps the records and podstate's own
     files, so the next uninstall finds and finishes it."""
-    found = probe["made"]
+    found = probe.made_found()
     if not usable(probe):
         return
     old = made.previous(found)
-    records = [r for r in found["records"].values() if r.state == "file"]
+    records = [r for r in found.records.values() if r.state == "file"]
     if not records:
         host.noop("no record of what podstate made on this pod: nothing to remove")
         return
-    kept, paths = False, record_id.record_paths(found["pod_id"], volume)
+    kept, paths = False, record_id.record_paths(found.pod_id, volume)
     for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
         with pyinfra_plan.keyed(host, path):
             kept |= (
@@ -70,11 +70,12 @@ def apply(
     left = findings.of(host).left.values()
     where = boot.Layout(volume)
     mine = [made.MADE, READY_MARKER, BOOT_FLAG, GIT_KNOWN_HOSTS, GPU_CACHE, IDLE_RECORD]
-    applied = read(probe["files"].get(where.record))
+    applied = read(probe.files.get(where.record))
     if applied is not None and applied.get("pod") == host.name:
         mine.append(where.record)
-    if found["records"].get("volume") and found["records"]["volume"].state == "file":
-        mine.append(record_id.volume_record(volume, found["pod_id"]))
+    on_volume = found.records.get("volume")
+    if on_volume is not None and on_volume.state == "file" and found.pod_id is not None:
+        mine.append(record_id.volume_record(volume, found.pod_id))
     base = posixpath.join(volume, ".podstate")
     ops.remove_paths(
         name="Remove podstate's records and own files",

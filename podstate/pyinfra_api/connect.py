@@ -19,6 +19,7 @@ from typing import Any
 
 from paramiko.ssh_exception import AuthenticationException, NoValidConnectionsError
 from pyinfra.api.exceptions import ConnectError
+from pyinfra.api.host import HostData
 from pyinfra.connectors.ssh import SSHConnector
 
 from podstate.pyinfra_api import hostkeys
@@ -75,13 +76,14 @@ def quiet() -> None:
 def _chain(error: BaseException) -> list[BaseException]:
     """Return ``error`` and the exceptions it was raised from or during, outermost first."""
     found: list[BaseException] = []
-    while error is not None and error not in found:
-        found.append(error)
-        error = error.__cause__ or error.__context__
+    link: BaseException | None = error
+    while link is not None and link not in found:
+        found.append(link)
+        link = link.__cause__ or link.__context__
     return found
 
 
-def cause(error: BaseException, data: dict[str, Any], name: str, timeout: float) -> str:
+def cause(error: BaseException, data: HostData | dict[str, Any], name: str, timeout: float) -> str:
     """Return why connecting to the pod ``name`` (host data ``data``) failed with ``error``
     (pyinfra's ConnectError, or what it was raised from), in one line that names the cause:
     no such key file, key refused, a new host key not among the fingerprints that vouch for

@@ -34,18 +34,18 @@ def read_once() -> Iterator[None]:
         return
     asking = metadata.entry_points
     _asking.append(asking)
-    metadata.entry_points = _answer
+    metadata.entry_points = _answer  # type: ignore[assignment]
     connectors = sys.modules.get(_CONNECTORS)  # imported in the block, it takes _answer
     connectors_asking = connectors.entry_points if connectors else asking
     if connectors:
-        connectors.entry_points = _answer
+        connectors.entry_points = _answer  # type: ignore[attr-defined]
     try:
         yield
     finally:
         metadata.entry_points = asking
         connectors = sys.modules.get(_CONNECTORS)
         if connectors and connectors.entry_points is _answer:
-            connectors.entry_points = connectors_asking
+            connectors.entry_points = connectors_asking  # type: ignore[attr-defined]
         _read.clear()
         _asking.clear()
 
@@ -55,7 +55,7 @@ def _answer(**select: Any) -> metadata.EntryPoints:
     reading, made now if it is the first asking; outside a block (a module imported in one
     may keep it as its own), a reading of its own."""
     if not _asking:
-        return _ORIGINAL(**select)
+        return _ORIGINAL(**select)  # type: ignore[return-value]
     if not _read:
         _read.append(_asking[0]())
     return _read[0].select(**select) if select else _read[0]

@@ -36,7 +36,7 @@ def start_command(state: State, host: Host, command: str, arguments: dict[str, A
         StringCommand(command),
         **{k: v for k, v in arguments.items() if k not in RUN_ONLY},
     )
-    channel = host.connector.client.get_transport().open_session()
+    channel = host.connector.client.get_transport().open_session()  # type: ignore[attr-defined]
     channel.set_combine_stderr(True)
     channel.exec_command(wrapped.get_raw_value())
     return channel

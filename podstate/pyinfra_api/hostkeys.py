@@ -34,7 +34,7 @@ def fingerprint_of(key: Any) -> str:
 
 def refused_by_fingerprints(error: str | None) -> bool:
     """Return whether a pod's connect error is this policy's refusal."""
-    return bool(error) and error.startswith(REFUSED) and _NOT_AMONG in error
+    return error is not None and error.startswith(REFUSED) and _NOT_AMONG in error
 
 
 class _Vouched(MissingHostKeyPolicy):

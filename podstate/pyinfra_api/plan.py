@@ -8,6 +8,7 @@ import sys
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 import pyinfra
@@ -42,8 +43,8 @@ def op_name(state: State, op_hash: str) -> str:
 
 
 def current_op(host: Host) -> str:
-    """Return the hash of the operation being planned or run on ``host``."""
-    return host.current_op_hash
+    """Return the hash of the operation being planned or run on ``host`` ("" outside one)."""
+    return host.current_op_hash or ""
 
 
 def current_host_data() -> Any | None:
@@ -181,7 +182,8 @@ def _operation_order(state: State) -> list[int]:
     check of 24 pods. The frames' own code and line numbers give the same list.
     """
     frames = []
-    frame = sys._getframe(1)  # the caller, as pyinfra's own frame is skipped anyway
+    # the caller, as pyinfra's own frame is skipped anyway
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         frames.append(frame)
         frame = frame.f_back
@@ -225,6 +227,6 @@ def plan_faster() -> None:
     fleet's planning runs on one core. Verifies the installed pyinfra first (``verify``)."""
     verify()
     _originals()
-    api_operation.get_operation_order_from_stack = _operation_order
+    api_operation.get_operation_order_from_stack = _operation_order  # type: ignore[attr-defined]
     arguments.all_global_arguments = _all_global_arguments
     facts.all_global_arguments = _all_global_arguments

@@ -103,21 +103,32 @@ def _cli_parameters(module: str, function: str) -> list[str]:
     return [a.arg for a in node.args.args + node.args.kwonlyargs]
 
 
+def _starts_with(dotted: str, start: list[str]) -> bool:
+    """Return whether the parameters of the callable ``dotted`` names start with ``start``."""
+    return list(inspect.signature(_resolve(dotted)).parameters)[: len(start)] == start
+
+
+def _there(get: Callable[..., object], *arguments: Any) -> bool:
+    """Return True once ``get(*arguments)`` found what it looks for (it raises if not)."""
+    get(*arguments)
+    return True
+
+
+def _declared(owner: str, name: str) -> bool:
+    """Return whether the class ``owner`` names declares the attribute ``name``."""
+    return name in _resolve(owner).__annotations__
+
+
 def _checks() -> Iterator[tuple[str, Callable[[], object]]]:
     """Yield each internal podstate relies on, with a test of the shape it uses: true, and
     raising nothing, while the installed pyinfra has it as podstate uses it."""
     for dotted, start in _CALLED.items():
-        yield (
-            dotted,
-            lambda d=dotted, s=start: (
-                list(inspect.signature(_resolve(d)).parameters)[: len(s)] == s
-            ),
-        )
+        yield dotted, functools.partial(_starts_with, dotted, start)
     for dotted in _USED:
-        yield dotted, lambda d=dotted: [_resolve(d)]
+        yield dotted, functools.partial(_there, _resolve, dotted)
     for owner, names in _DECLARED.items():
         for name in names.split():
-            yield f"{owner}.{name}", lambda o=owner, n=name: n in _resolve(o).__annotations__
+            yield f"{owner}.{name}", functools.partial(_declared, owner, name)
     yield (
         "pyinfra_cli.inventory.make_inventory(inventory, cwd)",
         lambda: {"inventory", "cwd"} <= set(_cli_parameters("inventory", "make_inventory")),
@@ -153,7 +164,7 @@ def _checks() -> Iterator[tuple[str, Callable[[], object]]]:
         lambda: pod_line(f"{host.print_prefix}sample") == (host.name, "sample"),
     )
     for name in ("ops", "op_meta", "failed_hosts", "pool"):
-        yield f"State.{name}", lambda n=name: [getattr(state, n)]
+        yield f"State.{name}", functools.partial(_there, getattr, state, name)
 
 
 @functools.cache

@@ -9,12 +9,12 @@ from __future__ import annotations
 import hashlib
 import shlex
 from collections.abc import Iterable
-from typing import Any
 
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, operation
 
-from podstate.facts.files import FileInfo
+from podstate.facts.files import FileInfo, PathInfo
+from podstate.facts.probe import Probe
 from podstate.limits import MAX_FILE
 from podstate.pyinfra_api import execute
 from podstate.pyinfra_api import plan as pyinfra_plan
@@ -143,7 +143,7 @@ def managed_file(path: str, content: str, found: FileInfo, own: bool, mode: str 
     .. code:: python
 
         managed_file(name="Profile", path=PROFILE, content=text,
-                     found=probe["files"][PROFILE], own=True)
+                     found=probe.files[PROFILE], own=True)
     """
     problem = file_problem(path, found, own)
     if problem:
@@ -157,19 +157,17 @@ def managed_file(path: str, content: str, found: FileInfo, own: bool, mode: str 
     yield changing(write_command(path, content, own, mode, found.content), later=True)
 
 
-def owned_file(
-    name: str, path: str, content: str, probe: dict[str, Any], mode: str = "644"
-) -> None:
+def owned_file(name: str, path: str, content: str, probe: Probe, mode: str = "644") -> None:
     """Add the operation ``name`` that makes ``path``, a file podstate owns, hold ``content``
     with ``mode`` (``managed_file``, compared with what the probe found there). Returns
     nothing: the operation is in the deploy."""
-    found = probe["files"][path]
+    found = probe.files[path]
     managed_file(name=name, path=path, content=content, found=found, own=True, mode=mode)
 
 
 @operation()
 def directories(
-    paths: dict[str, str | None], found: dict[str, dict[str, Any]], hidden: Iterable[str] = ()
+    paths: dict[str, str | None], found: dict[str, PathInfo], hidden: Iterable[str] = ()
 ):
     """
     Create directories and set their modes, in one command.
@@ -182,14 +180,14 @@ def directories(
 
     .. code:: python
 
-        directories(name="Scratch", paths={"/scratch": "1777"}, found=probe["paths"])
+        directories(name="Scratch", paths={"/scratch": "1777"}, found=probe.paths)
     """
 
     def gone(path: str) -> bool:
         return any(path == m or path.startswith(m.rstrip("/") + "/") for m in hidden)
 
-    create = [p for p in paths if found[p]["kind"] is None or gone(p)]
-    fix = [p for p in paths if p not in create and paths[p] and found[p]["mode"] != paths[p]]
+    create = [p for p in paths if found[p].kind is None or gone(p)]
+    fix = [p for p in paths if p not in create and paths[p] and found[p].mode != paths[p]]
     if not create and not fix:
         host.noop("directories exist with the right modes")
         return

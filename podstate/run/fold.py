@@ -26,7 +26,7 @@ import io
 import shlex
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,12 +177,17 @@ def plan(state: State, host: Host, ops: list[str], release: bool) -> int:
                 segment.add(*step)
                 items.append((segment, len(segment.steps) - 1))
             folded = _replay(items, produced)
-            pyinfra_plan.replace_commands(state, host, op_hash, lambda folded=folded: folded)
+            pyinfra_plan.replace_commands(state, host, op_hash, _returning(folded))
     if segment is not None:
         segment.release = release
     for one in segments:
         pyinfra_plan.set_timeout(state, host, one.op_hash, one.timeout)
     return len(segments)
+
+
+def _returning(commands: Iterator[PyinfraCommand]) -> Callable[[], Iterator[PyinfraCommand]]:
+    """Return what pyinfra calls for an operation's commands: one that returns ``commands``."""
+    return lambda: commands
 
 
 def _replay(
@@ -246,7 +251,7 @@ def _send(channel: Channel, payload: bytes) -> None:
     try:
         while data:
             try:
-                sent = channel.send(data[:CHUNK])
+                sent = channel.send(data[:CHUNK])  # type: ignore[arg-type]  # any buffer
             except TimeoutError:  # the reader's timeout, not this send's: the channel lives on
                 continue
             if sent == 0:  # closed

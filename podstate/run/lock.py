@@ -19,12 +19,12 @@ import shlex
 import socket
 import time
 import uuid
-from typing import Any
 
 from pyinfra import host
 from pyinfra.api import Host, StringCommand
 
 from podstate import settings
+from podstate.facts.lock import LockReading
 from podstate.paths import LOCK
 from podstate.run import findings
 from podstate.shell import script
@@ -100,13 +100,13 @@ def guarded(
     )
 
 
-def read(pod: Host, reading: dict[str, Any] | None) -> None:
+def read(pod: Host, reading: LockReading | None) -> None:
     """Remember what ``pod``'s probe read of the lock (``podstate.facts.lock``: its count, and
     whether another run held it even after the probe waited), for this run's first take, and
     who held it, for the check (``findings.busy``)."""
     if reading is not None:
-        _SEEN[pod.name] = "held" if reading["held"] else str(reading["gen"])
-        findings.of(pod).busy = reading["owner"] if reading["held"] else None
+        _SEEN[pod.name] = "held" if reading.held else str(reading.gen)
+        findings.of(pod).busy = reading.owner if reading.held else None
 
 
 def seen(pod: Host) -> str:

@@ -14,13 +14,12 @@ from pyinfra.api import deploy
 
 from podstate import settings
 from podstate.facts import activity
-from podstate.facts.probe import PodProbe
+from podstate.facts.probe import PodProbe, Probe
 from podstate.facts.request import Request
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import findings, lock, login
 
 Wanted = dict[str, Any]
-Probe = dict[str, Any]
 R = TypeVar("R")
 Apply = Callable[[Wanted, Probe], R]
 Applied = Callable[[Wanted, Probe | None], R | None]
@@ -73,7 +72,8 @@ def role(
         def call(*args: Any, **kwargs: Any) -> R | None:
             before = pyinfra_plan.op_hashes(state, host)
             try:
-                return deployed(*args, **kwargs)
+                # pyinfra's deploy returns the function's value, typed as an operation's
+                return deployed(*args, **kwargs)  # type: ignore[return-value]
             finally:
                 found = findings.of(host)
                 found.roles.setdefault(name, None)
@@ -85,7 +85,7 @@ def role(
     return decorator
 
 
-def read_probe(request: Request) -> dict[str, Any] | None:
+def read_probe(request: Request) -> Probe | None:
     """Return the pod probe that reads ``request``, in one command (another run's live pod
     lock waited for first, and what the probe saw of it kept for this run's first take).
 
@@ -102,6 +102,6 @@ def read_probe(request: Request) -> dict[str, Any] | None:
     if found is None:
         found = login.recover(lambda: host.get_fact(PodProbe, **arguments))
     if found is not None:
-        lock.read(host, found["lock"])
+        lock.read(host, found.lock)
         findings.of(host).activity = activity.read(found)
     return found

@@ -41,7 +41,7 @@ class Shape:
     def cost_per_hour(self) -> float:
         """Return what RunPod would charge for the pod, USD per hour (the sandbox API's
         ``cost`` while it runs): its GPUs at their cloud's price, or a CPU pod's."""
-        if not self.gpus:
+        if not self.gpus or self.gpu_name is None:
             return CPU_PRICE
         return round(self.gpus * GPU_PRICES[(self.cloud, self.gpu_name)], 2)
 

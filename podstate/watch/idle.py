@@ -138,7 +138,7 @@ def observe(
         return period
     if period.since is None:
         period = replace(period, since=now, checks=0, attempted=False)
-    if checked and pod_since is not None and pod_since > period.since:
+    if checked and pod_since is not None and period.since and pod_since > period.since:
         period = replace(period, since=min(pod_since, now), checks=0, attempted=False)
     return replace(period, checks=period.checks + 1) if checked else period
 

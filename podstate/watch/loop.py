@@ -272,11 +272,12 @@ class Watch:
         outcomes = apply_outcomes(due, returncode, stdout, stderr)
         for name in due:
             pending = self.pending[name]
-            if outcomes[name] is None:
+            outcome = outcomes[name]
+            if outcome is None:
                 del self.pending[name]
                 self.emit(Event(name, pending.why, "apply", "ok", took))
             else:
-                self._failed(name, pending, outcomes[name], "apply", took)
+                self._failed(name, pending, outcome, "apply", took)
         return outcomes
 
     def _check(self) -> dict[str, dict[str, Any]] | None:

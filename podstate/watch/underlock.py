@@ -51,14 +51,14 @@ def verdict(lines: list[str], after: float) -> str | None:
         found = work.parse(lines)
     except (ValueError, IndexError) as e:
         return f"its work could not be read again under the pod lock ({e})"
-    if found["busy"]:
-        return f"in use, read again under the pod lock: {work.describe(found['busy'][0])}"
-    for process in found["unread"]:
-        return f"what {process['command']} (pid {process['pid']}) does cannot be read"
-    if found["age"] is None:
+    if found.busy:
+        return f"in use, read again under the pod lock: {work.describe(found.busy[0])}"
+    for process in found.unread:
+        return f"what {process.command} (pid {process.pid}) does cannot be read"
+    if found.age is None:
         return "its idle clock could not be read again under the pod lock"
-    if found["age"] < after:
-        return f"its idle period began again {found['age']:g} s ago, read under the pod lock"
+    if found.age < after:
+        return f"its idle period began again {found.age:g} s ago, read under the pod lock"
     return None
 
 
@@ -67,7 +67,8 @@ class _Failed(BaseStateCallback):
 
     why: str | None = None
 
-    def host_connect_error(self, state: Any, host: Any, error: Any) -> None:  # pyinfra's API
+    # pyinfra's API: declared static, called on the instance
+    def host_connect_error(self, state: Any, host: Any, error: Any) -> None:  # type: ignore[override]
         self.why = str(error)
 
 
