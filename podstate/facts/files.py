@@ -4,8 +4,7 @@ A path (``path`` lines) is read for its kind, mode, real path and the mount that
 a file (``file`` lines, scripts/file_state.sh) for what is there, its mode and owner (a file
 podstate writes over keeps them for the user's file it puts back), with its whole content
 when it is a readable file of at most ``MAX_FILE``. All are stat'ed in one call
-(scripts/stats.sh), each path itself: a file that is a symbolic link is stat'ed again where
-it leads (scripts/file_state.sh).
+(scripts/stats.sh), following symbolic links; a path that is one is named so by the shell.
 """
 
 from __future__ import annotations
@@ -58,18 +57,19 @@ def probe_lines(paths: list[str], files: list[str]) -> list[str]:
     ``files`` (``file NAME STATE LINK TARGET [MODE UID:GID SIZE [CONTENT]]``), read-only."""
     out = [script("stats.sh")] if paths or files else []
     if paths or files:
-        # one stat for both, of each path itself (a file's link is followed by file_state)
-        out.append(f"stats -P '{STAT}' " + " ".join(quote_path(path) for path in [*paths, *files]))
+        # one stat for both, of what each leads to; a path that is a symbolic link is one
+        # (Linux gives every link mode 777), as stat -P would say
+        out.append(f"stats -L '{STAT}' " + " ".join(quote_path(path) for path in [*paths, *files]))
     out += [
-        f'real {quote_path(path)}; enc "$r"; p=$st_{i}; case $p in -) ;;'
-        f' *) p=${{p%% *}}:${{p#* * * }} ;; esac; echo "path {b64(path)} $enc_v $p"'
+        f'real {quote_path(path)}; enc "$r"; p=$st_{i}; if [ -L {quote_path(path)} ]; then'
+        f' p="777:symbolic link"; else case $p in -) ;; *) p=${{p%% *}}:${{p#* * * }} ;; esac;'
+        f' fi; echo "path {b64(path)} $enc_v $p"'
         for i, path in enumerate(paths, 1)
     ]
     if files:
         out.append(script("file_state.sh"))
         out += [
-            f's=$st_{i}; case $s in *" symbolic link") s=- ;; esac;'
-            f' file_state {b64(path)} {quote_path(path)} {MAX_FILE} "$s"'
+            f'file_state {b64(path)} {quote_path(path)} {MAX_FILE} "$st_{i}"'
             for i, path in enumerate(files, len(paths) + 1)
         ]
     return out
