@@ -65,8 +65,9 @@ def contents(archive: bytes) -> dict[str, bytes]:
 
 def resolve(output: list[str]) -> list[str]:
     """Return the probe's lines without the spool's, each ``@N`` word the base64 of its value,
-    a ``file`` line whose content tar did not bring (the file could not be read, or was no
-    regular file, or changed while tar read it) ``unreadable``, and a ``proc`` line's
+    a ``file`` line whose content did not come (the file could not be read, or was no
+    regular file; where tar said one changed while it read it, every file's content is the
+    one read again on its own) ``unreadable``, and a ``proc`` line's
     ``environ`` word its entries (a process without any is left out); the lines unchanged
     when there is no spool (a probe of a section alone)."""
     heads = {line.partition(" ")[0]: line for line in output if line.startswith("spool")}
@@ -78,12 +79,22 @@ def resolve(output: list[str]) -> list[str]:
         raise ValueError("the probe's spool is cut short")
     data = base64.b64decode(heads["spool.data"].partition(" ")[2], validate=True)
     values, environ, archive = split(data, count)
-    read = {} if "spool.changed" in heads else contents(archive)
     encoded: dict[str, str | None] = {}
+    if "spool.changed" in heads:  # each file read again on its own: what tar read is not
+        read: dict[str, bytes] = {}
+        for line in output:
+            if line.startswith("spool.file "):
+                number, _, content_b64 = line.split(" ", 2)[1:]
+                encoded[f"@{number}"] = content_b64
+    else:
+        read = contents(archive)
     for number, value in enumerate(values, 1):
         if str(number) in files:
             content = read.get(value.decode("utf-8", "surrogateescape"))
-            encoded[f"@{number}"] = None if content is None else base64.b64encode(content).decode()
+            if content is not None:
+                encoded[f"@{number}"] = base64.b64encode(content).decode()
+            else:
+                encoded.setdefault(f"@{number}", None)
         else:
             encoded[f"@{number}"] = base64.b64encode(value).decode()
     lines = []

@@ -17,9 +17,10 @@
 #               spaces) that set a variable spool_grep matches (an extended regex of names), FILE NUL ENTRY NUL for
 #               each, ended by one NUL byte; then one tar of the files (-P: named by their
 #               PATH), which frames each file's content itself, its header then its bytes: no
-#               size read apart from the read is trusted. "spool.changed" follows when tar
-#               said a file shrank or changed while it read it (then what it holds is not
-#               known).
+#               size read apart from the read is trusted. When tar said a file shrank or
+#               changed while it read it (its header's size, from stat, was not what it
+#               read), "spool.changed" follows, then "spool.file N BASE64" for each file
+#               read again whole by its own base64 (none for one that cannot be read).
 #   b64         prints its stdin in base64 on one line: -w0 (GNU, busybox) saves a process
 #               for each value; a base64 without it (the first call fails before it reads
 #               anything) is asked without, its lines joined by tr
@@ -88,5 +89,15 @@ spool_end() {
         } 3>&1
         )
     } 4>&1
-    case $spool_e in *"hrank"* | *"changed as we read"*) echo "spool.changed" ;; esac
+    case $spool_e in *"hrank"* | *"changed as we read"*)
+        # tar framed a file by a size that was not what it read (a network volume's cached
+        # attributes, or a write meanwhile): each file is read again, whole, on its own
+        echo "spool.changed"
+        for spool_i in $enc_f; do
+            spool_p=
+            eval "spool_p=\$enc_$spool_i"
+            if spool_c=$(b64 <"$spool_p"); then echo "spool.file $spool_i $spool_c"; fi
+        done
+        ;;
+    esac
 }
