@@ -84,7 +84,7 @@ def resolve(output: list[str]) -> list[str]:
         read: dict[str, bytes] = {}
         for line in output:
             if line.startswith("spool.file "):
-                number, _, content_b64 = line.split(" ", 2)[1:]
+                _, number, content_b64 = line.split(" ", 2)
                 encoded[f"@{number}"] = content_b64
     else:
         read = contents(archive)
