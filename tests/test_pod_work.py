@@ -26,15 +26,17 @@ POD = "pod-4"
 LIMIT = ("--limit", POD)
 QUERY = "--query-gpu="
 # Every program a check starts on pod-4, converged and probed before: sshd's re-exec for the
-# connection, the login shell, sh, one base64 per value read (the mounts, the GPU query, 8
-# files), one stat each for the disks, the paths and the files, timeout and nvidia-smi for
-# the GPU query (it started 46 before the GPU cache and one stat for all paths), flock to
-# read the pod lock under its mutex, one sha256sum for each record of what podstate made
-# (the container disk's, the volume's): whether each file podstate wrote still holds it is
-# compared on the pod, so no digest of it leaves the pod; and one tr for the container's
-# identity (its provider's, which wins over the id its container disk's record names: a
-# disk copied from another pod names that pod's).
-CHECK_PROGRAMS = 22
+# connection, the login shell, sh, timeout and nvidia-smi for the GPU query (it started 46
+# before the GPU cache), flock to read the pod lock under its mutex, one stat for the disks
+# (stat -f) and one for every path and file, one sha256sum for every record of what podstate
+# made (the container disk's, the volume's): whether each file podstate wrote still holds it
+# is compared on the pod, so no digest of it leaves the pod; one tr for the container's
+# identity (its provider's, which wins over the id its container disk's record names: a disk
+# copied from another pod names that pod's); and one tar of every file's content and one
+# base64 of every value that is not plain (scripts/enc.sh's spool: it was one base64 each).
+# However many files are declared or processes run, the count does not grow with them (one
+# grep more reads the environments of processes outside SSH sessions, all at once).
+CHECK_PROGRAMS = 12
 # The programs of the fold of a reconfigure (one env value changed): tests/test_fold_work.py
 # counts them by the number of files a fold writes.
 FOLD_PROGRAMS = 15
@@ -83,6 +85,52 @@ def test_a_check_starts_few_programs(fleet, first_apply):
     assert result.returncode == 0, result.stdout + result.stderr
     assert started.count("/usr/local/bin/nvidia-smi") == 1
     assert len(started) <= CHECK_PROGRAMS, started
+
+
+@pytest.mark.parametrize("count", [1, 20, 200])
+def test_the_count_does_not_grow_with_the_files(fleet, first_apply, count):
+    """1, 20 or 200 declared files, each a file podstate wrote and recorded: the probe reads
+    them all with the same programs (one stat, one tar for their contents, one sha256sum for
+    the records)."""
+    files = {f"/root/podstate-counted/{i}.txt": {"content": f"file {i}\n"} for i in range(count)}
+    fleet.host_vars(POD, {"files": files})
+    try:
+        result = apply(fleet, *LIMIT)
+        assert result.returncode == 0, result.stdout + result.stderr
+        check(fleet, *LIMIT)
+        with inside.programs_started(POD) as started:
+            result = check(fleet, *LIMIT)
+        assert result.returncode == 0, result.stdout + result.stderr
+    finally:
+        fleet.host_vars(POD, None)
+        apply(fleet, *LIMIT)
+    assert started.count("/usr/local/bin/nvidia-smi") == 1
+    assert len(started) <= CHECK_PROGRAMS, started
+
+
+MARKER = "podstate-counted-process"
+
+
+def test_the_count_does_not_grow_with_the_processes(fleet, first_apply):
+    """200 more processes on the pod (each a shell, not a name the probe passes over, with
+    a child): the probe reads every one's environment with the same programs (one grep, in
+    the spool, for all of them) and their counters with the shell's own read."""
+    started_pids = fleet.out(
+        POD,
+        f"for i in $(seq 200); do setsid sh -c 'sleep 100000; : {MARKER}'"
+        " </dev/null >/dev/null 2>&1 & echo $!; done",
+    ).split()
+    assert len(started_pids) == 200
+    try:
+        check(fleet, *LIMIT)  # the pod's idle period begins again: new processes
+        with inside.programs_started(POD) as started:
+            result = check(fleet, *LIMIT)
+        assert result.returncode == 0, result.stdout + result.stderr
+    finally:  # each by its process group (setsid: the shell's own pid), never by a name
+        fleet.out(POD, "kill -- " + " ".join(f"-{pid}" for pid in started_pids) + " || :")
+    names = [path.rsplit("/", 1)[-1] for path in started]
+    assert names.count("grep") == 1, names
+    assert len(started) <= CHECK_PROGRAMS + 1, started
 
 
 def test_a_restarted_container_reads_them_again(fleet, first_apply, tmp_path):

@@ -3,8 +3,8 @@
 A path (``path`` lines) is read for its kind, mode, real path and the mount that holds it;
 a file (``file`` lines, scripts/file_state.sh) for what is there, its mode and owner (a file
 podstate writes over keeps them for the user's file it puts back), with its whole content
-when it is a readable file of at most ``MAX_FILE``. Both are stat'ed in one call per kind
-(scripts/stats.sh).
+when it is a readable file of at most ``MAX_FILE``. All are stat'ed in one call
+(scripts/stats.sh), following symbolic links; a path that is one is named so by the shell.
 """
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ from podstate.facts.mounts import Mount, mount_of
 from podstate.limits import MAX_FILE
 from podstate.shell import b64, quote_path, script
 from podstate.sizes import format_size
+
+# What the probe's one stat reads of each path and file: mode, owner, size and kind.
+STAT = "%a %u:%g %s %F"
 
 
 @dataclass(frozen=True)
@@ -63,18 +66,21 @@ def probe_lines(paths: list[str], files: list[str]) -> list[str]:
     """Return the probe lines that read ``paths`` (``path NAME REAL MODE:KIND``) and
     ``files`` (``file NAME STATE LINK TARGET [MODE UID:GID SIZE [CONTENT]]``), read-only."""
     out = [script("stats.sh")] if paths or files else []
-    if paths:
-        out.append("stats -P %a:%F " + " ".join(quote_path(path) for path in paths))
-        out += [
-            f'real {quote_path(path)}; enc "$r"; echo "path {b64(path)} $enc_v $st_{i}"'
-            for i, path in enumerate(paths, 1)
-        ]
+    if paths or files:
+        # one stat for both, of what each leads to; a path that is a symbolic link is one
+        # (Linux gives every link mode 777), as stat -P would say
+        out.append(f"stats -L '{STAT}' " + " ".join(quote_path(path) for path in [*paths, *files]))
+    out += [
+        f'real {quote_path(path)}; enc "$r"; p=$st_{i}; if [ -L {quote_path(path)} ]; then'
+        f' p="777:symbolic link"; else case $p in -) ;; *) p=${{p%% *}}:${{p#* * * }} ;; esac;'
+        f' fi; echo "path {b64(path)} $enc_v $p"'
+        for i, path in enumerate(paths, 1)
+    ]
     if files:
         out.append(script("file_state.sh"))
-        out.append("stats -L '%a %u:%g %s %F' " + " ".join(quote_path(path) for path in files))
         out += [
             f'file_state {b64(path)} {quote_path(path)} {MAX_FILE} "$st_{i}"'
-            for i, path in enumerate(files, 1)
+            for i, path in enumerate(files, len(paths) + 1)
         ]
     return out
 

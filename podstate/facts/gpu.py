@@ -237,7 +237,7 @@ def all_nvlink(links: dict[tuple[int, int], str], count: int) -> bool:
 def start_lines() -> list[str]:
     """Return the lines that start reading the GPUs beside everything else (nvidia-smi can
     take seconds): their lines come out at the end (``END``). The rest of the probe keeps
-    its stdin."""
+    its stdin. The probe closes the group they open ("}") after ``END``."""
     return [
         script("gpu_state.sh"),
         "exec 4<&0",
@@ -246,8 +246,9 @@ def start_lines() -> list[str]:
     ]
 
 
-# The probe's last line but one: copies out the GPUs' lines, which ``start_lines`` began.
-END = "while IFS= read -r g <&5; do printf '%s\\n' \"$g\"; done; }"
+# Copies out the GPUs' lines, which ``start_lines`` began, at the probe's end: before its
+# values are sent (scripts/enc.sh's spool_end) and ``start_lines``'s group is closed.
+END = "gpu_end <&5"
 
 
 def parse(output: list[str], topology: str) -> tuple[GpuState, list[str], bool]:

@@ -2,8 +2,11 @@
 
 ``PodProbe`` is a pyinfra fact. It assembles the sections, one module each beside this one
 (each holding its script lines, its parser and its typed result), into one POSIX sh program,
-and hands each section's output lines to its parser. The parsers are pure functions, so
-they can be unit-tested on real command output without a pod.
+and hands each section's output lines to its parser. A value that is not plain is sent once,
+at the end, with every other (scripts/enc.sh's spool, podstate.facts.spool): one base64
+encodes them all, and one tar reads every file's content, however many files, processes or
+GPUs the sections read. The parsers are pure functions, so they can be unit-tested on real
+command output without a pod.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from podstate.facts import apt as apt_section
 from podstate.facts import boot as boot_section
 from podstate.facts import download as download_section
 from podstate.facts import files as files_section
-from podstate.facts import gpu, lock, processes, sessions, space, work
+from podstate.facts import gpu, lock, processes, sessions, space, spool, work
 from podstate.facts import made as made_section
 from podstate.facts import repos as repos_section
 from podstate.facts import secrets as secrets_section
@@ -143,7 +146,9 @@ class PodProbe(FactBase[Probe]):
             "export LC_ALL=C",
             "echo begin",
             script("enc.sh"),
-            "m=$(b64 </proc/self/mounts)",
+            "enc_s=1",
+            # the mounts, read by the shell itself: a line of /proc/self/mounts holds no NUL
+            'm=; while IFS= read -r l; do m="$m$l\n"; done </proc/self/mounts; enc "$m"; m=$enc_v',
             *gpu.start_lines(),
             *lock.probe_lines(lock_wait),
             # The shell's own capabilities, which the commands it starts as root keep, and
@@ -178,7 +183,7 @@ class PodProbe(FactBase[Probe]):
         if secrets is not None:
             lines.insert(0, secrets_section.KEEP_STDIN)
             lines += secrets_section.probe_lines(secrets)
-        lines += [gpu.END, "echo end"]
+        lines += [gpu.END, "spool_end; }", "echo end"]
         return "\n".join(lines)
 
     def process(self, output: list[str]) -> Probe:
@@ -198,7 +203,7 @@ def parse_probe(output: list[str]) -> Probe:
     """Return the :class:`Probe` of its output lines: each line goes to its section by its
     first word up to a dot (``venv.kind`` to venv's, ``file`` to files')."""
     sections: dict[str, list[str]] = {}
-    for line in output:
+    for line in spool.resolve(output):
         sections.setdefault(line.partition(" ")[0].partition(".")[0], []).append(line)
 
     def value(key: str) -> str | None:

@@ -4,10 +4,10 @@
 # prints "file NAME STATE LINK TARGET [MODE OWNER SIZE [CONTENT]]": a symbolic link is followed to
 # its target (LINK 1); STATE is file, absent, dangling, loop (the link does not resolve),
 # large (over LIMIT bytes: not read), unreadable, or the kind stat names (directory, fifo…);
-# CONTENT (base64, by b64) is there only for a readable regular file; TARGET is encoded by
+# CONTENT (by enc_file: base64, or in the probe's spool) is there only for a readable regular file; TARGET is encoded by
 # enc (the value itself after "=", or base64); OWNER is UID:GID. STAT is what the probe's
 # stats read of PATH ("MODE UID:GID SIZE KIND", links followed), or "-" (then stat is asked
-# here, if something is there now). Needs enc and b64 (scripts/enc.sh).
+# here, if something is there now). Needs enc and enc_file (scripts/enc.sh).
 # shellcheck disable=SC2154 # enc_v is set by enc (scripts/enc.sh)
 file_state() {
     t=$2 l=0
@@ -40,8 +40,8 @@ file_state() {
         echo "file $1 $k $l $n"
     elif [ "${m##* }" -gt "$3" ]; then
         echo "file $1 large $l $n $m"
-    elif c=$(b64 <"$t"); then
-        echo "file $1 file $l $n $m $c"
+    elif enc_file "$t"; then
+        echo "file $1 file $l $n $m $enc_v"
     else
         echo "file $1 unreadable $l $n $m"
     fi

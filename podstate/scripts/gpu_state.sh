@@ -2,10 +2,10 @@
 # Defines gpu_state, which the probe runs once, beside the rest of it:
 # gpu_state FIELDS CACHE IDLE_MIB APPS prints nothing without nvidia-smi (a CPU pod), else:
 #   gpu.query STATUS OUTPUT   nvidia-smi --query-gpu=FIELDS (csv, no header, no units);
-#                             OUTPUT by b64. A field it says "is not a valid field to query"
+#                             OUTPUT by enc (gpu_end). A field it says "is not a valid field to query"
 #                             (another release's name) is asked again without.
 #   gpu.unknown F1,F2         the fields asked again without, if any
-#   gpu.apps STATUS OUTPUT    nvidia-smi --query-compute-apps=APPS, by b64: only when a GPU
+#   gpu.apps STATUS OUTPUT    nvidia-smi --query-compute-apps=APPS, by enc: only when a GPU
 #                             has more than IDLE_MIB of memory.used, or it is unknown (a
 #                             CUDA context takes more, so a GPU below it runs no process)
 #   gpu.header HEADER         plain nvidia-smi's first 5 lines (the CUDA version), by b64
@@ -17,7 +17,11 @@
 # one nvidia-smi call per probe. Only two readings that both succeeded are kept; writing
 # CACHE is the probe's only change to the pod, and one that cannot be made (a non-root
 # user) only costs the two calls again next time. Every call is limited to 20 s.
-# Needs b64 (scripts/enc.sh).
+# gpu_state runs beside the rest, in a subshell of its own: it sends the query's and the
+# apps' OUTPUT as the line "gpu.query STATUS" then one "+LINE" for each of its lines, and
+# gpu_end, in the shell that reads them, puts them back into the lines above by enc (whose
+# spool is that shell's). Needs enc and b64 (scripts/enc.sh).
+# shellcheck disable=SC2154 # enc_v is set by enc (scripts/enc.sh)
 # gpu_cell LINE NAME: sets v to LINE's cell (of a query of the fields $f) for field NAME,
 # '' when it was not asked
 gpu_cell() {
@@ -31,6 +35,46 @@ gpu_cell() {
         l=${l#*, }
     done
     v=${l%%,*}
+}
+
+# gpu_put LINE VALUE: prints LINE, then "+" and each line of VALUE (one at least)
+gpu_put() {
+    echo "$1"
+    y="$2
+"
+    while [ -n "$y" ]; do
+        printf '+%s\n' "${y%%"
+"*}"
+        y=${y#*"
+"}
+    done
+}
+
+# gpu_end: copies out gpu_state's lines from its stdin, each "+" line back in the value of
+# the line before them, by enc
+gpu_end() {
+    gpu_k='' gpu_v=''
+    while IFS= read -r g; do
+        case $g in +*)
+            gpu_v="$gpu_v${g#+}
+"
+            continue
+            ;;
+        esac
+        gpu_flush
+        case $g in "gpu.query "* | "gpu.apps "*) gpu_k=$g ;; *) printf '%s\n' "$g" ;; esac
+    done
+    gpu_flush
+}
+
+# gpu_flush: prints the line gpu_end holds (gpu_k), its value (gpu_v) by enc
+gpu_flush() {
+    if [ -n "$gpu_k" ]; then
+        enc "${gpu_v%"
+"}"
+        printf '%s %s\n' "$gpu_k" "$enc_v"
+    fi
+    gpu_k='' gpu_v=''
 }
 
 gpu_state() {
@@ -51,7 +95,7 @@ gpu_state() {
         q=$(timeout 20 nvidia-smi --query-gpu="$f" --format=csv,noheader,nounits 2>&1)
         r=$?
     done
-    echo "gpu.query $r $(printf %s "$q" | b64)"
+    gpu_put "gpu.query $r" "$q"
     [ -z "$u" ] || echo "gpu.unknown ${u#,}"
     [ "$r" = 0 ] || return 0
     x=$q
@@ -63,7 +107,7 @@ gpu_state() {
 "} ;; *) x='' ;; esac
         case $v in '' | *[!0-9]*) ;; *) [ "$v" -gt "$3" ] || continue ;; esac
         a=$(timeout 20 nvidia-smi --query-compute-apps="$4" --format=csv,noheader,nounits 2>&1)
-        echo "gpu.apps $? $(printf %s "$a" | b64)"
+        gpu_put "gpu.apps $?" "$a"
         break
     done
     # The key: how many GPUs (lines) and the first one's driver_version (its place in $f).

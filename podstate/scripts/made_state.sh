@@ -1,7 +1,8 @@
 #!/bin/sh
 # Defines made_state, which the probe calls once for each record of what podstate made on the
-# pod (podstate.facts.made), read-only, starting as few programs as it can (one sha256sum and
-# one stat for the whole record; file_state only for a path the probe does not read anyway):
+# pod (podstate.facts.made), read-only, starting as few programs as it can (one stat for the
+# whole record, one sha256sum for every record: made_same_end; file_state only for a path the
+# probe does not read anyway):
 #   made_state WHERE RECORD LIMIT
 # prints "made.record WHERE absent|unreadable|file" (and sets made_id to the pod id word the
 # record names); for a record, its lines, with "-" for the SUMS of a file's entry: no digest
@@ -12,7 +13,8 @@
 #   file_state's "file" line for a file the probe does not read already (made_asked: the PATH
 #     words of its files and paths), and for a "saved" entry's copy of the user's file;
 #   "made.same PATH yes|no" for each line of a regular file's entry: whether it holds one of
-#     the contents the line names (SUMS, compared here, one sha256sum for the record);
+#     the contents the line names (SUMS, compared on the pod by made_same_end, called once
+#     after every record: one sha256sum for them all);
 #   nothing for the kind of a path the probe reads already (its paths), which the parser has;
 #   "made.same PATH yes|no" for what is at a secrets, keys, data, snapshot or scratch dir
 #     entry's PATH: whether it holds what podstate wrote there (made_proof, from the marks
@@ -82,15 +84,16 @@ made_state() {
                 file_state "$made_b" "$f" "$made_max" -
             fi
             made_path "$made_p" 2>/dev/null || continue
-            case $made_k in block) ;; *) set -- "$@" "$f" ;; esac
+            case $made_k in block) ;; *)
+                made_sn=$((made_sn + 1))
+                eval "made_sf_$made_sn=\$f"
+                ;;
+            esac
             case " $made_asked " in *" $made_p "*) continue ;; esac
             file_state "$made_p" "$f" "$made_max" -
             ;;
         esac
     done <"$made_rec"
-    made_sums=
-    if [ "$#" -gt 0 ]; then made_sums=$(sha256sum -- "$@" 2>/dev/null); fi
-    made_sums="$made_nl$made_sums$made_nl"
     set --
     while read -r made_k made_p made_s _; do
         case $made_k in
@@ -101,20 +104,8 @@ made_state() {
         case $made_k in
         file | saved | hook | stub)
             [ -f "$f" ] || continue
-            # whether made_sums has the line "HASH  PATH" for one of its SUMS: looked up in
-            # the shell's string, never read again for each file (a shell reads a
-            # here-document a byte at a time: the record's size for each of its files)
-            made_y=no made_x=$made_s,
-            while [ -n "$made_x" ]; do
-                h=${made_x%%,*} made_x=${made_x#*,}
-                [ -n "$h" ] || continue
-                case $made_sums in *"$made_nl$h  $f$made_nl"*)
-                    made_y=yes
-                    break
-                    ;;
-                esac
-            done
-            echo "made.same $made_p $made_y"
+            made_cn=$((made_cn + 1))
+            eval "made_cp_$made_cn=\$made_p made_cs_$made_cn=\$made_s made_cf_$made_cn=\$f"
             ;;
         secrets | keys | data | dir | snapshot)
             case $made_k:$made_s in
@@ -162,6 +153,39 @@ made_state() {
         esac
     done <"$made_rec"
     made_kind "$@"
+}
+# made_same_end: "made.same PATH yes|no" for each regular file of a file, saved, hook or
+# stub entry of every record made_state read (made_cn of them): whether it holds one of the
+# contents its line names, from one sha256sum of every such file of every record (made_sn).
+made_same_end() {
+    set --
+    made_i=0
+    while [ "$made_i" -lt "$made_sn" ]; do
+        made_i=$((made_i + 1))
+        eval "set -- \"\$@\" \"\$made_sf_$made_i\""
+    done
+    made_sums=
+    if [ "$#" -gt 0 ]; then made_sums=$(sha256sum -- "$@" 2>/dev/null); fi
+    made_sums="$made_nl$made_sums$made_nl"
+    made_i=0
+    while [ "$made_i" -lt "$made_cn" ]; do
+        made_i=$((made_i + 1))
+        eval "made_p=\$made_cp_$made_i made_s=\$made_cs_$made_i f=\$made_cf_$made_i"
+        # whether made_sums has the line "HASH  PATH" for one of its SUMS: looked up in the
+        # shell's string, never read again for each file (a shell reads a here-document a
+        # byte at a time: the records' size for each of their files)
+        made_y=no made_x=$made_s,
+        while [ -n "$made_x" ]; do
+            h=${made_x%%,*} made_x=${made_x#*,}
+            [ -n "$h" ] || continue
+            case $made_sums in *"$made_nl$h  $f$made_nl"*)
+                made_y=yes
+                break
+                ;;
+            esac
+        done
+        echo "made.same $made_p $made_y"
+    done
 }
 # made_mount MOUNT: "made.busy" for each process of this mount namespace using MOUNT (its
 # working directory or an open file there), and "made.held PATH FILE" for the first file
@@ -212,3 +236,4 @@ made_kind() {
 }
 made_nl='
 '
+made_sn=0 made_cn=0

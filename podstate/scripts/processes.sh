@@ -2,7 +2,10 @@
 # Defines processes, which the probe calls once: processes PATTERN INERT
 # prints "proc PID COMM ENVIRON" for each process of this container (same mount namespace)
 # whose environment sets a variable PATTERN matches (an extended regex of names); COMM is
-# encoded by enc, ENVIRON (the matching NAME=VALUE lines) is base64. Skipped: kernel threads
+# encoded by enc, ENVIRON (the matching NAME=VALUE lines) is base64. Every environment is
+# read at the probe's end, by one grep (scripts/enc.sh's spool_end: the process's pid joins
+# spool_pids); here each line ends in the word "environ", which podstate.facts.spool puts
+# the process's in the place of, or leaves the line out when it sets none of them. Skipped: kernel threads
 # (they have an empty environment), the container's init (pid 1: restarting it is restarting
 # the pod) and every process of an SSH session, sshd included: those are podstate's own
 # commands (this probe, another run's) and shells whose next login reads the profile anyway.
@@ -11,7 +14,7 @@
 # (PATTERN asks for SSH_CONNECTION too: podstate.facts.processes).
 # Skipped too, before their environment is read: the processes whose COMM is a word of
 # INERT (names without spaces, separated by spaces).
-# Needs enc and b64 (scripts/enc.sh).
+# Needs enc and the spool (scripts/enc.sh).
 
 # shellcheck disable=SC2154 # enc_v is set by enc (scripts/enc.sh)
 # parent_of PID: sets ppid to PID's parent (empty when its status has none), in this shell:
@@ -39,6 +42,8 @@ in_ssh_session() {
 }
 
 processes() {
+    # shellcheck disable=SC2034 # read by spool_end (scripts/enc.sh)
+    spool_grep=$1
     for d in /proc/[0-9]*; do
         pid=${d#/proc/}
         [ "$pid" = 1 ] && continue
@@ -48,8 +53,8 @@ processes() {
         { read -r comm <"$d/comm"; } 2>/dev/null || continue
         case " $2 " in *" $comm "*) continue ;; esac
         in_ssh_session "$pid" 2>/dev/null && continue
-        e=$({ tr '\0' '\n' <"$d/environ"; } 2>/dev/null | grep -E "^($1)=") || continue
         enc "$comm"
-        echo "proc $pid $enc_v $(printf %s "$e" | b64)"
+        echo "proc $pid $enc_v environ"
+        spool_pids="$spool_pids $pid"
     done
 }

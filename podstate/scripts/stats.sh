@@ -1,5 +1,5 @@
 #!/bin/sh
-# Defines stats, which the probe calls once for its paths and once for its files, and real.
+# Defines stats, which the probe calls once for its paths and files together, and real.
 #   stats HOW FORMAT PATH...
 # sets st_1, st_2, ... to what `stat -c FORMAT` says of each PATH (HOW -L: of what a symbolic
 # link points to, as `stat -L`; -P: of the link itself), or to - where nothing is there: one stat for every PATH, not

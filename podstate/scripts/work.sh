@@ -116,10 +116,12 @@ work_live() {
 
 # work_walk PID PPID COMM: sets w_how to "mine" (this probe's), "ssh" (another SSH
 # session's; w_sess its process below sshd's listener) or '' (neither), walking up PID's
-# ancestors (64 at most: where /proc names parents of another PID namespace, they may loop)
+# ancestors up to process 1, the init of this PID namespace, which no session is above (64
+# at most: where /proc names parents of another PID namespace, they may loop, and process 1
+# may name a parent: each orphan would walk that loop to the end)
 work_walk() {
     w_how='' q=$1 pp=$2 c=$3 w_n=0
-    while [ "$((w_n += 1))" -lt 64 ]; do
+    while [ "$q" != 1 ] && [ "$((w_n += 1))" -lt 64 ]; do
         case $w_mine in *" $q "*)
             w_how=mine
             return 0
