@@ -84,8 +84,8 @@ def resolve(output: list[str]) -> list[str]:
         read: dict[str, bytes] = {}
         for line in output:
             if line.startswith("spool.file "):
-                _, number, content_b64 = line.split(" ", 2)
-                encoded[f"@{number}"] = content_b64
+                _, item, content_b64 = line.split(" ", 2)
+                encoded[f"@{item}"] = content_b64
     else:
         read = contents(archive)
     for number, value in enumerate(values, 1):
@@ -102,9 +102,10 @@ def resolve(output: list[str]) -> list[str]:
         if line.startswith("spool"):
             continue
         if line.startswith("proc "):
-            line = _proc(line, environ)
-            if line is None:
+            read_line = _proc(line, environ)
+            if read_line is None:
                 continue
+            line = read_line
         if "@" in line and not line.startswith(_RAW):
             line = _words(line, encoded)
         lines.append(line)
