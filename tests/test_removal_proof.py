@@ -136,13 +136,13 @@ def test_a_fold_carries_the_proof_once_and_its_steps_run_it(tmp_path):
             fold._step(lock.Change(proved_command("snapshot", str(tmp_path / name), "", remove)))
         )
     segment = fold.Segment("h")
-    for shell, ttl in steps:
-        segment.add(shell, ttl)
+    for shell, ttl, later in steps:
+        segment.add(shell, ttl, later)
     assert segment.payload().decode().count("made_hex()") == 1  # on stdin, once
     define = f"podstate_made_proof() {{\n{script('made_proof.sh')}\n}}\n"
     done = [
         subprocess.run(["sh", "-c", define + shell], capture_output=True, text=True)
-        for shell, _ in steps
+        for shell, _, _ in steps
     ]
     assert done[0].returncode == 0 and not (tmp_path / "ours/current").exists()
     assert done[1].returncode == 1 and "holds what podstate did not write" in done[1].stderr
