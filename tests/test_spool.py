@@ -7,6 +7,8 @@ import base64
 import io
 import tarfile
 
+import pytest
+
 from podstate.facts.spool import resolve
 
 
@@ -23,6 +25,9 @@ def _tar(files: dict[str, bytes]) -> bytes:
 def _spool(values: list[bytes], files: str, environ: bytes, archive: bytes) -> str:
     data = b"".join(value + b"\0" for value in values) + environ + b"\0" + archive
     return "spool.data " + base64.b64encode(data).decode()
+
+
+MARK = b"/proc/self/environ\0PODSTATE_SPOOL=1\0"  # grep's own entry: its read worked
 
 
 def _b64(data: bytes) -> str:
@@ -42,7 +47,7 @@ def test_each_word_is_its_value_in_base64():
         _spool(
             [b"proc /\n", b"/a", b"/b", b"my job"],
             "2 3",
-            b"/proc/7/environ\0TMPDIR=/t\0/proc/7/environ\0UV_LINK_MODE=copy\0",
+            MARK + b"/proc/7/environ\0TMPDIR=/t\0/proc/7/environ\0UV_LINK_MODE=copy\0",
             _tar({"/a": b"a\0\n"}),
         ),
     ]
@@ -69,3 +74,13 @@ def test_a_file_that_changed_under_tar_is_the_one_read_again():
 
 def test_lines_without_a_spool_are_as_they_came():
     assert resolve(["caps 0", "user =root"]) == ["caps 0", "user =root"]
+
+
+def test_environments_a_grep_could_not_read_fail_the_probe():
+    # A grep without -z -Z sends no entry, not even its own: the processes would all read as
+    # setting none of the variables, so the probe fails instead of reporting them fine.
+    lines = ["proc 7 =job environ", "spool 0", "spool.files", _spool([], "", b"", b"")]
+    with pytest.raises(ValueError, match="grep could not read"):
+        resolve(lines)
+    lines[-1] = _spool([], "", MARK, b"")
+    assert resolve(lines) == []  # read, and job sets none of them

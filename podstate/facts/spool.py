@@ -21,6 +21,9 @@ _REF = re.compile(r"@[0-9]+")
 # Lines whose words are the pod's own text, never a value's word.
 _RAW = ("lock.owner",)
 ENVIRON = "environ"  # the proc line's word for its environment (podstate.facts.processes)
+# What grep reads of its own environment before the processes': without it, no environment
+# was read (a grep without -z -Z), and no process may be taken for one without a variable.
+READ_MARK = ("/proc/self/environ", b"PODSTATE_SPOOL=1")
 
 
 def split(data: bytes, count: int) -> tuple[list[bytes], dict[str, list[bytes]], bytes]:
@@ -69,7 +72,9 @@ def resolve(output: list[str]) -> list[str]:
     regular file; where tar said one changed while it read it, every file's content is the
     one read again on its own) ``unreadable``, and a ``proc`` line's
     ``environ`` word its entries (a process without any is left out); the lines unchanged
-    when there is no spool (a probe of a section alone)."""
+    when there is no spool (a probe of a section alone). ValueError when the spool is cut
+    short, or the processes' environments could not be read: a process is then never taken
+    for one that sets none of the variables."""
     heads = {line.partition(" ")[0]: line for line in output if line.startswith("spool")}
     if "spool" not in heads:
         return output
@@ -97,6 +102,10 @@ def resolve(output: list[str]) -> list[str]:
                 encoded.setdefault(f"@{number}", None)
         else:
             encoded[f"@{number}"] = base64.b64encode(value).decode()
+    if any(line.startswith("proc ") and line.endswith(f" {ENVIRON}") for line in output) and (
+        READ_MARK[1] not in environ.get(READ_MARK[0], [])
+    ):
+        raise ValueError("the pod's grep could not read processes' environments (needs -z -Z)")
     lines = []
     for line in output:
         if line.startswith("spool"):

@@ -14,8 +14,9 @@
 #               in one base64: each value enc kept (a file's: its PATH), each ended by a NUL
 #               byte (a value of the shell holds none); what `grep -z -Z -H` prints of the
 #               entries of the environment of each process of spool_pids (PIDs, separated by
-#               spaces) that set a variable spool_grep matches (an extended regex of names), FILE NUL ENTRY NUL for
-#               each, ended by one NUL byte; then one tar of the files (-P: named by their
+#               spaces) that set a variable spool_grep matches (an extended regex of names),
+#               FILE NUL ENTRY NUL for each, grep's own PODSTATE_SPOOL=1 first (the proof
+#               that the read worked), ended by one NUL byte; then one tar of the files (-P: named by their
 #               PATH), which frames each file's content itself, its header then its bytes: no
 #               size read apart from the read is trusted. When tar said a file shrank or
 #               changed while it read it (its header's size, from stat, was not what it
@@ -75,7 +76,10 @@ spool_end() {
                 set --
                 for spool_i in $spool_pids; do set -- "$@" "/proc/$spool_i/environ"; done
                 if [ "$#" -gt 0 ] && [ -n "$spool_grep" ]; then
-                    grep -a -s -z -Z -H -E "^($spool_grep)=" -- "$@"
+                    # grep's own environment first, with PODSTATE_SPOOL=1 in it: its entry
+                    # coming back shows the read worked (a grep without -z -Z sends none)
+                    PODSTATE_SPOOL=1 grep -a -s -z -Z -H -E "^(PODSTATE_SPOOL|$spool_grep)=" \
+                        -- /proc/self/environ "$@"
                 fi
                 printf '\000'
                 set --
