@@ -62,7 +62,7 @@ def api(provider_api) -> ProviderApi:
     return provider_api("runpod")
 
 
-def settings(api: ProviderApi) -> runpod_client.Settings:
+def settings(api: ProviderApi) -> runpod_client.RunPodClient:
     return runpod_client.settings({"RUNPOD_API_KEY": KEY, "RUNPOD_API_URL": api.url})
 
 

@@ -464,7 +464,7 @@ def test_rate_limit_header_gives_the_wait_when_retry_after_is_absent(api):
     api.serve(fixture("example.json"))
     api.queue(429, fixture("429.json"), {"RateLimit": '"minute";r=0;t=2, "hour";r=9;t=900'})
     waits: list[float] = []
-    raw = runpod_client.fetch(_settings(api), sleep=waits.append)
+    raw = _settings(api).fetch(sleep=waits.append)[0]
     assert waits == [2.0]
     assert raw[0]["id"] == "7h9k2m4n6p"
 
@@ -476,12 +476,12 @@ def test_rate_limit_gives_up_after_bounded_tries_and_waiting(api):
     with pytest.raises(
         runpod_client.InventoryError, match="rate limit: still refused after 3 tries"
     ):
-        runpod_client.fetch(_settings(api), sleep=waits.append, max_wait=30)
+        _settings(api).fetch(sleep=waits.append, max_wait=30)
     assert waits == [4.0, 4.0]
     api.queued.clear()
     api.queue(429, fixture("429.json"), {"Retry-After": "3600"})
     with pytest.raises(runpod_client.InventoryError, match="after 1 try .*3600 s"):
-        runpod_client.fetch(_settings(api), sleep=waits.append)
+        _settings(api).fetch(sleep=waits.append)
     assert waits == [4.0, 4.0]  # no hour-long wait
 
 
@@ -490,20 +490,20 @@ def test_an_unavailable_api_says_so_with_the_wait_it_asked_for(api, env):
     in_an_hour = email.utils.format_datetime(datetime.now(UTC) + timedelta(hours=1), usegmt=True)
     api.queue(503, problem, {"Retry-After": in_an_hour})
     with pytest.raises(runpod_client.ApiUnavailable) as unavailable:
-        runpod_client.fetch(_settings(api))
+        _settings(api).fetch()
     assert unavailable.value.kind == "api-unavailable"
     assert 3000 < unavailable.value.retry_after <= 3600  # an HTTP date, read as seconds
     api.queue(503, problem)
     with pytest.raises(runpod_client.ApiUnavailable) as unavailable:
-        runpod_client.fetch(_settings(api))
+        _settings(api).fetch()
     assert unavailable.value.retry_after is None  # it said nothing
     api.queue(429, fixture("429.json"), {"Retry-After": "3600"})
     with pytest.raises(runpod_client.RateLimited) as limited:
-        runpod_client.fetch(_settings(api))
+        _settings(api).fetch()
     assert (limited.value.kind, limited.value.retry_after) == ("rate-limited", 3600)
     api.queue(401, fixture("401.json"))
     with pytest.raises(runpod_client.InventoryError) as refused:
-        runpod_client.fetch(_settings(api))
+        _settings(api).fetch()
     assert not isinstance(refused.value, runpod_client.ApiUnavailable)  # no waiting fixes it
     assert len(api.requests) == 4
 
@@ -521,7 +521,7 @@ def test_a_handed_listing_is_read_instead_of_the_api(api, env, tmp_path):
     )
 
 
-def _settings(api: ProviderApi) -> runpod_client.Settings:
+def _settings(api: ProviderApi) -> runpod_client.RunPodClient:
     return runpod_client.settings({"RUNPOD_API_KEY": KEY, "RUNPOD_API_URL": api.url})
 
 

@@ -104,7 +104,7 @@ def one_error_line(result: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-def _settings(api: ProviderApi) -> vast_client.Settings:
+def _settings(api: ProviderApi) -> vast_client.VastClient:
     return vast_client.settings({"VAST_API_KEY": KEY, "VAST_API_URL": api.url})
 
 
@@ -245,10 +245,10 @@ def test_429_without_retry_after_is_backed_off_and_said(api):
     for _ in range(2):
         api.queue(429, {"detail": "API requests too frequent endpoint threshold=1.0"})
     waits: list[float] = []
-    fetched = vast_client.fetch(_settings(api), sleep=waits.append)
+    instances, notes = _settings(api).fetch(sleep=waits.append)
     assert waits == [1.0, 2.0]
-    assert len(fetched.instances) == 1
-    assert fetched.notes == [
+    assert len(instances) == 1
+    assert notes == [
         "the Vast API's rate limit was hit 2 times (429, no Retry-After): podstate waited 3 s "
         "in all"
     ]
@@ -259,7 +259,7 @@ def test_429_forever_is_bounded(api):
         api.queue(429, {"detail": "API requests too frequent endpoint threshold=1.0"})
     waits: list[float] = []
     with pytest.raises(vast_client.RateLimited, match=r"page 1 still refused .* after 5 tries"):
-        vast_client.fetch(_settings(api), sleep=waits.append)
+        _settings(api).fetch(sleep=waits.append)
     assert waits == [1.0, 2.0, 4.0, 8.0]
     assert len(api.requests) == 5
 

@@ -26,7 +26,7 @@ from podstate.inventory.api_client import Client, tries
 from podstate.inventory.api_http import ApiUnavailable, InventoryError, RateLimited
 from podstate.providers.runpod import RUNPOD
 
-__all__ = ["ApiUnavailable", "InventoryError", "RateLimited", "Settings", "fetch", "settings"]
+__all__ = ["ApiUnavailable", "InventoryError", "RateLimited", "RunPodClient", "settings", "stop"]
 
 
 @dataclass(frozen=True)
@@ -79,15 +79,8 @@ class RunPodClient(Client):
         )
 
 
-Settings = RunPodClient  # the API's settings are its client
 settings = RunPodClient.settings
 stop = RunPodClient.stop
-
-
-def fetch(config: RunPodClient, **limits: Any) -> list[Any]:
-    """Return the raw ``pods`` list of ``GET /v2/pods`` (``Client.fetch``, whose
-    ``limits`` it takes); InventoryError for anything else."""
-    return config.fetch(**limits)[0]
 
 
 def retry_wait(headers: Message) -> float:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import urllib.parse
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from email.message import Message
 from typing import Any
 
@@ -103,21 +103,6 @@ class VastClient(Client):
             return False
 
 
-@dataclass
-class Fetched:
-    """Every instance of every page, and what the listing met on the way (notes: a rate
-    limit waited out), for the reports."""
-
-    instances: list[Any]
-    notes: list[str] = field(default_factory=list)
-
-
-Settings = VastClient  # the API's settings are its client
 settings = VastClient.settings
 stop = VastClient.stop
 
-
-def fetch(config: VastClient, **limits: Any) -> Fetched:
-    """Return the instances of every page of ``GET /api/v1/instances`` and the listing's
-    notes (``Client.fetch``, whose ``limits`` it takes)."""
-    return Fetched(*config.fetch(**limits))
