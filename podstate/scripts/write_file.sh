@@ -19,7 +19,8 @@
 # Exit status 0 only when every step succeeded and PATH reads back with SHA256 (and, for
 # HOW=own, MODE; with OWNER, MODE and OWNER); otherwise one line on stderr saying what is
 # wrong. In a fold (podstate.run.fold), a file podstate owns is proved with the fold's
-# other writes instead, in one pass (scripts/fold_proof.sh: podstate_later lists it). Each step is checked on its own: no `set -e`, which a caller's `&&` would switch off.
+# other writes instead, in one pass (scripts/fold_proof.sh: podstate_later lists it). Each
+# step is checked on its own: no `set -e`, which a caller's `&&` would switch off.
 path=$1 how=$2 mode=$3 sum=$4
 fail() {
     echo "podstate: $path: $*" >&2
