@@ -15,16 +15,13 @@ import pytest
 from podstate.facts.probe import PodProbe
 from podstate.limits import MAX_FILE
 from podstate.run.bookkeeping import file_problem, write_command
+from tests import probing
 
 TEXT = "export A=1\n"
 
 
 def probe(*paths: Path) -> dict:
-    out = subprocess.run(
-        ["sh", "-c", PodProbe().command([], [str(p) for p in paths])],
-        capture_output=True,
-        text=True,
-    )
+    out = probing.run(files=[str(p) for p in paths])
     assert out.returncode == 0, out.stderr
     return PodProbe().process(out.stdout.splitlines()).files
 

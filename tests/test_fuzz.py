@@ -125,10 +125,9 @@ def test_desired_state_loader_near_valid(tmp_path_factory, document):
 
 def _real_probe_output() -> list[str]:
     """Return the lines the probe prints on this machine, with files of every kind."""
-    import subprocess
     import tempfile
 
-    from podstate.facts.probe import PodProbe
+    from tests import probing
 
     root = Path(tempfile.mkdtemp())
     (root / "f").write_text("export A=1\n")
@@ -136,8 +135,7 @@ def _real_probe_output() -> list[str]:
     (root / "dir").mkdir()
     files = [str(root / name) for name in ("f", "link", "dir", "absent")]
     venv = {"path": str(root / "venv"), "python": "python3", "uv": str(root / "uv")}
-    script = PodProbe().command([str(root), "/nonexistent/x"], files, venv)
-    return subprocess.run(["sh", "-c", script], capture_output=True, text=True).stdout.splitlines()
+    return probing.run([str(root), "/nonexistent/x"], files, venv).stdout.splitlines()
 
 
 PROBE_OUTPUT = _real_probe_output()

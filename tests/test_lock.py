@@ -381,8 +381,8 @@ def probe_lock_lines(path: Path, wait: int, loop_until: Path | None = None) -> s
         [
             sys.executable,
             "-c",
-            "from podstate.facts.probe import PodProbe; "
-            f"print(PodProbe().command(paths=[], files=[], lock_wait={wait}))",
+            "from podstate.facts.probe import program; "
+            f"print(program(paths=[], files=[], lock_wait={wait}))",
         ],
         capture_output=True,
         text=True,

@@ -3,18 +3,20 @@
 import json
 import os
 import re
+import socket
 import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from podstate.facts import activity
+from podstate.facts import activity, probe
 from podstate.facts.files import PathInfo
 from podstate.facts.gpu import GPU_FIELDS, all_nvlink, parse_gpu_list, parse_topology
 from podstate.facts.mounts import mount_of, parse_mounts
 from podstate.facts.probe import PodProbe, Probe, parse_probe
 from podstate.sizes import SIZE_PATTERN, SIZE_WORDS, format_size, parse_size
+from tests import probing
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = FIXTURES.parent.parent
@@ -139,9 +141,7 @@ def test_probe_script_runs_in_sh_and_reads_back(tmp_path):
     (tmp_path / "f").write_text("line 1\n$(not run)\n")
     paths = [str(tmp_path / "a dir"), str(tmp_path / "missing" / "deeper")]
     files = [str(tmp_path / "f"), str(tmp_path / "absent")]
-    out = subprocess.run(
-        ["sh", "-c", PodProbe().command(paths, files)], capture_output=True, text=True
-    )
+    out = probing.run(paths, files)
     assert out.returncode == 0, out.stderr
     probe = parse_probe(out.stdout.splitlines())
     assert probe.paths[paths[0]].kind == "directory"
@@ -155,6 +155,31 @@ def test_probe_script_runs_in_sh_and_reads_back(tmp_path):
     status = Path("/proc/self/status").read_text()
     cap_eff = int(re.search(r"^CapEff:\s*(\w+)", status, re.M).group(1), 16)
     assert probe.can_mount is bool(cap_eff >> 21 & 1)  # CAP_SYS_ADMIN, as this process has
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash"])
+def test_a_probe_program_cut_short_on_its_way_runs_none_of_it(tmp_path, shell):
+    mark = tmp_path / "ran"
+    whole = "".join(f"{line}\n" for line in probe.sourced(f"echo begin; touch {mark}\necho end"))
+    for cut in (len(whole) - 2, len(whole) // 2):  # its closing brace lost; half of it
+        done = subprocess.run(
+            [shell, "-c", probe.READER], input=whole[:cut], capture_output=True, text=True
+        )
+        assert done.returncode != 0 and done.stdout == "" and not mark.exists()
+    done = subprocess.run([shell, "-c", probe.READER], input=whole, capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, "begin\nend\n") and mark.exists()
+
+
+def test_a_probe_program_on_a_socket_is_read_by_cat(tmp_path):
+    """A stdin that cannot be opened by name (a socket, where sshd's is a pipe) is read
+    whole by cat, and the program runs as from a pipe."""
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        program = probe.sourced("echo begin; echo end")
+        ours.sendall("".join(f"{line}\n" for line in program).encode())
+        ours.shutdown(socket.SHUT_WR)
+        done = subprocess.run(["sh", "-c", probe.READER], stdin=theirs, capture_output=True)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"begin\nend\n", b"")
 
 
 @pytest.mark.parametrize("base64_w0", [True, False], ids=["base64 -w0", "base64 without -w"])
@@ -177,9 +202,7 @@ def test_probe_reads_odd_paths_back_exactly(tmp_path, base64_w0):
         env["PATH"] = f"{bin_dir}:{env['PATH']}"
     paths = [str(tmp_path / n) for n in ("plain file", "link", "line\nbreak\n")]
     files = [str(tmp_path / "plain file")]
-    out = subprocess.run(
-        ["sh", "-c", PodProbe().command(paths, files)], capture_output=True, text=True, env=env
-    )
+    out = probing.run(paths, files, env=env)
     assert out.returncode == 0, out.stderr
     probe = parse_probe(out.stdout.splitlines())
     assert replace(probe.paths[paths[0]], mount=None) == PathInfo(
@@ -207,9 +230,7 @@ def run_probe_with_standin(tmp_path, layout: str) -> Probe:
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "NVIDIA_SMI_STANDIN_LAYOUT": str(tmp_path / "layout"),
     }
-    out = subprocess.run(
-        ["sh", "-c", PodProbe().command([], [])], capture_output=True, text=True, env=env
-    )
+    out = probing.run(env=env)
     assert out.returncode == 0, out.stderr
     return PodProbe().process(out.stdout.splitlines())
 

@@ -14,6 +14,7 @@ from podstate.desired.errors import Layer, SpecError
 from podstate.desired.load import VarsDir
 from podstate.desired.secret import Secret, render
 from podstate.desired.spec import resolve
+from podstate.facts import probe as probe_fact
 from podstate.facts import secrets as secret_facts
 from podstate.facts.secrets import SecretsState
 from podstate.operations import repos as repo_ops
@@ -188,16 +189,18 @@ VALUES = {
 
 
 def probe(shell: str, path: Path, wanted: dict[str, Secret]) -> SecretsState:
-    """Return what the probe's secrets lines say of ``path``, run by ``shell`` with
-    ``wanted`` on stdin, as the probe runs them (``b64`` as scripts/enc.sh defines it)."""
+    """Return what the probe's secrets lines say of ``path``, run by ``shell`` from its stdin
+    with ``wanted``, as the probe runs them (``b64`` as scripts/enc.sh defines it)."""
     lines = secret_facts.probe_lines(sorted(wanted))
-    program = "\n".join([script("enc.sh"), secret_facts.KEEP_STDIN, *lines]).replace(
-        SECRETS_FILE, str(path)
-    )
-    stdin = "".join(line + "\n" for line in secret_facts.probe_stdin(wanted))
+    program = "\n".join([script("enc.sh"), *lines]).replace(SECRETS_FILE, str(path))
+    stdin = probe_fact.sourced(program, secret_facts.probe_stdin(wanted))
     command = [shell, "sh"] if shell == "busybox" else [shell]
     done = subprocess.run(
-        [*command, "-c", program], input=stdin, capture_output=True, text=True, check=True
+        [*command, "-c", probe_fact.READER],
+        input="".join(line + "\n" for line in stdin),
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert done.stderr == ""
     return secret_facts.parse(done.stdout.splitlines())

@@ -31,11 +31,12 @@ from podstate.desired.errors import Layer, SpecError
 from podstate.desired.load import VarsDir
 from podstate.desired.spec import resolve
 from podstate.facts import venv as venv_facts
-from podstate.facts.probe import PodProbe, parse_probe
+from podstate.facts.probe import parse_probe, program
 from podstate.facts.venv import Python, Snapshot
 from podstate.operations import venv as venv_ops
 from podstate.roles.venv import distributions, fingerprint, recorded, required, seed_mode
 from podstate.shell import script
+from tests import probing
 from tests.e2e import BIN, ROOT, Fleet, apply, check, exec_count, write_vars
 from tests.fixtures.venv.wheels import (
     binary_wheel,
@@ -178,9 +179,7 @@ def test_probe_reads_a_venv_and_its_snapshot(tmp_path):
         "snapshot": str(tmp_path / "snap"),
         "distributions": "typing-extensions zope-interface idna",
     }
-    out = subprocess.run(
-        ["sh", "-c", PodProbe().command([], [], args)], capture_output=True, text=True
-    )
+    out = probing.run(venv=args)
     assert out.returncode == 0, out.stderr
     venv = parse_probe(out.stdout.splitlines()).venv
     assert venv.kind == "link" and venv.target == ".venv-0123456789ab"
@@ -197,23 +196,17 @@ def test_probe_reads_a_venv_and_its_snapshot(tmp_path):
     # installers know; names compare as installers normalize them.
     assert venv.missing == ("idna",)
     (site / "idna-3.10.dist-info").mkdir()
-    out = subprocess.run(
-        ["sh", "-c", PodProbe().command([], [], args)], capture_output=True, text=True
-    )
+    out = probing.run(venv=args)
     assert parse_probe(out.stdout.splitlines()).venv.missing == ()
     # An old current line without the sha256 is no snapshot to restore.
     (tmp_path / "snap" / venv_facts.SNAPSHOT_CURRENT).write_text(" ".join(line.split()[:3]) + "\n")
-    out = subprocess.run(
-        ["sh", "-c", PodProbe().command([], [], args)], capture_output=True, text=True
-    )
+    out = probing.run(venv=args)
     assert parse_probe(out.stdout.splitlines()).venv.snapshot is None
 
 
 def test_probe_of_a_path_with_nothing_there_reports_no_missing_list(tmp_path):
     args = {"path": str(tmp_path / "venv"), "python": "sh", "uv": "/nonexistent/uv"}
-    out = subprocess.run(
-        ["sh", "-c", PodProbe().command([], [], args)], capture_output=True, text=True
-    )
+    out = probing.run(venv=args)
     assert parse_probe(out.stdout.splitlines()).venv.missing is None
 
 
@@ -228,7 +221,7 @@ def test_pip_is_required_unless_the_venv_is_not_seeded():
 
 
 def test_probe_without_venv_is_unchanged():
-    assert "venv." not in PodProbe().command(["/scratch"], ["~/.bashrc"])
+    assert "venv." not in program(["/scratch"], ["~/.bashrc"])
     assert parse_probe(["caps 0"]).venv is None
 
 
@@ -375,7 +368,7 @@ def test_scripts_build_pack_and_restore_a_venv_locally(tmp_path):
         "snapshot": str(snap),
         "distributions": "pip",
     }
-    probed = parse_probe(_sh(PodProbe().command([], [], args)).stdout.splitlines()).venv
+    probed = parse_probe(probing.run(venv=args).stdout.splitlines()).venv
     found = probed.snapshot
     archive = snap / f"venv-{want.fingerprint[:12]}.tar.gz"
     assert found == Snapshot(

@@ -11,6 +11,7 @@ command output without a pod.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,13 +39,19 @@ from podstate.facts.mounts import Mount, parse_mounts
 from podstate.facts.processes import Process
 from podstate.facts.record import Made
 from podstate.facts.repos import Repos
-from podstate.facts.secrets import SecretsState
+from podstate.facts.secrets import Hidden, SecretsState
 from podstate.facts.sessions import Session
 from podstate.facts.venv import VenvState
 from podstate.facts.work import Work
 from podstate.shell import script
 
 CAP_SYS_ADMIN = 21
+# The probe's command line, the same whatever it reads: the shell sources its program from
+# its stdin (``payload``), so no declared path, file or name makes the command longer than
+# these few bytes. Where stdin cannot be opened by name (a socket, not sshd's pipe), cat
+# reads it.
+READER = 'if true 2>/dev/null </dev/stdin; then . /dev/stdin; else eval "$(cat)"; fi'
+WANTED_END = "@@podstate-wanted"  # ends the wanted secrets' here-document (base64 has no @)
 
 
 @dataclass(frozen=True)
@@ -132,59 +139,9 @@ class PodProbe(FactBase[Probe]):
         boot: dict[str, Any] | None = None,
         made: dict[str, Any] | None = None,
     ) -> str:
-        """Return the POSIX sh program the probe runs: one output line per item, read-only
-        but for podstate's own GPU cache (GPU_CACHE, on the container disk) and idle period
-        (IDLE_RECORD, where its processes worked since it began: podstate.facts.work).
-
-        The GPUs are read beside the rest (scripts/gpu_state.sh): one nvidia-smi query,
-        started first and collected last; the topology and CUDA version come from the cache
-        once a probe of this container has read them. Another run's live pod lock is waited
-        for up to ``lock_wait`` seconds, so that an apply plans from what that run left, not
-        from a pod halfway through it.
-        """
-        lines = [
-            "export LC_ALL=C",
-            "echo begin",
-            script("enc.sh"),
-            "enc_s=1",
-            # the mounts, read by the shell itself: a line of /proc/self/mounts holds no NUL
-            'm=; while IFS= read -r l; do m="$m$l\n"; done </proc/self/mounts; enc "$m"; m=$enc_v',
-            *gpu.start_lines(),
-            *lock.probe_lines(lock_wait),
-            # The shell's own capabilities, which the commands it starts as root keep, and
-            # its user id
-            'while read -r k v; do case $k in CapEff:) echo "caps $v" ;;'
-            " Uid:) i=${v#*[!0-9]}; i=${i%%[!0-9]*} ;; esac; done </proc/self/status",
-            space.STATFS,
-            'echo "mounts $m"',
-            # The user and the login shell sshd runs every command with (what must read
-            # podstate's profile): from /etc/passwd, else as the system's name service says.
-            "u= s=; { while IFS=: read -r n _ x _ _ _ h; do"
-            ' [ "$x" = "$i" ] && u=$n s=$h && break; done </etc/passwd; } 2>/dev/null;'
-            ' if [ -z "$u" ]; then u=$(id -un); s=$(getent passwd "$u" 2>/dev/null);'
-            ' s=${s##*:}; fi; enc "$u"; echo "user $enc_v"; enc "$s"; echo "shell $enc_v"',
-            start_section.PROBE_LINE,
-            *files_section.probe_lines(paths, files),
-            *(venv_section.probe_lines(venv) if venv else []),
-            *processes.probe_lines(environ or [], inert or []),
-            *sessions.probe_lines(),
-            *work.probe_lines(),
-            *space.free_lines(free or []),
-            *(
-                [download_section.probe_line(download["url"], download["seconds"])]
-                if download
-                else []
-            ),
-            *(apt_section.probe_lines(apt) if apt else []),
-            *repos_section.probe_lines(repos or []),
-            *boot_section.probe_lines(boot),
-            *made_section.probe_lines(made, [*files, *paths]),
-        ]
-        if secrets is not None:
-            lines.insert(0, secrets_section.KEEP_STDIN)
-            lines += secrets_section.probe_lines(secrets)
-        lines += [gpu.END, "spool_end; }", "echo end"]
-        return "\n".join(lines)
+        """Return ``READER``, the probe's command line whatever it reads: the program for these
+        arguments comes on the command's stdin (``payload``, passed as pyinfra's ``_stdin``)."""
+        return READER
 
     def process(self, output: list[str]) -> Probe:
         """Return the parsed probe; an answer cut short or malformed fails this pod alone, with
@@ -242,3 +199,88 @@ def parse_probe(output: list[str]) -> Probe:
         made=made_section.parse(sections["made"]) if "made" in sections else None,
         container_start=start_section.parse(value("cstart")),
     )
+
+
+def program(
+    paths: list[str],
+    files: list[str],
+    venv: dict[str, str] | None = None,
+    free: list[str] | None = None,
+    download: dict[str, Any] | None = None,
+    apt: list[str] | None = None,
+    repos: list[dict[str, Any]] | None = None,
+    secrets: list[str] | None = None,
+    environ: list[str] | None = None,
+    inert: list[str] | None = None,
+    lock_wait: int = 0,
+    boot: dict[str, Any] | None = None,
+    made: dict[str, Any] | None = None,
+) -> str:
+    """Return the POSIX sh program the probe runs (``payload`` sends it), for ``PodProbe``'s
+    arguments: one output line per item, read-only
+    but for podstate's own GPU cache (GPU_CACHE, on the container disk) and idle period
+    (IDLE_RECORD, where its processes worked since it began: podstate.facts.work).
+
+    The GPUs are read beside the rest (scripts/gpu_state.sh): one nvidia-smi query,
+    started first and collected last; the topology and CUDA version come from the cache
+    once a probe of this container has read them. Another run's live pod lock is waited
+    for up to ``lock_wait`` seconds, so that an apply plans from what that run left, not
+    from a pod halfway through it.
+    """
+    lines = [
+        "export LC_ALL=C",
+        "echo begin",
+        script("enc.sh"),
+        "enc_s=1",
+        # the mounts, read by the shell itself: a line of /proc/self/mounts holds no NUL
+        'm=; while IFS= read -r l; do m="$m$l\n"; done </proc/self/mounts; enc "$m"; m=$enc_v',
+        *gpu.start_lines(),
+        *lock.probe_lines(lock_wait),
+        # The shell's own capabilities, which the commands it starts as root keep, and
+        # its user id
+        'while read -r k v; do case $k in CapEff:) echo "caps $v" ;;'
+        " Uid:) i=${v#*[!0-9]}; i=${i%%[!0-9]*} ;; esac; done </proc/self/status",
+        space.STATFS,
+        'echo "mounts $m"',
+        # The user and the login shell sshd runs every command with (what must read
+        # podstate's profile): from /etc/passwd, else as the system's name service says.
+        "u= s=; { while IFS=: read -r n _ x _ _ _ h; do"
+        ' [ "$x" = "$i" ] && u=$n s=$h && break; done </etc/passwd; } 2>/dev/null;'
+        ' if [ -z "$u" ]; then u=$(id -un); s=$(getent passwd "$u" 2>/dev/null);'
+        ' s=${s##*:}; fi; enc "$u"; echo "user $enc_v"; enc "$s"; echo "shell $enc_v"',
+        start_section.PROBE_LINE,
+        *files_section.probe_lines(paths, files),
+        *(venv_section.probe_lines(venv) if venv else []),
+        *processes.probe_lines(environ or [], inert or []),
+        *sessions.probe_lines(),
+        *work.probe_lines(),
+        *space.free_lines(free or []),
+        *([download_section.probe_line(download["url"], download["seconds"])] if download else []),
+        *(apt_section.probe_lines(apt) if apt else []),
+        *repos_section.probe_lines(repos or []),
+        *boot_section.probe_lines(boot),
+        *made_section.probe_lines(made, [*files, *paths]),
+    ]
+    if secrets is not None:
+        lines += secrets_section.probe_lines(secrets)
+    lines += [gpu.END, "spool_end; }", "echo end"]
+    return "\n".join(lines)
+
+
+def payload(arguments: dict[str, Any], wanted: Sequence[str] | None = None) -> Hidden:
+    """Return the probe's stdin for ``arguments`` (``PodProbe``'s) and ``wanted``
+    (``secrets.probe_stdin``'s lines, if the secrets are read): ``sourced`` of its program."""
+    return sourced(program(**arguments), wanted)
+
+
+def sourced(text: str, wanted: Sequence[str] | None = None) -> Hidden:
+    """Return the stdin from which ``READER`` runs the sh program ``text``: it in one brace
+    group, which the shell parses whole before it runs any of it, so a program cut short on
+    the way runs nothing; with ``wanted``, those lines as a here-document on file descriptor
+    3, where the secrets section reads them. No other command of the program reads its
+    stdin. Shown as ``(hidden)``: pyinfra prints a fact's ``_stdin`` in its "Loaded fact"
+    line."""
+    head = "exec </dev/null"
+    if wanted is not None:
+        head += f" 3<<'{WANTED_END}'\n" + "".join(f"{line}\n" for line in wanted) + WANTED_END
+    return Hidden(["{", head, text, "}"])

@@ -12,14 +12,15 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from podstate.desired.secret import Secret
+from podstate.facts import probe
 from podstate.facts.secrets import Hidden, probe_stdin
 
 
 @dataclass(frozen=True)
 class Request:
     """The probe's arguments (``PodProbe``): a list is read for each of its items, a
-    section that is None is not read at all. ``secrets`` holds the wanted values: their
-    names go on the probe's command line, the values on its stdin (``stdin``)."""
+    section that is None is not read at all. ``secrets`` holds the wanted values, which the
+    probe's program compares with on the pod (``stdin``)."""
 
     paths: tuple[str, ...] = ()  # directories: kind, mode, real path, mount
     files: tuple[str, ...] = ()  # managed files: what is there, with its content
@@ -67,10 +68,11 @@ class Request:
             "made": self.made,
         }
 
-    def stdin(self) -> Hidden | None:
-        """Return the probe's stdin: the wanted secrets file and values to compare with
-        (None: the secrets file is not read)."""
-        return None if self.secrets is None else probe_stdin(self.secrets)
+    def stdin(self, lock_wait: int = 0) -> Hidden:
+        """Return the probe's stdin for this request (its command line is the same for every
+        one): its program, with the wanted secrets file and values to compare with, if asked."""
+        wanted = None if self.secrets is None else probe_stdin(self.secrets)
+        return probe.payload({**self.arguments(), "lock_wait": lock_wait}, wanted)
 
 
 def merge(requests: list[Request]) -> Request:

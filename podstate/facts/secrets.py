@@ -17,9 +17,6 @@ from podstate.desired.secret import Secret, render
 from podstate.paths import SECRETS_FILE
 from podstate.shell import b64, script
 
-# The probe's first line when it reads secrets: its stdin (the wanted values) is kept on
-# file descriptor 3 for secrets_state alone; every other command of the probe reads nothing.
-KEEP_STDIN = "exec 3<&0 </dev/null"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 

@@ -6,8 +6,9 @@ sends it), and Linux starts no program with an argument of ``ARG_MAX`` bytes or 
 So the commands whose length grows with the desired state are built here from it while it
 is validated, with what only the pod can tell (its interpreter's path, ...) at its
 longest, and a state that would make one too long is refused with one line. What can be
-large travels as file content instead, never on a command line: a venv's requirements,
-secrets (podstate.run.fold sends small uploads on a command's stdin).
+large travels as file content or on a command's stdin instead, never on a command line: a
+venv's requirements, secrets, the probe's program (podstate.facts.probe), the steps of an
+apply (podstate.run.fold).
 """
 
 from __future__ import annotations
@@ -41,22 +42,13 @@ def change_length(inner: str) -> int:
 
 def check(state: dict[str, Any]) -> None:
     """Raise SpecError, starting with the key, when a command ``state`` (a normalized
-    desired state) makes would not fit in one argument: the probe, installing the apt
-    packages, each managed file of the state (``files``, the profile and what it declares,
-    the ``authorized_keys`` block), and the venv's build and restore."""
+    desired state) makes would not fit in one argument: installing the apt packages, each
+    managed file of the state (``files``, the profile and what it declares, the
+    ``authorized_keys`` block), and the venv's build and restore."""
     from podstate import settings
-    from podstate.facts.boot import IDENTITY, assuming
-    from podstate.facts.probe import PodProbe
     from podstate.operations import apt as apt_ops
-    from podstate.pod import probe as deploy_probe
     from podstate.run import bookkeeping
 
-    probe = 0
-    for provider in IDENTITY:  # the boot hook's layout and the identity are its provider's
-        with assuming(provider):
-            request = deploy_probe.request(state)
-        probe = max(probe, login_length(PodProbe().command(**request.arguments())))
-    _fit("probe", "reading the pod", probe, "list fewer or shorter paths, packages or names")
     apt = (state.get("packages") or {}).get("apt")
     if apt:
         command = apt_ops.install_command(apt, True, settings.APT_LOCK_WAIT)

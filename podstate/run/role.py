@@ -91,11 +91,8 @@ def read_probe(request: Request) -> Probe | None:
 
     None when the probe failed; pyinfra has then already failed the pod.
     """
-    arguments = {
-        **request.arguments(),
-        "lock_wait": min(lock.probe_wait, settings.COMMAND_TIMEOUT // 2),
-        "_stdin": request.stdin(),
-    }
+    wait = min(lock.probe_wait, settings.COMMAND_TIMEOUT // 2)
+    arguments = {**request.arguments(), "lock_wait": wait, "_stdin": request.stdin(wait)}
     # A probe without an answer is not failed yet: the login shell may have run nothing
     # (Vast's tmux), which podstate.run.login names or fixes before probing again.
     found = host.get_fact(PodProbe, **arguments, _ignore_errors=True)
