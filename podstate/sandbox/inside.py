@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,34 +99,60 @@ def programs_started(name: str) -> Iterator[list[str]]:
 
     For counting what a command run over SSH costs the pod: the connection's own sshd
     (OpenSSH re-executes itself for each connection), the login shell for each remote
-    command, and all they start. Needs strace (apt-get install strace), which is attached to
-    the sshd before the block runs and detached after.
-    """
-    pod = load_pods().get(name)
-    if pod is None:
-        raise SandboxError(f"no sandbox pod named {name!r}")
+    command, and all they start (``execs``)."""
+    with execs(name) as started:
+        paths: list[str] = []
+        yield paths
+    paths += [re.match(r'execve\("([^"]*)"', line)[1] for line in started]  # type: ignore[index]
+
+
+@contextlib.contextmanager
+def execs(*names: str) -> Iterator[list[str]]:
+    """Yield a list that, once the block has run, holds strace's line for each successful
+    execve of the processes of the pods ``names``' sshds during it, in start order: the
+    program's path and its arguments whole, as strace writes them (C escapes), so what a
+    command line held can be read back exactly.
+
+    Needs strace (apt-get install strace), which is attached to the sshds before the block
+    runs and detached after. Its messages go to a file, never to a pipe: it writes one for
+    each process it follows, and a pipe nobody reads fills up, where strace, and every
+    process it traces, would stop."""
+    pids = []
+    for name in names:
+        pod = load_pods().get(name)
+        if pod is None:
+            raise SandboxError(f"no sandbox pod named {name!r}")
+        pids += ["-p", str(pod["sshd_pid"])]
     if not shutil.which("strace"):
         raise SandboxError("strace is missing; install it (apt-get install strace)")
     with tempfile.TemporaryDirectory(prefix="podstate-trace-") as tmp:
-        tracer = subprocess.Popen(
-            ["strace", "-f", "-ff", "-ttt", "-e", "trace=execve", "-e", "signal=none",
-             "-o", f"{tmp}/t", "-p", str(pod["sshd_pid"])],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
+        log = Path(tmp, "messages")
+        with log.open("w") as messages:
+            tracer = subprocess.Popen(
+                ["strace", "-f", "-ff", "-ttt", "-e", "trace=execve", "-e", "signal=none",
+                 "-s", "1000000", "-o", f"{tmp}/t", *pids],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=messages,
+            )  # fmt: skip
         started: list[str] = []
         try:
-            line = tracer.stderr.readline() if tracer.stderr else ""
-            if "attached" not in line:
-                raise SandboxError(f"strace could not attach to {name}'s sshd: {line.strip()}")
+            _attached(tracer, log, len(names))
             yield started
         finally:
             tracer.send_signal(signal.SIGINT)
-            tracer.communicate(timeout=30)
-        execs = []
+            tracer.wait(timeout=30)
+        found = []
         for trace in Path(tmp).glob("t.*"):
-            execs += re.findall(r'^(\d+\.\d+) execve\("([^"]*)".*= 0$', trace.read_text(), re.M)
-        started += [path for _, path in sorted(execs, key=lambda e: float(e[0]))]
+            found += re.findall(r"^(\d+\.\d+) (execve\(.*= 0)$", trace.read_text(), re.M)
+        started += [line for _, line in sorted(found, key=lambda e: float(e[0]))]
+
+
+def _attached(tracer: subprocess.Popen, log: Path, count: int) -> None:
+    """Return once strace says in ``log`` that it follows each of the ``count`` processes it
+    was given; raise SandboxError if it ends first (it could not attach)."""
+    while log.read_text().count(" attached") < count:
+        if tracer.poll() is not None:
+            raise SandboxError(f"strace could not attach to the sshd: {log.read_text().strip()}")
+        time.sleep(0.01)
 
 
 def commands_served(root: Path | None = None) -> dict[str, int]:
