@@ -251,9 +251,10 @@ def program(
         start_section.PROBE_LINE,
         *files_section.probe_lines(paths, files),
         *(venv_section.probe_lines(venv) if venv else []),
+        # the work first: it reads each process's /proc/PID/stat, which the other two reuse
+        *work.probe_lines(),
         *processes.probe_lines(environ or [], inert or []),
         *sessions.probe_lines(),
-        *work.probe_lines(),
         *space.free_lines(free or []),
         *([download_section.probe_line(download["url"], download["seconds"])] if download else []),
         *(apt_section.probe_lines(apt) if apt else []),

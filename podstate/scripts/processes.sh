@@ -14,29 +14,17 @@
 # (PATTERN asks for SSH_CONNECTION too: podstate.facts.processes).
 # Skipped too, before their environment is read: the processes whose COMM is a word of
 # INERT (names without spaces, separated by spaces).
-# Needs enc and the spool (scripts/enc.sh).
+# Needs enc and the spool (scripts/enc.sh), and work_stat (scripts/work.sh), whose work has
+# read each process's /proc/PID/stat already: this reads none again.
 
-# shellcheck disable=SC2154 # enc_v is set by enc (scripts/enc.sh)
-# parent_of PID: sets ppid to PID's parent (empty when its status has none), in this shell:
-# no subshell to fork for each ancestor of each process
-parent_of() {
-    ppid=
-    while read -r key value; do
-        if [ "$key" = PPid: ]; then
-            ppid=$value
-            return
-        fi
-    done <"/proc/$1/status"
-}
-
+# shellcheck disable=SC2154 # enc_v is set by enc (scripts/enc.sh), w_* by work_stat
 # in_ssh_session PID: true when PID or one of its ancestors is sshd
 in_ssh_session() {
     p=$1
     while [ "${p:-0}" -gt 1 ]; do
-        read -r c <"/proc/$p/comm" || return 1
-        [ "$c" = sshd ] && return 0
-        parent_of "$p" || return 1
-        p=$ppid
+        work_stat "$p" || return 1
+        [ "$w_c" = sshd ] && return 0
+        p=$w_pp
     done
     return 1
 }
@@ -50,7 +38,8 @@ processes() {
         # -ef (same file: the same namespace) is in dash, bash and busybox, and forks nothing
         # shellcheck disable=SC3013
         [ "$d/ns/mnt" -ef /proc/self/ns/mnt ] || continue
-        { read -r comm <"$d/comm"; } 2>/dev/null || continue
+        work_stat "$pid" || continue
+        comm=$w_c
         case " $2 " in *" $comm "*) continue ;; esac
         in_ssh_session "$pid" 2>/dev/null && continue
         enc "$comm"

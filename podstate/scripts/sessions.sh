@@ -6,21 +6,22 @@
 #   kernel  a running notebook kernel (ipykernel in its command line)
 # Reads /proc with the shell's own read: no program is started. The probe's own session
 # has no terminal, so it is never listed.
-# Needs enc (scripts/enc.sh).
+# Needs enc (scripts/enc.sh) and work_stat (scripts/work.sh), whose work has read each
+# process's /proc/PID/stat already: this reads none again.
 
-# shellcheck disable=SC2154 # enc_v is set by enc (scripts/enc.sh)
+# shellcheck disable=SC2154 # enc_v is set by enc (scripts/enc.sh), w_* by work_stat
 sessions() {
     for d in /proc/[0-9]*; do
         pid=${d#/proc/}
         [ "$pid" = 1 ] && continue
         # shellcheck disable=SC3013 # -ef is in dash, bash and busybox
         [ "$d/ns/mnt" -ef /proc/self/ns/mnt ] || continue
-        { read -r st <"$d/stat"; } 2>/dev/null || continue
+        work_stat "$pid" || continue
         kind=''
         # after "(comm) ": state ppid pgrp session tty_nr ...
         set -f
         # shellcheck disable=SC2086 # split into fields on purpose
-        set -- ${st##*) }
+        set -- $w_s
         set +f
         [ "$4" = "$pid" ] && [ "${5:-0}" != 0 ] && kind='tty'
         if [ -z "$kind" ]; then
@@ -29,8 +30,7 @@ sessions() {
             cl=''
         fi
         [ -n "$kind" ] || continue
-        { read -r comm <"$d/comm"; } 2>/dev/null || continue
-        enc "$comm"
+        enc "$w_c"
         echo "sess $pid $kind $enc_v"
     done
 }

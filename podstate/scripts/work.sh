@@ -32,12 +32,21 @@
 
 # shellcheck disable=SC2154 # enc_v is set by enc (scripts/enc.sh)
 # work_stat PID: sets w_c (comm), w_run (state), w_pp (parent), w_st (start, ticks since
-# boot) and w_cpu from /proc/PID/stat; false when it cannot be read
+# boot) and w_cpu from /proc/PID/stat; false when it cannot be read. Each PID's is read once
+# a probe (w_m_PID), however many of its descendants walk past it: the shell reads a file a
+# byte at a time
 work_stat() {
-    { read -r w_s <"/proc/$1/stat"; } 2>/dev/null || return 1
-    w_c=${w_s#*\(}
-    w_c=${w_c%\)*}
-    w_s=${w_s##*) }
+    case $1 in '' | *[!0-9]*) return 1 ;; esac
+    eval "w_s=\${w_m_$1-}"
+    if [ -z "$w_s" ]; then
+        { read -r w_s <"/proc/$1/stat"; } 2>/dev/null || return 1
+        eval "w_m_$1=\$w_s"
+    fi
+    # "PID (COMM) FIELDS": COMM ends at the last ") " (no field after it holds one), found
+    # from the right; dash's ${w_s##*) } takes time of the line's length squared
+    w_c=${w_s%") "*}
+    w_s=${w_s#"$w_c) "}
+    w_c=${w_c#*\(}
     set -f
     # shellcheck disable=SC2086 # split into fields on purpose
     set -- $w_s
@@ -50,6 +59,7 @@ work_stat() {
 # not be read of it was its end, not a process hidden from this shell
 work_gone() {
     w_g=$w_c
+    eval "w_m_$1="
     if work_stat "$1" && [ "$w_run" != Z ]; then
         w_c=$w_g
         return 1
@@ -191,11 +201,13 @@ work() {
     w_live=' '
     for d in /proc/[0-9]*; do
         p=${d#/proc/}
-        work_stat "$p" || continue
-        [ "$w_run" = Z ] && continue
+        # another mount namespace's process: whether it can be read is all that matters (its
+        # /proc/PID/stat is read only when it cannot)
         # shellcheck disable=SC3013 # -ef is in dash, bash and busybox
         if ! [ "$d/ns/mnt" -ef /proc/self/ns/mnt ]; then
             if ! { read -r w_x <"$d/io"; } 2>/dev/null && ! work_other "$d"; then
+                work_stat "$p" || continue
+                [ "$w_run" = Z ] && continue
                 work_gone "$p" && continue
                 w_x=unread
                 work_sshd "$w_c" && w_x='busy ssh'
@@ -205,6 +217,8 @@ work() {
             fi
             continue
         fi
+        work_stat "$p" || continue
+        [ "$w_run" = Z ] && continue
         work_walk "$p" "$w_pp" "$w_c"
         [ "$w_how" = mine ] && continue
         work_stat "$p" || continue
