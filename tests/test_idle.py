@@ -96,6 +96,27 @@ def test_the_work_lines_parse():
     assert work.parse([]).age is None  # the section did not answer: unknown
 
 
+@pytest.mark.parametrize("shell", ["dash", "bash"])
+def test_a_process_gone_while_it_was_read_is_not_taken_for_anothers(shell, tmp_path):
+    """A process that ended between the listing of /proc and the reading of its files has
+    none left to read: it is not another container's (no status says so), and the shell
+    goes on (it once stopped there, with an arithmetic error)."""
+    from podstate.shell import script
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    program = "\n".join(
+        [
+            script("enc.sh"),
+            script("work.sh"),
+            f"w_root='0:1 /' w_bnd=000001ffffffffff; work_other /proc/{gone.pid}; echo $?",
+            f"work_stat {gone.pid}; echo $?",
+        ]
+    )
+    done = subprocess.run([shell, "-c", program], capture_output=True, text=True)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "1\n1\n", "")
+
+
 @pytest.mark.parametrize(
     "probe",
     [

@@ -160,10 +160,14 @@ work_other() {
         if [ "$w_m" = / ]; then w_r="$w_d $w_x"; fi
     done <"$1/mountinfo"; } 2>/dev/null
     [ -n "$w_r" ] && [ "$w_r" != "$w_root" ] && return 0
+    w_x=''
     { while read -r w_d w_x; do
         if [ "$w_d" = CapBnd: ]; then break; fi
+        w_x=''
     done <"$1/status"; } 2>/dev/null
-    case $w_x$w_bnd in *[!0-9a-f]* | '') return 1 ;; esac
+    # unread (gone, or no CapBnd line): not known to be another's
+    case $w_x in '' | *[!0-9a-f]*) return 1 ;; esac
+    case $w_bnd in '' | *[!0-9a-f]*) return 1 ;; esac
     [ $((0x$w_x & ~0x$w_bnd)) != 0 ]
 }
 
