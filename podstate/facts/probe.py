@@ -238,7 +238,7 @@ def program(
         *lock.probe_lines(lock_wait),
         # The shell's own capabilities, which the commands it starts as root keep, and
         # its user id
-        'while read -r k v; do case $k in CapEff:) echo "caps $v" ;;'
+        'while read -r k v; do case $k in CapEff:) echo "caps $v"; break ;;'
         " Uid:) i=${v#*[!0-9]}; i=${i%%[!0-9]*} ;; esac; done </proc/self/status",
         space.STATFS,
         'echo "mounts $m"',

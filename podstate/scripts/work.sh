@@ -183,7 +183,10 @@ work() {
         if [ "$w_m" = / ]; then w_root="$w_d $w_x"; fi
     done </proc/self/mountinfo
     while read -r w_d w_x; do
-        if [ "$w_d" = CapBnd: ]; then w_bnd=$w_x; fi
+        if [ "$w_d" = CapBnd: ]; then
+            w_bnd=$w_x
+            break
+        fi
     done </proc/self/status
     w_v='' w_k='' w_t='' w_e=''
     { read -r w_v w_k w_t w_e <"$w_rec"; } 2>/dev/null
@@ -239,7 +242,12 @@ work() {
 " ;; esac
         w_i=0
         { while read -r w_d w_x; do
-            case $w_d in rchar: | wchar:) w_i=$((w_i + w_x)) ;; esac
+            # its first two lines; the shell reads a byte at a time
+            case $w_d in rchar:) w_i=$((w_i + w_x)) ;; wchar:)
+                w_i=$((w_i + w_x))
+                break
+                ;;
+            esac
         done <"$d/io"; } 2>/dev/null || {
             work_gone "$p" && continue
             w_out="${w_out}work.unread $p $enc_v
