@@ -2,7 +2,8 @@
 
 ``PodProbe`` is a pyinfra fact. It assembles the sections, one module each beside this one
 (each holding its script lines, its parser and its typed result), into one POSIX sh program,
-and hands each section's output lines to its parser. A value that is not plain is sent once,
+which travels on the command's stdin (``READER`` is the command line), and hands each
+section's output lines to its parser. A value that is not plain is sent once,
 at the end, with every other (scripts/enc.sh's spool, podstate.facts.spool): one base64
 encodes them all, and one tar reads every file's content, however many files, processes or
 GPUs the sections read. The parsers are pure functions, so they can be unit-tested on real
@@ -217,9 +218,9 @@ def program(
     made: dict[str, Any] | None = None,
 ) -> str:
     """Return the POSIX sh program the probe runs (``payload`` sends it), for ``PodProbe``'s
-    arguments: one output line per item, read-only
-    but for podstate's own GPU cache (GPU_CACHE, on the container disk) and idle period
-    (IDLE_RECORD, where its processes worked since it began: podstate.facts.work).
+    arguments: one output line per item, read-only but for podstate's own GPU cache
+    (GPU_CACHE, on the container disk) and idle period (IDLE_RECORD, where its processes
+    worked since it began: podstate.facts.work).
 
     The GPUs are read beside the rest (scripts/gpu_state.sh): one nvidia-smi query,
     started first and collected last; the topology and CUDA version come from the cache
