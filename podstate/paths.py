@@ -5,6 +5,7 @@ volume (kept). Every module that reads or writes one of them names it from here.
 LOCK = "/run/podstate.lock"  # the pod lock (run/lock.py, scripts/lock.sh)
 GPU_CACHE = "/run/podstate.gpu"  # what nvidia-smi says that cannot change while it runs
 IDLE_RECORD = "/run/podstate.idle"  # since when the pod's processes are quiet (facts/work.py)
+ID_CACHE = "/run/podstate.id"  # the container's identity, read once a container (facts/boot.py)
 
 # On the container disk, under /etc/podstate.
 READY_MARKER = "/etc/podstate/ready"  # the applied state's digest: the pod is in state

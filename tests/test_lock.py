@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 from junitparser import JUnitXml, Skipped
@@ -246,6 +247,59 @@ def test_a_probe_racing_a_live_keeper_never_reads_its_lock_as_free(tmp_path):
     assert set(out) - set(reads) == {"lock.owner owner run-a"}
 
 
+def test_a_probe_racing_takes_and_releases_reads_each_count_whole(tmp_path):
+    """With no lock there, the probe reads the count of takes without the mutex, before it finds
+    the lock missing. Eight runs take and release the lock one after another, each traced
+    with every write held back 50 ms, so that each rewrite of the count or the expiry leaves
+    its file empty that long. A probe reads the lock over and over meanwhile, into the file
+    each run marks too once it holds the lock, and again before it releases it, having waited
+    for the probe to find it held. Between those marks the probe never finds it free; every
+    count it reads is whole and never less than the one before."""
+    path = tmp_path / "podstate.lock"
+    stop, out = tmp_path / "stop", tmp_path / "reads"
+    inside = (
+        'echo "inside $N" >>"$F"; i=0; until grep -qx "lock $N held" "$F" || [ $i = 1000 ];'
+        ' do sleep 0.01; i=$((i + 1)); done; echo "outside $N" >>"$F"'
+    )
+    with open(out, "a") as sink:  # appended to by the probe and the runs alike
+        reader = probe_lock_lines(path, wait=0, loop_until=stop, stdout=sink)
+    try:
+        for n in range(1, 9):
+            taker = subprocess.Popen(
+                ["strace", "-f", "-qq", "-o", os.devnull, "-e", "trace=write",
+                 "-e", "inject=write:delay_enter=50000",
+                 "sh", "-c", LOCK_SH, "lock", "run", str(path), f"run-{n}", f"owner run-{n}",
+                 "take", "60", "60", "3", "release", "", inside],
+                env={**os.environ, "N": str(n), "F": str(out)},
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            )  # fmt: skip
+            assert taker.wait(timeout=60) == 0
+        deadline = time.monotonic() + 60
+        while "lock 8 free\n" not in out.read_text():  # the reader has seen the last release
+            assert time.monotonic() < deadline and reader.poll() is None, out.read_text()[-500:]
+            time.sleep(0.05)
+        stop.touch()
+        assert reader.wait(timeout=60) == 0
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+    held, free, window = set(), [], None
+    for line in out.read_text().splitlines():
+        word, _, rest = line.partition(" ")
+        if word in ("inside", "outside"):
+            window = rest if word == "inside" else None
+        elif word == "lock":
+            count, state = rest.split(" ")
+            assert count.isdigit() and state in ("held", "free"), line
+            assert not (state == "free" and count == window), f"{line} while run {window} held it"
+            if state == "held" and count == window:
+                held.add(count)
+            if state == "free":
+                free.append(int(count))
+    assert held == {str(n) for n in range(1, 9)}  # each run's lock was read, held
+    assert free == sorted(free) and set(free) <= set(range(9)), free
+
+
 def renewed(path: Path, holder: subprocess.Popen) -> None:
     """Wait until the keeper has renewed the lock at ``path``: its expiry, read under the
     lock's mutex as every reader reads it, has moved."""
@@ -372,11 +426,13 @@ def test_a_take_after_another_run_took_the_lock_since_the_probe_changes_nothing(
     assert Path(f"{path}.gen").read_text() == "7\n"  # each take counts
 
 
-def probe_lock_lines(path: Path, wait: int, loop_until: Path | None = None) -> subprocess.Popen:
+def probe_lock_lines(
+    path: Path, wait: int, loop_until: Path | None = None, stdout: Any = subprocess.PIPE
+) -> subprocess.Popen:
     """Start the probe's lock lines (podstate.facts.probe) against the lock at ``path``, once,
-    or over and over until ``loop_until`` exists. The probe's program is built in a process
-    of its own: importing pyinfra's API patches the standard library with gevent, which other
-    test modules' threads must not meet."""
+    or over and over until ``loop_until`` exists, printing to ``stdout``. The probe's program
+    is built in a process of its own: importing pyinfra's API patches the standard library
+    with gevent, which other test modules' threads must not meet."""
     lines = subprocess.run(
         [
             sys.executable,
@@ -393,7 +449,7 @@ def probe_lock_lines(path: Path, wait: int, loop_until: Path | None = None) -> s
     program = "\n".join([f"L={path}", *lines[start + 1 : end + 1]])
     if loop_until is not None:
         program = f'while [ ! -e "{loop_until}" ]; do\n{program}\ndone'
-    return subprocess.Popen(["sh", "-c", program], stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(["sh", "-c", program], stdout=stdout, text=True)
 
 
 def sleeping(pid: int) -> bool:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from podstate.facts.decode import by_key, decode
+from podstate.paths import ID_CACHE
 from podstate.providers import registry
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.shell import quote_path
@@ -71,19 +72,32 @@ def identity() -> tuple[str, ...]:
 def identity_line(names: tuple[str, ...]) -> str:
     """Return sh that sets ``i`` to this container's identity: the values of the variables
     ``names`` in ``ENVIRON`` that are set, in order, joined by "/" (empty: none is set, or
-    it cannot be read), as the boot hook's ``identity`` reads it (scripts/boot.sh). One
-    program (``tr``, which makes its entries lines) reads it, once a probe: the shell's own
-    ``case`` finds each variable, and the boot and records sections both need it, so the
-    second takes what the first read (``id_names``, ``id_read``). The rest of the
-    environment is dropped at once, never shown."""
+    it cannot be read), as the boot hook's ``identity`` reads it (scripts/boot.sh). The
+    shell's own ``case`` finds each variable, and the boot and records sections both need
+    it, so the second takes what the first read (``id_names``, ``id_read``). The rest of
+    the environment is dropped at once, never shown.
+
+    A container's first process keeps its environment, so one program (``tr``, which makes
+    its entries lines) reads it once a container: what it found is kept in ``ID_CACHE`` on
+    the container disk, keyed by the boot's id, process 1's start (read as the work
+    section reads it: ``work_stat``) and ``names``, and read from there while that key is
+    this container's. A disk copied from another container (a baked image, a Vast copy)
+    carries that container's key, and is read again; so is a cache not whole (its last
+    line ``.``), and nothing is kept where the environment cannot be read."""
     key = " ".join(names)
     nl = "\n"  # each entry of the environment is a line: one starts after a newline
     return (
-        f'if [ "${{id_names-}}" = "{key}" ]; then i=$id_read; else i= id_env="{nl}'
-        f"$(tr '\\0' '\\n' 2>/dev/null <{ENVIRON}){nl}\"; for n in {key}; do"
+        f'if [ "${{id_names-}}" = "{key}" ]; then i=$id_read; else i= id_k=;'
+        " { read -r id_k </proc/sys/kernel/random/boot_id; } 2>/dev/null;"
+        f' if [ -n "$id_k" ] && work_stat 1; then id_k="id1 $id_k:$w_st {key}"; else id_k=; fi;'
+        ' if [ -n "$id_k" ] && { read -r v && [ "$v" = "$id_k" ] && IFS= read -r v &&'
+        f' read -r n && [ "$n" = . ]; }} 2>/dev/null <{ID_CACHE}; then i=${{v#=}};'
+        f" elif id_env=$(tr '\\0' '\\n' 2>/dev/null <{ENVIRON}); then id_env=\"{nl}$id_env{nl}\";"
+        f" for n in {key}; do"
         f' case $id_env in *"{nl}$n="*) v=${{id_env#*"{nl}$n="}}; v=${{v%%"{nl}"*}};'
-        f' [ -z "$v" ] || i=${{i:+$i/}}$v ;; esac; done; id_env=; id_names="{key}"'
-        " id_read=$i; fi"
+        f' [ -z "$v" ] || i=${{i:+$i/}}$v ;; esac; done; id_env=;'
+        f' [ -z "$id_k" ] || {{ printf \'%s\\n\' "$id_k" "=$i" . >{ID_CACHE}; }} 2>/dev/null; fi;'
+        f' id_names="{key}" id_read=$i; fi'
     )
 
 

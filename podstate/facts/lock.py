@@ -1,9 +1,14 @@
 """The probe's reading of the pod lock: how many times it was taken, whether a live run holds
 it and who that run is (podstate.run.lock takes it from there).
 
-Like every reader of the lock, the probe reads it under the lock's mutex (shared; each
-writer in scripts/lock.sh holds it exclusively): the keeper rewrites ``expires`` in place
-every second, and a read between its truncation and its write would find a held lock free.
+A lock that is there is read under the lock's mutex (shared; each writer in scripts/lock.sh
+holds it exclusively): the keeper rewrites ``expires`` in place every second, and a read
+between its truncation and its write would find a held lock free. A lock that is not there
+needs no mutex, so the probe of a pod no run holds starts no ``flock``: the count of takes is
+read first, then the lock's directory found missing. A take makes the directory before it
+counts, so a count read while a take writes it is read again under the mutex, with the
+directory there; and a take after the read counts one more than the probe read, which the
+apply's own take finds (``seen`` in scripts/lock.sh): it changes nothing.
 """
 
 from __future__ import annotations
@@ -33,9 +38,12 @@ def probe_lines(lock_wait: int) -> list[str]:
     return [
         f"L={LOCK}",
         # lockread sets k (held|free), g (the count of takes) and o (the holder's owner line);
-        # a pod where no run ever took the lock has no mutex either
-        'lockread() { g=0 k=free o=; [ -e "$L.mutex" ] || return 0; k=held o="$no_mutex";'
-        ' { flock -s -w 10 9 && lockstate; } 9<"$L.mutex"; } 2>/dev/null',
+        # a pod where no run ever took the lock has no mutex either, and one where no run
+        # holds it has no lock directory: its count, read before that, is free
+        'lockread() { g=0 k=free o=; [ -e "$L.mutex" ] || return 0; g=;'
+        ' { read -r g <"$L.gen"; } 2>/dev/null;'
+        ' case $g in "" | *[!0-9]*) ;; *) [ -e "$L" ] || return 0 ;; esac;'
+        ' g=0 k=held o="$no_mutex"; { flock -s -w 10 9 && lockstate; } 9<"$L.mutex"; } 2>/dev/null',
         'lockstate() { g=; { read -r g <"$L.gen"; } 2>/dev/null; g=${g:-0} k=free o=;'
         ' [ -d "$L" ] || return 0; e=; { read -r e <"$L/expires"; } 2>/dev/null;'
         # never written (a run killed while taking it): 60 s after it was made, as lock.sh

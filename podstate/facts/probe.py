@@ -219,8 +219,9 @@ def program(
 ) -> str:
     """Return the POSIX sh program the probe runs (``payload`` sends it), for ``PodProbe``'s
     arguments: one output line per item, read-only but for podstate's own GPU cache
-    (GPU_CACHE, on the container disk) and idle period (IDLE_RECORD, where its processes
-    worked since it began: podstate.facts.work).
+    (GPU_CACHE, on the container disk), the container's identity (ID_CACHE, beside it)
+    and idle period (IDLE_RECORD, where its processes worked since it began:
+    podstate.facts.work).
 
     The GPUs are read beside the rest (scripts/gpu_state.sh): one nvidia-smi query,
     started first and collected last; the topology and CUDA version come from the cache

@@ -14,7 +14,15 @@ from podstate.facts.marker import read
 from podstate.facts.probe import Probe
 from podstate.facts.request import Request
 from podstate.operations import removal as ops
-from podstate.paths import BOOT_FLAG, GIT_KNOWN_HOSTS, GPU_CACHE, IDLE_RECORD, READY_MARKER, SAVED
+from podstate.paths import (
+    BOOT_FLAG,
+    GIT_KNOWN_HOSTS,
+    GPU_CACHE,
+    ID_CACHE,
+    IDLE_RECORD,
+    READY_MARKER,
+    SAVED,
+)
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.roles import boot
 from podstate.roles.removal import undo, usable
@@ -69,7 +77,7 @@ def apply(
         return
     left = findings.of(host).left.values()
     where = boot.Layout(volume)
-    mine = [made.MADE, READY_MARKER, BOOT_FLAG, GIT_KNOWN_HOSTS, GPU_CACHE, IDLE_RECORD]
+    mine = [made.MADE, READY_MARKER, BOOT_FLAG, GIT_KNOWN_HOSTS, GPU_CACHE, ID_CACHE, IDLE_RECORD]
     applied = read(probe.files.get(where.record))
     if applied is not None and applied.get("pod") == host.name:
         mine.append(where.record)
