@@ -30,6 +30,7 @@ from pyinfra import host
 
 from podstate import settings
 from podstate.facts.boot import ENVIRON, provider
+from podstate.facts.files import FileInfo
 from podstate.facts.made import sums
 from podstate.facts.marker import digest, read
 from podstate.facts.probe import Probe
@@ -136,10 +137,15 @@ def restore_command(want: venv_ops.Venv, snapshot: str) -> str:
     )
 
 
-def entries(wanted: dict[str, Any], probe: Probe, marker: bool) -> list[str]:
+def entries(
+    wanted: dict[str, Any], probe: Probe, marker: bool
+) -> tuple[list[str], list[tuple[str, str]]]:
     """Return the hook's data entries (scripts/boot.sh) for ``wanted`` on this pod, from
-    what the roles decided and rendered while they were planned; the ready marker's only
-    with ``marker`` (no violation stands)."""
+    what the roles decided and rendered while they were planned (the ready marker's only
+    with ``marker``: no violation stands), and the files whose whole content the data holds
+    as its own lines (``text`` entries; path and content): each is on the pod as the apply
+    writes the data, written before it or found so by the probe, so the apply copies it
+    there from the file instead of sending it twice."""
 
     boot, found = wanted["boot"], findings.of(host)
     volume = boot["volume"]
@@ -163,10 +169,20 @@ def entries(wanted: dict[str, Any], probe: Probe, marker: bool) -> list[str]:
             out.append(f"dir {env.STICKY.get(name, '-')} {path}\n")
     if wanted.get("shm") and probe.can_mount:
         out.append(f"shm {_kib(wanted['shm']['min_size'])}\n")
-    for path, (content, mode, safe) in found.restorable.items():
+    texts: list[tuple[str, str]] = []
+    for path, (content, mode, safe, before) in found.restorable.items():
         if _on(path, volume):
             continue
-        if safe is None or safe == content:
+        safe = None if safe == content else safe
+        # there as the data is written: its role wrote it before (one the probe has not read
+        # yet is new: a copy of the user's file) or found it so, unless it cannot
+        seen = probe.files.get(path) or FileInfo("absent")
+        there = before and not bookkeeping.file_problem(path, seen, True)
+        if boot_ops.is_text(content) and there:
+            lines = f"{content.count(boot_ops.NL)} {mode} {path}\n"
+            out.append(f"text {lines}" if safe is None else f"guarded-text {lines}{b64(safe)}\n")
+            texts.append((path, content))
+        elif safe is None:
             out.append(boot_ops.file_entry("file", f"{mode} {path}", content))
         else:
             out.append(boot_ops.file_entry("guarded", f"{mode} {path}", content) + b64(safe) + "\n")
@@ -200,7 +216,7 @@ def entries(wanted: dict[str, Any], probe: Probe, marker: bool) -> list[str]:
             out.append(boot_ops.file_entry("venv", fields, restore_command(want, spec["snapshot"])))
     if marker:
         out.append(f"marker {digest(wanted)}\n")
-    return out
+    return out, texts
 
 
 def report(wanted: dict[str, Any], probe: Probe, where: Layout) -> dict[str, Any]:
@@ -284,7 +300,8 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
             "boot.hook",
         )
     failing = findings.waive(found.violations, wanted.get("waivers") or [], date.today()).failing
-    state = boot_ops.render_state(host.name, pod_id, entries(wanted, probe, not failing))
+    lines, texts = entries(wanted, probe, not failing)
+    state = boot_ops.render_state(host.name, pod_id, lines, [text for _, text in texts])
     if len(state.encode("utf-8", "surrogateescape")) > MAX_FILE:
         findings.violation(
             f"boot.hook: the hook's data would hold {len(state)} bytes, more than the "
@@ -304,7 +321,9 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
         )
     hook = boot_ops.render_hook(where)
     bookkeeping.owned_file(f"Boot hook {where.hook}", where.hook, hook, probe)
-    bookkeeping.owned_file(f"Boot hook's data {where.state}", where.state, state, probe, "600")
+    bookkeeping.owned_file(
+        f"Boot hook's data {where.state}", where.state, state, probe, "600", copied=texts
+    )
     if not this_start(probe):
         start = probe.container_start
         status = ("not-run\n" if found.boot["outcome"] == "not-run" else "armed\n") + (

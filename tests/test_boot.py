@@ -63,6 +63,16 @@ def test_the_data_file_is_checksummed_and_names_its_pod():
     assert boot_ops.state_pod("something else\n") is None and boot_ops.state_pod(None) is None
 
 
+def test_whole_lines_are_held_as_they_are_after_the_entries():
+    texts = ["export A=1\n", "[user]\n\tname = Pod\n"]
+    entries = ["text 1 644 /etc/a\n", "guarded-text 2 644 /root/b\nQUJD\n", "marker x\n"]
+    text = boot_ops.render_state("pod-1", "abc", entries, texts)
+    assert text.split("contents 3\n")[1].startswith("".join(texts) + "sum ")
+    assert [boot_ops.is_text(t) for t in ("a\n", "a", "", "a\0b\n", "\n")] == [
+        True, False, False, False, True
+    ]  # fmt: skip
+
+
 def test_the_status_says_what_the_hook_did():
     parse = boot_ops.parse_status
     assert parse("start T\npod p i\nskipped it is for pod q\n")["outcome"] == "skipped"
@@ -271,7 +281,7 @@ def test_kept_host_keys_survive_a_restart_and_need_no_new_trust(fleet, store, tm
     key = served_key(port)
     assert fleet.out("pod-2", "stat -c %a /workspace/.podstate/boot/hostkeys.tar") == "600\n"
     state = fleet.out("pod-2", f"cat {STATE}")
-    assert "file 644 /root/.gitconfig\n" in state and "/workspace/notes" not in state
+    assert "text 2 644 /root/.gitconfig\n" in state and "/workspace/notes" not in state
 
     restart("pod-2", TIMED)
 

@@ -8,7 +8,9 @@ times: bench/ measures time.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -19,7 +21,7 @@ import yaml
 from podstate.run import fold
 from podstate.sandbox import inside
 from tests.apt_repo import build_deb, serve
-from tests.e2e import Fleet, apply, check, exec_count
+from tests.e2e import ROOT, Fleet, apply, check, exec_count
 
 CHECK_COMMANDS = 1  # exactly: the probe
 NOOP_COMMANDS = 1  # exactly: the probe (the issue's budget is 3)
@@ -146,11 +148,24 @@ def test_first_apply_runs_the_probe_and_one_command(counts):
     assert counts["first apply"] == {pod: FIRST_APPLY_COMMANDS for pod in counts["first apply"]}
 
 
-def test_a_first_apply_of_everything_is_one_command_of_a_small_argument(fleet, counts):
-    fleet.host_vars(LARGE_POD, _large_state())
+def test_a_first_apply_of_everything_is_one_command_of_a_small_argument(fleet, counts, tmp_path):
+    """A first apply of every section is one command, whose argument is small, and each
+    file's content travels once on its stdin: the boot hook's data, which holds every file
+    on the container disk, copies them on the pod from the files the same command writes
+    (its stdin recorded as the bench records a run's commands: bench/record)."""
+    state = _large_state()
+    fleet.host_vars(LARGE_POD, state)
+    recorded = tmp_path / "recorded"
+    recorded.mkdir()
+    env = {
+        **fleet.env(),
+        "PYTHONPATH": str(ROOT / "bench" / "record"),
+        "PODSTATE_BENCH_RECORD": str(recorded),
+    }
     try:
         with _arguments(LARGE_POD) as commands:
-            result, served = _counted(fleet, lambda: apply(fleet, "--limit", LARGE_POD))
+            run = lambda: apply(fleet, "--limit", LARGE_POD, env=env)  # noqa: E731
+            result, served = _counted(fleet, run)
         assert result.returncode == 0, result.stdout + result.stderr
         assert fleet.out(LARGE_POD, "ls /root/counted | wc -l") == f"{FILES}\n"
         assert fleet.out(LARGE_POD, "ls -d /root/code/r* | wc -l") == f"{REPOS}\n"
@@ -164,3 +179,13 @@ def test_a_first_apply_of_everything_is_one_command_of_a_small_argument(fleet, c
     assert READER_LINE.decode() in fold.READER
     assert len([c for c in commands if READER_LINE in c]) == 1
     assert max(len(c) for c in commands) < ARGUMENT_MAX
+    sent = [
+        base64.b64decode(json.loads(line)["stdin"])
+        for path in recorded.glob("*.jsonl")
+        for line in path.read_text().splitlines()
+    ]
+    stdin = b"".join(sent)
+    for path, item in state["files"].items():
+        content = item["content"].encode()
+        assert stdin.count(content) == 1, path
+        assert base64.b64encode(content) not in stdin, path

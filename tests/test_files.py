@@ -14,7 +14,7 @@ import pytest
 
 from podstate.facts.probe import PodProbe
 from podstate.limits import MAX_FILE
-from podstate.run.bookkeeping import file_problem, write_command
+from podstate.run.bookkeeping import composed_word, file_problem, write_command
 from tests import probing
 
 TEXT = "export A=1\n"
@@ -258,3 +258,59 @@ def test_an_edit_with_an_owner_gives_the_file_that_mode_and_owner(tree):
     info = path.stat()
     assert (stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid) == (0o4755, 1234, 5678)
     assert path.read_text() == "#!/bin/sh\n" and leftovers(tree) == []
+
+
+def _composed(tmp_path: Path, sources: dict[str, str]) -> tuple[str, list[tuple[str, str]]]:
+    """Write ``sources`` (name -> content) under ``tmp_path``; return a content that ends with
+    all of them, in order, and one line, and the (path, content) pairs it copies."""
+    copied = []
+    for name, text in sources.items():
+        (tmp_path / name).write_text(text)
+        copied.append((str(tmp_path / name), text))
+    head = "podstate-boot 1\ntext 2 644 /a\nguarded-text 1 644 /b\nQUJD\ncontents 3\n"
+    return head + "".join(sources.values()) + "sum 0123\n", copied
+
+
+def test_a_content_ending_with_files_on_the_pod_is_copied_from_them(tmp_path):
+    """The boot hook's data ends with files the same apply writes: its write puts them
+    together on the pod (one cat) instead of sending them again, and proves the result."""
+    content, copied = _composed(tmp_path, {"a": "one\n  two \\n\n", "b": "héllo\n"})
+    word = composed_word(content, copied)
+    assert word is not None and "one" not in word and "héllo" not in word
+    target = tmp_path / "state"
+    command = write_command(str(target), content, True, "600", copied=copied)
+    result = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert target.read_text() == content and stat.S_IMODE(target.stat().st_mode) == 0o600
+
+
+def test_a_copied_file_that_changed_fails_the_write_and_leaves_the_old_one(tmp_path):
+    content, copied = _composed(tmp_path, {"a": "one\n", "b": "two\n"})
+    target = tmp_path / "state"
+    target.write_text("old\n")
+    (tmp_path / "b").write_text("changed since\n")
+    command = write_command(str(target), content, True, "600", copied=copied)
+    result = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
+    assert result.returncode == 1 and "a file it copies on the pod changed" in result.stderr
+    assert target.read_text() == "old\n" and leftovers(tmp_path) == []
+    (tmp_path / "b").unlink()
+    result = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
+    assert result.returncode == 1 and "cannot be put together" in result.stderr
+    assert result.stderr.count("\n") <= 2, result.stderr
+    assert target.read_text() == "old\n" and leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "content, copied",
+    [
+        ("head\nA\nsum\n", []),  # nothing to copy
+        ("head\nA\nsum\nmore\n", [("/a", "A\n")]),  # more than one line after them
+        ("head\nA\nsum", [("/a", "A\n")]),  # no final newline
+        ("head\nB\nsum\n", [("/a", "A\n")]),  # not there
+        ("head\nA\nsum\n", [("/a\nb", "A\n")]),  # a path a line cannot hold
+        ("h\0ead\nA\nsum\n", [("/a", "A\n")]),  # a head a shell word cannot hold
+    ],
+)
+def test_a_content_that_does_not_end_with_the_files_is_sent_whole(content, copied):
+    assert composed_word(content, copied) is None
+    assert "+" not in write_command("/x", content, True, "644", copied=copied).split("\n")[0]

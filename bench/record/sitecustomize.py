@@ -41,7 +41,14 @@ if os.environ.get("PODSTATE_BENCH_RECORD"):
         }
 
     _exec, _subsystem = paramiko.Channel.exec_command, paramiko.Channel.invoke_subsystem
-    _sendall = paramiko.Channel.sendall
+    _send = paramiko.Channel.send
+
+    def send(self, s):  # what sendall sends too, a part at a time
+        sent = _send(self, s)
+        record = _RECORDS.get(id(self))
+        if record is not None and "command" in record:
+            record["stdin"] += (s.encode() if isinstance(s, str) else bytes(s))[:sent]
+        return sent
 
     def exec_command(self, command):
         _record(self, command=command if isinstance(command, str) else command.decode())
@@ -51,15 +58,9 @@ if os.environ.get("PODSTATE_BENCH_RECORD"):
         _record(self, subsystem=subsystem)
         return _subsystem(self, subsystem)
 
-    def sendall(self, s):
-        record = _RECORDS.get(id(self))
-        if record is not None and "command" in record:
-            record["stdin"] += s if isinstance(s, bytes) else s.encode()
-        return _sendall(self, s)
-
     paramiko.Channel.exec_command = exec_command
     paramiko.Channel.invoke_subsystem = invoke_subsystem
-    paramiko.Channel.sendall = sendall
+    paramiko.Channel.send = send
 
     @atexit.register
     def _write() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,7 @@ from podstate.shell import b64, quote_path, script_file
 # the hook up in this container, which started without it), "not-run" (the container
 # started after the hook was set up, and the hook did not run), or the hook's own status.
 FLAG = BOOT_FLAG
+NL = "\n"
 FORMAT = "podstate-boot 1"
 _DEFAULT_LINE = "_podstate_boot=/workspace/.podstate/boot.sh\n"
 _IDS_LINE = "    IDS='RUNPOD_POD_ID'\n"
@@ -150,18 +152,29 @@ def render_hook(layout: Layout) -> str:
     return text
 
 
-def render_state(pod: str, pod_id: str | None, entries: list[str]) -> str:
+def render_state(
+    pod: str, pod_id: str | None, entries: list[str], texts: Sequence[str] = ()
+) -> str:
     """Return the hook's data file: its format, the pod it is for (name and identity,
     ``Layout.identity``'s values, "-" when unknown), ``entries`` (each whole lines, see
-    scripts/boot.sh), then the sha256 of everything before, which the hook checks before it uses any
-    of it."""
+    scripts/boot.sh), the contents of its ``text`` entries (``texts``, in their order) after
+    a ``contents`` line, then the sha256 of everything before, which the hook checks before
+    it uses any of it."""
     body = f"{FORMAT}\npod {pod} {pod_id or '-'}\n" + "".join(entries)
+    if texts:
+        body += f"contents {sum(t.count(NL) for t in texts)}\n" + "".join(texts)
     return body + f"sum {hashlib.sha256(body.encode('utf-8', 'surrogateescape')).hexdigest()}\n"
 
 
 def file_entry(kind: str, fields: str, content: str) -> str:
     """Return a data file entry whose content (base64) is on its second line."""
     return f"{kind} {fields}\n{b64(content)}\n"
+
+
+def is_text(content: str) -> bool:
+    """Return whether the data can hold ``content`` as its own lines (a ``text`` entry):
+    whole lines, none with a NUL, which the hook's shell reads back as they are."""
+    return content.endswith(NL) and "\0" not in content
 
 
 def state_pod(text: str | None) -> str | None:

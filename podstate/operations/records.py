@@ -165,7 +165,7 @@ def plan(probe: Probe, pod_id: str, after: dict[str, Entry], at_volume: str, vol
             continue
         final = made.render(host.name, pod_id, list(now.values()))
         if name == "disk":  # the boot hook puts it back with what it names
-            findings.restorable(at, final, "600")
+            findings.restorable(at, final, "600", before=False)
         head = (
             made.render(host.name, pod_id, [])
             if record is not None and record.pod_id != pod_id

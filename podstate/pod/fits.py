@@ -111,10 +111,12 @@ def _generated(state: dict[str, Any]) -> list[tuple[str, str, str, str]]:
 
 def _boot_data_size(state: dict[str, Any]) -> int:
     """Return about how many bytes the boot hook's data file (roles/boot.py) holds: each
-    file it puts back on the container disk, base64-encoded, a line before each, and the
+    file it puts back on the container disk (as it is where it is whole lines, else
+    base64-encoded), a line before each, and the
     venv's restore under the pod lock, for an interpreter at a usual path (one at a longer
     path is refused by the role when it plans)."""
     from podstate.facts.venv import Python
+    from podstate.operations import boot as boot_ops
     from podstate.roles import boot, env, ready
     from podstate.roles import venv as role
 
@@ -134,8 +136,9 @@ def _boot_data_size(state: dict[str, Any]) -> int:
         want = role.describe(spec, python, {**place, "UV_LINK_MODE": "copy"})
         parts.append(boot.restore_command(want, spec["snapshot"]))
         lines += 300
-    data = sum(len(p.encode("utf-8", "surrogateescape")) for p in parts)
-    return data * 4 // 3 + 4 * len(parts) + lines + 4096
+    sizes = [(len(p.encode("utf-8", "surrogateescape")), boot_ops.is_text(p)) for p in parts]
+    data = sum(size if text else size * 4 // 3 for size, text in sizes)
+    return data + 4 * len(parts) + lines + 4096
 
 
 def _venv_commands(state: dict[str, Any]) -> list[tuple[str, str]]:

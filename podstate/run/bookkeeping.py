@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, operation
@@ -38,6 +38,7 @@ def write_command(
     was: str | None = None,
     owner: str | None = None,
     last: bool = False,
+    copied: Sequence[tuple[str, str]] = (),
 ) -> str:
     """Return a sh command that replaces ``path`` with ``content`` in one rename, and proves it.
 
@@ -53,14 +54,16 @@ def write_command(
     ``owner`` (``UID:GID``), the user's file gets ``mode`` and ``owner`` instead of keeping
     the old file's, proved after the write: a file podstate wrote over, put back as it was.
     A file podstate owns written ``last`` is put in place, in a fold, only once it and every
-    write before it are proved: the ready marker.
+    write before it are proved: the ready marker. With ``copied`` (path and content of files
+    on the pod), ``content`` ends with their contents, in order, then one line: that part
+    is copied from them there (``composed_word``), not sent again.
     """
     arguments = [
         quote_path(path),
         ("last" if last else "own") if own else "edit",
         mode,
         _sha256(content),
-        content_word(content),
+        composed_word(content, copied) or content_word(content),
     ]
     if not own:
         arguments.append("absent" if was is None else _sha256(was))
@@ -77,6 +80,23 @@ def content_word(text: str) -> str:
     encoded = b64(text)
     quoted = shlex.quote("=" + text)
     return quoted if plain(text) and len(quoted) <= max(len(encoded), 64) else encoded
+
+
+def composed_word(content: str, copied: Sequence[tuple[str, str]]) -> str | None:
+    """Return ``content`` as one sh word that tells scripts/write_file.sh to put it together
+    on the pod: "+", its last line, the number of ``copied`` files and each one's path (a
+    line each), then what comes before their contents, which the pod's files give (one
+    ``cat``); None when ``content`` does not end with their contents and one line, or a
+    path holds a newline. A file that no longer holds what it did fails the write's proof."""
+    if not copied:
+        return None
+    head, found, tail = content.rpartition("".join(text for _, text in copied))
+    paths = [path for path, _ in copied]
+    if not found or tail.count("\n") != 1 or not tail.endswith("\n"):
+        return None
+    if any("\n" in path for path in paths) or not plain(head + tail + "".join(paths)):
+        return None
+    return shlex.quote("+" + tail + f"{len(paths)}\n" + "".join(f"{p}\n" for p in paths) + head)
 
 
 def plain(text: str) -> bool:
@@ -122,7 +142,14 @@ def file_problem(path: str, found: FileInfo, own: bool) -> str | None:
 
 
 @operation()
-def managed_file(path: str, content: str, found: FileInfo, own: bool, mode: str = "644"):
+def managed_file(
+    path: str,
+    content: str,
+    found: FileInfo,
+    own: bool,
+    mode: str = "644",
+    copied: Sequence[tuple[str, str]] = (),
+):
     """
     Make a file hold ``content``: replace it atomically and verify it on the pod.
 
@@ -133,6 +160,8 @@ def managed_file(path: str, content: str, found: FileInfo, own: bool, mode: str 
       podstate follows a symbolic link to its target and keeps an existing file's mode and
       owner
     + mode: octal mode of the file podstate owns, or of a new file
+    + copied: files on the pod (path and content) whose contents end ``content``, but for
+      its last line, which the write copies from them (``write_command``)
 
     Anything else at the path (a directory, a dangling link, a file too large to read) is a
     violation: nothing is written. A file the user owns that another program wrote after the
@@ -154,15 +183,25 @@ def managed_file(path: str, content: str, found: FileInfo, own: bool, mode: str 
         return
     if found.content != content:
         findings.record_diff(path, found.content, content)
-    yield changing(write_command(path, content, own, mode, found.content), later=True)
+    command = write_command(path, content, own, mode, found.content, copied=copied)
+    yield changing(command, later=True)
 
 
-def owned_file(name: str, path: str, content: str, probe: Probe, mode: str = "644") -> None:
+def owned_file(
+    name: str,
+    path: str,
+    content: str,
+    probe: Probe,
+    mode: str = "644",
+    copied: Sequence[tuple[str, str]] = (),
+) -> None:
     """Add the operation ``name`` that makes ``path``, a file podstate owns, hold ``content``
-    with ``mode`` (``managed_file``, compared with what the probe found there). Returns
-    nothing: the operation is in the deploy."""
+    with ``mode`` (``managed_file``, compared with what the probe found there; ``copied``:
+    see ``write_command``). Returns nothing: the operation is in the deploy."""
     found = probe.files[path]
-    managed_file(name=name, path=path, content=content, found=found, own=True, mode=mode)
+    managed_file(
+        name=name, path=path, content=content, found=found, own=True, mode=mode, copied=copied
+    )
 
 
 @operation()

@@ -42,7 +42,8 @@ class Findings:
     shows a diff of; ``restarted``: how the pod was re-created since podstate last applied
     to it (``applied_at``, ``since``), None if it was not; ``ready``: the pod's ready
     marker is for the desired state being planned; ``restorable``: the files podstate's
-    roles write on this pod (path -> (content, mode, content for unknown GPUs)) and
+    roles write on this pod (path -> (content, mode, content for unknown GPUs, whether it
+    is there as its role wrote it before the boot hook's data is written)) and
     ``hooked``: the user's files they put podstate's block in, which the boot hook puts
     back at a container start; ``boot``: what the boot hook did at this container's start
     (roles/boot.py), None when no hook is asked for (or it cannot work on this pod);
@@ -67,7 +68,7 @@ class Findings:
     secret: set[str] = field(default_factory=set)
     restarted: dict[str, Any] | None = None
     ready: bool = False
-    restorable: dict[str, tuple[str, str, str | None]] = field(default_factory=dict)
+    restorable: dict[str, tuple[str, str, str | None, bool]] = field(default_factory=dict)
     hooked: list[str] = field(default_factory=list)
     boot: dict[str, Any] | None = None
     made: dict[str, Entry] = field(default_factory=dict)
@@ -115,12 +116,16 @@ def record_diff(path: str, old: str | None, new: str, gone: bool = False) -> Non
     of(current_host).diffs[pyinfra_plan.current_op(current_host)] = "".join(lines)
 
 
-def restorable(path: str, content: str, mode: str, safe: str | None = None) -> None:
+def restorable(
+    path: str, content: str, mode: str, safe: str | None = None, before: bool = True
+) -> None:
     """Record a file a role writes on the current pod (``path`` with ``content`` and
     ``mode``), which the boot hook can put back after a restart (roles/boot.py); ``safe``:
     its content for GPUs that cannot be read, which the hook puts back instead when the
-    GPUs it finds are not the ones ``content`` was rendered for."""
-    of(current_host).restorable[path] = (content, mode, safe)
+    GPUs it finds are not the ones ``content`` was rendered for; ``before``: the role
+    writes it (or finds it so) before the hook's data is written, which then copies it on
+    the pod (not podstate's record of what it made, rewritten around the data)."""
+    of(current_host).restorable[path] = (content, mode, safe, before)
 
 
 def made(kind: str, path: str, *fields: str) -> None:

@@ -43,9 +43,12 @@
 #   dir MODE|- PATH             a directory (of MODE)
 #   shm KIB                     /dev/shm grown to KIB KiB where it is smaller
 #   file MODE PATH              a file podstate owns; its base64 content on the next line
+#   text LINES MODE PATH        a file podstate owns: the next LINES lines of the contents
 #   guarded MODE PATH           a file podstate owns whose content depends on the GPUs: as
 #                               rendered, then as rendered for unknown GPUs (the NCCL guards
 #                               at their safe values), on the next two lines
+#   guarded-text LINES MODE PATH  as guarded: as rendered, the next LINES lines of the
+#                               contents; for unknown GPUs, base64 on the next line
 #   hook BEGIN END PATH         podstate's block (base64 on the next line) first and last in
 #                               PATH, the user's file, whose blocks between lines starting
 #                               with BEGIN and END (both base64) are replaced
@@ -54,6 +57,9 @@
 #   venv FINGERPRINT DIR        restore the venv from the snapshot in DIR, in the background,
 #                               by the command (base64) on the next line
 #   marker DIGEST               the ready marker, once nothing is pending and nothing failed
+#   contents LINES              the entries end; the contents of their files follow, as
+#                               they are, each whole lines (the apply copies them from the
+#                               files it wrote, instead of sending them twice)
 _podstate_boot=/workspace/.podstate/boot.sh
 
 if [ "${PODSTATE_BOOT_PART:-}" = restore ] || [ "${PODSTATE_BOOT_PART:-}" = background ]; then
@@ -196,17 +202,31 @@ if [ "${PODSTATE_BOOT_PART:-}" = restore ] || [ "${PODSTATE_BOOT_PART:-}" = back
         fi
     }
 
-    owned() { # MODE PATH DATA
+    owned() { # MODE PATH DATA (base64; empty: the content is $W/text)
         t=$(home "$2")
         if [ -L "$t" ] || { [ -e "$t" ] && [ ! -f "$t" ]; }; then
             fault "file $t: something else is there; left as it is"
-        elif { mkdir -p -- "${t%/*}" && printf %s "$3" | base64 -d >"$t.podstate-boot" &&
-            put "$t.podstate-boot" "$t" "$1"; } 2>"$W/err"; then
+        elif { mkdir -p -- "${t%/*}" && if [ -n "$3" ]; then
+            printf %s "$3" | base64 -d >"$t.podstate-boot"
+        else cp -- "$W/text" "$t.podstate-boot"; fi && put "$t.podstate-boot" "$t" "$1"; } 2>"$W/err"; then
             note "restored file $t"
         else
             rm -f -- "$t.podstate-boot"
             fault "file $t: $(why)"
         fi
+    }
+
+    text() { # LINES: the next LINES lines of the contents (on fd 4) into $W/text
+        if [ -z "$contents" ]; then # fd 4 to the line after "contents": no entry starts so
+            while IFS= read -r tl <&4; do case $tl in "contents "*) break ;; esac; done
+            contents=1
+        fi
+        tn=$1
+        while [ "$tn" -gt 0 ] && IFS= read -r tl <&4; do
+            printf '%s\n' "$tl"
+            tn=$((tn - 1))
+        done >"$W/text"
+        [ "$tn" = 0 ]
     }
 
     hook() { # BEGIN END PATH DATA
@@ -315,7 +335,7 @@ EOF
             note "skipped the hook's data in $D is for pod $pod ($id), not this one ($names=$me): nothing was restored; an apply to this pod writes its own"
             return 1
         fi
-        venv='' digest='' unsafe=''
+        venv='' digest='' unsafe='' contents=''
         while IFS= read -r r <&3; do
             next
             case $f in
@@ -331,11 +351,17 @@ EOF
                 next && IFS= read -r data <&3
                 owned "$f" "$r" "$data"
                 ;;
+            text) next && text "$f" && next && owned "$f" "$r" "" ;;
             guarded)
                 next && IFS= read -r data <&3 && IFS= read -r safe <&3
                 [ -z "$unsafe" ] || data=$safe
                 owned "$f" "$r" "$data"
                 ;;
+            guarded-text)
+                next && text "$f" && next && IFS= read -r safe <&3 &&
+                    if [ -z "$unsafe" ]; then owned "$f" "$r" ""; else owned "$f" "$r" "$safe"; fi
+                ;;
+            contents) break ;;
             hook)
                 next && k=$f && next && IFS= read -r data <&3
                 hook "$k" "$f" "$r" "$data"
@@ -352,7 +378,7 @@ EOF
                 ;;
             marker) digest=$r ;;
             esac
-        done 3<"$W/state"
+        done 3<"$W/state" 4<"$W/state"
         if [ -n "$digest" ] && [ -z "$blocked" ]; then
             echo "$digest" >"$W/marker"
         fi

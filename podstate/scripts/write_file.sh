@@ -2,7 +2,8 @@
 # Replace a file's whole content atomically, then prove on the pod that it holds it.
 # Usage: (set -- PATH HOW MODE SHA256 CONTENT [WAS [OWNER]]; <this script>): a subshell of
 # the caller's shell, not a shell of its own (podstate.run.bookkeeping.write_command).
-# CONTENT is "=" and the bytes themselves, or their base64 (which never starts with "=").
+# CONTENT is "=" and the bytes themselves, or their base64 (which never starts with "=" or
+# "+"), or "+" and what puts them together from files on the pod (compose, below).
 #   HOW=own   podstate owns PATH: a regular file of MODE; anything else there is refused.
 #   HOW=last  as own; in a fold, PATH is put in place only once the file and every write
 #             before it in the fold are proved (the ready marker: scripts/fold_proof.sh).
@@ -59,8 +60,29 @@ until tmp=$dir/.${target##*/}.podstate.$$.$i && (umask "$u" && set -C && : >"$tm
     i=$((i + 1))
 done
 trap 'rm -f -- "$tmp"' EXIT
+# compose "+LAST\nN\nPATH\n...HEAD": HEAD, the N files' bytes, in order (one cat; a PATH
+# starting with "~/" is in the home), then the line LAST (podstate.run.bookkeeping.composed_word)
+compose() {
+    r=${1#+} nl='
+'
+    l=${r%%"$nl"*} r=${r#*"$nl"}
+    n=${r%%"$nl"*} r=${r#*"$nl"}
+    set --
+    while [ "$n" -gt 0 ]; do
+        p=${r%%"$nl"*} r=${r#*"$nl"} n=$((n - 1))
+        # shellcheck disable=SC2088 # the path's own "~/"
+        case $p in "~/"*) p=$HOME/${p#"~/"} ;; esac
+        set -- "$@" "$p"
+    done
+    printf %s "$r" && cat -- "$@" && printf '%s\n' "$l"
+}
 case $5 in
 =*) printf %s "${5#=}" >"$tmp" ;;
++*) # proved before it replaces the old one: a file it copies may have changed since
+    compose "$5" >"$tmp" || fail "cannot be put together from the files it holds on the pod"
+    [ "$(sha256sum <"$tmp")" = "$sum  -" ] ||
+        fail "would not hold the content podstate wrote: a file it copies on the pod changed since podstate read it; it is left as it was"
+    ;;
 *) printf %s "$5" | base64 -d >"$tmp" ;;
 esac || exit 1
 [ -z "$owner" ] || chown "$owner" -- "$tmp" || exit 1 # before chmod, which it may undo
