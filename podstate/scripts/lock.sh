@@ -6,7 +6,8 @@
 # atomic, whatever the number of contenders (but for the release of a lock that the same
 # command took to release, which no other run may touch before it expires); in the probe
 # (podstate/facts/lock.py), shared, so a reader never meets expires halfway through a
-# rewrite.
+# rewrite. A lock that is not there the probe reads without it, from LOCK.gen alone: so a
+# take makes LOCK before it counts in LOCK.gen (try_take), never the other way round.
 #
 # Usage: sh -c "$(cat lock.sh)" lock run LOCK TOKEN OWNER MODE TTL WAIT GRACE END SEEN COMMAND
 #   MODE take: take LOCK for TOKEN, or find that TOKEN holds it. Another run's lock is waited
