@@ -14,7 +14,8 @@ import pytest
 
 from podstate.facts.probe import PodProbe
 from podstate.limits import MAX_FILE
-from podstate.run.bookkeeping import composed_word, file_problem, write_command
+from podstate.run.bookkeeping import file_problem, write_command
+from podstate.run.words import composed_word
 from tests import probing
 
 TEXT = "export A=1\n"

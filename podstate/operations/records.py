@@ -16,8 +16,8 @@ from podstate.facts.made import Entry, Made
 from podstate.facts.probe import Probe
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import findings
-from podstate.run.bookkeeping import content_word, plain
 from podstate.run.lock import changing
+from podstate.run.words import content_word, plain
 from podstate.shell import b64, quote_path
 
 

@@ -6,7 +6,6 @@ converged pod costs no remote command beyond the probe, and a change costs exact
 
 from __future__ import annotations
 
-import hashlib
 import shlex
 from collections.abc import Iterable, Sequence
 
@@ -20,7 +19,8 @@ from podstate.pyinfra_api import execute
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import findings, fold, lock
 from podstate.run.lock import changing
-from podstate.shell import b64, quote_path, script
+from podstate.run.words import composed_word, content_word, sha256
+from podstate.shell import quote_path, script
 from podstate.sizes import format_size
 from podstate.terminal import visible
 
@@ -62,56 +62,14 @@ def write_command(
         quote_path(path),
         ("last" if last else "own") if own else "edit",
         mode,
-        _sha256(content),
+        sha256(content),
         composed_word(content, copied) or content_word(content),
     ]
     if not own:
-        arguments.append("absent" if was is None else _sha256(was))
+        arguments.append("absent" if was is None else sha256(was))
         if owner:
             arguments.append(shlex.quote(owner))
     return f"(set -- {' '.join(arguments)}\n{WRITE_FILE})"
-
-
-def content_word(text: str) -> str:
-    """Return ``text`` as one sh word that is "=" and ``text`` itself, quoted, where the text
-    has no byte a shell word cannot hold (``plain``) and that is no longer than its base64
-    (or 64 bytes): so a write decodes nothing; else ``text``'s base64. A command that holds
-    it is never longer than with its base64 but for those 64 bytes (``podstate.pod.fits``)."""
-    encoded = b64(text)
-    quoted = shlex.quote("=" + text)
-    return quoted if plain(text) and len(quoted) <= max(len(encoded), 64) else encoded
-
-
-def composed_word(content: str, copied: Sequence[tuple[str, str]]) -> str | None:
-    """Return ``content`` as one sh word that tells scripts/write_file.sh to put it together
-    on the pod: "+", its last line, the number of ``copied`` files and each one's path (a
-    line each), then what comes before their contents, which the pod's files give (one
-    ``cat``); None when ``content`` does not end with their contents and one line, or a
-    path holds a newline. A file that no longer holds what it did fails the write's proof."""
-    if not copied:
-        return None
-    head, found, tail = content.rpartition("".join(text for _, text in copied))
-    paths = [path for path, _ in copied]
-    if not found or tail.count("\n") != 1 or not tail.endswith("\n"):
-        return None
-    if any("\n" in path for path in paths) or not plain(head + tail + "".join(paths)):
-        return None
-    return shlex.quote("+" + tail + f"{len(paths)}\n" + "".join(f"{p}\n" for p in paths) + head)
-
-
-def plain(text: str) -> bool:
-    """Return whether ``text`` can be a shell word as it is: no NUL, and UTF-8 (no bytes
-    that are not, which travel as surrogates)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return "\0" not in text
-
-
-def _sha256(text: str) -> str:
-    """Return the hex SHA-256 of ``text`` as the pod's bytes (surrogates back to bytes)."""
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def file_problem(path: str, found: FileInfo, own: bool) -> str | None:
@@ -160,8 +118,7 @@ def managed_file(
       podstate follows a symbolic link to its target and keeps an existing file's mode and
       owner
     + mode: octal mode of the file podstate owns, or of a new file
-    + copied: files on the pod (path and content) whose contents end ``content``, but for
-      its last line, which the write copies from them (``write_command``)
+    + copied: files on the pod (path, content) the write copies ``content``'s end from
 
     Anything else at the path (a directory, a dangling link, a file too large to read) is a
     violation: nothing is written. A file the user owns that another program wrote after the
