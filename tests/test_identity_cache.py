@@ -26,17 +26,18 @@ def _container() -> str:
     return f"{boot}:{Path('/proc/1/stat').read_text().rpartition(') ')[2].split()[19]}"
 
 
-def _identity(shell: str, environ: Path, cache: Path) -> str:
-    """Return the identity the probe's lines read, run by ``shell``; they print nothing else."""
-    line = identity_line(NAMES).replace(ENVIRON, str(environ)).replace(ID_CACHE, str(cache))
+def identity(shell: str, environ: Path, cache: Path, names: tuple[str, ...] = NAMES) -> str:
+    """Return the identity of ``names`` the probe's lines read, run by ``shell``, with the
+    environment ``environ`` and the cache ``cache``; they print nothing else."""
+    line = identity_line(names).replace(ENVIRON, str(environ)).replace(ID_CACHE, str(cache))
     done = subprocess.run(
         [shell, "-c", f'{script("work.sh")}\n{line}; printf "%s\\n" "$i"'],
         capture_output=True,
         text=True,
         check=True,
     )
-    assert done.stderr == ""
-    return done.stdout.removesuffix("\n")
+    assert done.stderr == "" and done.stdout.endswith("\n")
+    return done.stdout[:-1]
 
 
 @pytest.fixture(params=["dash", "bash"])
@@ -47,13 +48,13 @@ def shell(request) -> str:
 def test_the_first_read_is_kept_and_later_ones_read_it(shell, tmp_path):
     environ, cache = tmp_path / "environ", tmp_path / "id"
     environ.write_bytes(b"CONTAINER_API_KEY=secret\0VAST_CONTAINERLABEL=C.1\0CONTAINER_ID=1\0")
-    assert _identity(shell, environ, cache) == "C.1/1"
+    assert identity(shell, environ, cache) == "C.1/1"
     key = f"id1 {_container()} {' '.join(NAMES)}"
     assert cache.read_text() == f"{key}\n=C.1/1\n.\n"  # nothing else of the environment
     environ.write_bytes(b"CONTAINER_ID=2\0")  # not read again: the cache answers
-    assert _identity(shell, environ, cache) == "C.1/1"
+    assert identity(shell, environ, cache) == "C.1/1"
     environ.unlink()  # nor when the environment could not be read now
-    assert _identity(shell, environ, cache) == "C.1/1"
+    assert identity(shell, environ, cache) == "C.1/1"
 
 
 @pytest.mark.parametrize(
@@ -73,21 +74,21 @@ def test_a_cache_not_this_containers_or_not_whole_is_read_again(shell, tmp_path,
     boot, start = _container().split(":")
     other = "00000000-0000-0000-0000-000000000000"
     cache.write_text(kept.format(boot=boot, start=start, other=other, names=" ".join(NAMES)))
-    assert _identity(shell, environ, cache) == "C.1/1"
+    assert identity(shell, environ, cache) == "C.1/1"
     assert cache.read_text() == f"id1 {boot}:{start} {' '.join(NAMES)}\n=C.1/1\n.\n"
 
 
 def test_an_environment_that_cannot_be_read_is_read_again_next_time(shell, tmp_path):
     environ, cache = tmp_path / "environ", tmp_path / "id"
-    assert _identity(shell, environ, cache) == ""  # unread: no identity, and nothing kept
+    assert identity(shell, environ, cache) == ""  # unread: no identity, and nothing kept
     assert not cache.exists()
     environ.write_bytes(b"CONTAINER_ID=7\0")
-    assert _identity(shell, environ, cache) == "7"
+    assert identity(shell, environ, cache) == "7"
 
 
 def test_a_container_whose_environment_has_none_keeps_that(shell, tmp_path):
     environ, cache = tmp_path / "environ", tmp_path / "id"
     environ.write_bytes(b"HOME=/root\0")
-    assert _identity(shell, environ, cache) == ""
+    assert identity(shell, environ, cache) == ""
     assert cache.read_text().endswith("\n=\n.\n")
-    assert _identity(shell, environ, cache) == ""
+    assert identity(shell, environ, cache) == ""
