@@ -89,7 +89,18 @@ def test_a_path_another_record_on_the_volume_names_is_told(tmp_path):
     (records / "gone").write_text(made.render("old", "gone", [Entry("dir", "/x")]))
 
     def others(name: str) -> list[str]:
-        text = f"{script('made_others.sh')}made_others {records} '{name}' {disk}"
+        """made_others after made_state read this pod's records, as the probe runs them."""
+        read = f"made_state disk {disk} 100 >/dev/null"
+        if name:
+            read += f"; made_state volume {records}/{name} 100 >/dev/null"
+        scripts = ("enc.sh", "stats.sh", "file_state.sh", "repo_clean.sh", "busy.sh")
+        text = "\n".join(
+            [
+                *(script(s) for s in (*scripts, "made_proof.sh", "made_state.sh")),
+                script("made_others.sh"),
+                f"{read}; made_others {records} '{name}'",
+            ]
+        )
         out = subprocess.run(["sh", "-c", text], capture_output=True, text=True, check=True)
         return out.stdout.splitlines()
 

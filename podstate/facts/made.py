@@ -249,7 +249,7 @@ def probe_lines(args: dict[str, Any] | None, asked: Sequence[str] = ()) -> list[
         'if [ -z "$made_name" ]; then echo "made.record volume noid";'
         f' else made_state volume {volume}/"$made_name" {MAX_FILE}; fi',
         "made_same_end",
-        f'made_others {volume} "$made_name" {quote_path(MADE)}',
+        f'made_others {volume} "$made_name"',
     ]
 
 

@@ -5,7 +5,8 @@
 # probe does not read anyway):
 #   made_state WHERE RECORD LIMIT
 # prints "made.record WHERE absent|unreadable|file" (and sets made_id to the pod id word the
-# record names); for a record, its lines, with "-" for the SUMS of a file's entry: no digest
+# record names, and adds its entries' PATH words to made_mine, for made_others); for a
+# record, its lines, with "-" for the SUMS of a file's entry: no digest
 # leaves the pod ("made.line
 # WHERE LINE": a record holds nothing but words of [A-Za-z0-9+/=,:._~-], else it is
 # unreadable), then for each entry what is at its PATH (as the record has it: "=path", or
@@ -42,17 +43,24 @@ made_path() {
     # shellcheck disable=SC2088 # a literal "~/" in the record means $HOME
     case $f in "~/"*) f=$HOME/${f#??} ;; esac
 }
+# made_words WORD...: sets made_k, made_p, made_s and made_b to a record line's first words
+made_words() {
+    made_k=${1-} made_p=${2-} made_s=${3-} made_b=${4-}
+}
 made_state() {
     made_where=$1 made_rec=$2 made_max=$3
     if [ ! -e "$made_rec" ] && [ ! -L "$made_rec" ]; then
         echo "made.record $made_where absent"
         return
     fi
-    made_ok=1
+    # read once (a byte at a time), its lines then taken from the shell's string, each ended
+    # by a ";" (none is in a record, nor a glob character), an empty one kept
+    made_ok=1 made_txt=''
     [ -f "$made_rec" ] || made_ok=
     {
         while IFS= read -r l; do
             case $l in *[!A-Za-z0-9+/=,:._~\ -]*) made_ok= ;; esac
+            made_txt=$made_txt$l\;
         done <"$made_rec"
     } 2>/dev/null || made_ok=
     if [ -z "$made_ok" ]; then
@@ -60,7 +68,9 @@ made_state() {
         return
     fi
     echo "made.record $made_where file"
-    while IFS= read -r l; do
+    made_ifs=$IFS IFS=\;
+    for l in $made_txt; do
+        IFS=$made_ifs
         # shellcheck disable=SC2034 # read by the probe's lines after the call
         case $l in
         "pod "*) made_id=${l##* } ;;
@@ -75,9 +85,14 @@ made_state() {
             ;;
         esac
         echo "made.line $made_where $l"
-    done <"$made_rec"
+    done
     set --
-    while read -r made_k made_p made_s made_b _; do
+    IFS=\;
+    for l in $made_txt; do
+        IFS=$made_ifs
+        # shellcheck disable=SC2086 # split into its words, which have no glob character
+        made_words $l
+        case $made_k in podstate-made | pod) ;; *) made_mine="$made_mine $made_p" ;; esac
         case $made_k in
         file | saved | block | hook | stub)
             if [ "$made_k" = saved ] && made_path "$made_b" 2>/dev/null; then
@@ -93,9 +108,13 @@ made_state() {
             file_state "$made_p" "$f" "$made_max" -
             ;;
         esac
-    done <"$made_rec"
+    done
     set --
-    while read -r made_k made_p made_s _; do
+    IFS=\;
+    for l in $made_txt; do
+        IFS=$made_ifs
+        # shellcheck disable=SC2086 # split into its words, which have no glob character
+        made_words $l
         case $made_k in
         secrets | keys | data | dir | snapshot | file | saved | hook | stub | apt | repo | mount | venv) ;;
         *) continue ;;
@@ -151,7 +170,8 @@ made_state() {
             made_mount "$f"
             ;;
         esac
-    done <"$made_rec"
+    done
+    IFS=$made_ifs
     made_kind "$@"
 }
 # made_same_end: "made.same PATH yes|no" for each regular file of a file, saved, hook or
@@ -236,4 +256,4 @@ made_kind() {
 }
 made_nl='
 '
-made_sn=0 made_cn=0
+made_sn=0 made_cn=0 made_mine=''

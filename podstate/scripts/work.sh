@@ -151,24 +151,43 @@ work_walk() {
     done
 }
 
+# work_bounds FILE: sets w_x to the CapBnd of the status FILE; '' where it cannot be read
+work_bounds() {
+    w_x=''
+    { while read -r w_d w_x; do
+        if [ "$w_d" = CapBnd: ]; then return 0; fi
+        w_x=''
+    done <"$1"; } 2>/dev/null
+}
+
 # work_other DIR: true when the process at DIR, which cannot be read, is not of this
-# container: its root is on another filesystem (its mountinfo, which anyone may read), or
-# it has a capability out of our bounding set (its status)
+# container: it has a capability out of our bounding set (its status; ours, w_bnd, read at
+# the first such process: "?" until then), or its root is on another filesystem (its
+# mountinfo, which anyone may read). Its first mount is read before the rest: a namespace
+# copied from ours keeps our first mount first, and where that is our root, no namespace
+# that has our root lacks it; so another first mount is another container's, and the rest
+# of its table (a byte at a time) is not read
 work_other() {
+    if [ "$w_first" = "$w_root /" ]; then
+        w_m=''
+        { read -r _ _ w_d w_x w_m _ <"$1/mountinfo"; } 2>/dev/null
+        [ -n "$w_m" ] && [ "$w_d $w_x $w_m" != "$w_first" ] && return 0
+    fi
+    if [ "$w_bnd" = '?' ]; then
+        work_bounds /proc/self/status
+        w_bnd=$w_x
+    fi
+    work_bounds "$1/status"
+    # unread (gone, or no CapBnd line): not known to be another's by its capabilities
+    case $w_x:$w_bnd in *[!0-9a-f:]* | :* | *:) ;; *)
+        [ $((0x$w_x & ~0x$w_bnd)) = 0 ] || return 0
+        ;;
+    esac
     w_r=''
     { while read -r _ _ w_d w_x w_m _; do
         if [ "$w_m" = / ]; then w_r="$w_d $w_x"; fi
     done <"$1/mountinfo"; } 2>/dev/null
-    [ -n "$w_r" ] && [ "$w_r" != "$w_root" ] && return 0
-    w_x=''
-    { while read -r w_d w_x; do
-        if [ "$w_d" = CapBnd: ]; then break; fi
-        w_x=''
-    done <"$1/status"; } 2>/dev/null
-    # unread (gone, or no CapBnd line): not known to be another's
-    case $w_x in '' | *[!0-9a-f]*) return 1 ;; esac
-    case $w_bnd in '' | *[!0-9a-f]*) return 1 ;; esac
-    [ $((0x$w_x & ~0x$w_bnd)) != 0 ]
+    [ -n "$w_r" ] && [ "$w_r" != "$w_root" ]
 }
 
 work() {
@@ -178,16 +197,11 @@ work() {
     w_now=${w_now#"${w_now%%[!0]*}"}
     w_now=${w_now:-0}
     work_stat 1 && w_b=$w_b:$w_st
-    w_root='' w_bnd=''
+    w_root='' w_bnd='?' w_first=''
     while read -r _ _ w_d w_x w_m _; do
+        [ -n "$w_first" ] || w_first="$w_d $w_x $w_m"
         if [ "$w_m" = / ]; then w_root="$w_d $w_x"; fi
     done </proc/self/mountinfo
-    while read -r w_d w_x; do
-        if [ "$w_d" = CapBnd: ]; then
-            w_bnd=$w_x
-            break
-        fi
-    done </proc/self/status
     w_v='' w_k='' w_t='' w_e=''
     { read -r w_v w_k w_t w_e <"$w_rec"; } 2>/dev/null
     case $w_t in '' | *[!0-9]*) w_t=-1 ;; esac
