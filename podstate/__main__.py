@@ -3,7 +3,7 @@ internals is imported, so that a release without one of them is one line, not a 
 
 import sys
 
-from podstate.pyinfra_api import entry_points
+from podstate.pyinfra_api import deferred, entry_points
 
 
 def main() -> int:
@@ -11,7 +11,9 @@ def main() -> int:
     an internal podstate relies on (a whole module included); else the subcommand's.
 
     The installed packages' entry points are read once for the whole command (pyinfra asks
-    for them at each inventory it makes, gevent for each of its plugin groups)."""
+    for them at each inventory it makes, gevent for each of its plugin groups), and what
+    pyinfra's imports bring in that a command rarely uses loads when it is used."""
+    deferred.defer(*deferred.DEFERRED)
     with entry_points.read_once():  # opened first: importing pyinfra asks for them too
         from podstate.pyinfra_api.verify import Unsupported, verify
 

@@ -91,6 +91,13 @@ def _until_connect(tmp_path: Path, argv: list[str], cwd: Path = ROOT) -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
+def _python(program: str) -> subprocess.CompletedProcess:
+    """Return ``program`` run by a fresh interpreter from the repository root."""
+    return subprocess.run(
+        [sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -129,8 +136,33 @@ def test_importing_podstate_reads_no_package_metadata():
         "podstate.cli.parser()\n"
         "print(json.dumps({'scans': len(scans), 'named': named}))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
+    done = _python(program)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == {"scans": 0, "named": []}
+
+
+def test_the_check_starts_without_what_paramiko_imports_for_match_exec_alone(tmp_path):
+    """paramiko imports invoke (its YAML reader, asyncio, unittest.mock) only to run an SSH
+    config's ``Match exec``: podstate's check starts without it (pyinfra's own CLI imports
+    paramiko before podstate is imported, so it cannot)."""
+    seen = _until_connect(tmp_path, [str(BIN / "podstate"), "check"])
+    assert "paramiko.config" in seen["modules"]
+    assert [m for m in seen["modules"] if m.startswith("invoke.")] == []
+
+
+def test_a_deferred_module_loads_at_its_first_use_and_a_missing_one_fails_as_before():
+    program = (
+        "import sys\n"
+        "from podstate.pyinfra_api import deferred\n"
+        "deferred.defer('invoke', 'podstate_no_such_module')\n"
+        "from paramiko.config import SSHConfig\n"
+        "loaded = 'invoke.collection' in sys.modules\n"
+        "config = SSHConfig.from_text('Match exec \"true\"\\n  User bob\\n')\n"
+        "print(loaded, config.lookup('pod').get('user'), 'invoke.collection' in sys.modules)\n"
+        "try:\n"
+        "    import podstate_no_such_module\n"
+        "except ImportError:\n"
+        "    print('ImportError')\n"
+    )
+    done = _python(program)
+    assert (done.stdout, done.stderr) == ("False bob True\nImportError\n", "")
