@@ -1,10 +1,10 @@
 """Modules pyinfra's imports bring in that a podstate command rarely uses, loaded at their
 first use instead of at import.
 
-paramiko imports invoke (about 70 ms: its YAML reader, asyncio and unittest.mock come
-with it) only to run a command that an SSH config's ``Match exec`` names. Deferred, invoke
-is a stand-in module that imports the real one when one of its attributes is first read:
-a ``Match exec`` still runs, and every other command starts without it.
+paramiko imports invoke only to run a command that an SSH config's ``Match exec`` names:
+importing pyinfra's API took 45 ms less without it here (the least of 12 runs each).
+Deferred, invoke is a stand-in module that imports the real one when one of its attributes
+is first read: a ``Match exec`` still runs, and every other command starts without it.
 """
 
 from __future__ import annotations
