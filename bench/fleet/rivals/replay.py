@@ -86,6 +86,11 @@ def recorded(directory: Path) -> dict[int, list[Recorded]]:
     }
 
 
+def _text(data: bytes) -> str:
+    """Return ``data`` as text, any byte that is not UTF-8 kept (as podstate encodes it)."""
+    return data.decode("utf-8", "surrogateescape")
+
+
 def unseen(command: str) -> str:
     """Return ``command`` with the pod lock's ``seen`` made empty (see the module docstring):
     ``""`` is an empty word inside podstate's single-quoted ``sh -c`` too."""
@@ -124,7 +129,7 @@ def replay(
         ]  # fmt: skip
 
     def container(port: int) -> str | None:
-        if not any(_MARKER.search(item.command) for item in commands[port]):
+        if not any(_MARKER.search(item.command + _text(item.stdin)) for item in commands[port]):
             return None
         read = subprocess.run(
             [*base, "-p", str(port), f"root@{hosts[port]}", container_start.PROBE_LINE],
@@ -134,11 +139,12 @@ def replay(
 
     def one(port: int) -> str | None:
         for i, item in enumerate(commands[port]):
-            command = unseen(item.command)
-            if port in starts:
+            command, stdin = unseen(item.command), item.stdin
+            if port in starts:  # the marker's write: on the command line, or a fold's stdin
                 command = restarted(command, starts[port])
+                stdin = restarted(_text(stdin), starts[port]).encode("utf-8", "surrogateescape")
             result = subprocess.run(
-                [*target(port), command], input=item.stdin, capture_output=True,
+                [*target(port), command], input=stdin, capture_output=True,
                 timeout=STEP_TIMEOUT_S,
             )  # fmt: skip
             if item.status is not None and result.returncode != item.status:
