@@ -24,8 +24,8 @@ HOST_ROOT = "27 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw"
 
 def _other(shell: str, folder, mountinfo: list[str], caps: str = BOUNDS, first: str = OURS):
     """Return work_other's answer (0: another container's, 1: not known to be) for a process
-    whose /proc folder holds ``mountinfo`` and a status with CapBnd ``caps``, and every file
-    the number of reads the shell made of a redirected file (on its stdin, fd 0)."""
+    whose /proc folder holds ``mountinfo`` and a status with CapBnd ``caps``, and the number
+    of reads the shell made of a redirected file (on its stdin, fd 0)."""
     (folder / "mountinfo").write_text("".join(f"{line}\n" for line in mountinfo))
     (folder / "status").write_text(f"Name:\tsleep\nCapEff:\t0\nCapBnd:\t{caps}\nSeccomp:\t2\n")
     program = "\n".join(

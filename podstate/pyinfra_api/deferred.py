@@ -9,7 +9,6 @@ is first read: a ``Match exec`` still runs, and every other command starts witho
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import sys
 import types

@@ -129,7 +129,8 @@ def replay(
         ]  # fmt: skip
 
     def container(port: int) -> str | None:
-        if not any(_MARKER.search(item.command + _text(item.stdin)) for item in commands[port]):
+        texts = [text for item in commands[port] for text in (item.command, _text(item.stdin))]
+        if not any(_MARKER.search(text) for text in texts):
             return None
         read = subprocess.run(
             [*base, "-p", str(port), f"root@{hosts[port]}", container_start.PROBE_LINE],
