@@ -44,7 +44,10 @@ test: deps venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy podstate roles
 	shellcheck podstate/scripts/*.sh
-	$(BIN)/pytest
+	@# test files in 4 processes (each file on sandbox pods of its own), then those marked
+	@# `alone` (pyproject.toml) one after another
+	$(BIN)/pytest -n 4 --dist loadfile -m "not alone"
+	$(BIN)/pytest -m alone
 
 # Fleet speed at real latency against raw SSH, the same work with OpenSSH, plain pyinfra and
 # Ansible, and the pods' own work (root, strace; about 25 minutes on 2 cores). Writes

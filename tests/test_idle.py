@@ -9,8 +9,10 @@ of an idle GPU pod asks nvidia-smi once (tests/test_pod_work.py).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +25,7 @@ from podstate.sandbox import inside
 from podstate.sandbox.api import list_pods
 from tests.e2e import check
 
+pytestmark = pytest.mark.alone  # reads pods idle or not (pyproject.toml)
 SANDBOX = {"pods": 1}
 POD = "pod-1"  # two GPUs
 
@@ -115,6 +118,45 @@ def test_a_process_gone_while_it_was_read_is_not_taken_for_anothers(shell, tmp_p
     )
     done = subprocess.run([shell, "-c", program], capture_output=True, text=True)
     assert (done.returncode, done.stdout, done.stderr) == (0, "1\n1\n", "")
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash"])
+def test_a_process_in_its_exit_is_gone_not_another_containers(shell, tmp_path):
+    """A process in its exit lets go of its namespaces and files before it is a zombie: one
+    of another container caught there cannot be told from this container's unreadable
+    process by them, but its flags say it is exiting (PF_EXITING): it is its end, neither
+    work nor unknown. The kernel's window is too short to catch, so a live process's stat
+    line is stood in for, in a mount namespace of the test's own, by the same line with
+    that flag; the live process itself is not gone."""
+    from podstate.shell import script
+
+    if os.geteuid() != 0:
+        pytest.skip("a bind mount over /proc needs root")
+    live = subprocess.Popen(["sleep", "600"])
+    try:
+        comm, fields = Path(f"/proc/{live.pid}/stat").read_text().rsplit(") ", 1)
+        _, *rest = fields.split(" ")
+        rest[5] = str(int(rest[5]) | 4)  # flags: PF_EXITING
+        exiting = tmp_path / "stat"
+        exiting.write_text(f"{comm}) {' '.join(['R', *rest])}")
+        program = "\n".join(
+            [
+                script("enc.sh"),
+                script("work.sh"),
+                f"work_stat {live.pid}; echo $w_run; work_gone {live.pid}; echo $?",
+                "work_gone $$; echo $?",
+            ]
+        )
+        stood_in = f'mount --bind {exiting} /proc/{live.pid}/stat && exec {shell} -c "$0"'
+        done = subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", stood_in, program],
+            capture_output=True,
+            text=True,
+        )
+    finally:
+        live.kill()
+        live.wait()
+    assert (done.returncode, done.stdout, done.stderr) == (0, "R\n0\n1\n", "")
 
 
 @pytest.mark.parametrize(
@@ -299,7 +341,7 @@ SESSIONS = "ps -o pid= --sort=start_time --ppid $(ps -o ppid= -p $PPID) | grep -
 GONE = (
     "inos=' '; for f in /proc/{pid}/fd/*; do [ -S $f ] &&"
     " inos=\"$inos$(sed -n 's/^ino:[[:space:]]*//p' /proc/{pid}/fdinfo/${{f##*/}}) \"; done;"
-    " while awk -v i=\"$inos\" '$4 == \"01\" && index(i, \" \" $10 \" \") {{f = 1}}"
+    ' while awk -v i="$inos" \'$4 == "01" && index(i, " " $10 " ") {{f = 1}}'
     " END {{exit !f}}' /proc/net/tcp /proc/net/tcp6; do sleep 0.05; done"
 )
 

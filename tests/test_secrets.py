@@ -323,7 +323,9 @@ def test_a_token_in_a_deploy_keys_source_is_never_echoed(fleet, secrets):
 
 
 @pytest.mark.parametrize(
-    "url", [f"https://{PASTED}@github.com/org/r.git", f"https://x:{PASTED}@github.com/org/r"]
+    "url",
+    [f"https://{PASTED}@github.com/org/r.git", f"https://x:{PASTED}@github.com/org/r"],
+    ids=["as_user", "as_password"],  # the same names in every test process
 )
 def test_a_token_in_a_repository_url_is_refused_never_echoed(fleet, secrets, url):
     output, lines = refused(fleet, {"repos": {"/root/code/r": {"url": url, "ref": "main"}}})

@@ -247,11 +247,12 @@ def drifted(fleet):
 
 
 def _timeless(document: dict) -> dict:
-    """Return ``document`` without the readings of each pod's idle clock, which the probe
-    kept on the pod and which the shards' checks, made after the whole one, read later."""
+    """Return ``document`` without each pod's readings of the moment (idle or in use, and
+    the idle clock the probe keeps on the pod), which the shards' checks, made after the
+    whole one, read anew."""
     for entry in document["pods"].values():
-        for key in ("idle_for", "idle_since"):
-            (entry.get("activity") or {}).pop(key, None)
+        entry.pop("activity", None)
+        entry.pop("idle", None)
     return document
 
 

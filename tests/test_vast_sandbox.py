@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from podstate.sandbox import vast_api
 from podstate.sandbox.state import ACTIONS_LOG
-from tests.e2e import apply, check, run
+from tests.e2e import Watching, apply, check, run
 from tests.test_vast import assert_valid
 
+pytestmark = pytest.mark.alone  # reads pods idle or not (pyproject.toml)
 SANDBOX = {"pods": 2, "vast": 2}
 
 
@@ -176,15 +179,14 @@ def test_an_idle_vast_instance_is_stopped_once_by_the_watch(fleet, tmp_path):
     fleet.host_vars("vast-1", {"idle": {"after": "1s", "action": "stop"}})
     ident = str(json.loads((fleet.state / "pods.json").read_text())["vast-1"]["pod_id"])
     log = fleet.state / ACTIONS_LOG
-    result = run(
-        fleet,
-        [str(_bin("podstate")), "watch", "--json", "--interval", "0.1", "--check-every", "1"]
-        + ["--passes", "4", "--exclude", "vast-2", "--state", str(tmp_path / "watch.json")],
-        env=_env(fleet),
-    )
-    events = [json.loads(line) for line in result.stdout.splitlines()]
-    assert log.read_text().splitlines() == [f"stop {ident} 200"], result.stdout + result.stderr
-    (stopped,) = [e for e in events if e["action"] == "stop"]
+    args = ["--interval", "0.1", "--check-every", "1", "--exclude", "vast-2"]
+    watching = Watching(fleet, *args, "--state", str(tmp_path / "watch.json"), env=_env(fleet))
+    try:  # until it stops an instance: how many passes a second of idle takes is the clock's
+        events = watching.through(lambda seen: [e for e in seen if e["action"] == "stop"])
+    finally:
+        watching.stop()
+    assert log.read_text().splitlines() == [f"stop {ident} 200"], events
+    (stopped,) = [e for e in events if e["pod"] and e["action"] == "stop"]
     assert (stopped["pod"], stopped["result"]) == ("vast-1", "ok")
     assert "saves $0.35/h" in stopped["detail"]
     assert "a stop keeps the container disk (Vast)" in stopped["detail"]

@@ -9,14 +9,10 @@ from __future__ import annotations
 
 import configparser
 import json
-import os
-import queue
 import shutil
 import signal
 import subprocess
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,7 +20,7 @@ import yaml
 
 from podstate.sandbox import container
 from podstate.sandbox.api import list_pods
-from tests.e2e import BIN, ROOT, Fleet, apply, exec_count, start_apply
+from tests.e2e import BIN, ROOT, Fleet, Watching, apply, exec_count, start_apply
 from tests.test_fold import BLOCKED
 
 SANDBOX = {"pods": 3}
@@ -65,68 +61,6 @@ def watch(fleet: Fleet, *args: str, pods_file: Path | None = None):
         timeout=300,
     )
     return result.returncode, [json.loads(line) for line in result.stdout.splitlines()], result
-
-
-class Watching:
-    """A watch running in the background, its event lines collected as they come."""
-
-    def __init__(
-        self, fleet: Fleet, *args: str, pods_file: Path | None = None, env: dict | None = None
-    ) -> None:
-        self.process = subprocess.Popen(
-            [str(BIN / "podstate"), "watch", "--json", "--interval", "3600", *args],
-            cwd=ROOT,
-            env=env or fleet.env(pods_file),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,  # a process group of its own, as a terminal gives it
-        )
-        self.events: list[dict] = []
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.process.stdout:
-            self.lines.put(line)
-        self.lines.put(None)
-
-    def until(self, wanted: Callable[[dict], bool]) -> dict:
-        """Return the next event ``wanted`` accepts, keeping every event read on the way;
-        fail if the watch ends first."""
-        while True:
-            line = self.lines.get(timeout=300)  # a bound for a hung watch, not a wait
-            assert line is not None, f"the watch ended: {self.process.wait()} {self.stderr()}"
-            event = json.loads(line)
-            self.events.append(event)
-            if wanted(event):
-                return event
-
-    def end_of_pass(self, number: int) -> dict:
-        return self.until(lambda e: e["pass"] == number and e["pod"] is None)
-
-    def signal(self, signum: int) -> None:
-        self.process.send_signal(signum)
-
-    def ctrl_c(self) -> None:
-        """Send SIGINT to the watch's whole process group, as a terminal's Ctrl-C does."""
-        os.killpg(self.process.pid, signal.SIGINT)
-
-    def finish(self) -> int:
-        """Wait for the watch to exit; return its status, every event read."""
-        status = self.process.wait(timeout=300)
-        while (line := self.lines.get(timeout=60)) is not None:
-            self.events.append(json.loads(line))
-        return status
-
-    def stderr(self) -> str:
-        return self.process.stderr.read() if self.process.poll() is not None else ""
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
 
 
 def applied(events: list[dict]) -> dict[str, list[tuple[int, str]]]:

@@ -31,8 +31,8 @@
 # Needs enc (scripts/enc.sh), which the probe and the watch include first.
 
 # shellcheck disable=SC2154 # enc_v is set by enc (scripts/enc.sh)
-# work_stat PID: sets w_c (comm), w_run (state), w_pp (parent), w_st (start, ticks since
-# boot) and w_cpu from /proc/PID/stat; false when it cannot be read. Each PID's is read once
+# work_stat PID: sets w_c (comm), w_run (state), w_pp (parent), w_fl (flags), w_st (start,
+# ticks since boot) and w_cpu from /proc/PID/stat; false when it cannot be read. Each PID's is read once
 # a probe (w_m_PID), however many of its descendants walk past it: the shell reads a file a
 # byte at a time
 work_stat() {
@@ -52,15 +52,16 @@ work_stat() {
     set -- $w_s
     set +f
     [ "$#" -ge 20 ] || return 1
-    w_run=$1 w_pp=$2 w_st=${20} w_cpu=$((${12} + ${13} + ${14} + ${15}))
+    w_run=$1 w_pp=$2 w_fl=$7 w_st=${20} w_cpu=$((${12} + ${13} + ${14} + ${15}))
 }
 
-# work_gone PID: true when PID has ended (or is a zombie) since it was listed: what could
-# not be read of it was its end, not a process hidden from this shell
+# work_gone PID: true when PID has ended since it was listed, or is ending (a zombie, or
+# exiting: PF_EXITING, 4, in its flags, its namespaces and files let go before it is a
+# zombie): what could not be read of it was its end, not a process hidden from this shell
 work_gone() {
     w_g=$w_c
     eval "w_m_$1="
-    if work_stat "$1" && [ "$w_run" != Z ]; then
+    if work_stat "$1" && [ "$w_run" != Z ] && [ $((w_fl & 4)) = 0 ]; then
         w_c=$w_g
         return 1
     fi
