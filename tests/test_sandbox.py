@@ -98,6 +98,26 @@ def test_shapes_cycle_keeping_one_small_shm_pod() -> None:
     assert [s.privileged for s in SHAPES] == [False, False, False, True, False]
 
 
+def test_two_sandboxes_never_take_the_same_port(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A port one sandbox that is up holds, another skips, even when nothing listens on it
+    (a pod down for a restart); ports let go of, or held by a sandbox that is down (its
+    sandbox.json gone), are taken."""
+    monkeypatch.setattr(ssh, "PORT_CLAIMS", tmp_path / "claims")
+    one, two, three, four = (tmp_path / name for name in ("one", "two", "three", "four"))
+    for root in (one, two, three, four):
+        root.mkdir()
+        (root / "sandbox.json").write_text("{}")
+    taken = ssh.free_ports(3, 20001, one)
+    held = ssh.free_ports(3, 20001, two)
+    assert not set(held) & set(taken)
+    ssh.release_ports(one)
+    assert ssh.free_ports(3, 20001, three) == taken
+    (two / "sandbox.json").unlink()
+    assert ssh.free_ports(3, 20001, four) == held
+
+
 def test_up_refuses_without_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PODSTATE_SANDBOX", str(tmp_path / "state"))
     monkeypatch.setattr(os, "geteuid", lambda: 1000)

@@ -30,6 +30,7 @@ from podstate.sandbox.ssh import (
     free_ports,
     keygen,
     public_key,
+    release_ports,
     wait_for_banners,
     wait_for_start_script,
 )
@@ -47,7 +48,8 @@ from podstate.sandbox.storage import start_storage
 # Ports below Linux's ephemeral range (32768-60999), where no outgoing connection (the
 # tests' own SSH clients, sshfs) can take a port between the check that it is free and the
 # pod's sshd binding it. A sandbox's ports start at one of 40 places by its state directory,
-# so that two sandboxes (two checkouts' tests) rarely reach for the same ones.
+# so that two sandboxes seldom look through the same ones (a port one holds, the other
+# skips: ``free_ports``).
 DEFAULT_BASE_PORT = 20001
 # Each pod's container disk: the tmpfs holding its root filesystem's writable layer (tmpfs
 # only takes memory for what is written).
@@ -83,11 +85,12 @@ def up(
     file written for them.
 
     Ports are the first free ones from ``base_port`` on; by default a base between 20001
-    and 31701 derived from the state directory (see ``DEFAULT_BASE_PORT``), so that two
-    sandboxes (a demo and a test run, say) do not race for the same ports, and one sandbox
-    keeps its ports. ``disk`` is each pod's container disk size, as mount(8) takes tmpfs
-    sizes ("4G", "512M"). Returns once every pod's sshd answers with its SSH banner; on any
-    failure, stops what it started and raises SandboxError. ``storage_route`` maps the
+    and 31701 derived from the state directory (see ``DEFAULT_BASE_PORT``); they are held
+    for this sandbox until ``down`` (``free_ports``), so that two sandboxes (a demo and a
+    test run, test files run in parallel) never take the same port. ``disk`` is each pod's
+    container disk size, as mount(8) takes tmpfs sizes ("4G", "512M"). Returns once every
+    pod's sshd answers with its SSH banner; on any failure, stops what it started and
+    raises SandboxError. ``storage_route`` maps the
     storage sshd's port to the port the pods' sshfs connects to instead (a proxy that adds
     network latency, say; its caller runs it). ``nvidia_smi_delay`` is how many seconds each
     call of the pods' nvidia-smi takes (as on a multi-GPU host without persistence mode,
@@ -133,6 +136,7 @@ def down() -> None:
     """
     root = state_dir()
     stop(root)
+    release_ports(root)
 
     for mount_point in _host_mounts_under(root):
         subprocess.run(["umount", "-l", mount_point], capture_output=True)
@@ -219,7 +223,7 @@ def _up(
     meta: dict[str, Any] = {"disk": disk, "storage": None, "api": None}
     write_json(root / "sandbox.json", meta, sort_keys=True)
 
-    ports = free_ports(count + vast + 1, base_port)
+    ports = free_ports(count + vast + 1, base_port, root)
     names = [f"pod-{i}" for i in range(1, count + 1)] + [f"vast-{i}" for i in range(1, vast + 1)]
     storaged = root / "storaged"
     storaged.mkdir()

@@ -3,6 +3,7 @@ and the ssh client that reaches a pod as a user would (``ssh_command``, ``ssh``)
 
 from __future__ import annotations
 
+import fcntl
 import re
 import socket
 import subprocess
@@ -17,22 +18,55 @@ SSHD = "/usr/sbin/sshd"
 START_TIMEOUT_S = 60.0
 
 
-def free_ports(count: int, start: int) -> list[int]:
+# One file per port that a sandbox which is up holds, naming its state directory: sandboxes
+# that start at once (test files run in parallel) never take the same port, nor one whose
+# pod is down for a restart.
+PORT_CLAIMS = Path("/run/podstate-sandbox-ports")
+
+
+def free_ports(count: int, start: int, owner: Path) -> list[int]:
+    """Return ``count`` ports from ``start`` on that nothing listens on and no other sandbox
+    that is up holds, now held for the sandbox of state directory ``owner`` until
+    ``release_ports``. A claim whose sandbox has no ``sandbox.json`` any more is stale."""
+    PORT_CLAIMS.mkdir(parents=True, exist_ok=True)
     ports: list[int] = []
-    port = start
-    while len(ports) < count:
-        if port > 65535:
-            raise SandboxError(f"not enough free TCP ports from {start} on")
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            # Like sshd: a port whose old connections linger in TIME_WAIT is free to listen on.
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(("127.0.0.1", port))
+    with open(PORT_CLAIMS / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        port = start
+        while len(ports) < count:
+            if port > 65535:
+                raise SandboxError(f"not enough free TCP ports from {start} on")
+            claim = PORT_CLAIMS / str(port)
+            holder = claim.read_text() if claim.exists() else ""
+            held = holder not in ("", str(owner)) and (Path(holder) / "sandbox.json").exists()
+            if not held and _bindable(port):
+                claim.write_text(str(owner))
                 ports.append(port)
-            except OSError:
-                pass
-        port += 1
+            port += 1
     return ports
+
+
+def release_ports(owner: Path) -> None:
+    """Let go of the ports the sandbox of state directory ``owner`` holds."""
+    if not PORT_CLAIMS.is_dir():
+        return
+    with open(PORT_CLAIMS / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for claim in PORT_CLAIMS.glob("[0-9]*"):
+            if claim.read_text() == str(owner):
+                claim.unlink()
+
+
+def _bindable(port: int) -> bool:
+    """Return whether a socket can bind ``port`` on 127.0.0.1: nothing listens there."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # Like sshd: a port whose old connections linger in TIME_WAIT is free to listen on.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def keygen(paths: list[Path]) -> None:
