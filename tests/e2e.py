@@ -273,7 +273,8 @@ class Watching:
         """Read events until ``done`` accepts those read so far, then to the end of that
         pass; stop the watch there (SIGTERM) and return every event, once it exited 0."""
         event = self.until(lambda _: done(self.events))
-        self.end_of_pass(event["pass"])
+        if event["pod"] is not None:
+            self.end_of_pass(event["pass"])
         self.signal(signal.SIGTERM)
         assert self.finish() == 0, self.stderr()
         return self.events

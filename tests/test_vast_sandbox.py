@@ -181,8 +181,14 @@ def test_an_idle_vast_instance_is_stopped_once_by_the_watch(fleet, tmp_path):
     log = fleet.state / ACTIONS_LOG
     args = ["--interval", "0.1", "--check-every", "1", "--exclude", "vast-2"]
     watching = Watching(fleet, *args, "--state", str(tmp_path / "watch.json"), env=_env(fleet))
-    try:  # until it stops an instance: how many passes a second of idle takes is the clock's
-        events = watching.through(lambda seen: [e for e in seen if e["action"] == "stop"])
+
+    def stopped_and_passed(seen: list[dict]) -> bool:
+        """Whether a pass has ended after the one that stopped an instance."""
+        stops = [e for e in seen if e["pod"] and e["action"] == "stop"]
+        return bool(stops) and seen[-1]["pod"] is None and seen[-1]["pass"] > stops[0]["pass"]
+
+    try:  # how many passes a second of idle takes is the clock's
+        events = watching.through(stopped_and_passed)
     finally:
         watching.stop()
     assert log.read_text().splitlines() == [f"stop {ident} 200"], events

@@ -32,9 +32,9 @@
 
 # shellcheck disable=SC2154 # enc_v is set by enc (scripts/enc.sh)
 # work_stat PID: sets w_c (comm), w_run (state), w_pp (parent), w_fl (flags), w_st (start,
-# ticks since boot) and w_cpu from /proc/PID/stat; false when it cannot be read. Each PID's is read once
-# a probe (w_m_PID), however many of its descendants walk past it: the shell reads a file a
-# byte at a time
+# ticks since boot) and w_cpu from /proc/PID/stat; false when it cannot be read. Each PID's
+# is read once a probe (w_m_PID), however many of its descendants walk past it: the shell
+# reads a file a byte at a time
 work_stat() {
     case $1 in '' | *[!0-9]*) return 1 ;; esac
     eval "w_s=\${w_m_$1-}"
