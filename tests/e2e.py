@@ -222,7 +222,8 @@ class Watching:
         self.process = subprocess.Popen(
             [str(BIN / "podstate"), "watch", "--json", "--interval", "3600", *args],
             cwd=ROOT,
-            env=env or fleet.env(pods_file),
+            # A hung watch's stacks, for the failure (``finish``)
+            env={**(env or fleet.env(pods_file)), "PYTHONFAULTHANDLER": "1"},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -260,8 +261,17 @@ class Watching:
         os.killpg(self.process.pid, signal.SIGINT)
 
     def finish(self) -> int:
-        """Wait for the watch to exit; return its status, every event read."""
-        status = self.process.wait(timeout=300)
+        """Wait for the watch to exit; return its status, every event read. A watch still
+        running after 300 s fails the test with its threads' stacks and its events."""
+        try:
+            status = self.process.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            self.signal(signal.SIGABRT)  # faulthandler writes every thread's stack
+            self.process.wait(timeout=60)
+            unread = list(self.lines.queue)
+            raise AssertionError(
+                f"the watch hung: {self.stderr()}\nevents: {self.events} then {unread}"
+            ) from None
         while (line := self.lines.get(timeout=60)) is not None:
             self.events.append(json.loads(line))
         return status

@@ -8,6 +8,8 @@ import io
 import json
 import os
 import stat
+import subprocess
+import sys
 from fnmatch import fnmatch
 from pathlib import Path
 
@@ -327,3 +329,39 @@ def test_watch_hold_is_part_of_the_desired_state():
     )
     with pytest.raises(SpecError, match=r"watch\.pause: unknown key \(allowed: hold\)"):
         state({"watch": {"pause": True}})
+
+
+SIGNALLED_IN_A_THREAD = """
+import signal, sys, threading
+from podstate.watch.loop import Watch
+from podstate.watch.options import Options
+
+watch = Watch(Options(deploys=["deploy/pod.py"], interval=3600, state=sys.argv[1]))
+
+def one_pass():
+    watch.busy = False
+    print("slept", flush=True)
+    return 0
+
+watch.one_pass = one_pass
+threading.Thread(target=threading.Event().wait, daemon=True).start()  # SIGTERM unblocked
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # so the kernel picks the thread
+sys.exit(watch.run())
+"""
+
+
+def test_a_stop_signal_the_kernel_hands_to_another_thread_still_ends_the_wait(tmp_path):
+    """Python runs signal handlers in the main thread only: a SIGTERM delivered to another
+    thread must still wake the watch from its hour-long wait between passes."""
+    watch = subprocess.Popen(
+        [sys.executable, "-c", SIGNALLED_IN_A_THREAD, str(tmp_path / "state.json")],
+        cwd=Path(__file__).resolve().parent.parent,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert watch.stdout.readline() == "slept\n"
+        watch.terminate()
+        assert watch.wait(timeout=60) == 0
+    finally:
+        watch.kill()

@@ -115,6 +115,9 @@ class Watch:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._stop)
         signal.signal(signal.SIGHUP, self._wake)
+        # The kernel may hand a signal to any thread (a key-log read's, say); Python runs the
+        # handler in the main thread only when it wakes, so the signal itself must wake it.
+        old_wakeup = signal.set_wakeup_fd(self._wake_write, warn_on_full_buffer=False)
         try:
             while True:
                 started = self.clock()
@@ -129,6 +132,7 @@ class Watch:
                 if self.stopping:
                     return 0
         finally:
+            signal.set_wakeup_fd(old_wakeup)
             for signum, handler in handlers.items():
                 signal.signal(signum, handler)
 
