@@ -42,6 +42,7 @@ demo: deps venv
 
 test: deps venv
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy podstate roles
 	shellcheck podstate/scripts/*.sh
 	@# test files in 4 processes (each file on sandbox pods of its own), then those marked

@@ -105,4 +105,3 @@ class VastClient(Client):
 
 settings = VastClient.settings
 stop = VastClient.stop
-
