@@ -340,7 +340,7 @@ watch = Watch(Options(deploys=["deploy/pod.py"], interval=3600, state=sys.argv[1
 
 def one_pass():
     watch.busy = False
-    print("slept", flush=True)
+    print("pass over", flush=True)
     return 0
 
 watch.one_pass = one_pass
@@ -360,7 +360,7 @@ def test_a_stop_signal_the_kernel_hands_to_another_thread_still_ends_the_wait(tm
         text=True,
     )
     try:
-        assert watch.stdout.readline() == "slept\n"
+        assert watch.stdout.readline() == "pass over\n"
         watch.terminate()
         assert watch.wait(timeout=60) == 0
     finally:
