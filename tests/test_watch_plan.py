@@ -36,7 +36,7 @@ from podstate.watch.decisions import (
 )
 from podstate.watch.loop import Watch
 from podstate.watch.options import Options
-from tests.e2e import new_vars_dir
+from tests.e2e import ROOT, new_vars_dir
 from tests.test_runpod import KEY, fixture
 
 
@@ -355,7 +355,7 @@ def test_a_stop_signal_the_kernel_hands_to_another_thread_still_ends_the_wait(tm
     thread must still wake the watch from its hour-long wait between passes."""
     watch = subprocess.Popen(
         [sys.executable, "-c", SIGNALLED_IN_A_THREAD, str(tmp_path / "state.json")],
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -115,8 +115,9 @@ class Watch:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._stop)
         signal.signal(signal.SIGHUP, self._wake)
-        # The kernel may hand a signal to any thread (a key-log read's, say); Python runs the
-        # handler in the main thread only when it wakes, so the signal itself must wake it.
+        # Every signal wakes ``_sleep`` through the pipe, written as it arrives, whichever
+        # thread the kernel hands it to (Python runs the handler in the main thread only,
+        # once that thread wakes); a full pipe wakes it as well.
         old_wakeup = signal.set_wakeup_fd(self._wake_write, warn_on_full_buffer=False)
         try:
             while True:
@@ -352,13 +353,11 @@ class Watch:
 
     def _wake(self, signum: int, frame: object) -> None:  # handler signature
         self.woken = True
-        self._poke()
 
     def _stop(self, signum: int, frame: object) -> None:
         """First signal: finish the child in flight, then exit 0. Second: stop at once."""
         if self.stopping is None:
             self.stopping = signum
-            self._poke()
             busy = self.busy
             event = Event(
                 None,
@@ -381,12 +380,6 @@ class Watch:
         if self.pass_dir is not None:  # exit_now cleans nothing up: the listing goes now
             shutil.rmtree(self.pass_dir, ignore_errors=True)
         signals.exit_now(signum)
-
-    def _poke(self) -> None:
-        try:
-            os.write(self._wake_write, b"x")
-        except BlockingIOError:
-            pass  # the pipe is full: the watch will wake anyway
 
 
 def _now() -> str:
