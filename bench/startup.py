@@ -137,14 +137,20 @@ def main(args: list[str] | None = None) -> int:
         env.pop("RUNPOD_API_KEY", None)
         env.pop("VAST_API_KEY", None)
         env.pop("PODSTATE_INVENTORY", None)
-        for name, argv in _commands(pod.port).items():
-            if chosen.only and name != chosen.only:
-                continue
-            try:
-                runs = [measure(name, argv, pod, env) for _ in range(chosen.runs)]
-            except RuntimeError as e:
-                print(e, file=sys.stderr)
-                return 1
+        commands = {
+            name: argv
+            for name, argv in _commands(pod.port).items()
+            if not chosen.only or name == chosen.only
+        }
+        found: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+        try:
+            for _ in range(chosen.runs):  # in turns, so that a busy moment slows each alike
+                for name, argv in commands.items():
+                    found[name].append(measure(name, argv, pod, env))
+        except RuntimeError as e:
+            print(e, file=sys.stderr)
+            return 1
+        for name, runs in found.items():
             for what, times in zip(("wall", "cpu"), zip(*runs, strict=True), strict=True):
                 print(
                     f"{name:8} {what:4} median {statistics.median(times):.3f} s  "

@@ -150,6 +150,45 @@ def test_error_names_the_file_that_set_the_bad_value():
         resolve(layers, "p")
 
 
+def test_a_state_the_schema_passed_is_not_checked_again_and_a_failing_one_always_is(
+    tmp_path, monkeypatch
+):
+    """A state the schema passed is named in the cache and not validated again (nor is
+    jsonschema imported for it); one that failed is refused at every run, and a cache that
+    cannot be read, or names a state under another schema, passes nothing by itself."""
+    from podstate.desired import passed, spec
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    good, bad = {"env": {"A": "x"}}, {"env": {"A": 2}}
+    calls: list[dict] = []
+    real = spec._validator()
+
+    class Counting:
+        def iter_errors(self, state):
+            calls.append(state)
+            return real.iter_errors(state)
+
+    monkeypatch.setattr(spec, "_validator", Counting)
+    for _ in range(2):
+        assert resolve([Layer("f", good)], "p")["env"] == {"A": "x"}
+        with pytest.raises(SpecError, match=r"^f: env.A"):
+            resolve([Layer("f", bad)], "p")
+    assert calls == [good, bad, bad]
+    names = (tmp_path / "podstate/passed-states").read_text().split()
+    assert names == [passed.name(spec._schema(), good)]
+    assert passed.name(spec._schema() + " ", good) not in names  # another schema: checked
+    (tmp_path / "podstate/passed-states").write_bytes(b"\xff\x00")
+    assert resolve([Layer("f", good)], "p")["env"] == {"A": "x"}
+    assert len(calls) == 4
+    with pytest.raises(SpecError):
+        resolve([Layer("f", bad)], "p")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "podstate/passed-states"))
+    for _ in range(2):  # a cache that cannot be made (a file in its way): checked each run
+        assert resolve([Layer("f", good)], "p")["env"] == {"A": "x"}
+    assert len(calls) == 7
+    assert passed.name(spec._schema(), {"when": __import__("datetime").date.today()}) is None
+
+
 def test_disk_reserve_is_a_size_and_defaults_to_2g():
     assert resolve([Layer("f", {})], "p")["disk_reserve"] == 2 << 30
     assert resolve([Layer("f", {"disk_reserve": "512M"})], "p")["disk_reserve"] == 512 << 20

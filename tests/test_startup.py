@@ -113,6 +113,21 @@ def test_nothing_is_loaded_before_the_first_connection_that_it_does_not_use(tmp_
     assert sorted(loaded & set(LAZY)) == []
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [str(BIN / "podstate"), "check"],
+        [str(BIN / "pyinfra"), "-y", "inventories/pods.py", "deploy/pod.py"],
+    ],
+    ids=["podstate check", "pyinfra"],
+)
+def test_a_desired_state_validated_before_starts_without_jsonschema(tmp_path, argv):
+    """The first run validates the vars files' state with jsonschema (about 50 ms to import
+    here); a later run of the same state finds it passed (podstate.desired.passed)."""
+    assert "jsonschema" in _until_connect(tmp_path, argv)["modules"]
+    assert "jsonschema" not in _until_connect(tmp_path, argv)["modules"]
+
+
 def test_the_check_reads_the_installed_packages_once_before_connecting(tmp_path):
     """pyinfra asks for the installed packages' entry points at each inventory it makes and
     gevent for each of its plugin groups, typeguard as pyinfra imports it: one reading

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from jsonschema.exceptions import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from podstate.desired import secret
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
 
 class SpecError(Exception):

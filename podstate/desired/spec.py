@@ -13,22 +13,33 @@ from __future__ import annotations
 import json
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
-
-from podstate.desired import content, sections
+from podstate.desired import content, passed, sections
 from podstate.desired.errors import Layer, SpecError, located, schema_error
 from podstate.desired.load import merge
 from podstate.desired.sections import normpath
 from podstate.sizes import parse_size
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
 
 SCHEMA = "pod.schema.json"  # in schema/, installed as the package data podstate.schema
 # disk_reserve when the desired state names none: room left on the container disk for what
 # the desired state puts there (roles/disk.py).
 DISK_RESERVE = 2 << 30
 
+_SCHEMA: str | None = None
 _VALIDATOR: Draft202012Validator | None = None
+
+
+def _schema() -> str:
+    """Return the pod schema's text, read once."""
+    global _SCHEMA
+    if _SCHEMA is None:
+        _SCHEMA = files("podstate.schema").joinpath(SCHEMA).read_text()
+    return _SCHEMA
 
 
 def _validator() -> Draft202012Validator:
@@ -36,9 +47,22 @@ def _validator() -> Draft202012Validator:
     validating a pod's state."""
     global _VALIDATOR
     if _VALIDATOR is None:
-        schema = json.loads(files("podstate.schema").joinpath(SCHEMA).read_text())
-        _VALIDATOR = Draft202012Validator(schema)
+        from jsonschema import Draft202012Validator
+
+        _VALIDATOR = Draft202012Validator(json.loads(_schema()))
     return _VALIDATOR
+
+
+def _schema_errors(state: dict[str, Any]) -> list[ValidationError]:
+    """Return what the schema finds wrong with ``state``: none, without jsonschema, for a
+    state it passed before (``passed``)."""
+    name = passed.name(_schema(), state)
+    if name is not None and passed.known(name):
+        return []
+    errors = list(_validator().iter_errors(state))
+    if not errors and name is not None:
+        passed.add(name)
+    return errors
 
 
 def resolve(layers: list[Layer], pod: str) -> dict[str, Any]:
@@ -46,7 +70,7 @@ def resolve(layers: list[Layer], pod: str) -> dict[str, Any]:
     state: dict[str, Any] = {}
     for layer in layers:
         state = merge(state, layer.data)
-    errors = list(_validator().iter_errors(state))
+    errors = _schema_errors(state)
     if errors:
         raise schema_error(layers, min(errors, key=lambda e: len(list(e.absolute_path))), pod)
     root = next((layer.root for layer in layers if layer.root is not None), None)
