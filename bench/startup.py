@@ -9,7 +9,7 @@ deploy files: what a user waits before podstate or pyinfra touches the first pod
 
 The command runs under a hook (``sys.addaudithook``) that notes the process's CPU seconds
 (user and system) at its first connection: on a loaded machine that figure moves less than
-the wall-clock one. It prints each command's median, least and greatest of ``--runs`` runs.
+the wall-clock one. It prints each command's medians of ``--runs`` runs, taken in turns.
 """
 
 from __future__ import annotations
@@ -118,13 +118,11 @@ def measure(name: str, argv: list[str], pod: _Pod, env: dict[str, str]) -> tuple
     return pod.accepted[0] - start, float(cpu.read_text())
 
 
-def main(args: list[str] | None = None) -> int:
-    """Measure each command ``--runs`` times (``bare``: pyinfra alone, the floor podstate
-    adds to); print the medians; return 0, or 1 if one never connected."""
-    options = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    options.add_argument("--runs", type=int, default=7, help="runs of each command")
-    options.add_argument("--only", choices=sorted(_commands(0)), help="measure one command")
-    chosen = options.parse_args(args)
+def first_connections(runs: int, only: str | None = None) -> dict[str, tuple[float, float]]:
+    """Return, for each command of ``_commands`` (``only``: that one), the median seconds
+    from its start to its first connection and the median CPU seconds it spent by then, of
+    ``runs`` runs taken in turns (a busy moment slows each command alike); RuntimeError if
+    one exits without connecting."""
     pod = _Pod()
     with tempfile.TemporaryDirectory() as tmp:
         env = {
@@ -134,28 +132,33 @@ def main(args: list[str] | None = None) -> int:
             "SSH_AUTH_SOCK": "",
             "STARTUP_CPU": str(Path(tmp) / "cpu"),
         }
-        env.pop("RUNPOD_API_KEY", None)
-        env.pop("VAST_API_KEY", None)
-        env.pop("PODSTATE_INVENTORY", None)
-        commands = {
-            name: argv
-            for name, argv in _commands(pod.port).items()
-            if not chosen.only or name == chosen.only
-        }
+        for name in ("RUNPOD_API_KEY", "VAST_API_KEY", "PODSTATE_INVENTORY", "XDG_CACHE_HOME"):
+            env.pop(name, None)
+        commands = {n: argv for n, argv in _commands(pod.port).items() if only in (None, n)}
         found: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
-        try:
-            for _ in range(chosen.runs):  # in turns, so that a busy moment slows each alike
-                for name, argv in commands.items():
-                    found[name].append(measure(name, argv, pod, env))
-        except RuntimeError as e:
-            print(e, file=sys.stderr)
-            return 1
-        for name, runs in found.items():
-            for what, times in zip(("wall", "cpu"), zip(*runs, strict=True), strict=True):
-                print(
-                    f"{name:8} {what:4} median {statistics.median(times):.3f} s  "
-                    f"(least {min(times):.3f}, most {max(times):.3f}, {len(times)} runs)"
-                )
+        for _ in range(runs):
+            for name, argv in commands.items():
+                found[name].append(measure(name, argv, pod, env))
+    return {
+        name: (statistics.median(w for w, _ in times), statistics.median(c for _, c in times))
+        for name, times in found.items()
+    }
+
+
+def main(args: list[str] | None = None) -> int:
+    """Measure each command ``--runs`` times (``bare``: pyinfra alone, the floor podstate
+    adds to); print the medians; return 0, or 1 if one never connected."""
+    options = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    options.add_argument("--runs", type=int, default=7, help="runs of each command")
+    options.add_argument("--only", choices=sorted(_commands(0)), help="measure one command")
+    chosen = options.parse_args(args)
+    try:
+        found = first_connections(chosen.runs, chosen.only)
+    except RuntimeError as e:
+        print(e, file=sys.stderr)
+        return 1
+    for name, (wall, cpu) in found.items():
+        print(f"{name:8} median {wall:.3f} s, CPU {cpu:.3f} s ({chosen.runs} runs)")
     return 0
 
 

@@ -8,10 +8,13 @@ alone (``--limit``). Measured, each a median of ``runs``:
 * ``ssh pod true``: a connection doing nothing, what every command costs before its work;
 * a check of a converged pod whose container was probed before, and a check right after its
   GPU cache (podstate.paths.GPU_CACHE) was removed: the first probe of a container;
-* an apply of one ``env`` value changed (a reconfigure): the probe, then the fold.
+* an apply of one ``env`` value changed (a reconfigure): the probe, then the fold;
+* ``ssh pod 'timeout 20 nvidia-smi --query-gpu=...'``: the one query a probe makes, alone.
 
 The probe is the check less ``ssh pod true``; the fold of a reconfigure is the reconfigure
-less the check (both start with the same probe on one connection).
+less the check (both start with the same probe on one connection). The probe less its
+``nvidia-smi`` (the check less the query alone) is what podstate's own program costs: the
+sandbox's ``nvidia-smi`` is a shell script whose CPU grows with the GPUs, a real one NVML's.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import Any
 from bench.common.pods import SANDBOX_DISK, vars_dir
 from bench.common.steps import APPLY, BIN, ROOT, STEP_TIMEOUT_S, BenchError, environ, tool_env
 from bench.fleet.cycle import reconfigure
+from podstate.facts.gpu import GPU_FIELDS
 from podstate.paths import GPU_CACHE
 
 PODS = {"pod-1": "2 GPUs, PCIe (COMMUNITY)", "pod-2": "8 GPUs, NVLink (SECURE)"}
@@ -147,6 +151,11 @@ def pod_work(runs: int = 5) -> dict[str, Any]:
                     reconfigure(vars_path, f"work-{i}")
                     _run([*APPLY[:2], *limit, *APPLY[2:]], env)
 
+                query = [
+                    *ssh.ssh_command(pod),
+                    f"timeout 20 nvidia-smi --query-gpu={','.join(GPU_FIELDS)} "
+                    "--format=csv,noheader,nounits",
+                ]
                 _run(APPLY, env)  # the last pod's reconfigures changed every pod's state
                 _run(check, env)
                 result["pods"][pod] = {
@@ -154,6 +163,7 @@ def pod_work(runs: int = 5) -> dict[str, Any]:
                     "check": _measure(pod, runs, lambda _, c=check: _run(c, env)),
                     "check, first probe": _measure(pod, runs, uncached),
                     "reconfigure": _measure(pod, runs, reconfigured),
+                    "nvidia-smi query": _measure(pod, runs, lambda _, c=query: _run(c, env)),
                 }
         finally:
             lifecycle.down()
@@ -175,11 +185,14 @@ def derived(measured: dict[str, Any]) -> dict[str, dict[str, Any]]:
             "by_program": dict(names.most_common()),
         }
 
-    return {
+    found = {
         "probe": less("check", "ssh true"),
         "probe, first of a container": less("check, first probe", "ssh true"),
         "fold of a reconfigure": less("reconfigure", "check"),
     }
+    if "nvidia-smi query" in measured:  # measured since podstate's figures were split so
+        found["probe less its nvidia-smi"] = less("check", "nvidia-smi query")
+    return found
 
 
 if __name__ == "__main__":  # a quick look: python -m bench.fleet.podwork

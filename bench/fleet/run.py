@@ -47,11 +47,9 @@ import compileall
 import datetime as dt
 import json
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -59,8 +57,7 @@ from typing import Any
 
 from bench.common.cli import need_root, numbers, results_options
 from bench.common.machine import machine
-from bench.common.pods import vars_dir
-from bench.common.steps import APPLY, BIN, ROOT, STEP_TIMEOUT_S, BenchError, tool_env
+from bench.common.steps import BIN, ROOT, BenchError
 from bench.fleet.cycle import cycle
 from bench.fleet.mixed import mixed
 from bench.fleet.podwork import pod_work
@@ -164,45 +161,14 @@ def startup_times(runs: int = 3) -> dict[str, float]:
     return result
 
 
-def first_connection_times(runs: int = 3) -> dict[str, float]:
-    """Return the median time from starting podstate's check, and pyinfra's apply, to their
-    first SSH connection attempt: what runs before the first round trip can start.
+def first_connection_times(runs: int = 5) -> dict[str, float]:
+    """Return the median time from starting podstate's check, pyinfra's apply with podstate's
+    inventory and deploy files, and pyinfra alone (its own CLI running ``true``, the floor
+    they start from) to their first SSH connection attempt (bench/startup.py)."""
+    from bench.startup import first_connections
 
-    One pod whose address is a socket listening here; the time is taken when it accepts the
-    connection (localhost: the TCP handshake costs nothing), which it then closes.
-    """
-    commands = {
-        "podstate check": [str(BIN / "podstate"), "check"],
-        "pyinfra apply": APPLY,
-    }
-    result = {}
-    with tempfile.TemporaryDirectory(prefix="podstate-bench-") as tmp:
-        work = Path(tmp)
-        with socket.socket() as listener:
-            listener.bind(("127.0.0.1", 0))
-            listener.listen()
-            listener.settimeout(STEP_TIMEOUT_S)
-            port = listener.getsockname()[1]
-            (work / "pods.yaml").write_text(
-                "defaults: {ssh_user: root}\n"
-                f"pods: {{pod-1: {{ssh_hostname: 127.0.0.1, ssh_port: {port}}}}}\n"
-            )
-            env = tool_env(work / "pods.yaml", vars_dir(work, 1))
-            env["PODSTATE_HOSTKEYS"] = str(work / "hostkeys")
-            for name, command in commands.items():
-                times = []
-                for _ in range(runs):
-                    start = time.perf_counter()
-                    process = subprocess.Popen(
-                        command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                    )  # fmt: skip
-                    connection, _ = listener.accept()
-                    times.append(time.perf_counter() - start)
-                    connection.close()
-                    process.wait(STEP_TIMEOUT_S)
-                result[name] = round(statistics.median(times), 3)
-    return result
+    names = {"check": "podstate check", "pyinfra": "pyinfra apply", "bare": "pyinfra alone"}
+    return {names[n]: round(wall, 3) for n, (wall, _) in first_connections(runs).items()}
 
 
 def main(argv: list[str] | None = None) -> int:
