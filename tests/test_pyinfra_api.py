@@ -148,6 +148,34 @@ def test_planning_faster_plans_the_same_operations(state, monkeypatch):
     assert state.get_op_data_for_host(host, op_hash).global_arguments["_sudo"] is False
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"_sudo": False, "_env": {"A": "b"}}, {"_timeout": 7, "name": "kept", "_chdir": "/"}],
+    ids=["none", "some", "others kept"],
+)
+def test_global_arguments_are_popped_as_pyinfra_pops_them(kwargs):
+    """Host data that sets global arguments in several layers (the pod's own over its
+    group's), a deploy's arguments and the operation's own: the same arguments, the same keys
+    found and the same keyword arguments left as pyinfra's own, and a value taken from the
+    data is a copy of it, as pyinfra's lookup gives."""
+    inventory = Inventory(
+        ([("pod", {"_sudo": True})], {"_retries": 1, "_sudo": False}),
+        trainers=(["pod"], {"_env": {"GROUP": "1"}, "_sudo": False, "_retries": 2}),
+    )
+    state = State(inventory, Config())
+    (host,) = inventory
+    host.current_deploy_kwargs = {"_timeout": 5}
+    original = pyinfra_api._originals()["pop_global_arguments"]
+    theirs_kwargs, ours_kwargs = dict(kwargs), dict(kwargs)
+    theirs = original(state, host, theirs_kwargs)
+    ours = pyinfra_api._pop_global_arguments(state, host, ours_kwargs)
+    assert ours == theirs and ours_kwargs == theirs_kwargs
+    assert ours[0]["_sudo"] is kwargs.get("_sudo", True) and ours[0]["_retries"] == 2
+    if "_env" not in kwargs:
+        ours[0]["_env"]["GROUP"] = "changed"
+        assert host.data._env == {"GROUP": "1"}
+
+
 def test_entry_points_read_once_answer_as_importlib_does():
     from pyinfra.api import connectors
 

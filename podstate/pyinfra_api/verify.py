@@ -27,6 +27,8 @@ PYINFRA_MINORS = ("3.9", "3.10")  # the pyinfra minors podstate supports and CI 
 # Each internal and the parameters its signature starts with, as podstate calls it.
 _CALLED = {
     "pyinfra.api.arguments.all_global_arguments": [],
+    "pyinfra.api.arguments.pop_global_arguments": ["state", "host", "kwargs"],
+    "pyinfra.api.host.HostData.dict": ["self"],
     "pyinfra.api.operation.get_operation_order_from_stack": ["state"],
     "pyinfra.api.util.format_text": ["text"],
     "pyinfra.api.util.print_host_combined_output": ["host", "output"],
@@ -46,6 +48,8 @@ _CALLED = {
 # Internals used as they are, and the attributes classes declare (set on each instance).
 _USED = """pyinfra.is_cli pyinfra.api.arguments.CONNECTOR_ARGUMENT_KEYS
 pyinfra.api.facts.all_global_arguments pyinfra.api.util.PYINFRA_INSTALL_DIR
+pyinfra.api.facts.pop_global_arguments pyinfra.api.operation.pop_global_arguments
+pyinfra.api.deploy.pop_global_arguments pyinfra.api.host.Host.current_deploy_kwargs
 pyinfra.api.state.MAX_PARALLEL pyinfra.api.state.nofile_limit
 pyinfra.api.state.StateStage.Connect
 pyinfra.api.state.StateStage.Prepare pyinfra.api.state.StateStage.Disconnect
