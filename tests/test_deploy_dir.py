@@ -178,6 +178,31 @@ def test_a_team_file_failing_on_one_pod_fails_only_that_pod(fleet, project, appl
         assert fleet.ssh(pod, "test -e /opt/broken").returncode == 1
 
 
+def test_operations_ordered_both_ways_fail_the_check_as_they_fail_the_apply(
+    fleet, project, applied, tmp_path
+):
+    """A team file that plans two operations in one order on pod-1 and the other on pod-2:
+    pyinfra cannot order the run (a cycle), so the apply fails; the check says so too, on
+    every pod, rather than that they would change."""
+    both_ways = tmp_path / "both_ways.py"
+    both_ways.write_text(
+        "from pyinfra import host\nfrom pyinfra.operations import server\n"
+        "first = lambda: server.shell(name='first', commands=['true'])\n"
+        "second = lambda: server.shell(name='second', commands=['true'])\n"
+        "for call in ([first, second] if host.name == 'pod-1' else [second, first]):\n"
+        "    call()\n"
+    )
+    report = tmp_path / "r.json"
+    deploys = ["--deploy", "deploy/pod.py", "--deploy", str(both_ways)]
+    result = check(fleet, *deploys, "--json", str(report), cwd=project)
+    pods = json.loads(report.read_text())["pods"]
+    assert {p["status"] for p in pods.values()} == {"error"}, pods
+    assert "Cycle detected in operation ordering" in pods["pod-1"]["error"]
+    assert result.returncode != 0 and "Traceback" not in result.stdout + result.stderr
+    run = apply(fleet, deploys=["deploy/pod.py", str(both_ways)], cwd=project)
+    assert run.returncode != 0 and "Cycle detected" in run.stdout + run.stderr
+
+
 def test_a_regular_install_runs_the_deploy_and_the_check_from_a_clone(fleet, project, tmp_path):
     """``pip install .`` (a built wheel, not editable) into a fresh venv; its pyinfra and
     podstate run from the copy of the repository."""

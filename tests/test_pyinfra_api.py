@@ -59,6 +59,38 @@ def test_bookends_stay_first_and_last_when_later_files_add_operations(state):
     assert pyinfra_api.host_ops_after(state, host, first)[-1] == last
 
 
+def test_a_hosts_order_is_its_part_of_the_runs_order(monkeypatch):
+    """Operations on every host, on some, bookended on one, added after the bookends: each
+    host's order is the run's order (pyinfra's, over every host) of its own operations."""
+    inventory = Inventory((list("abc"), {}))
+    state = State(inventory, Config(), check_for_changes=True)
+    ctx_state.set(state)
+    monkeypatch.setattr(pyinfra, "is_cli", True)  # operations named by their lines, as in a run
+    state.set_stage(StateStage.Prepare)
+    for host in inventory:
+        state.activate_host(host)  # planned only: no connection needed
+    a, b, c = inventory
+
+    def on(hosts: list, command: str) -> None:
+        for host in hosts:
+            with ctx_host.use(host):
+                server.shell(commands=[command])
+
+    on([a, b, c], "true")
+    on([a], "echo 1")
+    on([b], "echo 2")
+    on([c, a], "echo 3")
+    on([b], "echo 4")
+    before = list(b.op_hash_order)
+    pyinfra_api.bookend(b, first=before[2:], last=before[1:2])  # its own: echo 4, echo 2
+    on([a, b, c], "later")
+    whole = state.get_op_order()
+    for host in inventory:
+        assert pyinfra_api.host_order(state, host) == [h for h in whole if h in state.ops[host]]
+    (later,) = set(b.op_hash_order) - set(before)
+    assert pyinfra_api.host_order(state, b) == [before[2], before[0], later, before[1]]
+
+
 def test_a_command_before_the_first_only_when_there_is_one(state, tmp_path: Path):
     (host,) = state.inventory
     log = tmp_path / "log"

@@ -22,6 +22,7 @@ from typing import Any
 
 from pyinfra import logger as pyinfra_logger
 from pyinfra.api import BaseStateCallback, State
+from pyinfra.api.exceptions import PyinfraError
 
 from podstate import settings
 from podstate.check.result import PodResult
@@ -97,6 +98,11 @@ def _load_deploys(
     pyinfra_cli.load_deploy_files(
         state, deploys, failed, planned=lambda host: progress(host.name, "checked")
     )
+    try:  # the run's order, once: pyinfra refuses to run operations whose order has a cycle
+        state.get_op_order()
+    except PyinfraError as e:
+        for host in state.inventory.get_active_hosts():
+            failures.setdefault(host.name, _where(e, "the deploy files"))
 
 
 def _limit(inventory, patterns: list[str]) -> list | None:
