@@ -1,5 +1,5 @@
 """Operations as pyinfra plans them: each pod's operations, their order, commands and
-arguments, and two of pyinfra's planning functions replaced by faster ones."""
+arguments, and three of pyinfra's planning functions replaced by faster ones."""
 
 from __future__ import annotations
 
