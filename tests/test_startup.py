@@ -66,6 +66,17 @@ LAZY = [
 ]
 
 
+# The two ways a run starts: podstate's check, and pyinfra with podstate's inventory.
+BOTH_COMMANDS = pytest.mark.parametrize(
+    "argv",
+    [
+        [str(BIN / "podstate"), "check"],
+        [str(BIN / "pyinfra"), "-y", "inventories/pods.py", "deploy/pod.py"],
+    ],
+    ids=["podstate check", "pyinfra"],
+)
+
+
 def _until_connect(tmp_path: Path, argv: list[str], cwd: Path = ROOT) -> dict:
     """Return what ``argv`` (a console script of the venv and its arguments) loaded and
     read until its first connection, to a pod of a pods file of its own."""
@@ -98,14 +109,7 @@ def _python(program: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        [str(BIN / "podstate"), "check"],
-        [str(BIN / "pyinfra"), "-y", "inventories/pods.py", "deploy/pod.py"],
-    ],
-    ids=["podstate check", "pyinfra"],
-)
+@BOTH_COMMANDS
 def test_nothing_is_loaded_before_the_first_connection_that_it_does_not_use(tmp_path, argv):
     seen = _until_connect(tmp_path, argv)
     loaded = set(seen["modules"])
@@ -113,14 +117,7 @@ def test_nothing_is_loaded_before_the_first_connection_that_it_does_not_use(tmp_
     assert sorted(loaded & set(LAZY)) == []
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        [str(BIN / "podstate"), "check"],
-        [str(BIN / "pyinfra"), "-y", "inventories/pods.py", "deploy/pod.py"],
-    ],
-    ids=["podstate check", "pyinfra"],
-)
+@BOTH_COMMANDS
 def test_a_desired_state_validated_before_starts_without_jsonschema(tmp_path, argv):
     """The first run validates the vars files' state with jsonschema (about 50 ms to import
     here); a later run of the same state finds it passed (podstate.desired.passed)."""

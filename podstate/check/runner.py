@@ -99,7 +99,7 @@ def _load_deploys(
         state, deploys, failed, planned=lambda host: progress(host.name, "checked")
     )
     try:  # the run's order, once: pyinfra refuses to run operations whose order has a cycle
-        state.get_op_order()
+        pyinfra_plan.run_order(state)
     except PyinfraError as e:
         for host in state.inventory.get_active_hosts():
             failures.setdefault(host.name, _where(e, "the deploy files"))

@@ -37,6 +37,12 @@ def host_order(state: State, host: Host) -> list[str]:
     return [h for h in host.op_hash_order if h in planned]
 
 
+def run_order(state: State) -> list[str]:
+    """Return the run's operations in the order pyinfra executes them, every pod's together;
+    PyinfraError when no order exists (operations ordered both ways on two pods)."""
+    return state.get_op_order()
+
+
 def host_ops_after(state: State, host: Host, op_hash: str) -> list[str]:
     """Return the host's operations that run after ``op_hash``, in order."""
     order = host_order(state, host)
