@@ -6,7 +6,9 @@ A state is named by the SHA-256 of the schema's text and of the state as canonic
 name on the list is a state that this very schema accepted. Only passes are kept; a state
 that fails is checked again at every run. The list is one file in podstate's cache directory,
 a name a line, the newest last, at most ``KEEP``; one that cannot be read or written costs
-the check again, nothing more.
+the check again, nothing more. What is named is the vars files' own content, which this
+machine holds as it is: no secret value is in it (the state says where each is read from,
+and it is read later, in ``spec.normalize``).
 """
 
 from __future__ import annotations
