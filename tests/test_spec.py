@@ -1,5 +1,6 @@
 """The desired state: merge order, validation messages, and the pods file."""
 
+import datetime
 import json
 import os
 import re
@@ -186,7 +187,7 @@ def test_a_state_the_schema_passed_is_not_checked_again_and_a_failing_one_always
     for _ in range(2):  # a cache that cannot be made (a file in its way): checked each run
         assert resolve([Layer("f", good)], "p")["env"] == {"A": "x"}
     assert len(calls) == 7
-    assert passed.name(spec._schema(), {"when": __import__("datetime").date.today()}) is None
+    assert passed.name(spec._schema(), {"when": datetime.date.today()}) is None
 
 
 def test_disk_reserve_is_a_size_and_defaults_to_2g():

@@ -190,7 +190,7 @@ def derived(measured: dict[str, Any]) -> dict[str, dict[str, Any]]:
         "probe, first of a container": less("check, first probe", "ssh true"),
         "fold of a reconfigure": less("reconfigure", "check"),
     }
-    if "nvidia-smi query" in measured:  # measured since podstate's figures were split so
+    if "nvidia-smi query" in measured:  # results from before it was measured lack it
         found["probe less its nvidia-smi"] = less("check", "nvidia-smi query")
     return found
 
