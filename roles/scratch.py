@@ -28,7 +28,9 @@ def reads(wanted: dict[str, Any]) -> Request:
     what podstate made (a mount or directory there before podstate is not podstate's)."""
     if not paths(wanted):
         return Request()
-    return Request(paths=tuple(paths(wanted)), made=made.request(wanted))
+    return Request(
+        paths=tuple(paths(wanted)), occupied=tuple(paths(wanted)), made=made.request(wanted)
+    )
 
 
 def _mounted_at(info: PathInfo) -> Mount | None:
@@ -36,10 +38,16 @@ def _mounted_at(info: PathInfo) -> Mount | None:
     return info.mount if info.mount is not None and info.mount.target == info.real else None
 
 
+def _mountable(path: str, probe: Probe) -> bool:
+    """Return whether this run mounts a new tmpfs at the scratch ``path``: the pod may mount,
+    none is there yet, and the directory holds nothing the tmpfs would hide."""
+    return probe.can_mount and not _mounted_at(probe.paths[path]) and path not in probe.occupied
+
+
 def own_mounts(wanted: dict[str, Any], probe: Probe) -> list[str]:
     """Return the scratch paths that are, or after this run will be, a mount of their own
-    (a mount already there, or a tmpfs this pod may mount): not on the container disk."""
-    return [p for p in paths(wanted) if probe.can_mount or _mounted_at(probe.paths[p])]
+    (a mount already there, or a tmpfs this pod mounts): not on the container disk."""
+    return [p for p in paths(wanted) if _mounted_at(probe.paths[p]) or _mountable(p, probe)]
 
 
 def fresh_mounts(wanted: dict[str, Any], probe: Probe) -> list[str]:
@@ -48,9 +56,7 @@ def fresh_mounts(wanted: dict[str, Any], probe: Probe) -> list[str]:
     Directories below them disappear under the new mount, so other roles must treat them
     as missing.
     """
-    if not probe.can_mount:
-        return []
-    return [p for p in paths(wanted) if not _mounted_at(probe.paths[p])]
+    return [p for p in paths(wanted) if _mountable(p, probe)]
 
 
 @role("Scratch", reads)
@@ -61,12 +67,21 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
         info = probe.paths[path]
         mount = info.mount
         at_path = _mounted_at(info)
-        _declare(path, info, probe.can_mount, old.get(path))
+        hidden = None if at_path or not probe.can_mount else probe.occupied.get(path)
+        _declare(path, info, probe.can_mount and hidden is None, old.get(path))
         size = format_size(item["size"])
         if at_path and at_path.fstype != "tmpfs":
             findings.violation(
                 f"scratch {path} is already a {at_path.fstype} mount from {at_path.source}; "
                 "podstate will not hide it: choose another scratch path or unmount it",
+                f"scratch.{path}",
+            )
+        elif hidden is not None:
+            what = "what podstate cannot list" if hidden == "?" else f"files (among them {hidden})"
+            findings.violation(
+                f"scratch {path} holds {what}: a tmpfs mounted over it would hide them, and "
+                "what is written there afterwards would vanish at the next restart; move them "
+                "out (the next apply mounts the tmpfs) or choose another scratch path",
                 f"scratch.{path}",
             )
         elif probe.can_mount:

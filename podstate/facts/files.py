@@ -85,6 +85,31 @@ def probe_lines(paths: list[str], files: list[str]) -> list[str]:
     return out
 
 
+def occupied_lines(paths: Sequence[str]) -> list[str]:
+    """Return the probe lines that name, for each directory of ``paths`` with anything in
+    it, one entry there (``occupied NAME ENTRY``; ENTRY ``?`` for a directory it cannot
+    list), read by the shell's own globs: no program started. A tmpfs mounted over such a
+    directory would hide what is in it (roles/scratch.py)."""
+    if not paths:
+        return []
+    return [
+        'occupied() { [ -d "$1" ] || return 0; if ! [ -r "$1" ] || ! [ -x "$1" ]; then'
+        ' echo "occupied $2 ?"; return 0; fi; for x in "$1"/* "$1"/.[!.]* "$1"/..?*; do'
+        ' if [ -e "$x" ] || [ -L "$x" ]; then enc "${x##*/}"; echo "occupied $2 $enc_v";'
+        " return 0; fi; done; }",
+        *(f"occupied {quote_path(path)} {b64(path)}" for path in paths),
+    ]
+
+
+def parse_occupied(output: list[str]) -> dict[str, str]:
+    """Return, for each directory of ``occupied`` lines, the entry found in it ("?": one it
+    cannot list); a directory that is empty or absent has none."""
+    return {
+        decode(name): "?" if entry == "?" else decode(entry)
+        for name, entry in (line.split(" ")[1:3] for line in output)
+    }
+
+
 def parse_paths(output: list[str], mounts: Sequence[Mount]) -> dict[str, PathInfo]:
     """Return the probe's ``paths`` from its ``path`` lines: for each path a
     :class:`PathInfo` (the mount of ``mounts`` holding it)."""

@@ -72,6 +72,8 @@ class Probe:
     paths: dict[str, PathInfo]  # each directory asked for (PathInfo.kind None: absent)
     files: dict[str, FileInfo]  # each managed file asked for (``~/``: the SSH user's home)
     free: dict[str, int | None]  # bytes free at each path asked; None: unknown
+    # an entry in each directory asked for that has any ("?": one it cannot list)
+    occupied: dict[str, str]
     # the processes whose environment sets a variable asked for (only those variables)
     processes: tuple[Process, ...]
     sessions: tuple[Session, ...]  # interactive sessions: terminals and notebook kernels
@@ -114,6 +116,7 @@ class PodProbe(FactBase[Probe]):
     + environ: variables whose value in running processes matters
     + inert: names (/proc/PID/comm) of processes whose environment is not read
     + free: paths whose free space matters
+    + occupied: directories where whether anything is in them matters
     + download: the download test (``url``, ``seconds``), or None
     + lock_wait: seconds to wait for another run's live pod lock
     + boot: the boot hook's (``keys``: the directory of the saved host keys to compare, or
@@ -130,6 +133,7 @@ class PodProbe(FactBase[Probe]):
         files: list[str],
         venv: dict[str, str] | None = None,
         free: list[str] | None = None,
+        occupied: list[str] | None = None,
         download: dict[str, Any] | None = None,
         apt: list[str] | None = None,
         repos: list[dict[str, Any]] | None = None,
@@ -184,6 +188,7 @@ def parse_probe(output: list[str]) -> Probe:
         paths=files_section.parse_paths(sections.get("path", []), mounts),
         files=files_section.parse_files(sections.get("file", [])),
         free=space.parse_free(sections.get("free", [])),
+        occupied=files_section.parse_occupied(sections.get("occupied", [])),
         processes=processes.parse(sections.get("proc", [])),
         sessions=sessions.parse(sections.get("sess", [])),
         work=work.parse(sections.get("work", [])),
@@ -207,6 +212,7 @@ def program(
     files: list[str],
     venv: dict[str, str] | None = None,
     free: list[str] | None = None,
+    occupied: list[str] | None = None,
     download: dict[str, Any] | None = None,
     apt: list[str] | None = None,
     repos: list[dict[str, Any]] | None = None,
@@ -258,6 +264,7 @@ def program(
         *processes.probe_lines(environ or [], inert or []),
         *sessions.probe_lines(),
         *space.free_lines(free or []),
+        *files_section.occupied_lines(occupied or []),
         *([download_section.probe_line(download["url"], download["seconds"])] if download else []),
         *(apt_section.probe_lines(apt) if apt else []),
         *repos_section.probe_lines(repos or []),

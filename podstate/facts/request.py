@@ -26,6 +26,7 @@ class Request:
     files: tuple[str, ...] = ()  # managed files: what is there, with its content
     venv: dict[str, str] | None = None
     free: tuple[str, ...] = ()  # paths whose free space matters
+    occupied: tuple[str, ...] = ()  # directories whose having anything in them matters
     download: dict[str, Any] | None = None  # the download test's url and seconds
     apt: tuple[str, ...] = ()  # Debian packages whose dpkg status matters
     repos: tuple[dict[str, Any], ...] = ()
@@ -58,6 +59,7 @@ class Request:
             "files": list(self.files),
             "venv": self.venv,
             "free": list(self.free),
+            "occupied": list(self.occupied),
             "download": self.download,
             "apt": list(self.apt) or None,
             "repos": list(self.repos) or None,

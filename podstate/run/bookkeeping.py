@@ -239,9 +239,12 @@ def tmpfs(path: str, size: int, mode: str, mounted_size: int | None):
     if mounted_size == wanted:
         host.noop(f"{path} is a tmpfs of {format_size(size)}")
     elif mounted_size is None:  # unless another run mounted it since this one looked
+        # never over a directory that something was put in since the probe looked: the
+        # tmpfs would hide it (roles/scratch.py refuses those it saw)
         yield changing(
-            f"mkdir -p -- {q} && {{ mountpoint -q -- {q} || "
-            f"mount -t tmpfs -o {tmpfs_options(size, mode)} podstate {q}; }}"
+            f"mkdir -p -- {q} && {{ mountpoint -q -- {q} || {{ "
+            f'[ -z "$(ls -A -- {q} 2>&1)" ] || {{ echo "{q} is not empty: no tmpfs over it"'
+            f" >&2; false; }}; }} && mount -t tmpfs -o {tmpfs_options(size, mode)} podstate {q}; }}"
         )
     else:
         yield changing(f"mount -o remount,{tmpfs_options(size)} {q}")

@@ -171,7 +171,10 @@ if [ "${PODSTATE_BOOT_PART:-}" = restore ] || [ "${PODSTATE_BOOT_PART:-}" = back
         if ! mkdir -p -- "$4" 2>"$W/err"; then
             fault "scratch $4: $(why)"
         elif [ "$1" = tmpfs ] && ! mountpoint -q -- "$4" 2>/dev/null; then
-            if mount -t tmpfs -o "size=$2k,mode=$3" podstate "$4" 2>"$W/err"; then
+            held=$(find "$4" -mindepth 1 -maxdepth 1 -print -quit 2>&1)
+            if [ -n "$held" ]; then # a tmpfs would hide it, and what is written there after
+                fault "scratch $4: holds files (among them ${held#"$4"/}): no tmpfs over them"
+            elif mount -t tmpfs -o "size=$2k,mode=$3" podstate "$4" 2>"$W/err"; then
                 note "restored scratch $4 (tmpfs)"
             else
                 fault "scratch $4: cannot mount a tmpfs: $(why)"
@@ -237,23 +240,31 @@ if [ "${PODSTATE_BOOT_PART:-}" = restore ] || [ "${PODSTATE_BOOT_PART:-}" = back
         fi
         b=$(printf %s "$1" | base64 -d) e=$(printf %s "$2" | base64 -d)
         printf %s "$4" | base64 -d >"$W/hook"
-        # As podstate renders it: the user's lines outside podstate's blocks, without
-        # blank lines at either end, between two copies of the block.
+        # As podstate renders it (podstate.facts.blocks): the user's lines between two
+        # copies of the block. A block is a line starting with BEGIN, lines starting with
+        # neither mark, and a line starting with END; a mark in no block is lone: it goes,
+        # and the lines beside it stay. The lone marks' line numbers go to $W/lone.
+        : >"$W/lone"
         {
             cat -- "$W/hook"
             if [ -f "$t" ]; then
-                awk -v b="$b" -v e="$e" '
-                    index($0, b) == 1 { inside = 1; next }
-                    inside && index($0, e) == 1 { inside = 0; next }
-                    inside { next }
-                    $0 == "" { if (started) blank++; next }
-                    { for (; blank > 0; blank--) print ""; started = 1; print }' "$t"
+                awk -v b="$b" -v e="$e" -v lone="$W/lone" '
+                    function keep() { for (i = 1; i <= n; i++) print held[i]; n = 0 }
+                    index($0, b) == 1 { if (open) { print open >lone; keep() } open = NR; next }
+                    index($0, e) == 1 { if (open) { open = n = 0 } else print NR >lone; next }
+                    open { held[++n] = $0; next }
+                    { print }
+                    END { if (open) { print open >lone; keep() } }' "$t"
             fi
             cat -- "$W/hook"
         } >"$W/hooked" 2>"$W/err" || {
             fault "hook $t: $(why)"
             return
         }
+        if [ -s "$W/lone" ]; then
+            l=$(sort -n -- "$W/lone" | tr '\n' ' ')
+            fault "hook $t: podstate's block there has lost a mark (line ${l% }: a mark in no block): which lines beside it are podstate's cannot be told, so every one is kept and only the mark taken out; delete what is left of podstate's block by hand"
+        fi
         if [ -f "$t" ] && cmp -s -- "$W/hooked" "$t"; then
             note "restored hooks in $t"
         elif { mkdir -p -- "${t%/*}" && cp -- "$W/hooked" "$t.podstate-boot" &&

@@ -1,0 +1,60 @@
+"""A tmpfs scratch is never mounted over a directory with something in it: the tmpfs would
+hide what is there, and what is written there afterwards would vanish at the next restart.
+The apply refuses with a violation naming an entry (a dot file too), leaves the directory as
+it is, and mounts once it is empty; the boot hook does the same (pod-4 may mount)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.e2e import apply, check
+
+SANDBOX = {"pods": 4}
+SCRATCH = "/scratch-hides"
+MOUNTED = f"mountpoint -q {SCRATCH} && echo mounted || echo not"
+
+
+def _report(fleet, tmp_path: Path) -> dict:
+    out = tmp_path / "r.json"
+    result = check(fleet, "--limit", "pod-4", "--json", str(out))
+    assert out.exists(), result.stderr
+    return json.loads(out.read_text())["pods"]["pod-4"]
+
+
+def test_no_tmpfs_over_a_directory_with_files_in_it(fleet, tmp_path):
+    fleet.out("pod-4", f"mkdir -p {SCRATCH} && echo mine > {SCRATCH}/.notes")
+    fleet.group_vars("all", {"scratch": {SCRATCH: {"size": "16M"}}})
+
+    entry = _report(fleet, tmp_path)
+    assert entry["status"] == "violation", entry
+    [found] = [v["message"] for v in entry["violations"] if v["id"] == f"scratch.{SCRATCH}"]
+    assert f"scratch {SCRATCH} holds files (among them .notes)" in found
+    assert "vanish at the next restart" in found
+
+    run = apply(fleet, "--limit", "pod-4")
+    assert run.returncode == 1 and f"scratch.{SCRATCH}" in run.stderr
+    assert fleet.out("pod-4", MOUNTED) == "not\n"
+    assert fleet.out("pod-4", f"cat {SCRATCH}/.notes") == "mine\n"
+
+    fleet.out("pod-4", f"mv {SCRATCH}/.notes /root/notes")  # as the violation says
+    assert apply(fleet, "--limit", "pod-4").returncode == 0
+    assert fleet.out("pod-4", MOUNTED) == "mounted\n"
+    assert _report(fleet, tmp_path)["status"] == "ok"
+
+
+def test_the_boot_hook_mounts_no_tmpfs_over_files_the_image_put_there(fleet):
+    from podstate.sandbox import container
+
+    fleet.host_vars("pod-4", {"scratch": {SCRATCH: {"size": "16M"}}, "boot": {"hook": True}})
+    assert apply(fleet, "--limit", "pod-4").returncode == 0
+    assert fleet.out("pod-4", MOUNTED) == "mounted\n"
+    # the image's own start puts a file where the scratch goes, before the hook runs
+    start = f"mkdir -p {SCRATCH} && echo image > {SCRATCH}/baked; . /workspace/.podstate/boot.sh"
+    container.set_start_command("pod-4", f"exec bash -c '{start}; exec /start.sh'")
+    container.restart("pod-4")
+
+    assert fleet.out("pod-4", MOUNTED) == "not\n"
+    assert fleet.out("pod-4", f"cat {SCRATCH}/baked") == "image\n"
+    status = fleet.out("pod-4", "cat /etc/podstate/boot")
+    assert f"error scratch {SCRATCH}: holds files (among them baked)" in status
