@@ -3,7 +3,8 @@
 The probe reads each checkout from the pod's own clone (HEAD, the ref as last fetched, the
 branch, origin's URL, ``git status``), so a converged pod costs no command beyond it. What
 podstate must not change (a working tree with changes or untracked files, something else
-at the path, no git on the pod) is a violation, ``repos.<path>``, and left as it is.
+at the path, no git on the pod, commits a checkout elsewhere would leave behind) is a
+violation, ``repos.<path>``, and left as it is.
 """
 
 from __future__ import annotations
@@ -79,6 +80,18 @@ def problem(path: str, found: Checkout | None, git: bool) -> str | None:
     return f"{path} is a {str(kind).replace('_', ' ')}, not a git checkout: move it away"
 
 
+def left_behind(path: str, ref: str, alone: tuple[str, ...]) -> str:
+    """Return the violation for a checkout of ``ref`` at ``path`` that would leave behind
+    ``alone``, the commits only its detached HEAD holds (``HASH SUBJECT``, six at most:
+    five are named): nothing would hold them then, and no remote can give them back."""
+    names = "; ".join(alone[:5]) + ("; …" if len(alone) > 5 else "")
+    return (
+        f"{path}: a checkout of {ref} would leave behind commits only its detached HEAD holds "
+        f"({names}): podstate leaves it as it is; put them on a branch (git -C {path} branch "
+        "NAME) or push them"
+    )
+
+
 def cloned(state: Checkout | None, there: str | None, was: Entry | None) -> tuple[str, ...] | None:
     """Return the fields of the record's ``repo`` entry for a checkout podstate clones in
     this run, or cloned before (``was``: the record's entry), None for one it did not make.
@@ -112,6 +125,9 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
         why = problem(path, state, found.git or coming)
         if why or state is None:
             findings.violation(why or f"{path} could not be read", f"repos.{path}")
+            continue
+        if state.alone and repo_ops.drift(path, item["url"], item["ref"], state):
+            findings.violation(left_behind(path, item["ref"], state.alone), f"repos.{path}")
             continue
         key = item["ssh_key"]
         if key is not None and (state.want or ("",))[0] == "branch":

@@ -26,6 +26,7 @@ class Checkout:
     want: tuple[str, str] | None = None  # the wanted ref as the clone knows it: (kind, commit)
     remote: str | None = None  # where origin's branch is now: a commit, "none", "?"; None: unasked
     dirty: tuple[str, ...] = ()  # ``git status --porcelain`` lines
+    alone: tuple[str, ...] = ()  # "HASH SUBJECT": commits only a detached HEAD holds (6 at most)
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,13 @@ def parse(output: list[str]) -> Repos:
             kind, _, commit = value.partition(" ")
             item = replace(item, want=(kind, commit))
         elif field == "dirty":
-            item = replace(item, dirty=tuple(x for x in decode(value).splitlines() if x.strip()))
+            item = replace(item, dirty=_lines(value))
+        elif field == "alone":
+            item = replace(item, alone=_lines(value))
         paths[path] = item
     return Repos(git=git, paths=paths)
+
+
+def _lines(value: str) -> tuple[str, ...]:
+    """Return the non-blank lines of the base64 ``value``: a field that lists things."""
+    return tuple(x for x in decode(value).splitlines() if x.strip())

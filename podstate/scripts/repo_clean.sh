@@ -12,8 +12,9 @@
 #                            changes
 #   a linked worktree        git worktree add
 #   a branch no remote holds a local branch without an upstream branch on a remote
-#   commits no remote holds  no remote branch or tag holds them (HEAD's included, detached
-#                            or not)
+#   commits no remote holds (HASH SUBJECT; ...)  no remote branch holds them (HEAD's, a
+#                            local branch's or a tag's: a tag may be the checkout's own), five
+#                            named at most
 #   a stash
 #   refs of its own          any other ref (notes, refs/original, ...)
 #   what git cannot read     not a checkout of its own, or git failed: the rest is not read
@@ -71,11 +72,12 @@ worktree "*) repo_add "a linked worktree" ;; esac
 $repo_r
 EOF
     [ -z "$repo_b" ] || repo_add "a branch no remote holds"
-    repo_r=$(repo_g rev-list -n 1 HEAD --branches --not --remotes --tags) || repo_r='?'
-    case $repo_r in
-    \?) repo_add "what git cannot read" ;;
-    ?*) repo_add "commits no remote holds" ;;
-    esac
+    if ! repo_r=$(repo_g log -n 6 --format='%h %s' HEAD --branches --tags --not --remotes); then
+        repo_add "what git cannot read"
+    elif [ -n "$repo_r" ]; then
+        repo_add "commits no remote holds ($(printf '%s\n' "$repo_r" |
+            awk 'NR > 5 { printf "; ..."; exit } NR > 1 { printf "; " } { printf "%s", $0 }'))"
+    fi
     [ -z "$repo_s" ] || repo_add "a stash"
     [ -z "$repo_o" ] || repo_add "refs of its own"
     [ -z "$repo_work" ]

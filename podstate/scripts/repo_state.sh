@@ -13,6 +13,8 @@
 #   remote COMMIT | none | ?: for a branch REF and ASK 1, where origin's branch is now
 #          (none: origin has no such branch; ?: origin could not be asked, in 15 s,
 #          without a prompt)
+#   alone  for a detached HEAD, the commits it alone holds (no ref, nor the wanted commit):
+#          what a checkout of REF would leave behind, "HASH SUBJECT" lines (six at most), base64
 #   dirty  `git status --porcelain` (changes and untracked files), base64
 # Needs git (the probe asks only when `command -v git` finds it) and b64 (scripts/enc.sh).
 repo_state() {
@@ -37,6 +39,7 @@ repo_state() {
         export GIT_OPTIONAL_LOCKS=0
         g() { git -c safe.directory='*' -C "$p" "$@"; }
         if h=$(g rev-parse -q --verify HEAD); then echo "repo $1 head $h"; fi
+        c=
         echo "repo $1 branch $(g symbolic-ref -q --short HEAD | b64)"
         echo "repo $1 url $(g config --get remote.origin.url | b64)"
         if c=$(g rev-parse -q --verify "refs/tags/$r^{commit}"); then
@@ -56,6 +59,9 @@ repo_state() {
         elif printf %s "$r" | grep -Eqx '[0-9a-f]{40}|[0-9a-f]{64}' &&
             c=$(g rev-parse -q --verify "$r^{commit}"); then
             echo "repo $1 want commit $c"
+        fi
+        if [ -n "$h" ] && ! g symbolic-ref -q HEAD >/dev/null; then
+            echo "repo $1 alone $(g log -n 6 --format='%h %s' HEAD --not --glob='refs/*' ${c:+"$c"} | b64)"
         fi
         echo "repo $1 dirty $(g status --porcelain --untracked-files=all 2>&1 | b64)"
     )
