@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from podstate.facts import made
+from podstate.facts import blocks, made
 from podstate.facts.probe import Probe
 from podstate.facts.request import Request
 from podstate.limits import MAX_FILE
@@ -35,24 +35,13 @@ def render(current: str | None, keys: list[str]) -> str:
     """Return ``current`` with podstate's block holding ``keys``, every other line as it was.
 
     The block stays where the first one was (or goes at the end), once; with no keys there
-    is none. A begin mark without its end mark drops only itself: the lines after it are
-    kept, since they may be keys someone relies on. A last line without its newline gets
-    one, so the block starts on a line of its own.
+    is none. A lone mark (``blocks.split``: a begin mark without its end mark, say) drops only
+    itself: the lines beside it are kept, since they may be keys someone relies on. A last
+    line without its newline gets one, so the block starts on a line of its own.
     """
-    before: list[str] = []
-    after: list[str] = []
-    held: list[str] = []  # the old block's lines, until its end mark is seen
-    inside, seen = False, False
-    for line in (current or "").splitlines(keepends=True):
-        if not inside and line.startswith(MARK_BEGIN):
-            inside, seen, held = True, True, []
-        elif inside and line.startswith(MARK_END):
-            inside, held = False, []
-        elif inside:
-            held.append(line)
-        else:
-            (after if seen else before).append(line)
-    after += held  # a block without its end mark: keep what followed the begin mark
+    found = blocks.split(current or "", MARK_BEGIN, MARK_END)
+    at = len(found.lines) if found.at is None else found.at
+    before, after = list(found.lines[:at]), list(found.lines[at:])
     if before and not before[-1].endswith("\n"):
         before[-1] += "\n"
     block = [f"{MARK_BEGIN}{BANNER}\n", *(key + "\n" for key in keys), MARK_END + "\n"]
@@ -69,6 +58,15 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
     was = made.previous(probe.made).get(FILE)
     findings.made("block", FILE, *made.block(MARK_BEGIN, MARK_END, found.state == "absent", was))
     content = render(found.content, keys)
+    lone = blocks.split(found.content or "", MARK_BEGIN, MARK_END).lone
+    if lone:
+        findings.violation(
+            f"{blocks.lost(FILE, MARK_BEGIN, MARK_END, lone)}: podstate cannot tell that "
+            "block's keys from yours, so it keeps every line beside the mark and takes out "
+            "only the mark; a key that has left authorized_keys in the desired state may still "
+            "be there: delete it by hand",
+            "authorized_keys.block",
+        )
     if found.state == "absent" and not keys:
         return
     size = len(content.encode("utf-8", "surrogateescape"))

@@ -21,7 +21,7 @@ from typing import Any
 from pyinfra import host
 
 from podstate import nccl
-from podstate.facts import made
+from podstate.facts import blocks, made
 from podstate.facts.probe import Probe
 from podstate.facts.processes import Process
 from podstate.facts.request import Request
@@ -149,7 +149,9 @@ def render_profile(
 
 
 def render_hooks(current: str | None, keep_runpod_tail: bool = False) -> str:
-    """Return ``current`` with podstate's hook as its first and last block, once each.
+    """Return ``current`` with podstate's hook as its first and last block, once each, and
+    every line of the user's between them as it was (``blocks.split``: a lone mark goes, and
+    the lines beside it stay; the last line gets its ``\\n``).
 
     With ``keep_runpod_tail``, a file that has them already, followed only by RunPod's
     ``source /etc/rp_environment`` line, is returned as it is: the boot hook put the blocks
@@ -163,16 +165,23 @@ def render_hooks(current: str | None, keep_runpod_tail: bool = False) -> str:
             head = head[: -len(RUNPOD_LINE)]
         if head != current and render_hooks(head) == head:
             return current
-    kept, inside = [], False
-    for line in (current or "").splitlines(keepends=True):
-        if line.startswith(MARK_BEGIN):
-            inside = True
-        elif inside and line.startswith(MARK_END):
-            inside = False
-        elif not inside:
-            kept.append(line)
-    body = "".join(kept).strip("\n")
-    return HOOK + (body + "\n" if body else "") + HOOK
+    body = "".join(blocks.split(current or "", MARK_BEGIN, MARK_END).lines)
+    return HOOK + body + ("\n" if body and not body.endswith("\n") else "") + HOOK
+
+
+def unmendable(path: str, current: str | None) -> None:
+    """Record a violation for each lone mark of podstate's block in the user's file ``path``
+    (which holds ``current``): ``render_hooks`` keeps every line beside it, podstate's
+    included, since which are podstate's cannot be told."""
+    lone = blocks.split(current or "", MARK_BEGIN, MARK_END).lone
+    if lone:
+        findings.violation(
+            f"{blocks.lost(path, MARK_BEGIN, MARK_END, lone)}: podstate cannot tell that "
+            "block's lines from yours, so it keeps every line beside the mark as yours and "
+            f"takes out only the mark; a line left of podstate's block (`. {PROFILE}`) is "
+            "harmless, delete it by hand",
+            "env.block",
+        )
 
 
 @role("Environment", reads)
@@ -248,6 +257,7 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
             found=found,
             own=False,
         )
+        unmendable(path, found.content)
         findings.of(host).hooked.append(path)
         was = made.previous(probe.made).get(path)
         findings.made(

@@ -23,7 +23,7 @@ from typing import Any
 
 from pyinfra import host
 
-from podstate.facts import made, record_id, record_lines
+from podstate.facts import blocks, made, record_id, record_lines
 from podstate.facts.boot import IDENTITY
 from podstate.facts.decode import decode
 from podstate.facts.made import Entry
@@ -53,19 +53,11 @@ def reads(wanted: dict[str, Any]) -> Request:
 
 
 def take_block(text: str, begin: str, end: str) -> str | None:
-    """Return ``text`` without podstate's blocks: each run of lines from one starting with
-    ``begin`` to one starting with ``end``, both included; every other line as it was. None
-    when a ``begin`` line has no ``end`` line after it: which of the lines after it are
-    podstate's cannot be told (in ~/.ssh/authorized_keys, the keys someone logs in with)."""
-    kept, inside = [], False
-    for line in text.splitlines(keepends=True):
-        if not inside and line.startswith(begin):
-            inside = True
-        elif inside and line.startswith(end):
-            inside = False
-        elif not inside:
-            kept.append(line)
-    return None if inside else "".join(kept)
+    """Return ``text`` without podstate's blocks (``blocks.split``), every other line as it
+    was. None when a mark is lone: which of the lines beside it are podstate's cannot be
+    told (in ~/.ssh/authorized_keys, the keys someone logs in with)."""
+    found = blocks.split(text, begin, end)
+    return None if found.lone else "".join(found.lines)
 
 
 def undo(
@@ -127,15 +119,18 @@ def undo(
         return None  # gone already
     if entry.kind == "block":
         begin, end = (decode(f) for f in entry.fields[:2])
-        if content is None or begin not in content:
+        if content is None:
             return None
         rest = take_block(content, begin, end)
+        if rest == content:
+            return None  # no line of podstate's left: the block is gone already
         if rest is None:
+            lone = blocks.split(content, begin, end).lone
             findings.violation(
-                f"podstate's block in {path} has lost its end mark ({end!r}): podstate cannot "
-                "tell its lines from the ones after it, so it removes nothing there; put the end "
-                "mark back after podstate's lines (or take them out, with the begin mark, by "
-                "hand), and the next run finishes",
+                f"{blocks.lost(path, begin, end, lone)}: podstate cannot tell its lines from "
+                "the ones beside the mark, so it removes nothing there; put the lost mark back "
+                "around podstate's lines (or take them out, with the mark, by hand), and the "
+                "next run finishes",
                 "removal.block",
             )
             return entry

@@ -94,7 +94,9 @@ def test_the_status_says_what_the_hook_did():
 
 def _awk_program() -> str:
     match = re.search(
-        r"awk -v b=\"\$b\" -v e=\"\$e\" '(.*?)' \"\$t\"", script_file("boot.sh"), re.S
+        r"awk -v b=\"\$b\" -v e=\"\$e\" -v lone=\"\$W/lone\" '(.*?)' \"\$t\"",
+        script_file("boot.sh"),
+        re.S,
     )
     assert match, "the hook renders the shell hooks with awk"
     return match[1]
@@ -115,7 +117,8 @@ def test_the_hook_hooks_a_shell_file_as_the_env_role_renders_it(tmp_path, curren
     path = tmp_path / "bashrc"
     path.write_text(current)
     body = subprocess.run(
-        ["awk", "-v", f"b={env.MARK_BEGIN}", "-v", f"e={env.MARK_END}", _awk_program(), path],
+        ["awk", "-v", f"b={env.MARK_BEGIN}", "-v", f"e={env.MARK_END}", "-v", "lone=/dev/null"]
+        + [_awk_program(), path],
         capture_output=True,
         text=True,
         check=True,
