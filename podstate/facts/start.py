@@ -19,13 +19,13 @@ PROBE_LINE = (
     "{ read -r b </proc/sys/kernel/random/boot_id && read -r s </proc/1/stat &&"
     ' s=${s##*) } && c() { echo "cstart $b ${20}"; } && c $s; } 2>/dev/null'
 )
-_BOOT_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_BOOT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")  # fullmatch
 
 
 def parse(value: str | None) -> str | None:
     """Return the container start as ``BOOT_ID:TICKS`` (how markers record it), None when
     the probe could not read it (unknown: no marker is taken for this start's then)."""
     boot_id, _, ticks = (value or "").partition(" ")
-    if not _BOOT_ID.match(boot_id) or not ticks.isdigit():
+    if not _BOOT_ID.fullmatch(boot_id) or not re.fullmatch(r"[0-9]+", ticks):
         return None
     return f"{boot_id}:{ticks}"

@@ -53,11 +53,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import re
+import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -83,7 +85,7 @@ KNOWN = "known"  # the stored key was kept
 REFUSED = "refused"  # the pod's key was refused: changed without a restart, or strict and new
 NOT_SEEN = "none"  # no key stored, and none recorded: the pod was not reached
 
-_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")  # whole ids only: fullmatch
 
 
 @dataclass(frozen=True)
@@ -230,8 +232,11 @@ def record(trust: HostKeyTrust) -> None:
     """
     root = trust.known_hosts.parent
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if trust.state == RESTARTED:
-        trust.known_hosts.replace(trust.known_hosts.with_name(trust.known_hosts.name + ".old"))
+    if trust.state == RESTARTED and _entries(trust.known_hosts):
+        # another run recording the pod at once may have moved it aside (and left an empty
+        # file, which must not replace the old key): not an error
+        with contextlib.suppress(FileNotFoundError):
+            trust.known_hosts.replace(trust.known_hosts.with_name(trust.known_hosts.name + ".old"))
     if trust.state in (NEW, RESTARTED):
         meta = {
             "pod_id": trust.pod_id,
@@ -241,7 +246,8 @@ def record(trust: HostKeyTrust) -> None:
         }
         _write_atomic(trust.known_hosts.with_suffix(".json"), json.dumps(meta, indent=2) + "\n")
     if not trust.known_hosts.exists():
-        _write_atomic(trust.known_hosts, "")
+        # created if absent, never truncated: a key another run's paramiko has just written stays
+        os.close(os.open(trust.known_hosts, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
     else:
         lines = _entries(trust.known_hosts)
         moved = [
@@ -335,7 +341,7 @@ def outcome(data: Any, connected: bool, error: str | None) -> dict[str, str | No
 
 def _file_stem(pod_id: str) -> str:
     """Return a file name stem for a pod id: the id itself when it is safe as a file name."""
-    if _SAFE_ID.match(pod_id):
+    if _SAFE_ID.fullmatch(pod_id):
         return pod_id
     return "id-" + hashlib.sha256(pod_id.encode()).hexdigest()[:32]
 
@@ -372,8 +378,19 @@ def _later(started_at: str | None, recorded_at: str | None) -> bool:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    tmp.replace(path)
+    """Replace ``path`` with ``text`` in one step (mode 0600), so a reader sees the old file
+    or the new one, never half of one.
+
+    Each write has a temp file of its own (``.NAME.<random>.tmp`` beside it): two runs
+    recording the same pod at once each rename their own, and the last one wins whole. A
+    failed write removes its temp file.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

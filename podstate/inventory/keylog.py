@@ -102,11 +102,14 @@ def limits() -> tuple[float, float]:
 
 
 def _seconds(name: str, default: float) -> float:
-    try:
-        value = float(os.environ.get(name, "") or default)
-    except ValueError:
+    """Return ``name``'s seconds from the environment (above 0, up to 600; ``0.5`` too),
+    ``default`` when it is unset or empty; InventoryError, one line, for anything else."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
         return default
-    return value if 0 < value <= 600 else default
+    if re.fullmatch(r"[0-9]{1,3}(\.[0-9]{1,6})?", raw) and 0 < float(raw) <= 600:
+        return float(raw)
+    raise api_http.InventoryError(f"{name}={raw!r}: expected seconds above 0, up to 600")
 
 
 def read_all(config: RunPodClient, pods: dict[str, str | None]) -> dict[str, KeyLog]:

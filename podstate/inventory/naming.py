@@ -78,7 +78,7 @@ def host_names(pods: Sequence[Listed]) -> dict[str, str]:
     names: dict[str, str] = {}
     used: set[str] = set()
     for pod in ordered:
-        if HOST_NAME.match(pod.name) and pod.name not in used:
+        if HOST_NAME.fullmatch(pod.name) and pod.name not in used:
             names[pod.key] = pod.name
             used.add(pod.name)
     for pod in ordered:
@@ -258,7 +258,7 @@ def load_group_rules(path: Path) -> dict[str, list[str]]:
     shown = display_path(path)
     rules: dict[str, list[str]] = {}
     for group, globs in load_yaml(path, shown).items():
-        if not GROUP_NAME.match(group) or group.startswith("_"):
+        if not GROUP_NAME.fullmatch(group) or group.startswith("_"):
             raise SpecError(
                 f"{shown}: {group}: not a valid group name (letters, digits and _, "
                 "not starting with a digit or _)"

@@ -13,12 +13,14 @@ from podstate.desired.load import load_yaml
 from podstate.providers import registry
 from podstate.pyinfra_api import ssh
 
-HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-GROUP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+# Names and fingerprints are matched whole (``fullmatch``): ``$`` with ``match`` would take
+# "trainer\n", a host beside "trainer" and a host_vars file name.
+HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+GROUP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 CLOUDS = ("COMMUNITY", "SECURE")
 _POD_KEYS = ("cloud", "groups", "provider", "host_key_fingerprints", "cost_per_hour")
 # What ``ssh-keygen -lf`` prints of a key, and RunPod's start script in the pod's log.
-FINGERPRINT = re.compile(r"^SHA256:[A-Za-z0-9+/]{43}$")
+FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")
 
 
 @dataclass
@@ -51,7 +53,7 @@ def read_pods_file(path: Path, display: str | None = None) -> list[Pod]:
         raise SpecError(f"{shown}: pods: expected a mapping of pod names to their settings")
     result = []
     for name, settings in pods.items():
-        if not isinstance(name, str) or not HOST_NAME.match(name):
+        if not isinstance(name, str) or not HOST_NAME.fullmatch(name):
             raise SpecError(
                 f"{shown}: {key_text(['pods', name])}: not a valid pod name "
                 "(letters, digits, '.', '_', '-')"
@@ -62,7 +64,7 @@ def read_pods_file(path: Path, display: str | None = None) -> list[Pod]:
         _check_host_data(settings, shown, f"pods.{name}")
         groups = settings.get("groups", [])
         if not isinstance(groups, list) or not all(
-            isinstance(g, str) and GROUP_NAME.match(g) for g in groups
+            isinstance(g, str) and GROUP_NAME.fullmatch(g) for g in groups
         ):
             raise SpecError(
                 f"{shown}: pods.{name}.groups: expected a list of group names "
@@ -119,7 +121,7 @@ def _check_host_data(data: dict[str, Any], shown: str, where: str) -> None:
             if (
                 not isinstance(value, list)
                 or not value
-                or not all(isinstance(f, str) and FINGERPRINT.match(f) for f in value)
+                or not all(isinstance(f, str) and FINGERPRINT.fullmatch(f) for f in value)
             ):
                 raise SpecError(
                     f"{shown}: {where}.host_key_fingerprints: expected a list of SHA256 "

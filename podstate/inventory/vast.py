@@ -38,7 +38,7 @@ def label_group(instance: VastInstance) -> tuple[str | None, str | None]:
     label = instance.label
     if label is None:
         return None, None
-    if not GROUP_NAME.match(label) or label.startswith("_"):
+    if not GROUP_NAME.fullmatch(label) or label.startswith("_"):
         why = "not a valid group name (letters, digits and _, not starting with a digit)"
     elif reserved(label):
         why = "a group podstate sets itself"
