@@ -62,7 +62,9 @@ def test_adding_a_pod_moves_only_that_pod():
     assert 1 <= after["gpu-new-1"] <= 4
 
 
-@pytest.mark.parametrize("text", ["0/4", "5/4", "1/0", "4", "a/b", "-1/2", "1/2/3", ""])
+@pytest.mark.parametrize(
+    "text", ["0/4", "5/4", "1/0", "4", "a/b", "-1/2", "1/2/3", "", "١/٢", "1/" + "9" * 5000]
+)
 def test_a_bad_shard_is_one_line(text):
     with pytest.raises(shards.ShardError) as raised:
         shards.parse(text)
@@ -104,7 +106,9 @@ VIOLATION = PodResult(
 def test_merging_shards_gives_the_whole_fleets_report():
     one = _report({"pod-1": PodResult(), "pod-2": DRIFT})
     two = _report({"pod-3": PodResult()})
-    merged = to_json(merge.merge([("1.json", _from(one), None), ("2.json", _from(two), None)]))
+    merged = to_json(
+        merge.merge([merge.Report("1.json", _from(one)), merge.Report("2.json", _from(two))])
+    )
     jsonschema.validate(merged, REPORT_SCHEMA)
     assert (
         merged["pods"]
@@ -132,14 +136,17 @@ BUSY = PodResult(status="busy", holder="ci-7 pid 41 since 2026-12-01T10:00:00+00
 def test_a_busy_pod_in_a_shard_is_busy_in_the_merge_with_its_holder_and_exit_2():
     one = _report({"pod-1": PodResult(), "pod-2": BUSY})
     two = _report({"pod-3": PodResult()})
-    merged = merge.merge([("1.json", _from(one), None), ("2.json", _from(two), None)])
+    merged = merge.merge([merge.Report("1.json", _from(one)), merge.Report("2.json", _from(two))])
     assert merged["pod-2"].status == "busy" and merged["pod-2"].holder == BUSY.holder
     document = to_json(merged)
     jsonschema.validate(document, REPORT_SCHEMA)
     assert document["summary"]["busy"] == 1 and document["summary"]["exit_code"] == 2
     assert "another podstate run is changing it (ci-7 pid 41" in junit(merged)
     worse = merge.merge(
-        [("1.json", _from(one), None), ("3.json", _from(_report({"x": VIOLATION})), None)]
+        [
+            merge.Report("1.json", _from(one)),
+            merge.Report("3.json", _from(_report({"x": VIOLATION}))),
+        ]
     )
     assert to_json(worse)["summary"]["exit_code"] == 1
 
@@ -147,15 +154,17 @@ def test_a_busy_pod_in_a_shard_is_busy_in_the_merge_with_its_holder_and_exit_2()
 def test_the_worst_shard_sets_the_exit_status():
     one = _report({"pod-1": DRIFT})
     two = _report({"pod-2": VIOLATION})
-    merged = to_json(merge.merge([("a", _from(one), None), ("b", _from(two), None)]))
+    merged = to_json(merge.merge([merge.Report("a", _from(one)), merge.Report("b", _from(two))]))
     assert merged["summary"]["exit_code"] == 1
-    empty = to_json(merge.merge([("a", _from(_report({})), None)]))
+    empty = to_json(merge.merge([merge.Report("a", _from(_report({})))]))
     assert empty["summary"]["exit_code"] == 0 and empty["pods"] == {}
 
 
 def test_a_missing_shard_is_an_error_entry_naming_its_file():
     one = _report({"pod-1": PodResult()})
-    merged = merge.merge([("1.json", _from(one), None), ("2.json", None, "missing: no such file")])
+    merged = merge.merge(
+        [merge.Report("1.json", _from(one)), merge.Report("2.json", None, "missing: no such file")]
+    )
     document = to_json(merged)
     jsonschema.validate(document, REPORT_SCHEMA)
     entry = document["pods"]["shard report 2.json"]
@@ -167,7 +176,7 @@ def test_a_missing_shard_is_an_error_entry_naming_its_file():
 
 def test_a_pod_in_two_reports_is_an_error():
     one = _report({"pod-1": PodResult()})
-    merged = merge.merge([("a.json", _from(one), None), ("b.json", _from(one), None)])
+    merged = merge.merge([merge.Report("a.json", _from(one)), merge.Report("b.json", _from(one))])
     assert merged["pod-1"].status == "error"
     assert "a.json and b.json" in merged["pod-1"].error
 
@@ -265,6 +274,7 @@ def test_two_shards_merged_equal_the_whole_check(drifted, tmp_path):
         part = check(drifted, "--shard", f"{k}/2", "--json", str(out))
         assert part.returncode in (0, 2), part.stdout + part.stderr
         parts.append(json.loads(out.read_text()))
+    assert [p["shard"] for p in parts] == [{"index": k, "count": 2} for k in (1, 2)]
     names = [set(p["pods"]) for p in parts]
     assert not names[0] & names[1] and names[0] | names[1] == set(drifted.pods)
     assert names[0] == set(shards.select(list(drifted.pods), shards.Shard(1, 2)))
@@ -287,8 +297,9 @@ def test_two_shards_merged_equal_the_whole_check(drifted, tmp_path):
     )
     assert lost.returncode == 1
     assert f"shard report {tmp_path}/shard-9.json missing" in lost.stderr
+    assert "podstate: shard 2/2 missing: no report given is of it" in lost.stderr.splitlines()
     document = json.loads((tmp_path / "lost.json").read_text())
-    assert document["summary"]["error"] == 1
+    assert document["summary"]["error"] == 2  # the file, and the shard no report is of
 
 
 def test_shard_composes_with_limit_and_lists_for_pyinfra(drifted, tmp_path):
@@ -349,3 +360,4 @@ def test_the_sharded_workflows_steps_merge_into_the_whole_fleets_report(drifted,
     result = bash(merge["run"], merged, {**env, "GITHUB_STEP_SUMMARY": str(summary)})
     assert result.returncode == 1
     assert "shard report shards/podstate-check-3.json missing" in result.stderr
+    assert f"podstate: shard 3/{len(matrix)} missing" in result.stderr

@@ -14,14 +14,16 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from podstate.check.shards import Shard
 from podstate.inventory import hostkeys
 
 STATUSES = ("ok", "drift", "restarted", "busy", "violation", "unreachable", "error")
 # 2: violation ids, waived findings, stale waivers; 3: the status restarted (out of drift),
 # restarted, ready; 4: the status busy, holder, and the price and use (cost_per_hour, idle,
-# activity, idle_since, cost_since; the summary's cost_per_hour, cost_unknown). Fields are
-# never removed or renamed; a version may add a status (docs/reports.md, "Compatibility").
-FORMAT_VERSION = 4
+# activity, idle_since, cost_since; the summary's cost_per_hour, cost_unknown); 5: shard.
+# Fields are never removed or renamed; a version may add a status (docs/reports.md,
+# "Compatibility").
+FORMAT_VERSION = 5
 # Statuses the exit status 2 stands for: an apply would change the pod, or one is changing it
 CHANGING = ("drift", "restarted", "busy")
 HOST_KEY_COUNTS = {
@@ -152,11 +154,14 @@ def host_key_counts(results: dict[str, PodResult]) -> dict[str, int]:
     return counts
 
 
-def to_json(results: dict[str, PodResult]) -> dict[str, Any]:
+def to_json(results: dict[str, PodResult], shard: Shard | None = None) -> dict[str, Any]:
     """Return the JSON report of ``results``: the stable document of
-    schema/check-report.schema.json, pods in name order, with the summary."""
+    schema/check-report.schema.json, pods in name order, with the summary, and the shard
+    they are (None: the whole fleet), which a merge of shard reports reads to tell that
+    one is missing."""
     return {
         "format_version": FORMAT_VERSION,
+        "shard": None if shard is None else {"index": shard.index, "count": shard.count},
         "pods": {name: result.to_json() for name, result in sorted(results.items())},
         "summary": {
             **summary(results),

@@ -3,7 +3,8 @@
 A pod belongs to shard ``sha256(name) mod N + 1``. The hash depends on the pod's name and
 ``N`` alone, so the assignment is the same on every runner and every run, and adding or
 removing a pod moves no other pod. The CI system runs the N shards; podstate has no scheduler.
-The shards' reports are merged by ``podstate.check.merge``.
+Each shard's JSON report records its ``K/N`` (``shard``), so ``podstate.check.merge`` can
+tell that the reports it merges are shards 1 to N of one N, each once.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-_SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+_SHARD = re.compile(r"\s*([0-9]{1,9})\s*/\s*([0-9]{1,9})\s*")  # whole text, ASCII digits
 
 
 class ShardError(ValueError):
@@ -47,7 +48,7 @@ def shard_of(name: str, count: int) -> int:
 
 def parse(text: str) -> Shard:
     """Return the shard ``text`` (``K/N``) names; ShardError, one line, unless 1 <= K <= N."""
-    match = _SHARD.match(text or "")
+    match = _SHARD.fullmatch(text or "")
     if not match:
         raise ShardError(f"--shard {text}: expected K/N, for example 1/4")
     index, count = int(match.group(1)), int(match.group(2))

@@ -13,11 +13,15 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from podstate import progress
 from podstate.check import runner
 from podstate.check.result import PodResult
 from podstate.progress import Progress
+
+if TYPE_CHECKING:
+    from podstate.check.shards import Shard
 
 
 def _progress(command: str, done: str = "checked") -> Progress:
@@ -108,19 +112,21 @@ def check(args: argparse.Namespace) -> int:
         from podstate.watch import state as watched
 
         watched.annotate(results, Path(args.watch_state), datetime.now(UTC))
-    return _write_reports(results, args)
+    return _write_reports(results, args, shard)
 
 
-def _write_reports(results: dict[str, PodResult], args: argparse.Namespace) -> int:
+def _write_reports(
+    results: dict[str, PodResult], args: argparse.Namespace, shard: Shard | None = None
+) -> int:
     """Print the table (to stderr when a report goes to stdout), write the reports ``args``
-    asks for; return the fleet's exit status."""
+    asks for (the JSON one says which ``shard`` it is of); return the fleet's exit status."""
     from podstate.check import reports, result
 
     table = sys.stderr if "-" in _report_paths(args) else sys.stdout
     table.write(reports.table(results, diff=args.diff))
     table.flush()
     if args.json:
-        _write(args.json, json.dumps(result.to_json(results), indent=2) + "\n")
+        _write(args.json, json.dumps(result.to_json(results, shard), indent=2) + "\n")
     if args.junit:
         _write(args.junit, reports.junit(results))
     if args.markdown:
@@ -158,7 +164,8 @@ def uninstall(args: argparse.Namespace) -> int:
 def merge(args: argparse.Namespace) -> int:
     """Merge shard reports into one (``podstate.check.merge``): write OUT.json and the JUnit and
     Markdown reports asked for, print the table; return the whole fleet's exit status, 1
-    when a shard report is missing or unreadable (named on stderr)."""
+    when a shard report is missing or unreadable, or the reports are not one whole set of
+    shards (each problem named on stderr)."""
     from podstate.check import merge as merging
 
     args.json = args.out
