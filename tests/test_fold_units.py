@@ -58,36 +58,37 @@ def test_a_segments_time_limit_is_its_steps_and_the_wait_for_the_lock():
     assert segment.timeout == 10 + 300 + 10 + lock.MARGIN
 
 
-class Channel:
-    """Stands in for a paramiko channel: ``recv`` returns the chunks in turn, then b"" (the
-    channel closed); None in place of a chunk raises the timeout paramiko raises."""
-
-    def __init__(self, chunks: list[bytes | None]) -> None:
-        self.chunks = chunks
-        self.timeouts: list[float] = []
-
-    def settimeout(self, seconds: float) -> None:
-        self.timeouts.append(seconds)
-
-    def recv(self, size: int) -> bytes:
-        chunk = self.chunks.pop(0) if self.chunks else b""
-        if chunk is None:
-            raise TimeoutError
-        return chunk
+def read(steps: int, *chunks: bytes) -> list[bytes | tuple[bool, int]]:
+    """Return what the fold reads in ``chunks`` (a segment of ``steps`` printed them): each
+    marker, as (ok, step), and the output between markers, joined."""
+    stream, read = fold._Stream(steps), []
+    for piece in (piece for chunk in [*chunks, b""] for piece in stream.feed(chunk)):
+        if read and isinstance(piece, bytes) and isinstance(read[-1], bytes):
+            read[-1] += piece
+        else:
+            read.append(piece)
+    return read
 
 
-def test_lines_are_read_across_chunks_up_to_the_end_of_the_channel():
-    channel = Channel([b"one\ntw", b"o\r\n", b"\xff\n", b"last without newline"])
-    lines = list(fold._lines(channel, [float("inf")]))
-    assert lines == ["one", "two", "\ufffd", "last without newline"]
+def test_markers_are_found_wherever_they_fall_among_the_chunks():
+    mark = f"\n{fold.MARK} ".encode()
+    chunks = [b"lock\n", mark + b"0", b"\nno newline" + mark[:5], mark[5:] + b"ok 0\n" + mark]
+    got = read(3, *chunks, b"1\n\xff\r")
+    assert got == [b"lock\n", (False, 0), b"no newline", (True, 0), (False, 1), b"\xff\r"]
 
 
-def test_lines_stop_with_a_timeout_when_nothing_comes_before_the_deadline():
-    channel = Channel([b"started\n", None])
-    read = fold._lines(channel, [float("inf")])
-    assert next(read) == "started"
-    with pytest.raises(TimeoutError):
-        next(read)
+def test_what_merely_looks_like_a_marker_is_output():
+    other = f"\n@@podstate-{'0' * 12} 1\n\n@@podstate- 1\n\n{fold.MARK} 7\n\n{fold.MARK}x 1\n"
+    assert read(3, other.encode()) == [other.encode()]
+
+
+def events(segment: fold.Segment, stdout: bytes) -> list[str]:
+    """Return what a segment printed as the fold reads it: each marker ("step N", "ok N") and
+    the output between markers, in order."""
+    return [
+        piece.decode() if isinstance(piece, bytes) else f"{'ok' if piece[0] else 'step'} {piece[1]}"
+        for piece in read(len(segment.steps), stdout)
+    ]
 
 
 def test_an_operation_replays_its_steps_then_what_no_segment_held_then_the_rest():
@@ -133,14 +134,14 @@ def test_a_segment_marks_each_step_and_stops_at_the_first_that_fails(lock_dir, t
     segment.release = True
     result = run_segment(segment)
     assert result.returncode == 3
-    assert result.stdout.decode().splitlines() == [
-        f"{fold.MARK} 0",
-        "first",
-        f"{fold.MARK} ok 0",
-        f"{fold.MARK} 1",
-        f"{fold.MARK} ok 1",
-        f"{fold.MARK} 2",
-        "second",  # stderr, in the one stream
+    assert events(segment, result.stdout) == [
+        "step 0",
+        "first\n",
+        "ok 0",
+        "step 1",
+        "ok 1",
+        "step 2",
+        "second\n",  # stderr, in the one stream
     ]
     assert (tmp_path / "up").read_bytes() == b"data"
     assert not lock_dir.exists()  # a failing step releases the lock
@@ -203,16 +204,16 @@ def test_writes_are_proved_together_before_the_next_step_that_must_wait_for_them
     segment.release = True
     result = run_segment(segment)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.decode().splitlines() == [
-        f"{fold.MARK} 0",
-        f"{fold.MARK} 1",
-        f"{fold.MARK} ok 0",  # both proved, before the step that is not a write runs
-        f"{fold.MARK} ok 1",
-        f"{fold.MARK} 2",
-        "after",
-        f"{fold.MARK} 3",
-        f"{fold.MARK} ok 2",
-        f"{fold.MARK} ok 3",
+    assert events(segment, result.stdout) == [
+        "step 0",
+        "step 1",
+        "ok 0",  # both proved, before the step that is not a write runs
+        "ok 1",
+        "step 2",
+        "after\n",
+        "step 3",
+        "ok 2",
+        "ok 3",
     ]
     assert oct((tmp_path / "c").stat().st_mode & 0o777) == "0o600"
     assert not lock_dir.exists()
@@ -230,12 +231,11 @@ def test_a_write_that_does_not_hold_fails_its_own_step_and_no_step_that_waits_ru
     segment.release = True
     result = run_segment(segment)
     assert result.returncode == 1
-    lines = result.stdout.decode().splitlines()
-    assert lines[:2] == [f"{fold.MARK} 0", f"{fold.MARK} 1"]
-    assert lines[2] == f"{fold.MARK} 0"  # the proof's line is step 0's own output
+    lines = events(segment, result.stdout)
+    assert lines[:3] == ["step 0", "step 1", "step 0"]  # the proof's line is step 0's output
     why = "does not hold the content" if "printf" in spoil else "does not have mode 644"
     assert why in lines[3], lines
-    assert lines[4:] == [f"{fold.MARK} ok 1"]
+    assert lines[4:] == ["ok 1"]
     assert not (tmp_path / "never").exists()
     assert not lock_dir.exists()
 
@@ -247,7 +247,7 @@ def test_a_failing_step_still_reports_the_writes_before_it_proved(lock_dir, tmp_
     segment.release = True
     result = run_segment(segment)
     assert result.returncode == 4
-    assert f"{fold.MARK} ok 0" in result.stdout.decode().splitlines()
+    assert "ok 0" in events(segment, result.stdout)
     assert (tmp_path / "a").read_text() == "a\n"
 
 
@@ -268,7 +268,7 @@ def test_a_file_written_twice_is_proved_as_its_last_write_left_it(lock_dir, tmp_
     segment.release = True
     result = run_segment(segment)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert [f"{fold.MARK} ok {i}" for i in range(3)] == result.stdout.decode().splitlines()[3:]
+    assert events(segment, result.stdout)[3:] == ["ok 0", "ok 1", "ok 2"]
     assert (tmp_path / "a").read_text() == "second\n"
 
 
@@ -284,7 +284,7 @@ def test_the_last_write_is_put_in_place_once_it_and_every_write_before_it_hold(l
     segment.release = True
     result = run_segment(segment)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.decode().splitlines()[2:] == [f"{fold.MARK} ok 0", f"{fold.MARK} ok 1"]
+    assert events(segment, result.stdout)[2:] == ["ok 0", "ok 1"]
     assert (tmp_path / "ready").read_text() == "ready\n"
     assert sorted(p.name for p in tmp_path.iterdir() if "ready" in p.name) == ["ready"]
 
@@ -300,10 +300,13 @@ def test_the_last_write_is_not_put_in_place_when_a_write_before_it_does_not_hold
     segment.release = True
     result = run_segment(segment)
     assert result.returncode == 1
-    out = result.stdout.decode()
-    assert "does not hold the content podstate wrote" in out
-    assert f"{fold.MARK} 2\npodstate: {tmp_path / 'ready'}: not written" in out
-    assert f"{fold.MARK} ok 2" not in out and f"{fold.MARK} ok 1" in out
+    out = events(segment, result.stdout)
+    assert "does not hold the content podstate wrote" in "".join(out)
+    assert (
+        out[out.index("step 2", 3) + 1]
+        == f"podstate: {tmp_path / 'ready'}: not written, since a write before it does not hold\n"
+    )
+    assert "ok 2" not in out and "ok 1" in out
     assert not [p.name for p in tmp_path.iterdir() if "ready" in p.name]  # nor its copy
     alone = subprocess.run(  # outside a fold, a last write is one like any other
         ["sh", "-c", write_command(str(tmp_path / "ready"), "r\n", True, "644", last=True)]

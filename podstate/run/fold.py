@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import base64
 import io
+import re
+import select
 import shlex
 import threading
 import time
@@ -40,7 +42,12 @@ from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import lock
 from podstate.shell import script
 
-MARK = f"@@podstate-{lock.TOKEN[:12]}"
+MARK = f"@@podstate-{lock.TOKEN[:12]}"  # markers' start: this run's own, in no output by chance
+# A marker is a line of its own: the shell prints a newline before it, whatever the output
+# before it ended with, and that newline is the marker's, not the output's. It is found
+# wherever it arrives: after output with no final newline, split across chunks.
+_MARKER = re.compile(b"\n" + re.escape(MARK.encode()) + rb" (ok )?([0-9]{1,6})\n")
+_MARKER_MAX = len(MARK) + 12  # a marker's bytes after its first newline, at most
 # What steps carry each time (every file write holds scripts/write_file.sh, every proved
 # removal scripts/made_proof.sh): a segment defines each once, as a function, and its steps
 # call it, so its command carries it once.
@@ -71,7 +78,10 @@ class Segment:
     ttls: list[int] = field(default_factory=list)
     release: bool = False
     done: set[int] = field(default_factory=set)
-    output: dict[int, execute.Lines] = field(default_factory=dict)  # -1: before any step
+    # what each step printed, byte for byte, from its marker on (-1: before any step)
+    output: dict[int, bytearray] = field(default_factory=dict)
+    status: int | None = None  # the command's exit status; -1: none (a signal ended it)
+    why: str = ""  # why the command was given up on (a time limit, a lost connection)
 
     later: list[bool] = field(default_factory=list)
 
@@ -98,7 +108,7 @@ class Segment:
         the lock for its own time limit (as it would, run alone), and which a step finding
         it lost stops at; then ``END``, without which ``READER`` runs none of it (a
         connection lost while it was sent). Each step's output follows its marker line,
-        stderr and stdout in one stream, in order.
+        stderr and stdout in one stream, in order; each marker has a line of its own.
 
         The files the steps write are proved together (scripts/fold_proof.sh), before each
         step that is not ``later`` and at the end; a step is reported done (``ok``) once its
@@ -108,7 +118,7 @@ class Segment:
             '{ : >"$podstate_list" && : >"$podstate_list.last"; } 2>/dev/null ||',
             "podstate_list=",  # none: each write proves itself
             PROOF,
-            'step() { echo "$m $1"; podstate_i=$1; renew "$2"; }',
+            'step() { printf \'\\n%s %s\\n\' "$m" "$1"; podstate_i=$1; renew "$2"; }',
         ]
         body += [
             f"{name}() {{\n{shared}\n}}"
@@ -210,50 +220,139 @@ def _replay(
 
 
 def _run(state: State, host: Host, segment: Segment) -> bool:
-    """Run ``segment`` on ``host``; record which steps succeeded and what each printed.
-
-    Each step is held to its own time limit, from its marker (the wait for the lock, before
-    the first, to the first step's), so a pod that stops answering is given up on as soon
-    as it would be with one command per step. A step that fails, or that a lost connection
-    or time limit cuts short, is reported by its own operation; so this returns True.
+    """Run ``segment`` on ``host``; record which steps succeeded and what each printed
+    (``converse``). A step that fails, or that a lost connection or time limit cuts short, is
+    reported by its own operation; so this returns True.
     """
     arguments = execute.connector_arguments(host, state, segment.op_hash)
-    current, limit = -1, segment.ttls[0]
-    deadline = [time.monotonic() + limit]  # moved on at each step's marker
     try:
         command = segment.command(lock.holds(host), lock.seen(host))
         channel = execute.start_command(state, host, command, arguments)
-        with channel:
-            threading.Thread(target=_send, args=(channel, segment.payload()), daemon=True).start()
-            for line in _lines(channel, deadline):
-                if not line.startswith(MARK + " "):
-                    segment.output.setdefault(current, []).append(("stdout", line))
-                    execute.echo_output(state, host, line)
-                elif line.startswith(f"{MARK} ok "):
-                    segment.done.add(int(line.rsplit(" ", 1)[1]))
-                else:
-                    current = int(line.rsplit(" ", 1)[1])
-                    limit = segment.ttls[current]
-                    deadline[0] = time.monotonic() + limit
-    except (TimeoutError, OSError, EOFError, SSHException) as e:
-        why = f"no answer within {limit} s" if isinstance(e, TimeoutError) else str(e)
-        segment.output.setdefault(current, []).append(("stderr", f"podstate: {why}"))
+    except (OSError, EOFError, SSHException) as e:
+        segment.why = str(e)
+    else:
+        echo = (lambda line: execute.echo_output(state, host, line)) if state.print_output else None
+        converse(segment, channel, echo)
     lock.ran(host, not segment.release and len(segment.done) == len(segment.steps))
     return True
+
+
+def converse(segment: Segment, channel: Channel, echo: Callable[[str], None] | None) -> None:
+    """Send ``segment``'s payload on ``channel`` (its command, started), read back which steps
+    succeeded, what each printed (each line also to ``echo``, as it comes) and how the command
+    ended, and close the channel.
+
+    Each step is held to its own time limit, from its marker (the wait for the lock, before
+    the first, to the first step's), so a pod that stops answering, or a step that outlives
+    its limit, is given up on as soon as it would be with one command per step.
+    """
+    current, limit = -1, segment.ttls[0]
+    deadline = time.monotonic() + limit  # moved on at each step's marker
+    stream, shown = _Stream(len(segment.steps)), _Echo(echo)
+    sender = threading.Thread(target=_send, args=(channel, segment.payload()), daemon=True)
+    try:
+        with channel:
+            channel.settimeout(None)  # a send waits for room as long as it takes; reads select
+            sender.start()
+            while True:
+                chunk = _receive(channel, deadline)
+                for piece in stream.feed(chunk):
+                    if isinstance(piece, bytes):
+                        segment.output.setdefault(current, bytearray()).extend(piece)
+                        shown.add(piece)
+                    elif piece[0]:
+                        segment.done.add(piece[1])
+                    else:
+                        shown.end()
+                        current, limit = piece[1], segment.ttls[piece[1]]
+                        segment.output.setdefault(current, bytearray())
+                        deadline = time.monotonic() + limit
+                if not chunk:
+                    break
+            shown.end()
+            ready = channel.status_event.wait(max(deadline - time.monotonic(), 0))
+            segment.status = channel.exit_status if ready else None
+    except (TimeoutError, OSError, EOFError, SSHException) as e:
+        segment.why = f"not done within {limit} s" if isinstance(e, TimeoutError) else str(e)
+    sender.join(lock.MARGIN)  # the channel is closed: it ends at once
+
+
+class _Stream:
+    """What a segment's command prints, split into its steps' output and their markers,
+    wherever a marker falls among the chunks it arrives in."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.rest = b""  # the end of the last chunk, held back: it may start a marker
+
+    def feed(self, chunk: bytes) -> Iterator[bytes | tuple[bool, int]]:
+        """Yield, in order, the output in ``chunk`` and each marker, as (``ok``, step); b"":
+        the stream ended, and what was held back is output."""
+        data, at = self.rest + chunk, 0
+        for found in _MARKER.finditer(data):
+            if int(found[2]) < self.steps:  # else a marker of no step: output
+                if found.start() > at:
+                    yield data[at : found.start()]
+                yield found[1] is not None, int(found[2])
+                at = found.end()
+        # a marker not all there yet starts at the last newline (it holds none after it)
+        cut = data.rfind(b"\n", at) if chunk else -1
+        cut = len(data) if cut < 0 or len(data) - cut > _MARKER_MAX else cut
+        if cut > at:
+            yield data[at:cut]
+        self.rest = data[cut:]
+
+
+def _receive(channel: Channel, deadline: float) -> bytes:
+    """Return the next bytes ``channel`` receives (b"": it closed); raise TimeoutError once
+    ``deadline`` has passed, whether or not bytes still come."""
+    while (left := deadline - time.monotonic()) > 0:
+        if select.select([channel], [], [], left)[0]:
+            return channel.recv(65536)
+    raise TimeoutError
+
+
+class _Echo:
+    """Passes a command's output on to ``echo`` (if any) a whole line at a time, as it comes."""
+
+    def __init__(self, echo: Callable[[str], None] | None) -> None:
+        self.echo, self.line = echo, b""
+
+    def add(self, data: bytes) -> None:
+        if self.echo:
+            *lines, self.line = (self.line + data).split(b"\n")
+            for one in lines:
+                self.echo(_text(one))
+
+    def end(self) -> None:
+        """The step's output ended: pass on its last line, which had no newline."""
+        if self.echo and self.line:
+            self.echo(_text(self.line))
+        self.line = b""
+
+
+def _text(line: bytes | bytearray) -> str:
+    """Return a line of output as text, as pyinfra shows it."""
+    return line.decode("utf-8", "replace").rstrip("\r")
+
+
+def _as_lines(output: bytes | bytearray) -> execute.Lines:
+    """Return ``output`` as pyinfra's lines (stdout and stderr are one stream)."""
+    lines = output.split(b"\n")
+    return [("stdout", _text(one)) for one in lines[:-1] + [lines[-1]] * bool(lines[-1])]
 
 
 def _send(channel: Channel, payload: bytes) -> None:
     """Send ``payload`` on ``channel``'s stdin, then its end; return once it is sent, or once
     the channel closed first (a command that ended before reading it: the lock was busy, or
-    lost), which its output then says. Apart from the reading of its output, so that a
-    command that reads its stdin late (after waiting for the lock) never holds that up."""
+    lost, which its output then says; or one given up on). Apart from the reading of its
+    output, so that a command that reads its stdin late (after waiting for the lock) never
+    holds that up: each send waits, with no time limit, for the room the command's reading
+    makes in the window, or for the channel's close."""
     data = memoryview(payload)
     try:
         while data:
-            try:
-                sent = channel.send(data[:CHUNK])  # type: ignore[arg-type]  # any buffer
-            except TimeoutError:  # the reader's timeout, not this send's: the channel lives on
-                continue
+            sent = channel.send(data[:CHUNK])  # type: ignore[arg-type]  # any buffer
             if sent == 0:  # closed
                 return
             data = data[sent:]
@@ -276,30 +375,31 @@ def _hold(state: State, host: Host) -> bool:
     return status
 
 
-def _lines(channel: Channel, deadline: list[float]) -> Iterator[str]:
-    """Yield the lines ``channel`` receives until it closes; raise TimeoutError when none
-    comes before ``deadline[0]`` (which may move while lines come)."""
-    rest = b""
-    while True:
-        channel.settimeout(max(deadline[0] - time.monotonic(), 0.001))
-        chunk = channel.recv(65536)
-        if not chunk:
-            break
-        *lines, rest = (rest + chunk).split(b"\n")
-        for line in lines:
-            yield line.decode("utf-8", "replace").rstrip("\r")
-    if rest:
-        yield rest.decode("utf-8", "replace")
-
-
 def _report(state: State, host: Host, segment: Segment, index: int) -> bool:
-    """Return whether step ``index`` of ``segment`` succeeded; if not, print its output (or,
-    if it never started, what the command printed before it: the lock's message)."""
+    """Return whether step ``index`` of ``segment`` succeeded; if not, print why
+    (``_failure``)."""
     if index in segment.done:
         return True
-    lines = segment.output.get(index) or segment.output.get(-1) or []
-    if lines:
-        execute.print_failed_output(host, lines)
-    else:
-        execute.log(host, "the step did not run", "red", error=True)
+    execute.print_failed_output(host, _failure(segment, index))
     return False
+
+
+def _failure(segment: Segment, index: int) -> execute.Lines:
+    """Return what to print for step ``index`` of ``segment``, which did not succeed: its
+    output, or, if it never started, what the command printed before any step (the lock's
+    message); then how the command ended, unless that output says it all (a step that failed,
+    printing why)."""
+    started = index in segment.output
+    lines = _as_lines(segment.output.get(index if started else -1, b""))
+    if segment.why:
+        end = segment.why
+    elif segment.status is None or segment.status < 0:
+        end = (
+            "the command ended with no exit status (a signal ended it, or its connection was lost)"
+        )
+    elif not lines:
+        end = f"the command ended with exit status {segment.status}"
+    else:
+        return lines
+    where = "while this step ran" if started else "before this step started"
+    return [*lines, ("stderr", f"podstate: {end}, {where}")]

@@ -6,7 +6,8 @@
 # (each file's mode): before each step that must not run until they are proved, and at the
 # end. It prints the "ok" marker of each step run since, or, for a step a file of which does
 # not hold what it wrote, its marker and one line saying what is wrong, and returns 1: the
-# segment ends there.
+# segment ends there. Each marker is printed on a line of its own (a newline before it, which
+# the fold does not count as output), so output with no final newline never hides one.
 # The fold sets m (the markers' start), podstate_i (the step that runs), podstate_list (a file
 # for the list, empty, and beside it LIST.last, the files put in place once proved; none:
 # each write proves itself) and podstate_steps (the steps run since the last proof).
@@ -68,7 +69,7 @@ podstate_prove() {
             while read -r i s md p; do
                 k=$((k + 1))
                 if podstate_last "$k" "$p" && podstate_bad "$i" "$p" "$s" "$md"; then
-                    bad="$bad $i " && echo "$m $i" && echo "$why"
+                    bad="$bad $i " && printf '\n%s %s\n%s\n' "$m" "$i" "$why"
                 fi
             done <"$podstate_list"
         fi
@@ -78,16 +79,17 @@ podstate_prove() {
         while read -r i tmp && IFS= read -r p; do
             if [ -n "$bad" ]; then
                 rm -f -- "$tmp"
-                bad="$bad $i " && echo "$m $i" &&
-                    echo "podstate: $p: not written, since a write before it does not hold"
+                bad="$bad $i " && printf '\n%s %s\n%s\n' "$m" "$i" \
+                    "podstate: $p: not written, since a write before it does not hold"
             elif ! mv -f -- "$tmp" "$p" || [ ! -f "$p" ]; then
-                bad="$bad $i " && echo "$m $i" && echo "podstate: $p: could not be put in place"
+                bad="$bad $i " &&
+                    printf '\n%s %s\n%s\n' "$m" "$i" "podstate: $p: could not be put in place"
             fi
         done <"$podstate_list.last"
         : >"$podstate_list.last"
     fi
     for i in $podstate_steps; do
-        case $bad in *" $i "*) ;; *) echo "$m ok $i" ;; esac
+        case $bad in *" $i "*) ;; *) printf '\n%s ok %s\n' "$m" "$i" ;; esac
     done
     podstate_steps=''
     [ -z "$bad" ]
