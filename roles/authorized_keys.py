@@ -37,15 +37,18 @@ def render(current: str | None, keys: list[str]) -> str:
     The block stays where the first one was (or goes at the end), once; with no keys there
     is none. A lone mark (``blocks.split``: a begin mark without its end mark, say) drops only
     itself: the lines beside it are kept, since they may be keys someone relies on. A last
-    line without its newline gets one, so the block starts on a line of its own.
+    line without its newline gets one, so the block starts on a line of its own (with no
+    keys, it keeps the file's last line as it was).
     """
     found = blocks.split(current or "", MARK_BEGIN, MARK_END)
+    if not keys:
+        return "".join(found.lines)
     at = len(found.lines) if found.at is None else found.at
     before, after = list(found.lines[:at]), list(found.lines[at:])
     if before and not before[-1].endswith("\n"):
         before[-1] += "\n"
     block = [f"{MARK_BEGIN}{BANNER}\n", *(key + "\n" for key in keys), MARK_END + "\n"]
-    return "".join(before + (block if keys else []) + after)
+    return "".join(before + block + after)
 
 
 @role("Authorized keys", reads, when=lambda wanted: wanted.get("authorized_keys") is not None)
