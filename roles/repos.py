@@ -84,7 +84,7 @@ def left_behind(path: str, ref: str, alone: tuple[str, ...]) -> str:
     """Return the violation for a checkout of ``ref`` at ``path`` that would leave behind
     ``alone``, the commits only its detached HEAD holds (``HASH SUBJECT``, six at most:
     five are named): nothing would hold them then, and no remote can give them back."""
-    names = "; ".join(alone[:5]) + ("; …" if len(alone) > 5 else "")
+    names = "; ".join(alone[:5]) + ("; and more" if len(alone) > 5 else "")
     return (
         f"{path}: a checkout of {ref} would leave behind commits only its detached HEAD holds "
         f"({names}): podstate leaves it as it is; put them on a branch (git -C {path} branch "

@@ -12,7 +12,7 @@
 #                            changes
 #   a linked worktree        git worktree add
 #   a branch no remote holds a local branch without an upstream branch on a remote
-#   commits no remote holds (HASH SUBJECT; ...)  no remote branch holds them (HEAD's, a
+#   commits no remote holds (HASH SUBJECT; ...; and more)  no remote branch holds them (HEAD's, a
 #                            local branch's or a tag's: a tag may be the checkout's own), five
 #                            named at most
 #   a stash
@@ -76,7 +76,7 @@ EOF
         repo_add "what git cannot read"
     elif [ -n "$repo_r" ]; then
         repo_add "commits no remote holds ($(printf '%s\n' "$repo_r" |
-            awk 'NR > 5 { printf "; ..."; exit } NR > 1 { printf "; " } { printf "%s", $0 }'))"
+            awk 'NR > 5 { printf "; and more"; exit } NR > 1 { printf "; " } { printf "%s", $0 }'))"
     fi
     [ -z "$repo_s" ] || repo_add "a stash"
     [ -z "$repo_o" ] || repo_add "refs of its own"
