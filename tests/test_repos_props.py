@@ -176,7 +176,7 @@ class Pod:
         self.made += 1
         n, c = self.made, self.clone
         steps = {
-            "commit": f"echo {n} > f && git commit -qam 'work {n}'",
+            "commit": f"echo w{n} > f && git commit -qam 'work {n}'",
             "detach": "git checkout -q --detach {0}",
             "switch": "git checkout -q {0} 2>/dev/null || git checkout -q -b {0}",
             "branch": "git branch {0}",
@@ -275,3 +275,51 @@ def test_no_apply_or_removal_loses_what_the_remote_cannot_give_back(
             pod.user(action)
         pod.ref = pod.two if ref == "TWO" else ref
         pod.apply() if run == "apply" else pod.remove()
+
+
+# Each case the property found, or that it stands for, as a plain regression test.
+@pytest.fixture(params=["dash", "bash"])
+def pod(request, template, tmp_path) -> Pod:
+    """A fresh clone at v1.0 (detached), under each shell."""
+    made = Pod(tmp_path / "pod", template, request.param)
+    made.apply()
+    return made
+
+
+def test_a_commit_on_a_detached_head_stops_the_apply_that_would_orphan_it(pod):
+    pod.user(("commit",))
+    mine = git(pod.clone, "rev-parse", "HEAD").strip()
+    for ref in ("v1.0", "main"):  # the same ref, and another
+        pod.ref = ref
+        pod.apply()  # the property's checks, the probe's refusal among them
+        assert git(pod.clone, "rev-parse", "HEAD").strip() == mine
+    run = pod.sh("-c", script("repo.sh"), "repo", str(pod.clone), pod.url, "main", "-", "-")
+    assert run.returncode == 1
+    assert f"would leave behind commits no branch or tag holds ({mine[:7]} work 1)" in run.stderr
+
+
+@pytest.mark.parametrize("path", ["out.log", "d/x.log"])
+def test_an_ignored_file_the_checkout_would_overwrite_or_remove_stops_it(pod, path):
+    pod.user(("ignored", path))
+    pod.ref = "dev"
+    pod.apply()
+    assert (pod.clone / path).read_bytes().startswith(b"mine")
+    assert git(pod.clone, "rev-parse", "HEAD") == git(pod.clone, "rev-parse", "v1.0^{commit}")
+
+
+def test_a_commit_only_a_local_tag_holds_survives_the_fetch_of_origins_tag(pod):
+    for action in (("detach", "HEAD"), ("commit",), ("tag", "v1.0"), ("detach", "v1.1")):
+        pod.user(action)
+    mine = git(pod.clone, "rev-parse", "v1.0").strip()
+    pod.ref = "v1.1"
+    pod.apply()
+    assert git(pod.clone, "rev-parse", "v1.0").strip() == mine  # put back after the refusal
+
+
+def test_a_removal_keeps_and_names_a_commit_only_a_local_tag_holds(pod):
+    for action in (("detach", "HEAD"), ("commit",), ("tag", "mine"), ("detach", "v1.0")):
+        pod.user(action)
+    run = pod.sh("-c", checkout_command(str(pod.clone), keep_directory=False))
+    mine = git(pod.clone, "rev-parse", "mine").strip()
+    assert run.returncode == 1
+    assert f"commits no remote holds ({mine[:7]} work " in run.stderr
