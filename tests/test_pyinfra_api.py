@@ -291,6 +291,44 @@ def test_verify_passes_on_the_installed_pyinfra():
     verify()
 
 
+LEAVES_NOTHING = """
+import gc, sys
+gc.disable()  # whatever verifying made stays to be seen, garbage or not
+from gevent.hub import Hub
+from gevent.pool import Pool
+from pyinfra import context
+from pyinfra.api import Inventory, State
+from podstate.pyinfra_api import connect, plan
+from podstate.pyinfra_api.verify import verify
+
+managers = (context.ctx_state, context.ctx_host, context.ctx_inventory, context.ctx_config)
+def contexts():
+    return [m.get() if m.isset() else None for m in managers]
+before = contexts()
+verify(); connect.quiet(); plan.plan_faster()  # as podstate's inventory file does
+made = [type(o).__name__ for o in gc.get_objects() if isinstance(o, (State, Inventory, Pool, Hub))]
+print(made, contexts() == before, flush=True)
+import pyinfra_cli  # pyinfra's CLI patches the standard library with gevent, after the check
+from pyinfra.connectors import vagrant  # verified: its threads are then gevent's
+vagrant.local.shell = lambda command, splitlines: (
+    ["1,pod,state,running"] if "status" in command else ["Host pod", "HostName 127.0.0.1"]
+)
+print([name for name, _, _ in vagrant.VagrantInventoryConnector.make_names_data()])
+"""
+
+
+def test_verifying_and_the_replacements_leave_nothing_behind():
+    """In a fresh process, as the check starts (it verifies before pyinfra's CLI patches the
+    standard library): no State, Inventory, gevent pool or hub, pyinfra's context as it was,
+    and what a user's deploy file might then use (the vagrant connector's threads) works, and
+    the process ends by itself. An Inventory made by verify() imported every connector
+    first: vagrant's then waited on real threads with gevent's locks, forever."""
+    out = subprocess.run(
+        [sys.executable, "-c", LEAVES_NOTHING], capture_output=True, text=True, timeout=60
+    )
+    assert out.stdout.splitlines() == ["[] True", "['@vagrant/pod']"], out.stderr[-2000:]
+
+
 BREAKS = {  # the internal the line names: a program that breaks it, as a release might
     "op_hash_order": (
         "from pyinfra.api import Host\n"

@@ -11,15 +11,16 @@ import functools
 import importlib
 import inspect
 import re
+import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyinfra
-from pyinfra.api import Config, Inventory, State
+from pyinfra.api import Host, Inventory
 from pyinfra.api.exceptions import PyinfraError
 
-from podstate.pyinfra_api import entry_points, ssh
+from podstate.pyinfra_api import ssh
 from podstate.pyinfra_api.logs import pod_line
 
 PYINFRA_MINORS = ("3.9", "3.10")  # the pyinfra minors podstate supports and CI tests
@@ -153,22 +154,58 @@ def _checks() -> Iterator[tuple[str, Callable[[], object]]]:
         "the changed-host-key advice (ssh-keygen -R)",
         lambda: "ssh-keygen -R {" in inspect.getsource(_resolve("pyinfra.connectors.ssh")),
     )
-    inventory = Inventory((["@local"], {}))
-    state = State(inventory, Config())
-    (host,) = inventory
     yield (
         "Host.op_hash_order (a list pyinfra appends to)",
         lambda: (
-            type(host.op_hash_order) is list
+            type(_sample_host().op_hash_order) is list
             and "host.op_hash_order.append(" in inspect.getsource(_resolve("pyinfra.api.operation"))
         ),
     )
     yield (
         "Host.print_prefix (the pod's log lines)",
-        lambda: pod_line(f"{host.print_prefix}sample") == (host.name, "sample"),
+        lambda: (
+            _assigns("pyinfra.api.host.Host.init", "print_prefix_padding")
+            and pod_line(f"{_sample_host().print_prefix}sample") == ("sample", "sample")
+        ),
     )
     for name in ("ops", "op_meta", "failed_hosts", "pool"):
-        yield f"State.{name}", functools.partial(_there, getattr, state, name)
+        yield f"State.{name}", functools.partial(_assigns, "pyinfra.api.state.State.init", name)
+
+
+def _sample_host() -> Host:
+    """Return a host named ``sample`` on pyinfra's SSH connector, as ``Host.init`` leaves the
+    only host of an inventory (its print prefix unpadded), and nothing else.
+
+    It is made without an Inventory or a State, so that verifying leaves nothing behind in
+    the process that a user's deploy files then run in: an Inventory imports every connector
+    pyinfra has (its entry points), before pyinfra's CLI patches the standard library with
+    gevent where podstate verifies first (the check), and pyinfra's vagrant connector then
+    joins real threads on gevent's locks, forever; a State makes gevent pools.
+    """
+    connector = _resolve("pyinfra.connectors.ssh.SSHConnector")
+    host = Host("sample", cast(Inventory, None), [], connector)  # read only with its data
+    host.print_prefix_padding = ""
+    return host
+
+
+@functools.cache
+def _assigned(method: str) -> frozenset[str]:
+    """Return the attributes of ``self`` that the method ``method`` names assigns, read from
+    its source (calling ``State.init`` makes gevent pools)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(_resolve(method))))
+    return frozenset(
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, ast.Store)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    )
+
+
+def _assigns(method: str, name: str) -> bool:
+    """Return whether the method ``method`` names sets ``self.<name>``."""
+    return name in _assigned(method)
 
 
 @functools.cache
@@ -179,16 +216,15 @@ def verify() -> None:
     Called at the start of every ``podstate`` command and of a deploy, so that a pyinfra
     release that changed an internal stops the run before any pod is touched, instead of
     misbehaving in it."""
-    with entry_points.read_once():  # the Inventory below asks for them twice
-        for name, test in _checks():
-            try:
-                passed = test()
-            except (AttributeError, ImportError, KeyError, OSError) as e:
-                raise Unsupported(f"{_start()} lacks {name} ({e})") from None
-            except Exception as e:  # any other failure: it changed
-                raise Unsupported(f"{_start()} changed {name} ({type(e).__name__}: {e})") from None
-            if passed is False:
-                raise Unsupported(f"{_start()} changed {name}")
+    for name, test in _checks():
+        try:
+            passed = test()
+        except (AttributeError, ImportError, KeyError, OSError) as e:
+            raise Unsupported(f"{_start()} lacks {name} ({e})") from None
+        except Exception as e:  # any other failure: it changed
+            raise Unsupported(f"{_start()} changed {name} ({type(e).__name__}: {e})") from None
+        if passed is False:
+            raise Unsupported(f"{_start()} changed {name}")
 
 
 def _start() -> str:
