@@ -39,4 +39,5 @@ def test_quiet_wraps_once_and_filters_paramiko_s_transport_errors():
     assert sum(getattr(f, "podstate", False) for f in transport.filters) == 1
     error = transport.makeRecord("paramiko.transport", logging.ERROR, "", 0, "x", (), None)
     info = transport.makeRecord("paramiko.transport", logging.INFO, "", 0, "x", (), None)
-    assert (transport.filter(error), bool(transport.filter(info))) == (False, True)
+    # kept here, a thread that is no pod's transport (test_pyinfra_boundary drops a pod's)
+    assert (bool(transport.filter(error)), bool(transport.filter(info))) == (True, True)

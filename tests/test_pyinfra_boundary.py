@@ -1,17 +1,25 @@
 """The boundary around pyinfra's internals: only podstate/pyinfra_api/ touches them, importing
-podstate patches nothing, and every package podstate imports is a declared dependency."""
+podstate patches nothing, what podstate replaces in pyinfra treats only podstate's pods
+otherwise, and every package podstate imports is a declared dependency."""
 
 from __future__ import annotations
 
 import ast
+import logging
+import socket
 import subprocess
 import sys
+import threading
 import tomllib
 from importlib import metadata
 from pathlib import Path
 
 import pyinfra.api
 import pytest
+from pyinfra.api import Config, Host, Inventory, State
+from pyinfra.api.exceptions import ConnectError, PyinfraError
+
+from podstate.pyinfra_api import connect, plan
 
 ROOT = Path(__file__).resolve().parent.parent
 BOUNDARY = ROOT / "podstate" / "pyinfra_api"
@@ -155,3 +163,71 @@ def test_pyproject_pins_pyinfra_to_the_supported_minors():
     (pin,) = [d for d in project["dependencies"] if d.startswith("pyinfra")]
     major, last = PYINFRA_MINORS[-1].split(".")
     assert pin == f"pyinfra>={PYINFRA_MINORS[0]},<{major}.{int(last) + 1}"
+
+
+def _two_hosts(**data: object) -> tuple[Host, Host]:
+    """Return a pod of podstate's (its data has a desired state) and another host, with the
+    same ``data``, in a State of their own."""
+    inventory = Inventory(([("pod", {**data, "podstate": {}}), ("other", dict(data))], {}))
+    State(inventory, Config(CONNECT_TIMEOUT=5))
+    pod, other = inventory
+    return pod, other
+
+
+def test_a_failed_connect_is_podstate_s_one_line_for_its_pods_alone(tmp_path):
+    """With ``quiet()``, a key file that is not there: podstate's pod fails with podstate's
+    ConnectError; any other host with pyinfra's own error, as if podstate were not loaded."""
+    connect.quiet()
+    pod, other = _two_hosts(ssh_key=str(tmp_path / "id_none"), ssh_hostname="127.0.0.1")
+    with pytest.raises(ConnectError, match="^no such key file: "):
+        pod.connector.connect()
+    with pytest.raises(PyinfraError, match="^No such private key file: ") as raised:
+        other.connector.connect()
+    assert not isinstance(raised.value, ConnectError)
+
+
+@pytest.fixture
+def no_banner():
+    """Return the port of a local server that answers each connection with a line that is no
+    SSH banner, and closes it."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def answer() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:  # closed: the test is over
+                return
+            with conn:
+                conn.sendall(b"no banner here\r\n")
+
+    threading.Thread(target=answer, daemon=True).start()
+    yield server.getsockname()[1]
+    server.close()
+
+
+def test_paramiko_s_errors_are_dropped_for_podstate_s_pods_alone(no_banner, tmp_path, caplog):
+    """paramiko's transport logs a traceback for a server that sends no SSH banner: not for
+    podstate's pod (pyinfra reports the failure in one line), but for any other host."""
+    connect.quiet()
+    data = {"ssh_hostname": "127.0.0.1", "ssh_port": no_banner, "ssh_user": "nobody"}
+    pod, other = _two_hosts(**data, ssh_known_hosts_file=str(tmp_path / "known_hosts"))
+    logged = {}
+    for host in (pod, other):
+        caplog.clear()
+        with caplog.at_level(logging.INFO), pytest.raises(ConnectError):
+            host.connector.connect()
+        logged[host.name] = [r.levelname for r in caplog.records if r.name == "paramiko.transport"]
+    assert "ERROR" not in logged["pod"] and "ERROR" in logged["other"], logged
+
+
+def test_only_podstate_s_pods_have_their_arguments_read_from_merged_data(monkeypatch):
+    """``plan_faster``'s popping of global arguments reads podstate's pods through a merged
+    view of their data; pyinfra's own function reads any other host itself."""
+    pod, other = _two_hosts()
+    read = []
+    pop = lambda state, host, kwargs: read.append(type(host).__name__)  # noqa: E731
+    monkeypatch.setitem(plan._originals(), "pop_global_arguments", pop)
+    for host in (pod, other):
+        plan._pop_global_arguments(host.state, host, {})
+    assert read == ["_ArgumentsHost", "Host"]

@@ -9,7 +9,8 @@ function named for what podstate does with it: ``plan`` (operations as they are 
 ``execute`` (running commands and printing as pyinfra does), ``cli`` (the check's run, as
 pyinfra's CLI drives it), ``connect`` (a failed connection: one line naming its cause),
 ``logs`` (pyinfra's log lines), ``open_files`` (the limit that caps pyinfra's parallelism),
-``entry_points`` and ``deferred`` (what importing pyinfra costs) and ``verify``;
+``entry_points`` and ``deferred`` (what importing pyinfra costs), ``scope`` (the hosts
+podstate's replacements of pyinfra's functions answer for: its own pods) and ``verify``;
 tests/test_pyinfra_api.py tries each on pyinfra's own API. Importing any of them changes
 nothing: ``pyinfra_cli``, whose import patches the standard library with gevent, is imported
 only when the check loads an inventory.

@@ -17,7 +17,7 @@ from pyinfra.api import state as api_state
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.connectors.sshuserclient import client as ssh_client
 
-from podstate.pyinfra_api import entry_points, plan
+from podstate.pyinfra_api import entry_points, plan, scope
 
 
 def _cli() -> Any:
@@ -33,9 +33,11 @@ def _cli() -> Any:
 
 def new_state(timeout: int) -> tuple[State, Config]:
     """Return a State and Config for planning as pyinfra's CLI plans (``pyinfra.is_cli``, the
-    current state and config set), connections bounded by ``timeout`` seconds."""
+    current state and config set), connections bounded by ``timeout`` seconds; a run of
+    podstate's, whose every host its replacements answer for (``scope``)."""
     pyinfra.is_cli = True
     state, config = State(check_for_changes=True), Config(CONNECT_TIMEOUT=timeout)
+    scope.claim(state)
     context.ctx_state.set(state)
     context.ctx_config.set(config)
     return state, config

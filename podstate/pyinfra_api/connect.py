@@ -5,8 +5,10 @@ the pod's name), but not all: a key file that does not exist or cannot be read r
 plain ``PyinfraError`` inside the connecting greenlet, which gevent prints as a traceback
 before pyinfra reports ``could not connect``; and paramiko logs, from its transport thread,
 the traceback of every failure it then raises to its caller (an SSH banner that never
-comes, for one). ``quiet()`` stops both where they start; ``cause()`` names what happened
-in podstate's words, in pyinfra's own line for the pod and in the check's reports.
+comes, for one). ``quiet()`` stops both where they start, for podstate's pods alone (any
+other host connects, fails and logs as pyinfra and paramiko make it: ``scope``); ``cause()``
+names what happened in podstate's words, in pyinfra's own line for the pod and in the
+check's reports.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import errno
 import functools
 import logging
 import socket
+import threading
+import weakref
 from typing import Any
 
 from paramiko.ssh_exception import AuthenticationException, NoValidConnectionsError
@@ -22,9 +26,11 @@ from pyinfra.api.exceptions import ConnectError
 from pyinfra.api.host import HostData
 from pyinfra.connectors.ssh import SSHConnector
 
-from podstate.pyinfra_api import hostkeys
+from podstate.pyinfra_api import hostkeys, scope
 
 _TRANSPORT_LOG = "paramiko.transport"
+# The connectors of podstate's pods that have connected or tried to: their transports' errors
+_OURS: weakref.WeakSet[SSHConnector] = weakref.WeakSet()
 
 
 def _one_line(error: BaseException) -> str:
@@ -33,13 +39,17 @@ def _one_line(error: BaseException) -> str:
 
 
 def _connect_error_only(connect: Any) -> Any:
-    """Return ``connect`` (the SSH connector's) raising, for every failure, a ConnectError
-    whose text is ``cause()``'s: pyinfra reports it for its pod as it reports the others
-    (one line, the ``host_connect_error`` callback), instead of gevent printing the
-    connecting greenlet's traceback for the failures pyinfra leaves uncaught."""
+    """Return ``connect`` (the SSH connector's) raising, for every failure to connect to one
+    of podstate's pods, a ConnectError whose text is ``cause()``'s: pyinfra reports it for
+    its pod as it reports the others (one line, the ``host_connect_error`` callback),
+    instead of gevent printing the connecting greenlet's traceback for the failures pyinfra
+    leaves uncaught. Any other host connects with ``connect`` as it is."""
 
     @functools.wraps(connect)
     def connect_or_connect_error(self: SSHConnector) -> None:
+        if not scope.ours(self.host):
+            return connect(self)
+        _OURS.add(self)
         try:
             return connect(self)
         except Exception as e:  # ConnectError, a missing or unreadable key, the unforeseen
@@ -51,19 +61,36 @@ def _connect_error_only(connect: Any) -> Any:
     return connect_or_connect_error
 
 
+def _ours_transport() -> bool:
+    """Return whether the running thread is the transport of a connection to one of
+    podstate's pods (paramiko's SSH client makes its transport, a thread, as it connects)."""
+    thread = threading.current_thread()
+    for connector in list(_OURS):
+        client = connector.client
+        if client is not None and client.get_transport() is thread:
+            return True
+    return False
+
+
 class _RaisedToCaller(logging.Filter):
-    """Drops the errors paramiko's transport thread logs: each is the exception it hands
-    to the caller (``saved_exception``), which pyinfra reports as the pod's one line. Kept
-    when logging is at DEBUG (pyinfra's ``--debug-all``), for whoever is debugging paramiko."""
+    """Drops the errors paramiko's transport thread logs for podstate's pods: each is the
+    exception it hands to the caller (``saved_exception``), which pyinfra reports as the
+    pod's one line. Kept when logging is at DEBUG (pyinfra's ``--debug-all``), for whoever
+    is debugging paramiko, and for every other connection."""
 
     podstate = True
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno < logging.ERROR or logging.getLogger().level == logging.DEBUG
+        return (
+            record.levelno < logging.ERROR
+            or logging.getLogger().level == logging.DEBUG
+            or not _ours_transport()
+        )
 
 
 def quiet() -> None:
-    """Make every connect failure one line (see the module's docstring); idempotent.
+    """Make every failure to connect to one of podstate's pods one line (see the module's
+    docstring); idempotent.
 
     Called by the inventory (so a plain ``pyinfra`` run gets it too) and by the check."""
     if not getattr(SSHConnector.connect, "podstate", False):

@@ -3,8 +3,8 @@
 Each asking (``importlib.metadata.entry_points``) reads the metadata of every installed
 package. Before podstate's first connection they are asked for about 30 times: gevent's
 plugin groups as pyinfra's CLI is imported (25), typeguard's plugins as pyinfra is
-imported, and pyinfra's connectors each time an ``Inventory`` is made (2 a time:
-``verify()``'s, the check's). With 80 or more packages installed, that was a quarter of a
+imported, and pyinfra's connectors each time an ``Inventory`` is made (2 a time, for the
+check's). With 80 or more packages installed, that was a quarter of a
 second before the first pod was contacted. This module imports nothing of pyinfra's, so
 that a block opened before pyinfra is imported answers its imports' askings too.
 """

@@ -15,6 +15,7 @@ from typing import Any
 import pyinfra
 from pyinfra.api import Host, State, StringCommand, arguments, facts, util
 
+from podstate.pyinfra_api import scope
 from podstate.pyinfra_api.verify import verify
 
 api_operation = sys.modules["pyinfra.api.operation"]  # the module, not the decorator
@@ -266,9 +267,11 @@ def _pop_global_arguments(state: State, host: Host, kwargs: dict[str, Any]) -> A
 
     pyinfra looks each of its 32 global arguments up in the host's data, every layer of it
     in turn, each absent key an exception caught per layer: about 6 µs a key, 5 ms of
-    planning a pod (a check's 31 operations and facts). One merged dict a call answers them.
+    planning a pod (a check's 31 operations and facts). One merged dict a call answers them,
+    for podstate's pods; any other host is pyinfra's own to read (``scope``).
     """
-    return _originals()["pop_global_arguments"](state, _ArgumentsHost(host), kwargs)
+    pop = _originals()["pop_global_arguments"]
+    return pop(state, _ArgumentsHost(host) if scope.ours(host) else host, kwargs)
 
 
 def plan_faster() -> None:
@@ -276,7 +279,15 @@ def plan_faster() -> None:
     return the same values without pyinfra's cost (``_operation_order``,
     ``_all_global_arguments``, ``_pop_global_arguments``): a check of 24 pods takes over a
     second less CPU, and a fleet's planning runs on one core. Verifies the installed pyinfra
-    first (``verify``)."""
+    first (``verify``).
+
+    What a user's deploy file or pyinfra's API sees stays pyinfra's: the order and the list
+    of global arguments are pyinfra's own values, for any host, made another way
+    (tests/test_pyinfra_api.py compares them); the order cannot hand other hosts to
+    pyinfra's function, whose value would then count the line of the function between (an
+    operation's hash is made of it). Popping the arguments reads the host through a
+    stand-in, so only podstate's pods are read so (``scope``); pyinfra's own function reads
+    any other host."""
     verify()
     _originals()
     api_operation.get_operation_order_from_stack = _operation_order  # type: ignore[attr-defined]
