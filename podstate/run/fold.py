@@ -250,10 +250,10 @@ def converse(segment: Segment, channel: Channel, echo: Callable[[str], None] | N
     deadline = time.monotonic() + limit  # moved on at each step's marker
     stream, shown = _Stream(len(segment.steps)), _Echo(echo)
     sender = threading.Thread(target=_send, args=(channel, segment.payload()), daemon=True)
+    channel.settimeout(None)  # a send waits for room as long as it takes; reads select
+    sender.start()
     try:
         with channel:
-            channel.settimeout(None)  # a send waits for room as long as it takes; reads select
-            sender.start()
             while True:
                 chunk = _receive(channel, deadline)
                 for piece in stream.feed(chunk):
