@@ -45,10 +45,8 @@ test: deps venv
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy podstate roles
 	shellcheck podstate/scripts/*.sh
-	@# test files in 4 processes (each file on sandbox pods of its own), then those marked
-	@# `alone` (pyproject.toml) one after another
-	$(BIN)/pytest -n 4 --dist loadfile -m "not alone"
-	$(BIN)/pytest -m alone
+	@# test files in 4 processes, each file on sandbox pods of its own (a pid namespace each)
+	$(BIN)/pytest -n 4 --dist loadfile
 
 # Fleet speed at real latency against raw SSH, the same work with OpenSSH, plain pyinfra and
 # Ansible, and the pods' own work (root, strace; about 25 minutes on 2 cores). Writes

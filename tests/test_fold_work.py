@@ -18,7 +18,6 @@ import pytest
 from podstate.sandbox import inside
 from tests.e2e import Fleet, apply, check
 
-pytestmark = pytest.mark.alone  # counts a pod's programs (pyproject.toml)
 SANDBOX = {"pods": 1}
 POD = "pod-1"
 FILES = 200

@@ -25,7 +25,6 @@ from podstate.sandbox import inside
 from podstate.sandbox.api import list_pods
 from tests.e2e import check
 
-pytestmark = pytest.mark.alone  # reads pods idle or not (pyproject.toml)
 SANDBOX = {"pods": 1}
 POD = "pod-1"  # two GPUs
 
@@ -100,10 +99,10 @@ def test_the_work_lines_parse():
 
 
 @pytest.mark.parametrize("shell", ["dash", "bash"])
-def test_a_process_gone_while_it_was_read_is_not_taken_for_anothers(shell, tmp_path):
+def test_a_process_gone_while_it_was_read_is_gone_and_the_shell_goes_on(shell, tmp_path):
     """A process that ended between the listing of /proc and the reading of its files has
-    none left to read: it is not another container's (no status says so), and the shell
-    goes on (it once stopped there, with an arithmetic error)."""
+    none left to read: work_stat says so, work_gone takes it for ended, and the shell goes
+    on (it once stopped there, with an arithmetic error)."""
     from podstate.shell import script
 
     gone = subprocess.Popen(["true"])
@@ -112,12 +111,12 @@ def test_a_process_gone_while_it_was_read_is_not_taken_for_anothers(shell, tmp_p
         [
             script("enc.sh"),
             script("work.sh"),
-            f"w_root='0:1 /' w_bnd=000001ffffffffff; work_other /proc/{gone.pid}; echo $?",
             f"work_stat {gone.pid}; echo $?",
+            f"work_gone {gone.pid}; echo $?",
         ]
     )
     done = subprocess.run([shell, "-c", program], capture_output=True, text=True)
-    assert (done.returncode, done.stdout, done.stderr) == (0, "1\n1\n", "")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "1\n0\n", "")
 
 
 @pytest.mark.parametrize("shell", ["dash", "bash"])
@@ -203,7 +202,7 @@ def quiet(fleet):
 
 def test_an_untouched_gpu_pod_is_idle_now(fleet, quiet, tmp_path):
     entry = _entry(fleet, tmp_path)
-    assert entry["idle"] is True, entry
+    assert entry["idle"] is True, entry["activity"]
     assert "idle now" in entry["table"]
     assert [g["utilization"] for g in entry["activity"]["gpus"]] == [0, 0]
 
@@ -258,7 +257,7 @@ def test_an_unreadable_gpu_is_unknown_never_idle(fleet, quiet, tmp_path):
         entry = _entry(fleet, tmp_path)
     finally:
         inside.pod_exec(POD, f"sed -i '/^fail|/d' {inside.GPU_LAYOUT}")
-    assert entry["idle"] is None
+    assert entry["idle"] is None, (entry["table"], entry["activity"])
     assert "idle unknown (unread: the GPUs: Failed to initialize NVML" in entry["table"]
 
 

@@ -21,7 +21,6 @@ import pytest
 from podstate.sandbox import container, inside
 from tests.e2e import apply, check
 
-pytestmark = pytest.mark.alone  # counts a pod's programs (pyproject.toml)
 SANDBOX = {"pods": 4}
 POD = "pod-4"
 LIMIT = ("--limit", POD)

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from podstate.sandbox import container, inside, lifecycle, ssh
-from podstate.sandbox.processes import marked
+from podstate.sandbox.processes import host_pid, marked
 from podstate.sandbox.shapes import SHAPES, shape_for
 from podstate.sandbox.ssh import SSHD
 from podstate.sandbox.state import SandboxError, pods_file
@@ -419,7 +419,8 @@ def test_down_leaves_no_process_and_no_mount(
         with pytest.raises(SandboxError, match="not running"):
             inside.pod_exec("pod-2", "true")
         meta = json.loads((root / "sandbox.json").read_text())
-        pids = [int(sleeper), meta["storage"]["pid"], meta["api"]["pid"]]
+        sleeper = host_pid(other.pods["pod-1"]["init_pid"], int(sleeper))  # the pod's own
+        pids = [sleeper, meta["storage"]["pid"], meta["api"]["pid"]]
         for pod in other.pods.values():
             pids += [pod["pid"]] + ([pod["sshfs_pid"]] if pod.get("sshfs_pid") else [])
         assert len(pids) == 8
@@ -466,7 +467,8 @@ def test_down_stops_a_sandbox_whose_state_directory_was_deleted(box: Box, tmp_pa
     assert _mounts_naming(root)  # pod-1's sshfs /workspace, in pod-1's mount namespace
     sleeper = orphan.ssh("pod-1", "nohup sleep 600 >/dev/null 2>&1 & echo $!").stdout
     meta = json.loads((root / "sandbox.json").read_text())
-    pids = [int(sleeper), meta["storage"]["pid"], meta["api"]["pid"]]
+    sleeper = host_pid(orphan.pods["pod-1"]["init_pid"], int(sleeper))  # the pod's own
+    pids = [sleeper, meta["storage"]["pid"], meta["api"]["pid"]]
     pids += [pod["pid"] for pod in orphan.pods.values()] + [orphan.pods["pod-1"]["sshfs_pid"]]
     assert [pid for pid in pids if _gone(pid)] == []
     survivors = [pod["pid"] for pod in box.pods.values()] + _sandbox_processes(box.root)

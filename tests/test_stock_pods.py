@@ -33,13 +33,8 @@ def stale(message: str, pid: str) -> str:
 
 
 def pid_of(fleet, pod: str, comm: str) -> str:
-    """Return the pid of the process named ``comm`` in ``pod`` (the sandbox's pods share the
-    host's pid namespace: only their mount namespace is their own)."""
-    pids = fleet.out(
-        pod,
-        f"for p in $(pgrep -x {comm}); do [ /proc/$p/ns/mnt -ef /proc/self/ns/mnt ] && "
-        "echo $p; done; true",
-    ).split()
+    """Return the pid of the process named ``comm`` in ``pod`` (its own pid namespace's)."""
+    pids = fleet.out(pod, f"pgrep -x {comm}; true").split()
     assert len(pids) == 1, (comm, pids)
     return pids[0]
 

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from podstate.sandbox import vast_api
 from podstate.sandbox.state import ACTIONS_LOG
 from tests.e2e import Watching, apply, check, run
 from tests.test_vast import assert_valid
 
-pytestmark = pytest.mark.alone  # reads pods idle or not (pyproject.toml)
 SANDBOX = {"pods": 2, "vast": 2}
 
 

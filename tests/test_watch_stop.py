@@ -13,13 +13,10 @@ import json
 import subprocess
 from collections.abc import Callable
 
-import pytest
-
 from podstate.sandbox import inside
 from podstate.sandbox.api import ACTIONS_LOG, list_pods
 from tests.e2e import BIN, ROOT, Fleet, Watching
 
-pytestmark = pytest.mark.alone  # reads pods idle or not (pyproject.toml)
 SANDBOX = {"pods": 3}
 STOP = {"idle": {"after": "1s", "action": "stop"}}
 

@@ -15,8 +15,6 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from podstate.inventory import actions
 from podstate.inventory.fleet import load_inventory
 from podstate.paths import LOCK
@@ -27,7 +25,6 @@ from podstate.watch.decisions import Sighting
 from podstate.watch.idler import Idler
 from tests.e2e import ROOT, Fleet, check
 
-pytestmark = pytest.mark.alone  # reads pods idle or not (pyproject.toml)
 SANDBOX = {"pods": 1}
 NAME = "pod-1"
 STOP = {"idle": {"after": "1s", "action": "stop"}}

@@ -9,14 +9,11 @@ check outlasts.
 
 from __future__ import annotations
 
-import pytest
-
 from podstate.sandbox import container
 from tests.e2e import Fleet, apply
 from tests.test_watch_stop import stops
 from tests.test_watch_stop import watch as watch_pods
 
-pytestmark = pytest.mark.alone  # reads pods idle or not (pyproject.toml)
 SANDBOX = {"pods": 1, "vast": 1}
 NAME = "vast-1"
 STOP = {"idle": {"after": "1s", "action": "stop"}}

@@ -49,7 +49,20 @@ def pod_exec(
     if not alive(pod["pid"], pod.get("pid_start")):
         raise SandboxError(f"sandbox pod {name} is not running")
     return subprocess.run(
-        ["nsenter", "-t", str(pod["pid"]), "-m", "-u", "-r", "-w", "--", "bash", "-c", command],
+        [
+            "nsenter",
+            "-t",
+            str(pod["init_pid"]),
+            "-m",
+            "-u",
+            "-p",
+            "-r",
+            "-w",
+            "--",
+            "bash",
+            "-c",
+            command,
+        ],  # fmt: skip
         capture_output=True,
         text=True,
         check=check,

@@ -23,7 +23,15 @@ from podstate.jsonfile import write_json
 from podstate.procfs import unescape
 from podstate.sandbox.api import API_KEY_FILE, start_api
 from podstate.sandbox.prepare import FILES, prepare_pod, software_mounts
-from podstate.sandbox.processes import alive, marked, proc_start, spawn, stop
+from podstate.sandbox.processes import (
+    alive,
+    host_pid,
+    init_of,
+    marked,
+    proc_start,
+    spawn,
+    stop,
+)
 from podstate.sandbox.shapes import VAST_SHAPES, Shape, shape_for, shape_of
 from podstate.sandbox.ssh import (
     SSHD,
@@ -198,13 +206,13 @@ def _preflight() -> None:
     if not Path("/dev/fuse").exists():
         raise SandboxError("/dev/fuse is missing; sshfs pods need FUSE (modprobe fuse)")
     probe = subprocess.run(
-        ["unshare", "--mount", "--uts", "--propagation", "private", "--", "true"],
+        ["unshare", "--mount", "--uts", "--pid", "--fork", "--mount-proc", "--", "true"],
         capture_output=True,
         text=True,
     )
     if probe.returncode != 0:
         detail = (probe.stderr.strip().splitlines() or ["no output"])[-1]
-        raise SandboxError(f"Linux mount/UTS namespaces do not work here ({detail})")
+        raise SandboxError(f"Linux mount, UTS and pid namespaces do not work here ({detail})")
 
 
 def _up(
@@ -314,7 +322,11 @@ def finish_start(root: Path, name: str, record: dict[str, Any]) -> str:
     (its sshd, its sshfs) and write its own known_hosts with the host key its start made;
     return that known_hosts line."""
     pod_dir = pod_state_dir(root, name)
-    sshd = wait_for_start_script(name, record, pod_dir)
+    # the pids the pod's start wrote are its own namespace's: the sandbox signals and traces
+    # its processes by their pids outside
+    inner = wait_for_start_script(name, record, pod_dir)
+    record.update(init_of(record["pid"]))
+    sshd = host_pid(record["init_pid"], inner)
     record["sshd_pid"], record["sshd_pid_start"] = sshd, proc_start(sshd)
     if record["workspace"] == "sshfs":
         pid = int((pod_dir / "sshfs.pid").read_text())

@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from podstate.sandbox.state import SandboxError
+
 POD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 # Popen objects of processes this interpreter started, so it can reap them.
@@ -51,6 +53,50 @@ def spawn(
         )
     _CHILDREN[proc.pid] = proc
     return {"pid": proc.pid, "pid_start": proc_start(proc.pid)}
+
+
+def init_of(pid: int) -> dict[str, int | None]:
+    """Return the record (``init_pid``, ``init_pid_start``) of the process 1 of the pod whose
+    bootstrap is ``pid`` (its child in a pid namespace of its own), by its pid outside it;
+    raise SandboxError when it has none."""
+    own = os.stat(f"/proc/{pid}/ns/pid")
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = []
+    for child in children:
+        try:
+            theirs = os.stat(f"/proc/{child}/ns/pid")
+        except OSError:
+            continue
+        if (theirs.st_dev, theirs.st_ino) != (own.st_dev, own.st_ino):
+            return {"init_pid": int(child), "init_pid_start": proc_start(int(child))}
+    raise SandboxError(f"the pod's bootstrap (pid {pid}) runs no pid namespace of its own")
+
+
+def host_pid(init_pid: int, inner: int) -> int | None:
+    """Return the pid outside of the process that is ``inner`` in the pid namespace whose
+    process 1 is ``init_pid``; None when none is (it ended)."""
+    try:
+        namespace = os.stat(f"/proc/{init_pid}/ns/pid")
+    except OSError:
+        return None
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+            info = os.stat(entry / "ns" / "pid")
+        except OSError:
+            continue
+        if (info.st_dev, info.st_ino) != (namespace.st_dev, namespace.st_ino):
+            continue
+        nspid = next(
+            (line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), []
+        )
+        if nspid and nspid[-1] == str(inner):
+            return int(entry.name)
+    return None
 
 
 def proc_start(pid: int | None) -> int | None:

@@ -14,16 +14,13 @@ made_busy() {
 }
 # made_venv_busy PATH_WORD LINK: made_busy for each process that runs from the venv whose
 # link is LINK, or may. Its directories are those remove_venv deletes beside LINK
-# (.NAME-<fingerprint12>*, in LINK's directory resolved). A process of this container (its
-# root is ours) runs from it when its command line's first word is a program in LINK or in
+# (.NAME-<fingerprint12>*, in LINK's directory resolved). A process of this container (any
+# its /proc lists, whatever other namespaces it entered) runs from it when its command line's first word is a program in LINK or in
 # them (/opt/venv/bin/python, or a script's #! line; its /proc/PID/exe is then the interpreter
 # the venv's python links to, outside them), or when its executable, working directory, an
 # open file or a mapped file (a library of site-packages) is in them. A process whose files
 # cannot be read (another user's, or an undumpable one, where root lacks CAP_SYS_PTRACE) may:
-# "unread", unless it is not of this container: its root is on another filesystem (its
-# mountinfo says, which anyone may read), or it has a capability out of our bounding set (its
-# status says; nothing in a container has one). Starts find and grep once each, and grep once
-# more when a process cannot be read.
+# "unread". Starts find and grep once each.
 made_venv_busy() {
     made_vw=$1 made_vl=$2 made_vu=''
     made_vr=${2%/*}/.${2##*/}-
@@ -38,8 +35,6 @@ made_venv_busy() {
     made_vm='' made_vf=''
     for made_q in /proc/[0-9]*; do
         if { true <"$made_q/maps"; } 2>/dev/null; then
-            # shellcheck disable=SC3013 # -ef is in dash, bash and busybox
-            [ "$made_q/root" -ef / ] || continue
             made_c=
             { IFS= read -r made_c <"$made_q/cmdline"; } 2>/dev/null
             case $made_c in
@@ -47,7 +42,7 @@ made_venv_busy() {
             *) made_vm="$made_vm $made_q/maps" made_vf="$made_vf $made_q/exe $made_q/cwd $made_q/fd" ;;
             esac
         elif [ -d "$made_q" ]; then
-            made_vu="$made_vu $made_q/status $made_q/mountinfo"
+            made_vu="$made_vu ${made_q#/proc/}"
         fi
     done
     made_vn=
@@ -64,33 +59,6 @@ made_venv_busy() {
             made_busy "$made_vw" "$made_q"
         done
     fi
-    [ -n "$made_vu" ] || return 0
-    made_va='' made_vb='' made_vn='' made_vc=''
-    while read -r _ _ made_v _ made_c _; do
-        if [ "$made_c" = / ]; then made_va=$made_v; fi
-    done </proc/self/mountinfo
-    while read -r made_v made_c; do
-        if [ "$made_v" = CapBnd: ]; then made_vb=$made_c; fi
-    done </proc/self/status
-    case $made_vb in *[!0-9a-f]*) made_vb='' ;; esac
-    # shellcheck disable=SC2086 # paths under /proc, split on purpose
-    made_vo=$(grep -H -e '^CapBnd:' -e "^[0-9]* [0-9]* ${made_va:-[0-9]*:[0-9]*} [^ ]* / " $made_vu 2>/dev/null)
-    while read -r made_v made_c; do
-        made_q=${made_v#/proc/}
-        made_q=" ${made_q%%/*} "
-        case $made_v:$made_c in
-        */status:CapBnd::*[!0-9a-f]* | */status:CapBnd::) ;;
-        */status:CapBnd::*)
-            if [ -n "$made_vb" ] && [ $((0x$made_c & ~0x$made_vb)) != 0 ]; then made_vc="$made_vc$made_q"; fi
-            ;;
-        ?*) made_vn="$made_vn$made_q" ;;
-        esac
-    done <<EOF
-$made_vo
-EOF
-    for made_q in $made_vn; do
-        case $made_vc in *" $made_q "*) continue ;; esac
-        made_vc="$made_vc $made_q "
-        made_busy "$made_vw" "$made_q" unread
-    done
+    # shellcheck disable=SC2086 # pids, split on purpose
+    for made_q in $made_vu; do made_busy "$made_vw" "$made_q" unread; done
 }

@@ -207,7 +207,7 @@ made_same_end() {
         echo "made.same $made_p $made_y"
     done
 }
-# made_mount MOUNT: "made.busy" for each process of this mount namespace using MOUNT (its
+# made_mount MOUNT: "made.busy" for each process of this container using MOUNT (its
 # working directory or an open file there), and "made.held PATH FILE" for the first file
 # (anything but a directory) found in it, podstate's caches (.podstate-cache) aside, or
 # "made.held PATH ?" when MOUNT cannot be read: one find for both (/proc's links are not
@@ -220,9 +220,6 @@ made_mount() {
         /proc/*)
             x=${x#/proc/}
             x=${x%%/*}
-            # a process of another mount namespace names another mount by that path
-            # shellcheck disable=SC3013 # -ef is in dash, bash and busybox
-            [ "/proc/$x/ns/mnt" -ef /proc/self/ns/mnt ] || continue
             case " $made_u " in *" $x "*) ;; *) made_u="$made_u $x" ;; esac
             ;;
         ?*) [ -n "$made_h" ] || made_h=$x ;;

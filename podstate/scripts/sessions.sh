@@ -1,6 +1,6 @@
 #!/bin/sh
 # Defines sessions, which the probe calls once: prints "sess PID KIND COMM" for each
-# interactive session of this container (same mount namespace), COMM encoded by enc:
+# interactive session of this container (every process its /proc lists), COMM encoded by enc:
 #   tty     a session leader with a controlling terminal (an SSH login with a terminal, a
 #           terminal in Jupyter, a tmux window), but for the container's init (pid 1)
 #   kernel  a running notebook kernel (ipykernel in its command line)
@@ -14,8 +14,6 @@ sessions() {
     for d in /proc/[0-9]*; do
         pid=${d#/proc/}
         [ "$pid" = 1 ] && continue
-        # shellcheck disable=SC3013 # -ef is in dash, bash and busybox
-        [ "$d/ns/mnt" -ef /proc/self/ns/mnt ] || continue
         work_stat "$pid" || continue
         kind=''
         # after "(comm) ": state ppid pgrp session tty_nr ...

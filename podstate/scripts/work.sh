@@ -23,9 +23,10 @@
 # "v1 CONTAINER SINCE PID:START:CPU:IO ... end", CONTAINER the boot id and process 1's start,
 # SINCE the uptime in centiseconds. A record of another container, or not whole, is none.
 # Any work, or a process that cannot be read, begins a new period: RECORD is written again
-# (a temporary file beside it, then mv). Counted: each process of this container (its mount
-# namespace; pid 1 too), but for this probe's own (its ancestors below sshd's listener, and
-# their descendants), sshd's listener (each connection is a session) and zombies; CPU is
+# (a temporary file beside it, then mv). Counted: each process /proc lists (a container's
+# lists its own alone, whatever other namespaces they entered; pid 1 too; a zombie, ended
+# but not yet waited for, by its CPU), but for this probe's own (its ancestors below sshd's
+# listener, and their descendants) and sshd's listener (each connection is a session); CPU is
 # utime, stime and the waited-for children's cutime and cstime, in clock ticks (USER_HZ,
 # 100 a second on Linux), like the uptime.
 # Needs enc (scripts/enc.sh), which the probe and the watch include first.
@@ -152,45 +153,6 @@ work_walk() {
     done
 }
 
-# work_bounds FILE: sets w_x to the CapBnd of the status FILE; '' where it cannot be read
-work_bounds() {
-    w_x=''
-    { while read -r w_d w_x; do
-        if [ "$w_d" = CapBnd: ]; then return 0; fi
-        w_x=''
-    done <"$1"; } 2>/dev/null
-}
-
-# work_other DIR: true when the process at DIR, which cannot be read, is not of this
-# container: it has a capability out of our bounding set (its status; ours, w_bnd, read at
-# the first such process: "?" until then), or its root is on another filesystem (its
-# mountinfo, which anyone may read). Its first mount is read before the rest: a namespace
-# copied from ours keeps our first mount first, and where that is our root, no namespace
-# that has our root lacks it; so another first mount is another container's, and the rest
-# of its table (a byte at a time) is not read
-work_other() {
-    if [ "$w_first" = "$w_root /" ]; then
-        w_m=''
-        { read -r _ _ w_d w_x w_m _ <"$1/mountinfo"; } 2>/dev/null
-        [ -n "$w_m" ] && [ "$w_d $w_x $w_m" != "$w_first" ] && return 0
-    fi
-    if [ "$w_bnd" = '?' ]; then
-        work_bounds /proc/self/status
-        w_bnd=$w_x
-    fi
-    work_bounds "$1/status"
-    # unread (gone, or no CapBnd line): not known to be another's by its capabilities
-    case $w_x:$w_bnd in *[!0-9a-f:]* | :* | *:) ;; *)
-        [ $((0x$w_x & ~0x$w_bnd)) = 0 ] || return 0
-        ;;
-    esac
-    w_r=''
-    { while read -r _ _ w_d w_x w_m _; do
-        if [ "$w_m" = / ]; then w_r="$w_d $w_x"; fi
-    done <"$1/mountinfo"; } 2>/dev/null
-    [ -n "$w_r" ] && [ "$w_r" != "$w_root" ]
-}
-
 work() {
     w_rec=$1 w_out='' w_keys='' w_new='' w_cpus=0 w_ios=0 w_cm=-1 w_im=-1
     { read -r w_now _ </proc/uptime && read -r w_b </proc/sys/kernel/random/boot_id; } 2>/dev/null || return 0
@@ -198,11 +160,6 @@ work() {
     w_now=${w_now#"${w_now%%[!0]*}"}
     w_now=${w_now:-0}
     work_stat 1 && w_b=$w_b:$w_st
-    w_root='' w_bnd='?' w_first=''
-    while read -r _ _ w_d w_x w_m _; do
-        [ -n "$w_first" ] || w_first="$w_d $w_x $w_m"
-        if [ "$w_m" = / ]; then w_root="$w_d $w_x"; fi
-    done </proc/self/mountinfo
     w_v='' w_k='' w_t='' w_e=''
     { read -r w_v w_k w_t w_e <"$w_rec"; } 2>/dev/null
     case $w_t in '' | *[!0-9]*) w_t=-1 ;; esac
@@ -223,24 +180,7 @@ work() {
     w_live=' '
     for d in /proc/[0-9]*; do
         p=${d#/proc/}
-        # another mount namespace's process: whether it can be read is all that matters (its
-        # /proc/PID/stat is read only when it cannot)
-        # shellcheck disable=SC3013 # -ef is in dash, bash and busybox
-        if ! [ "$d/ns/mnt" -ef /proc/self/ns/mnt ]; then
-            if ! { read -r w_x <"$d/io"; } 2>/dev/null && ! work_other "$d"; then
-                work_stat "$p" || continue
-                [ "$w_run" = Z ] && continue
-                work_gone "$p" && continue
-                w_x=unread
-                work_sshd "$w_c" && w_x='busy ssh'
-                enc "$w_c"
-                w_out="${w_out}work.$w_x $p $enc_v
-"
-            fi
-            continue
-        fi
         work_stat "$p" || continue
-        [ "$w_run" = Z ] && continue
         work_walk "$p" "$w_pp" "$w_c"
         [ "$w_how" = mine ] && continue
         work_stat "$p" || continue
@@ -256,19 +196,29 @@ work() {
         case $w_run in R | D) w_new="${w_new}work.busy run $p $enc_v
 " ;; esac
         w_i=0
-        { while read -r w_d w_x; do
-            # its first two lines; the shell reads a byte at a time
-            case $w_d in rchar:) w_i=$((w_i + w_x)) ;; wchar:)
-                w_i=$((w_i + w_x))
-                break
-                ;;
-            esac
-        done <"$d/io"; } 2>/dev/null || {
-            work_gone "$p" && continue
-            w_out="${w_out}work.unread $p $enc_v
+        eval "w_x=\${w_r_$p-}"
+        # a zombie (one that ended, its parent not told yet) keeps its CPU time, not its
+        # I/O's: the record's stands
+        if [ "$w_run" = Z ]; then
+            case $w_x in "$w_st":*:*) w_i=${w_x##*:} ;; esac
+        else
+            # its first two lines (the shell reads a byte at a time); no rchar line: it could
+            # not be read (another user's: its file opens, and its read fails)
+            w_y=''
+            { while read -r w_d w_x; do
+                case $w_d in rchar:) w_y=1 w_i=$((w_i + w_x)) ;; wchar:)
+                    w_i=$((w_i + w_x))
+                    break
+                    ;;
+                esac
+            done <"$d/io"; } 2>/dev/null
+            if [ -z "$w_y" ]; then
+                work_gone "$p" && continue
+                w_out="${w_out}work.unread $p $enc_v
 "
-            continue
-        }
+                continue
+            fi
+        fi
         w_keys="$w_keys $p:$w_st:$w_cpu:$w_i"
         eval "w_s_$p=\$w_st w_x=\${w_r_$p-}"
         case $w_x in
@@ -280,8 +230,13 @@ work() {
             [ "$w_d" -le "$w_cm" ] || w_cm=$w_d w_cp="$p $enc_v"
             [ "$w_x" -le "$w_im" ] || w_im=$w_x w_ip="$p $enc_v"
             ;;
-        *) [ -z "$w_e" ] || w_new="${w_new}work.busy new $p $enc_v
-" ;;
+        *) # new: since the period began, or a zombie not started before it (what a session
+            # started is not in the record, and may end in one)
+            if [ -n "$w_e" ] && { [ "$w_run" != Z ] || [ "$w_st" -gt "$w_t" ]; }; then
+                w_new="${w_new}work.busy new $p $enc_v
+"
+            fi
+            ;;
         esac
     done
     w_age=0

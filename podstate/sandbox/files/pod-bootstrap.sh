@@ -72,8 +72,7 @@ if [ -n "$FIRST" ]; then
     rm -f "$R"/etc/ssh/ssh_host_*
 fi
 
-mount -t proc proc "$R/proc" 2>/dev/null || mount --rbind /proc "$R/proc" ||
-    fail "cannot mount /proc"
+mount -t proc proc "$R/proc" || fail "cannot mount /proc"
 mount --rbind /sys "$R/sys" || fail "cannot bind-mount /sys"
 mount --rbind /dev "$R/dev" || fail "cannot bind-mount /dev"
 while mountpoint -q "$R/dev/shm"; do
@@ -127,13 +126,17 @@ if [ "$POD_WORKSPACE" = sshfs ]; then
     done
 fi
 
-# Exec a command as the container's processes run: with Docker's default capability set (no
-# CAP_SYS_ADMIN, so no mounts from inside the pod) unless the pod is privileged.
+# Exec a command as the container's processes run: as process 1 of a pid namespace of its
+# own, with a /proc of its own that lists the pod's processes alone, as a container's does
+# (sshfs, standing in for the host's mount of the volume, stays outside it; the namespace
+# ends with every process in it when unshare, this shell's pid, ends); with Docker's
+# default capability set (no CAP_SYS_ADMIN, so no mounts from inside the pod) unless the
+# pod is privileged.
 exec_in_container() {
-    if [ "$POD_PRIVILEGED" = 1 ]; then
-        exec "$@"
+    if [ "$POD_PRIVILEGED" != 1 ]; then
+        set -- setpriv --bounding-set "-all,$DOCKER_CAPS" -- "$@"
     fi
-    exec setpriv --bounding-set "-all,$DOCKER_CAPS" -- "$@"
+    exec unshare --pid --fork --kill-child --mount-proc --propagation private -- "$@"
 }
 
 ENV=/run/podstate-sandbox/container.env
@@ -144,22 +147,12 @@ ENV=/run/podstate-sandbox/container.env
 # /start.sh unless the command execs it itself (`bash -c '. /workspace/.podstate/boot.sh;
 # exec /start.sh'`, as on RunPod), so what a sourced command exports reaches the start
 # script and all it starts. A start command that fails, or exits, fails the start.
-# Everything runs as the container's processes do (exec_in_container); this shell's pid
-# stays the container's main process.
+# Everything runs as the container's processes do (exec_in_container), its first process
+# the container's main process, whose environment (/proc/1/environ) is the container's.
 HOME=/root
 export HOME
 # shellcheck source=/dev/null
 . "$ENV"
-# The container's environment, where a RunPod container has it: its first process's
-# (/proc/1/environ). The pod has no pid namespace of its own, so this is shown there.
-# So is its start time: this shell's /proc/PID/stat (its start time never changes) as
-# /proc/1/stat, which tells one container start from another.
-if ! { env -0 >/run/podstate-sandbox/environ &&
-    mount --bind /run/podstate-sandbox/environ /proc/1/environ &&
-    cat "/proc/$$/stat" >/run/podstate-sandbox/stat &&
-    mount --bind /run/podstate-sandbox/stat /proc/1/stat; }; then
-    fail "cannot show the container's environment and start as /proc/1/environ and stat"
-fi
 exec 5>&- >&8 8>&-
 if [ ! -f /run/podstate-sandbox/start_command ]; then
     exec_in_container /bin/sh /start.sh

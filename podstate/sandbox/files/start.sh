@@ -21,7 +21,8 @@
 # printenv does) and its source line to ~/.bashrc; runs the image's /post_start.sh if there
 # is one (in the foreground, as RunPod's does, after its "Start script(s) finished" line);
 # writes "finished" to fd 7 and ends in
-# `sleep infinity`, the container's keep-alive, which keeps this script's pid.
+# `sleep infinity`, the container's keep-alive, which it waits for, as RunPod's does: so this
+# script stays the container's process 1, which waits for (reaps) every orphan that ends.
 # In a Vast instance (VAST_CONTAINERLABEL set) the key is SSH_PUBLIC_KEY's and there is no
 # /etc/rp_environment: the template's environment stays out of SSH sessions, as on Vast; and
 # once sshd answers, the template's onstart script runs, /root/onstart.sh (on the container
@@ -87,4 +88,4 @@ fi
 
 echo finished >&7 || fail "cannot record the end of the start script"
 exec 4>&- 6>&- 7>&- </dev/null >/dev/null
-exec sleep infinity
+sleep infinity
