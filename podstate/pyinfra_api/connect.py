@@ -29,7 +29,8 @@ from pyinfra.connectors.ssh import SSHConnector
 from podstate.pyinfra_api import hostkeys, scope
 
 _TRANSPORT_LOG = "paramiko.transport"
-# The connectors of podstate's pods that have connected or tried to: their transports' errors
+# The connectors of podstate's pods that connected or tried to: their transports' errors go
+# unlogged (_RaisedToCaller)
 _OURS: weakref.WeakSet[SSHConnector] = weakref.WeakSet()
 
 
