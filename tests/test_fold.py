@@ -8,6 +8,12 @@ command's stdin splits the command in two around it.
 
 from __future__ import annotations
 
+import shlex
+
+import paramiko
+
+from podstate.run import fold, lock
+from podstate.sandbox.state import pod_state_dir, read_json
 from tests.e2e import Fleet, apply, exec_count
 
 SANDBOX = {"pods": 2}
@@ -89,3 +95,35 @@ def test_an_upload_too_large_for_stdin_splits_the_command_around_it(fleet: Fleet
         assert fleet.out(pod, "bash -lc 'printf %s \"$FOLD_SECRET\"'") == large
         assert fleet.out(pod, "bash -lc 'echo $FOLD_CHANGED'") == pod + "\n"
         assert fleet.out(pod, "stat -c %a /etc/podstate/secrets/env.sh") == "600\n"
+
+
+def test_over_ssh_each_step_is_read_as_it_ran_whatever_its_output_ended_with(fleet: Fleet):
+    """Through the pod's own sshd and sh: output with no final newline, a progress line, NUL
+    and a byte that is not UTF-8 are each their step's, exactly; the long step after a short
+    one that printed no newline is held to its own limit, not the short one's."""
+    segment = fold.Segment("op", release=True)
+    for shell, ttl, later in [
+        ("printf 'no newline'", 1, False),
+        ("sleep 2; printf '10%%\\r100%%'", 10, True),
+        ("printf 'x\\000\\377'", 5, False),
+    ]:
+        segment.add(fold._step(lock.Change(shell))[0], ttl, later)
+    root = fleet.state
+    client = paramiko.SSHClient()
+    client.load_host_keys(str(pod_state_dir(root, "pod-1") / "known_hosts"))
+    client.connect(
+        "127.0.0.1",
+        read_json(root / "pods.json")["pod-1"]["port"],
+        "root",
+        key_filename=str(root / "id_ed25519"),
+        allow_agent=False,
+        look_for_keys=False,
+    )
+    with client:
+        channel = client.get_transport().open_session()  # type: ignore[union-attr]
+        channel.set_combine_stderr(True)
+        channel.exec_command(f"sh -c {shlex.quote(segment.command())}")  # as pyinfra runs it
+        fold.converse(segment, channel, None)
+    assert (segment.why, segment.status, segment.done) == ("", 0, {0, 1, 2})
+    assert [bytes(segment.output[i]) for i in range(3)] == [b"no newline", b"10%\r100%", b"x\0\xff"]
+    assert fleet.ssh("pod-1", "test -e /run/podstate.lock").returncode == 1
