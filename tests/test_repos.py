@@ -226,6 +226,28 @@ def test_a_dirty_working_tree_is_a_violation_and_left_as_it_is(fleet, repos):
     fleet.out("pod-3", "cd /root/code/trainer && git checkout -q -- f && rm new")
 
 
+def test_a_commit_on_a_detached_checkout_is_a_violation_and_kept(fleet, repos):
+    fleet.out(
+        "pod-1",
+        "git -C /root/code/trainer -c user.name=t -c user.email=t@example.com "
+        "commit -q --allow-empty -m 'my experiment'",
+    )
+    mine = head(fleet, "pod-1", "/root/code/trainer")
+    message = (
+        "/root/code/trainer: a checkout of v1.0 would leave behind commits only its detached "
+        f"HEAD holds ({mine[:7]} my experiment): podstate leaves it as it is"
+    )
+    try:
+        result = check(fleet, "--limit", "pod-1")
+        run = apply(fleet, "--limit", "pod-1")
+        assert result.returncode == 1 and f"violation (Repos): {message}" in result.stdout
+        assert run.returncode == 1
+        assert f"repos./root/code/trainer: {message}" in run.stderr
+        assert head(fleet, "pod-1", "/root/code/trainer") == mine
+    finally:
+        fleet.out("pod-1", "git -C /root/code/trainer checkout -q --detach v1.0")
+
+
 def test_no_git_is_a_violation_that_says_to_install_it(fleet, repos):
     fleet.out("pod-2", "mv /usr/bin/git /usr/bin/git.hidden")
     try:
