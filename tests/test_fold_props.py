@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from podstate.run import fold, lock
+from podstate.run import fold, lock, markers
 from tests import fold_ssh
 
 SHELLS = ("dash", "bash")
@@ -66,7 +66,7 @@ def test_the_stream_reads_back_as_printed_however_it_is_cut_into_chunks(events, 
             expected[-1] += event
         elif event != b"":
             expected.append(event)
-    stream, got = fold._Stream(12), []
+    stream, got = markers.Stream(12), []
     bounds = sorted({0, len(wire), *(c % (len(wire) + 1) for c in cuts)})
     for start, end in [*itertools.pairwise(bounds), (len(wire), len(wire))]:
         for piece in stream.feed(wire[start:end]):  # the last: b"", the stream's end

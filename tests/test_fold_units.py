@@ -12,7 +12,7 @@ from pyinfra.api import FunctionCommand, StringCommand
 from pyinfra.api.command import FileUploadCommand
 
 from podstate import settings
-from podstate.run import fold, lock
+from podstate.run import fold, lock, markers
 from podstate.run.bookkeeping import write_command
 from podstate.shell import script
 
@@ -61,7 +61,7 @@ def test_a_segments_time_limit_is_its_steps_and_the_wait_for_the_lock():
 def read(steps: int, *chunks: bytes) -> list[bytes | tuple[bool, int]]:
     """Return what the fold reads in ``chunks`` (a segment of ``steps`` printed them): each
     marker, as (ok, step), and the output between markers, joined."""
-    stream, read = fold._Stream(steps), []
+    stream, read = markers.Stream(steps), []
     for piece in (piece for chunk in [*chunks, b""] for piece in stream.feed(chunk)):
         if read and isinstance(piece, bytes) and isinstance(read[-1], bytes):
             read[-1] += piece

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -71,11 +72,12 @@ def print_failed_output(host: Host, lines: Lines) -> None:
     util.print_host_combined_output(host, connector_util.CommandOutput(combined))
 
 
-def echo_output(state: State, host: Host, line: str) -> None:
-    """Print a line a command printed on ``host`` as it comes, if pyinfra prints output
-    (``-vv``)."""
-    if state.print_output:
-        click.echo(f"{host.print_prefix}{line}", err=True)
+def echoer(state: State, host: Host) -> Callable[[str], None] | None:
+    """Return what prints each line a command prints on ``host`` as it comes, where pyinfra
+    prints output (``-vv``); None where it does not."""
+    if not state.print_output:
+        return None
+    return lambda line: click.echo(f"{host.print_prefix}{line}", err=True)
 
 
 def log(host: Host, text: str, color: str, error: bool = False) -> None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import io
-import re
 import select
 import shlex
 import threading
@@ -40,14 +39,9 @@ from podstate import settings
 from podstate.pyinfra_api import execute
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import lock
+from podstate.run.markers import MARK, Stream
 from podstate.shell import script
 
-MARK = f"@@podstate-{lock.TOKEN[:12]}"  # markers' start: this run's own, in no output by chance
-# A marker is a line of its own: the shell prints a newline before it, whatever the output
-# before it ended with, and that newline is the marker's, not the output's. It is found
-# wherever it arrives: after output with no final newline, split across chunks.
-_MARKER = re.compile(b"\n" + re.escape(MARK.encode()) + rb" (ok )?([0-9]{1,6})\n")
-_MARKER_MAX = len(MARK) + 12  # a marker's bytes after its first newline, at most
 # What steps carry each time (every file write holds scripts/write_file.sh, every proved
 # removal scripts/made_proof.sh): a segment defines each once, as a function, and its steps
 # call it, so its command carries it once.
@@ -231,8 +225,7 @@ def _run(state: State, host: Host, segment: Segment) -> bool:
     except (OSError, EOFError, SSHException) as e:
         segment.why = str(e)
     else:
-        echo = (lambda line: execute.echo_output(state, host, line)) if state.print_output else None
-        converse(segment, channel, echo)
+        converse(segment, channel, execute.echoer(state, host))
     lock.ran(host, not segment.release and len(segment.done) == len(segment.steps))
     return True
 
@@ -248,7 +241,7 @@ def converse(segment: Segment, channel: Channel, echo: Callable[[str], None] | N
     """
     current, limit = -1, segment.ttls[0]
     deadline = time.monotonic() + limit  # moved on at each step's marker
-    stream, shown = _Stream(len(segment.steps)), _Echo(echo)
+    stream, shown = Stream(len(segment.steps)), _Echo(echo)
     sender = threading.Thread(target=_send, args=(channel, segment.payload()), daemon=True)
     channel.settimeout(None)  # a send waits for room as long as it takes; reads select
     sender.start()
@@ -275,32 +268,6 @@ def converse(segment: Segment, channel: Channel, echo: Callable[[str], None] | N
     except (TimeoutError, OSError, EOFError, SSHException) as e:
         segment.why = f"not done within {limit} s" if isinstance(e, TimeoutError) else str(e)
     sender.join(lock.MARGIN)  # the channel is closed: it ends at once
-
-
-class _Stream:
-    """What a segment's command prints, split into its steps' output and their markers,
-    wherever a marker falls among the chunks it arrives in."""
-
-    def __init__(self, steps: int) -> None:
-        self.steps = steps
-        self.rest = b""  # the end of the last chunk, held back: it may start a marker
-
-    def feed(self, chunk: bytes) -> Iterator[bytes | tuple[bool, int]]:
-        """Yield, in order, the output in ``chunk`` and each marker, as (``ok``, step); b"":
-        the stream ended, and what was held back is output."""
-        data, at = self.rest + chunk, 0
-        for found in _MARKER.finditer(data):
-            if int(found[2]) < self.steps:  # else a marker of no step: output
-                if found.start() > at:
-                    yield data[at : found.start()]
-                yield found[1] is not None, int(found[2])
-                at = found.end()
-        # a marker not all there yet starts at the last newline (it holds none after it)
-        cut = data.rfind(b"\n", at) if chunk else -1
-        cut = len(data) if cut < 0 or len(data) - cut > _MARKER_MAX else cut
-        if cut > at:
-            yield data[at:cut]
-        self.rest = data[cut:]
 
 
 def _receive(channel: Channel, deadline: float) -> bytes:
