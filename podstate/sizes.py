@@ -7,8 +7,9 @@ import re
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
 # A size as users write it: digits (with a decimal part or not), at most one space, then
 # nothing or B (bytes), or a unit K, M, G, T or P (powers of 1024, upper case) with B or iB
-# after it or not: 64M, 16GB, 16GiB, 1.5T, 512 M. The schema's pattern is this one.
-SIZE_PATTERN = r"^([0-9]+(?:\.[0-9]+)?) ?(?:([KMGTP])(?:i?B)?|B)?$"
+# after it or not: 64M, 16GB, 16GiB, 1.5T, 512 M. The schema's pattern is this one (the
+# validator searches with Python's re, whose $ also matches before a last newline).
+SIZE_PATTERN = r"^([0-9]+(?:\.[0-9]+)?) ?(?:([KMGTP])(?:i?B)?|B)?$(?!\n)"
 # What SIZE_PATTERN accepts, in words, for the schema's message and the docs.
 SIZE_WORDS = (
     "bytes as an integer, or a number (decimals allowed) then, after at most one space, "
@@ -30,7 +31,7 @@ def parse_size(value: int | str) -> int:
         if value < 0:
             raise ValueError(f"{value!r} is not a size")
         return value
-    match = _SIZE_RE.match(value) if isinstance(value, str) else None
+    match = _SIZE_RE.fullmatch(value) if isinstance(value, str) else None
     if not match:
         raise ValueError(f"{value!r} is not a size")
     return int(float(match.group(1)) * _UNITS[match.group(2) or ""])

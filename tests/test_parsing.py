@@ -334,3 +334,11 @@ def test_real_h200_query_has_every_field_the_probe_asked():
     (gpu,) = parse_gpu_query((NVIDIA / "h200-probe-query.csv").read_text(), CAPTURED_FIELDS)
     assert gpu.index == 0 and gpu.remap_pending == "No" and gpu.power_brake == "Not Active"
     assert parse_cuda_version((NVIDIA / "h200-probe-header.txt").read_text()) == "13.0"
+
+
+@pytest.mark.parametrize("value", ["16G\n", "64M\n", "1.5T\n"])
+def test_a_size_with_a_trailing_newline_is_refused_by_the_schema_and_the_parser(value):
+    schema = json.loads((ROOT / "schema/pod.schema.json").read_text())
+    assert not re.search(schema["$defs"]["size"]["pattern"], value)
+    with pytest.raises(ValueError):
+        parse_size(value)

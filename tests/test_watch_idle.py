@@ -305,6 +305,7 @@ def test_a_pod_of_a_pods_file_cannot_be_stopped():
         ({"after": -1}, "is not above 0"),
         ({"after": "0s"}, "is not above 0"),
         ({"after": "2 hours"}, "is not a duration"),
+        ({"after": "30m\n"}, "is not a duration"),  # a whole match, not up to a newline
         ({"after": "2h", "action": "terminate"}, "terminate"),
     ],
 )

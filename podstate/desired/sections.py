@@ -51,7 +51,7 @@ def idle(item: dict[str, Any]) -> dict[str, Any]:
     ``1d``, or a number of seconds) and ``action`` (``report`` unless ``stop``); SpecError,
     one line, for a duration that is not one or is not above 0."""
     after = item["after"]
-    match = DURATION.match(after) if isinstance(after, str) else None
+    match = DURATION.fullmatch(after) if isinstance(after, str) else None
     if isinstance(after, int) and not isinstance(after, bool):
         seconds = after
     elif match:
