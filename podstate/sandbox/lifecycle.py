@@ -21,6 +21,7 @@ from typing import Any
 
 from podstate.jsonfile import write_json
 from podstate.procfs import unescape
+from podstate.sandbox import cgroups
 from podstate.sandbox.api import API_KEY_FILE, start_api
 from podstate.sandbox.prepare import FILES, prepare_pod, software_mounts
 from podstate.sandbox.processes import (
@@ -145,6 +146,8 @@ def down() -> None:
     root = state_dir()
     stop(root)
     release_ports(root)
+    for pod_dir in (root / "pods").glob("*/"):
+        cgroups.remove(pod_dir)
 
     for mount_point in _host_mounts_under(root):
         subprocess.run(["umount", "-l", mount_point], capture_output=True)
@@ -313,6 +316,7 @@ def start_pod(pod_dir: Path, last_start: str | None = None) -> dict[str, Any]:
     ``started_at``, its start time (later than ``last_start``, the pod's previous one)."""
     command = ["/bin/sh", str(FILES / "pod-bootstrap.sh")]
     started_at = start_time(last_start)
+    cgroups.make(pod_dir)
     record = spawn(["--mount", "--uts"], command, pod_dir, pod_dir / "bootstrap.log")
     return {**record, "started_at": started_at}
 

@@ -74,6 +74,14 @@ fi
 
 mount -t proc proc "$R/proc" || fail "cannot mount /proc"
 mount --rbind /sys "$R/sys" || fail "cannot bind-mount /sys"
+# The pod's cgroups (podstate.sandbox.cgroups): this shell, and all it starts, counts there
+# from here on, and the pod sees each at its hierarchy's root, as a container does; the
+# machine's hierarchies are hidden from it.
+mount -t tmpfs -o mode=0755 cgroup "$R/sys/fs/cgroup" || fail "cannot hide the machine's cgroups"
+while read -r ctrl path; do
+    echo 0 >"$path/cgroup.procs" && mkdir "$R/sys/fs/cgroup/$ctrl" &&
+        mount --bind "$path" "$R/sys/fs/cgroup/$ctrl" || fail "cannot join the cgroup $path"
+done <cgroups
 mount --rbind /dev "$R/dev" || fail "cannot bind-mount /dev"
 while mountpoint -q "$R/dev/shm"; do
     umount "$R/dev/shm" 2>/dev/null || umount -l "$R/dev/shm" ||
