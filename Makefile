@@ -20,7 +20,8 @@ venv: $(BIN)/podstate
 
 # Debian packages the tests need (root): sshd and sshfs for sandbox pods, zsh and fish as
 # login shells, shellcheck for podstate's shell scripts, strace to count the programs a
-# command starts on a pod, tmux for Vast's login habit, dash to read the docs' sh blocks.
+# command starts on a pod, tmux for Vast's login habit, dash to read the docs' sh blocks,
+# debootstrap to build the Debian image of the old-image tests (.ci/run builds it first).
 deps:
 	@missing=""; \
 	command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
@@ -32,6 +33,7 @@ deps:
 	command -v strace >/dev/null 2>&1 || missing="$$missing strace"; \
 	command -v tmux >/dev/null 2>&1 || missing="$$missing tmux"; \
 	command -v dash >/dev/null 2>&1 || missing="$$missing dash"; \
+	command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || missing="$$missing debootstrap"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

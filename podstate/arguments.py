@@ -255,6 +255,14 @@ def table() -> tuple[Command, ...]:
                     help="how long each call of the pods' nvidia-smi takes (up; real multi-GPU "
                     "hosts without persistence mode take seconds)",
                 ),
+                option(
+                    "--image",
+                    default="host",
+                    metavar="NAME",
+                    help="the pods' root filesystem (up): host, the host's own / (the "
+                    "default), or a Debian release (bullseye, trixie) built once with "
+                    "debootstrap and cached",
+                ),
             ),
             "podstate.commands.sandbox:sandbox",
         ),

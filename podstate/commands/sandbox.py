@@ -23,10 +23,14 @@ def sandbox(args: argparse.Namespace) -> int:
             raise SandboxError(f"podstate sandbox {args.action}: {which}")
         if args.action == "up":
             pods_file = lifecycle.up(
-                pods=args.pods, nvidia_smi_delay=args.nvidia_smi_delay, vast=args.vast
+                pods=args.pods,
+                nvidia_smi_delay=args.nvidia_smi_delay,
+                vast=args.vast,
+                image=args.image,
             )
             vast = f" and {args.vast} Vast instances" if args.vast else ""
-            print(f"{args.pods} sandbox pods{vast} are up; pods file: {pods_file}")
+            image = f" on the {args.image} image" if args.image != "host" else ""
+            print(f"{args.pods} sandbox pods{vast} are up{image}; pods file: {pods_file}")
             print(
                 f"converge them: PODSTATE_PODS={pods_file} "
                 "pyinfra -y inventories/pods.py deploy/*.py"

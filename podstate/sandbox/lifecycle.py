@@ -21,7 +21,7 @@ from typing import Any
 
 from podstate.jsonfile import write_json
 from podstate.procfs import unescape
-from podstate.sandbox import cgroups
+from podstate.sandbox import cgroups, images
 from podstate.sandbox.api import API_KEY_FILE, start_api
 from podstate.sandbox.prepare import FILES, prepare_pod, software_mounts
 from podstate.sandbox.processes import (
@@ -88,6 +88,7 @@ def up(
     storage_route: Callable[[int], int] | None = None,
     nvidia_smi_delay: float = 0,
     vast: int = 0,
+    image: str = images.HOST,
 ) -> Path:
     """Start ``pods`` sandbox pods and ``vast`` sandbox Vast instances (``vast-1``, ...,
     shaped by ``shapes.VAST_SHAPES``, listed by the sandbox's Vast API) and return the pods
@@ -103,7 +104,10 @@ def up(
     storage sshd's port to the port the pods' sshfs connects to instead (a proxy that adds
     network latency, say; its caller runs it). ``nvidia_smi_delay`` is how many seconds each
     call of the pods' nvidia-smi takes (as on a multi-GPU host without persistence mode,
-    where NVML's start takes seconds); 0, the default, answers at once. Refused while the
+    where NVML's start takes seconds); 0, the default, answers at once. ``image`` is the
+    pods' root filesystem (``images.names()``): the host's own, or a Debian release built
+    with debootstrap the first time it is asked for (about a minute) and cached for the
+    machine. Refused while the
     sandbox is up, or while processes of one whose state directory was deleted still run.
 
     The pods file's known_hosts (``known_hosts`` in the state directory) holds the host keys
@@ -121,9 +125,10 @@ def up(
     root = state_dir()
     if (root / "sandbox.json").exists() or marked(root):
         raise SandboxError(ALREADY_UP_MESSAGE)
+    lower = images.root_of(image)
     try:
         base = base_port or DEFAULT_BASE_PORT + zlib.crc32(str(root).encode()) % 40 * 300
-        return _up(root, pods, base, disk, storage_route, nvidia_smi_delay, vast)
+        return _up(root, pods, base, disk, storage_route, nvidia_smi_delay, vast, lower)
     except BaseException as error:
         try:
             down()
@@ -226,12 +231,13 @@ def _up(
     storage_route: Callable[[int], int] | None = None,
     nvidia_smi_delay: float = 0,
     vast: int = 0,
+    image: Path = Path("/"),
 ) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     for stale in ("pods", "storage", "storaged"):  # left by a down() that was cut short
         if not _host_mounts_under(root / stale):
             shutil.rmtree(root / stale, ignore_errors=True)
-    meta: dict[str, Any] = {"disk": disk, "storage": None, "api": None}
+    meta: dict[str, Any] = {"disk": disk, "storage": None, "api": None, "image": str(image)}
     write_json(root / "sandbox.json", meta, sort_keys=True)
 
     ports = free_ports(count + vast + 1, base_port, root)
@@ -253,7 +259,9 @@ def _up(
             known.write(f"[127.0.0.1]:{storage_port} {storage_pub}\n")
 
     client_pub = public_key(root / "id_ed25519.pub")
-    submounts = "".join(point + "\n" for point in software_mounts(root))
+    # a built image is one directory: no host mounts to overlay beside it
+    mounts = software_mounts(root) if image == Path("/") else []
+    submounts = "".join(point + "\n" for point in mounts)
     records: dict[str, dict[str, Any]] = {}
     for number, (name, port) in enumerate(zip(names, ports, strict=False), start=1):
         vast_number = number - count if number > count else 0
@@ -262,8 +270,9 @@ def _up(
         )
         pod_dir = pod_state_dir(root, name)
         prepare_pod(
-            root, pod_dir, name, port, shape, storage_port, client_pub, disk, nvidia_smi_delay
-        )
+            root, pod_dir, name, port, shape, storage_port, client_pub, disk, nvidia_smi_delay,
+            image,
+        )  # fmt: skip
         (pod_dir / "submounts").write_text(submounts)
         records[name] = _pod_record(name, number, port, shape, pod_dir)
         if vast_number:

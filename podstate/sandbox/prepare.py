@@ -1,6 +1,7 @@
 """A sandbox pod's files, written before it starts: what its bootstrap copies into its root.
 
-``seed/`` is the pod's image on top of the host's files: its /etc (sshd_config, hostname,
+``seed/`` is the pod's image on top of the files of its root filesystem (the host's, or a
+Debian release's: ``images``): its /etc (sshd_config, hostname,
 hosts, root's account; no host key, as RunPod's base image has none), /root as the image
 has it, /tmp, /workspace, RunPod's start script (/start.sh), the nvidia-smi stand-in and
 those of nginx and Jupyter Lab, which the start script starts.
@@ -12,6 +13,7 @@ Beside it: ``container.env``, the container's environment (RunPod's variables an
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shlex
 import shutil
@@ -50,8 +52,13 @@ def prepare_pod(
     client_pub: str,
     disk: str,
     nvidia_smi_delay: float = 0,
+    image: Path = Path("/"),
 ) -> None:
     """Write everything a pod's bootstrap needs into its state directory.
+
+    ``image`` is the root filesystem the pod's root overlays (``images.root_of``: the
+    host's ``/`` or a Debian release's); the pod's /etc, /root and stand-ins are made from
+    its files, so that they fit its tools.
 
     seed/ holds the files the pod's root gets on top of the host's (the bootstrap copies
     them into the pod's root overlay at every start): its /etc changes, /root, /tmp,
@@ -73,6 +80,11 @@ def prepare_pod(
     # /etc/ssh: the pod's sshd_config (the bootstrap hides the host's host keys and makes the
     # pod's own).
     sftp = "/usr/lib/openssh/sftp-server"
+    sshd_options = common_sshd_options()  # for the host's sshd: a built image has its own
+    if image != Path("/"):
+        sshd_options = sshd_options.replace("PerSourcePenalties no\n", "")
+        if openssh_at_least(image, (9, 8)):
+            sshd_options += "PerSourcePenalties no\n"  # the tests open many connections
     (etc / "ssh/sshd_config").write_text(
         f"# podstate sandbox pod {name}: the sshd a RunPod container's start script runs\n"
         f"Port {port}\n"
@@ -82,11 +94,11 @@ def prepare_pod(
         "AuthorizedKeysFile .ssh/authorized_keys\n"
         "LogLevel VERBOSE\n"
         "AcceptEnv LANG LC_*\n"
-        f"Subsystem sftp {_sftp(sftp, shape)}\n" + common_sshd_options()
+        f"Subsystem sftp {_sftp(image, sftp, shape)}\n" + sshd_options
     )
-    _root_account(etc)
+    _root_account(image, etc)
     (etc / "hostname").write_text(name + "\n")
-    hosts = Path("/etc/hosts").read_text() if Path("/etc/hosts").exists() else ""
+    hosts = (image / "etc/hosts").read_text() if (image / "etc/hosts").exists() else ""
     (etc / "hosts").write_text(hosts.rstrip("\n") + f"\n127.0.1.1\t{name}\n")
     env = {
         "RUNPOD_POD_ID": pod_id,
@@ -111,7 +123,7 @@ def prepare_pod(
     home = seed / "root"
     (home / ".ssh").mkdir(parents=True, mode=0o700)
     home.chmod(0o700)
-    skel = Path("/etc/skel")
+    skel = image / "etc/skel"
     bashrc = (skel / ".bashrc").read_text() if (skel / ".bashrc").exists() else _FALLBACK_BASHRC
     tmux = VAST_AUTO_TMUX if shape.provider == "vast" else ""
     (home / ".bashrc").write_text(tmux + bashrc.rstrip("\n") + "\n")
@@ -122,7 +134,7 @@ def prepare_pod(
     (seed / "workspace").mkdir(mode=0o755)
     shutil.copyfile(FILES / "start.sh", seed / "start.sh")  # RunPod's start script
     (seed / "start.sh").chmod(0o755)
-    _daemons(seed / "usr/local")
+    _daemons(image, seed / "usr/local")
 
     if shape.gpus:
         local = seed / "usr/local"
@@ -140,11 +152,12 @@ def prepare_pod(
         shutil.copyfile(root / "storaged/known_hosts", pod_dir / "storage_known_hosts")
     else:
         (pod_dir / "workspace").mkdir(mode=0o755)
-    _mirror_host_dirs(seed)
+    _mirror_image_dirs(image, seed)
 
     settings = {
         "POD_NAME": name,
         "POD_DISK": disk,
+        "POD_IMAGE": str(image),  # the lower layer of the pod's root
         "POD_SHM": shape.shm,
         "POD_WORKSPACE": shape.workspace,
         "POD_PRIVILEGED": "1" if shape.privileged else "0",
@@ -187,24 +200,26 @@ fi
 """
 
 
-def _sftp(server: str, shape: Shape) -> str:
+def _sftp(image: Path, server: str, shape: Shape) -> str:
     """Return the sshd_config's sftp subsystem: Vast's sshd serves SFTP itself (an upload
-    goes through no login shell, so no tmux), RunPod's runs ``server`` where it exists."""
-    if shape.provider != "vast" and os.access(server, os.X_OK):
+    goes through no login shell, so no tmux), RunPod's runs ``server`` where ``image`` has
+    it."""
+    if shape.provider != "vast" and os.access(image / server.lstrip("/"), os.X_OK):
         return server
     return "internal-sftp"
 
 
-def _daemons(local: Path) -> None:
+def _daemons(image: Path, local: Path) -> None:
     """Put in the image (``local`` is its /usr/local) the stand-ins for what RunPod's start
     script starts besides sshd: nginx (``sbin/nginx``, sleep under that name: its
     /proc/PID/comm reads nginx) and Jupyter Lab (``bin/jupyter-lab``, a Python script that
-    waits: a Python interpreter whose comm reads jupyter-lab, as the real one's does)."""
+    waits: a Python interpreter whose comm reads jupyter-lab, as the real one's does), each
+    running ``image``'s own program."""
     (local / "sbin").mkdir(parents=True, exist_ok=True)
     (local / "bin").mkdir(parents=True, exist_ok=True)
-    sleep = shutil.which("sleep", path=POD_PATH) or "/bin/sleep"
+    sleep = _program(image, "sleep") or "/bin/sleep"
     (local / "sbin/nginx").symlink_to(sleep)
-    python = shutil.which("python3", path=POD_PATH) or "/usr/bin/python3"
+    python = _program(image, "python3") or "/usr/bin/python3"
     (local / "bin/jupyter-lab").write_text(
         f"#!{python}\n"
         '"""Jupyter Lab\'s stand-in in a sandbox pod: a Python process that waits."""\n'
@@ -213,8 +228,29 @@ def _daemons(local: Path) -> None:
     (local / "bin/jupyter-lab").chmod(0o755)
 
 
-def _mirror_host_dirs(seed: Path) -> None:
-    """Give each directory in seed the mode and owner of the host's, where the host has it.
+def _program(image: Path, name: str) -> str | None:
+    """Return the path, as the pod sees it, of program ``name`` on the pod's PATH in
+    ``image``; None where it has none."""
+    path = ":".join(str(image / part.lstrip("/")) for part in POD_PATH.split(":"))
+    found = shutil.which(name, path=path)
+    return "/" + str(Path(found).relative_to(image)) if found else None
+
+
+def openssh_at_least(image: Path, version: tuple[int, int]) -> bool:
+    """Return whether ``image``'s openssh-server is ``version`` or newer, by its dpkg record
+    (its sshd may not run on the host's libraries); False where none is recorded."""
+    try:
+        status = (image / "var/lib/dpkg/status").read_text(errors="replace")
+    except OSError:
+        return False
+    found = re.search(
+        r"^Package: openssh-server\n(?:.+\n)*?Version: (?:\d+:)?(\d+)\.(\d+)", status, re.M
+    )
+    return found is not None and (int(found[1]), int(found[2])) >= version
+
+
+def _mirror_image_dirs(image: Path, seed: Path) -> None:
+    """Give each directory in seed the mode and owner of the image's, where it has it.
 
     The bootstrap copies seed/ over the pod's root with modes and owners, so a directory
     such as seed/etc must not change /etc's. The pod's own directories (/root, /tmp) keep
@@ -224,7 +260,7 @@ def _mirror_host_dirs(seed: Path) -> None:
     for directory in [seed, *sorted(p for p in seed.rglob("*") if p.is_dir())]:
         if directory in own or any(parent in own for parent in directory.parents):
             continue
-        host = Path("/") / directory.relative_to(seed)
+        host = image / directory.relative_to(seed)
         try:
             info = host.stat()
         except OSError:
@@ -258,7 +294,7 @@ def software_mounts(root: Path) -> list[str]:
     return result
 
 
-def _root_account(etc: Path) -> None:
+def _root_account(image: Path, etc: Path) -> None:
     """Give the pod's root RunPod's account: /bin/bash, and a password field sshd accepts.
 
     Without PAM, sshd refuses key logins to accounts whose password field starts with "!"
@@ -268,7 +304,7 @@ def _root_account(etc: Path) -> None:
         ("passwd", 6, "/bin/bash", lambda v: v != "/bin/bash"),
         ("shadow", 1, "*", lambda v: v.startswith("!")),
     ):
-        host = Path("/etc") / name
+        host = image / "etc" / name
         try:
             lines = host.read_text().splitlines(keepends=True)
         except OSError:

@@ -10,11 +10,13 @@
 # sshd's pid goes to the pod's `started` file). It runs at every container start:
 # `podstate sandbox restart` starts it again.
 #
-# The pod's root is an overlayfs whose lower layer is the host's / and whose upper layer
+# The pod's root is an overlayfs whose lower layer is its image, $POD_IMAGE (the host's /, or
+# a Debian release's root filesystem built by podstate.sandbox.images), and whose upper layer
 # lives on a tmpfs of $POD_DISK private to this mount namespace: the pod's container disk.
 # Every write outside the pod's other mounts lands there, and all of it vanishes with the
-# namespace (but a Vast instance's: POD_KEEP_DISK below). Host directories that are separate mounts (/usr, /home, ... listed in
-# submounts) are not part of the lower layer, so each gets an overlay of its own on top.
+# namespace (but a Vast instance's: POD_KEEP_DISK below). Host directories that are separate
+# mounts (/usr, /home, ... listed in submounts; none for a built image) are not part of the
+# lower layer, so each gets an overlay of its own on top.
 set -eu
 
 . ./pod.env
@@ -47,8 +49,8 @@ if [ -n "$FIRST" ]; then
     done
 fi
 R=$(pwd -P)/disk/root
-mount -t overlay overlay -o "lowerdir=/,upperdir=$U/upper,workdir=$U/work" "$R" ||
-    fail "overlayfs mount of / failed"
+mount -t overlay overlay -o "lowerdir=$POD_IMAGE,upperdir=$U/upper,workdir=$U/work" "$R" ||
+    fail "overlayfs mount of the image $POD_IMAGE failed"
 
 n=0
 while IFS= read -r point; do
