@@ -62,6 +62,24 @@ def test_without_debootstrap_the_build_says_what_to_install(tmp_path, monkeypatc
     assert not (tmp_path / "cache").exists()
 
 
+def test_a_failed_build_is_one_line_naming_its_log_and_leaves_no_image(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "debootstrap"  # fails as debootstrap does without the archive
+    fake.write_text('#!/bin/sh\nmkdir -p "$4/etc"\necho "I: Retrieving InRelease"\n'
+                    'echo "E: Failed getting release file"\nexit 1\n')  # fmt: skip
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    cache = tmp_path / "cache"
+    with pytest.raises(SandboxError) as raised:
+        images.build("bullseye", cache)
+    assert str(raised.value) == (
+        "building the bullseye image failed: E: Failed getting release file "
+        f"(see {cache}/bullseye.log)"
+    )
+    assert sorted(p.name for p in cache.iterdir()) == [".bullseye.lock", "bullseye.log"]
+
+
 def test_a_built_image_is_found_without_debootstrap_and_the_host_is_root(
     fleet, tmp_path, monkeypatch
 ):
