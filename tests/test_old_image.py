@@ -1,7 +1,7 @@
 """podstate on an older pod image: sandbox pods on Debian bullseye (bash 5.1, coreutils
 8.32, OpenSSH 8.4, git 2.30, Python 3.9: close to Ubuntu 22.04's pod images), built once
 with debootstrap (podstate.sandbox.images), through every role's common case, the check,
-a removal, the boot hook over a restart and the idle reading.
+a removal, the boot hook over a restart, the watch and the idle reading.
 
 pod-1: COMMUNITY, 2 GPUs over PCIe, sshfs volume; pod-2: SECURE, 8 GPUs NVLink, local
 volume; pod-3: a 64 MiB /dev/shm; pod-4: may mount (tmpfs scratch, /dev/shm grown).
@@ -18,7 +18,7 @@ import pytest
 
 from podstate.sandbox import container, images
 from podstate.sandbox.state import SandboxError
-from tests.e2e import apply, check
+from tests.e2e import BIN, apply, check, run
 from tests.test_repos import MAKE_ORIGIN
 
 SANDBOX = {"pods": 4, "image": "bullseye"}
@@ -250,6 +250,18 @@ def test_the_boot_hook_puts_the_pod_back_at_a_restart(fleet, api, converged, tmp
     assert run.returncode == 0, run.stderr
     assert fleet.out("pod-1", "bash -lc 'echo $HF_TOKEN'") == "hf_old_image_secret\n"
     assert _check(fleet, api, tmp_path, "--limit", "pod-1")[0] == 0
+
+
+def test_the_watch_puts_a_restarted_pod_back(fleet, api, converged):
+    container.restart("pod-2")
+    assert fleet.ssh("pod-2", "podstate-ready").returncode != 0
+    watched = run(fleet, [str(BIN / "podstate"), "watch", "--json", "--once"], env=api)
+    assert watched.returncode == 0, watched.stdout + watched.stderr
+    events = [json.loads(line) for line in watched.stdout.splitlines()]
+    applies = [(e["pod"], e["seen"], e["result"]) for e in events if e["action"] == "apply"]
+    assert applies == [("pod-2", "restarted", "started"), ("pod-2", "restarted", "ok")], events
+    assert fleet.out("pod-2", "bash -lc 'echo $HF_TOKEN'") == "hf_old_image_secret\n"
+    assert fleet.ssh("pod-2", "podstate-ready").returncode == 0
 
 
 def _activity(fleet, api, tmp_path) -> dict:
