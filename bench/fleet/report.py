@@ -14,7 +14,7 @@ from bench.common.plot import plot
 from bench.common.stats import cells
 from bench.fleet.notes import notes, reading
 from bench.fleet.tables import breakdown, machine_table, pod_work_table, rtt_tables
-from bench.fleet.targets import targets
+from bench.fleet.targets import pod_work_targets, targets
 
 
 def report(raw: dict[str, Any]) -> str:
@@ -47,6 +47,30 @@ def report(raw: dict[str, Any]) -> str:
     lines += breakdown(table, counts, rtts, raw.get("startup", {}))
     lines += machine_table(raw, knee)
     lines += notes(raw)
+    return "\n".join(lines) + "\n"
+
+
+def pod_work_page(raw: dict[str, Any]) -> str:
+    """Return the Markdown page of the pods' own work measured alone
+    (``python -m bench.fleet.podwork``): its targets, its tables and the machine."""
+    m = raw.get("machine", {})
+    lines = [
+        "# The pods' own work: CPU and programs on one pod",
+        "",
+        f"`python -m bench.fleet.podwork --runs {raw['runs']}`, {raw.get('started', '?')}. "
+        "Raw samples: [podwork.json](podwork.json).",
+        "",
+        "## Targets",
+        "",
+        "| target | measured | verdict |",
+        "|---|---|---|",
+        *pod_work_targets(raw),
+        "",
+        *pod_work_table(raw),
+        f"Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores; kernel "
+        f"{m.get('kernel', '?')}; Python {m.get('python', '?')}. The pods share the machine's "
+        "cores with each other and with podstate's own process.",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -116,17 +116,20 @@ def slow_extra(cell: Any, rtt: float, pods: int) -> float | None:
 
 
 def pod_work_table(found: dict[str, Any] | None) -> list[str]:
-    """Return the section on the pods' own work: CPU and programs on one pod."""
+    """Return the section on the pods' own work: CPU and programs on one pod, for each GPU
+    shape and for each cell of the grid of declared files and processes."""
     if not found:
         return []
     lines = [
         "## The pods' own work",
         "",
         f"On one sandbox pod, without added latency, podstate run against it alone (medians "
-        f"of {found['runs']}; bench/fleet/podwork.py): the CPU time of everything the pod's sshd "
-        "started (its cgroup's count) and the programs started (strace on the sshd: its "
-        "re-exec for the connection and the login shell included). The probe is a check less "
-        "`ssh pod true`; the fold of a reconfigure is the reconfigure less the check.",
+        f"of {found['runs']}; bench/fleet/podwork.py): the CPU time of the pod's own cgroup, "
+        "read before and after each command (every process of the pod: the sshd's work for "
+        "the connection, its key exchange included, and the login shell's too), and the "
+        "programs started (strace on the sshd, in runs apart: its re-exec for the connection "
+        "and the login shell included). The probe is a check less `ssh pod true`; the fold "
+        "of a reconfigure is the reconfigure less the check.",
         "",
         "| pod | measure | CPU, ms | programs |",
         "|---|---|---|---|",
@@ -134,12 +137,9 @@ def pod_work_table(found: dict[str, Any] | None) -> list[str]:
     for pod, measures in found["pods"].items():
         shape = PODWORK_PODS.get(pod, "")
         for name, m in [*measures.items(), *derived(measures).items()]:
-            cpu = m.get("cpu_s")
-            lines.append(
-                f"| {pod} ({shape}) | {name} | {'–' if cpu is None else f'{1000 * cpu:.1f}'} | "
-                f"{m['programs']} |"
-            )
+            lines.append(f"| {pod} ({shape}) | {name} | {_ms(m.get('cpu_s'))} | {m['programs']} |")
     lines.append("")
+    lines += pod_work_grid(found.get("grid"))
     for pod, measures in found["pods"].items():
         for name, m in derived(measures).items():
             if m.get("by_program"):
@@ -155,6 +155,36 @@ def pod_work_table(found: dict[str, Any] | None) -> list[str]:
         "each step that waits for them and at the end.",
         "",
     ]
+
+
+def _ms(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{1000 * seconds:.1f}"
+
+
+def pod_work_grid(cells: list[dict[str, Any]] | None) -> list[str]:
+    """Return the table of the grid: one pod's CPU in ms for each count of declared files
+    and of other processes, and the programs of its check and of its fold."""
+    if not cells:
+        return []
+    lines = [
+        "With 1, 20 and 200 declared files (the desired state's `files:`, a line each) and "
+        "with 0 and 200 sleeping processes started in the pod over SSH (`setsid sleep`), on "
+        "one pod with 2 GPUs; CPU in ms of the pod's cgroup:",
+        "",
+        "| files | more processes | `ssh pod true` | check | probe | reconfigure | fold | "
+        "programs: check, fold |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for cell in cells:
+        m = cell["measures"]
+        d = derived(m)
+        lines.append(
+            f"| {cell['files']} | {cell['processes']} | {_ms(m['ssh true']['cpu_s'])} | "
+            f"{_ms(m['check']['cpu_s'])} | {_ms(d['probe']['cpu_s'])} | "
+            f"{_ms(m['reconfigure']['cpu_s'])} | {_ms(d['fold of a reconfigure']['cpu_s'])} | "
+            f"{m['check']['programs']}, {d['fold of a reconfigure']['programs']} |"
+        )
+    return [*lines, ""]
 
 
 def breakdown(
