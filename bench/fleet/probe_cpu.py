@@ -1,8 +1,9 @@
 """The probe's CPU on a container's own process table: how it grows with the processes.
 
-A sandbox pod sees this machine's whole process table (about 100 processes), which the
-probe reads process by process; a real pod's container sees its own, in a PID namespace of
-its own. Here the probe's program is run by ``sh`` as a pod runs it (its reader, the
+The probe reads a container's processes one by one, so its CPU grows with how many the
+container's PID namespace holds (a sandbox pod's is its own too: bench/fleet/podwork.py
+measures a whole check there, from the pod's cgroup, beside 0 and 200 more processes). Here
+the probe's program alone, without SSH, is run by ``sh`` as a pod runs it (its reader, the
 program on stdin) in a new PID namespace (``unshare -p``) beside N sleeping processes, and
 its CPU time (its ``sh`` and every program it starts, as the kernel counts a waited-for
 child's) is measured, the median of ``runs``. Without GPUs or records: the probe of a
@@ -74,7 +75,7 @@ def report(rows: list[tuple[int, tuple[float, float, float]]]) -> str:
         "# The probe's CPU on a container's own process table",
         "",
         "The probe's program run by `sh` in a PID namespace of its own beside N sleeping",
-        "processes, as a pod's container sees its own (a sandbox pod sees the whole machine's):",
+        "processes, as a pod's container sees its own:",
         "its CPU time, its programs' included, medians of "
         f"{RUNS} (`python -m bench.fleet.probe_cpu`). A CPU-only container, no records.",
         "",
