@@ -73,9 +73,11 @@ def reads(wanted: dict[str, Any]) -> Request:
     files that hook it and what notebook kernels read; and, in running processes, every
     variable the profile may declare."""
     names = {*(wanted.get("dirs") or {}), *(wanted.get("env") or {}), *nccl.NAMES}
+    dirs = (wanted.get("dirs") or {}).values()
     parents = (*made.ancestors(PROFILE), *made.ancestors(KERNEL_STARTUP))
+    parents += tuple(p for path in dirs for p in made.ancestors(path))
     own = Request(
-        paths=(*(wanted.get("dirs") or {}).values(), *parents),
+        paths=tuple(dict.fromkeys((*dirs, *parents))),
         files=tuple(ENV_FILES),
         environ=tuple(sorted(names)),
         inert=tuple(sorted(inert_names(wanted))),
@@ -217,6 +219,7 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
     for path in modes:  # made by podstate: missing now, or so its record says
         if probe.paths[path].kind is None or path in old:
             findings.made("dir", path)
+            files_role.made_directories(path, probe, old)  # mkdir -p makes them too
     if dirs:
         bookkeeping.directories(
             name="Directories named in dirs",

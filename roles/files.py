@@ -70,10 +70,16 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
 
 def made_directories(path: str, probe: Probe, old: dict[str, Entry]) -> None:
     """Record the directories above ``path`` that podstate makes to write it (missing), or
-    made before (so ``old`` says)."""
+    made before (a directory, so ``old`` says); one another role recorded in this run (a
+    scratch tmpfs, say) is that role's."""
     for directory in made.ancestors(path):
-        if probe.paths[directory].kind is None or directory in old:
+        was = old.get(directory)
+        if directory in findings.of(host).made:
+            continue
+        if probe.paths[directory].kind is None:
             findings.made("dir", directory)
+        elif was is not None and was.kind == "dir":
+            findings.made("dir", directory, *was.fields)
 
 
 def _entry(path: str, content: str, mode: str, found: FileInfo, was: Entry | None) -> Entry:

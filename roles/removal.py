@@ -34,6 +34,7 @@ from podstate.operations import removal as ops
 from podstate.paths import VOLUME
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.roles import boot
+from podstate.roles.env import STICKY
 from podstate.roles.scratch import unmount
 from podstate.run import bookkeeping, findings
 from podstate.run.role import role
@@ -328,5 +329,32 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
             kept = undo(entry, probe, False, packages, records=records, volume=where.volume)
         if kept is not None:
             after[path] = kept
+        elif entry.kind == "mount" and (mount_point := _remake_below(entry, probe, new, wanted)):
+            after[path] = mount_point
     after.update(new)
     record_ops.plan(probe, pod_id, after, where.volume, boot.has_volume(probe, where))
+
+
+def _remake_below(
+    entry: Entry, probe: Probe, new: dict[str, Entry], wanted: dict[str, Any]
+) -> Entry | None:
+    """Plan making again the directories this run declares below the tmpfs at ``entry.path``
+    (``dirs``, and those above them: ``new``), which its unmount takes away with it; return
+    the record's entry for the mount point that then holds them, where podstate made it
+    (None: nothing below, no unmount, or not podstate's)."""
+    path = entry.path
+    below: dict[str, str | None] = {
+        p: None for p, e in new.items() if e.kind == "dir" and p.startswith(f"{path}/")
+    }
+    if not below or probe.made_found().kinds.get(path) != "mount":
+        return None
+    for name, directory in (wanted.get("dirs") or {}).items():
+        if directory in below:
+            below[directory] = STICKY.get(name)
+    bookkeeping.directories(
+        name=f"Directories below {path}, after its unmount",
+        paths=below,
+        found=probe.paths,
+        hidden=[path],
+    )
+    return Entry("dir", path) if "made" in entry.fields else None

@@ -91,6 +91,7 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
                 size=item["size"],
                 mode=item["mode"],
                 mounted_size=at_path.size if at_path else None,
+                mounted_mode=info.mode if at_path else None,
             )
         elif at_path:
             bookkeeping.directories(

@@ -98,7 +98,10 @@ def normalize(state: dict[str, Any], root: Path | None = None) -> dict[str, Any]
     }
     if "scratch" in state:
         out["scratch"] = {
-            normpath(path): {"size": parse_size(item["size"]), "mode": item.get("mode", "1777")}
+            normpath(path): {
+                "size": parse_size(item["size"]),
+                "mode": format(int(item.get("mode", "1777"), 8), "o"),  # as stat reads it
+            }
             for path, item in state["scratch"].items()
         }
     if "dirs" in state:

@@ -225,20 +225,23 @@ def tmpfs_options(size: int, mode: str | None = None) -> str:
 
 
 @operation()
-def tmpfs(path: str, size: int, mode: str, mounted_size: int | None):
+def tmpfs(
+    path: str, size: int, mode: str, mounted_size: int | None, mounted_mode: str | None = None
+):
     """
-    Mount a tmpfs of ``size`` at ``path``, or resize the one already there.
+    Mount a tmpfs of ``size`` at ``path``, or resize the one already there and set its mode.
 
     + path: mount point (created if missing)
     + size: bytes
     + mode: octal mode of the mount's root
     + mounted_size: size of the tmpfs already mounted there, None if there is none
+    + mounted_mode: mode of the root of the tmpfs already there (None: leave it as it is)
     """
     wanted = -(-size // PAGE) * PAGE
     q = shlex.quote(path)
-    if mounted_size == wanted:
-        host.noop(f"{path} is a tmpfs of {format_size(size)}")
-    elif mounted_size is None:  # unless another run mounted it since this one looked
+    change = [f"mount -o remount,{tmpfs_options(size)} {q}"] if mounted_size != wanted else []
+    change += [f"chmod {mode} -- {q}"] if mounted_mode not in (None, mode) else []
+    if mounted_size is None:  # unless another run mounted it since this one looked
         # never over a directory that something was put in since the probe looked: the
         # tmpfs would hide it (roles/scratch.py refuses those it saw)
         yield changing(
@@ -246,8 +249,10 @@ def tmpfs(path: str, size: int, mode: str, mounted_size: int | None):
             f'[ -z "$(ls -A -- {q} 2>&1)" ] || {{ echo "{q} is not empty: no tmpfs over it"'
             f" >&2; false; }}; }} && mount -t tmpfs -o {tmpfs_options(size, mode)} podstate {q}; }}"
         )
+    elif change:
+        yield changing(" && ".join(change))
     else:
-        yield changing(f"mount -o remount,{tmpfs_options(size)} {q}")
+        host.noop(f"{path} is a tmpfs of {format_size(size)}")
 
 
 @operation(is_idempotent=False)
