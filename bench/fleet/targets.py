@@ -41,10 +41,10 @@ def pod_work_targets(pod_work: dict[str, Any]) -> list[str]:
     fold on each pod of each GPU shape and in each cell of the grid (declared files, other
     processes), all of which must meet it; and the programs each GPU shape's started."""
     pods = pod_work.get("pods", {})
-    cells = {
-        f"{c['files']} files, {c['processes']} more processes": c["measures"]
-        for c in pod_work.get("grid", [])
-    }
+    cells = {}
+    for cell in pod_work.get("grid", []):
+        files = f"{cell['files']} file" + ("s" if cell["files"] != 1 else "")
+        cells[f"{files}, {cell['processes']} more processes"] = cell["measures"]
     rows = []
     for name, (cpu_limit, program_limit) in TARGET_POD_WORK.items():
         cpu = {
