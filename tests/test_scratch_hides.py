@@ -6,8 +6,12 @@ it is, and mounts once it is empty; the boot hook does the same (pod-4 may mount
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
+import pytest
+
+from podstate.run.bookkeeping import mount_command
 from tests.e2e import apply, check
 
 SANDBOX = {"pods": 4}
@@ -58,3 +62,33 @@ def test_the_boot_hook_mounts_no_tmpfs_over_files_the_image_put_there(fleet):
     assert fleet.out("pod-4", f"cat {SCRATCH}/baked") == "image\n"
     status = fleet.out("pod-4", "cat /etc/podstate/boot")
     assert f"error scratch {SCRATCH}: holds files (among them baked)" in status
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash"])
+@pytest.mark.parametrize(
+    "mounted, held, mounts, fails",
+    [(True, False, False, False), (True, True, False, False), (False, False, True, False),
+     (False, True, False, True)],
+)  # fmt: skip
+def test_the_mount_command_looks_again(tmp_path, shell, mounted, held, mounts, fails):
+    """The apply's own mount command mounts only where no tmpfs is yet and nothing is in
+    the directory, whatever the probe saw: mountpoint and mount stand in, and say so."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    log = tmp_path / "calls"
+    for name, status in (("mountpoint", 0 if mounted else 1), ("mount", 0)):
+        (tools / name).write_text(f'#!/bin/sh\necho "{name} $*" >> {log}\nexit {status}\n')
+        (tools / name).chmod(0o755)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    if held:
+        (scratch / ".notes").write_text("mine\n")
+    env = {"PATH": f"{tools}:/usr/bin:/bin"}
+    done = subprocess.run(
+        [shell, "-c", mount_command(str(scratch), 1 << 20, "1777")],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    calls = log.read_text()
+    assert ("mount -t tmpfs" in calls) == mounts, calls
+    assert (done.returncode != 0) == fails, done.stderr
+    assert ("is not empty: no tmpfs over it" in done.stderr) == fails

@@ -224,6 +224,19 @@ def tmpfs_options(size: int, mode: str | None = None) -> str:
     return f"{options},mode={mode}" if mode else options
 
 
+def mount_command(path: str, size: int, mode: str) -> str:
+    """Return the command that mounts a tmpfs of ``size`` at ``path`` (made if missing),
+    unless another run mounted one there since this one looked; never over a directory that
+    something was put in since the probe looked, which the tmpfs would hide (roles/scratch.py
+    refuses those it saw): that fails, saying so."""
+    q = shlex.quote(path)
+    return (
+        f"mkdir -p -- {q} && {{ mountpoint -q -- {q} || "
+        f'if [ -n "$(ls -A -- {q} 2>&1)" ]; then echo "{q} is not empty: no tmpfs over it" >&2; '
+        f"false; else mount -t tmpfs -o {tmpfs_options(size, mode)} podstate {q}; fi; }}"
+    )
+
+
 @operation()
 def tmpfs(
     path: str, size: int, mode: str, mounted_size: int | None, mounted_mode: str | None = None
@@ -242,13 +255,7 @@ def tmpfs(
     change = [f"mount -o remount,{tmpfs_options(size)} {q}"] if mounted_size != wanted else []
     change += [f"chmod {mode} -- {q}"] if mounted_mode not in (None, mode) else []
     if mounted_size is None:  # unless another run mounted it since this one looked
-        # never over a directory that something was put in since the probe looked: the
-        # tmpfs would hide it (roles/scratch.py refuses those it saw)
-        yield changing(
-            f"mkdir -p -- {q} && {{ mountpoint -q -- {q} || {{ "
-            f'[ -z "$(ls -A -- {q} 2>&1)" ] || {{ echo "{q} is not empty: no tmpfs over it"'
-            f" >&2; false; }}; }} && mount -t tmpfs -o {tmpfs_options(size, mode)} podstate {q}; }}"
-        )
+        yield changing(mount_command(path, size, mode))
     elif change:
         yield changing(" && ".join(change))
     else:
