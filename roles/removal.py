@@ -344,7 +344,9 @@ def _remake_below(
     (None: nothing below, no unmount, or not podstate's)."""
     path = entry.path
     below: dict[str, str | None] = {
-        p: None for p, e in new.items() if e.kind == "dir" and p.startswith(f"{path}/")
+        p: None
+        for p, e in new.items()
+        if e.kind == "dir" and p.startswith(f"{path}/") and p in probe.paths  # the probe read
     }
     if not below or probe.made_found().kinds.get(path) != "mount":
         return None
