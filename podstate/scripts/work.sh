@@ -25,8 +25,8 @@
 # Any work, or a process that cannot be read, begins a new period: RECORD is written again
 # (a temporary file beside it, then mv). Counted: each process /proc lists (a container's
 # lists its own alone, whatever other namespaces they entered; pid 1 too; a zombie, ended
-# but not yet waited for, by its CPU), but for this probe's own (its ancestors below sshd's
-# listener, and their descendants) and sshd's listener (each connection is a session); CPU is
+# but not yet waited for, by its CPU and I/O), but for this probe's own (its ancestors below
+# sshd's listener, and their descendants) and sshd's listener (each connection is a session); CPU is
 # utime, stime and the waited-for children's cutime and cstime, in clock ticks (USER_HZ,
 # 100 a second on Linux), like the uptime.
 # Needs enc (scripts/enc.sh), which the probe and the watch include first.
@@ -40,7 +40,9 @@ work_stat() {
     case $1 in '' | *[!0-9]*) return 1 ;; esac
     eval "w_s=\${w_m_$1-}"
     if [ -z "$w_s" ]; then
-        { read -r w_s <"/proc/$1/stat"; } 2>/dev/null || return 1
+        # every line: a COMM may hold newlines (prctl's name, a program's file name)
+        { IFS= read -r w_s && while IFS= read -r w_ln; do w_s="$w_s
+$w_ln"; done; } 2>/dev/null <"/proc/$1/stat" || return 1
         eval "w_m_$1=\$w_s"
     fi
     # "PID (COMM) FIELDS": COMM ends at the last ") " (no field after it holds one), found
@@ -197,27 +199,26 @@ work() {
 " ;; esac
         w_i=0
         eval "w_x=\${w_r_$p-}"
-        # a zombie (one that ended, its parent not told yet) keeps its CPU time, not its
-        # I/O's: the record's stands
-        if [ "$w_run" = Z ]; then
+        # its first two lines (the shell reads a byte at a time); no rchar line: it could not
+        # be read (another user's: its file opens, and its read fails). A zombie's are read
+        # too: one whose first thread alone ended (pthread_exit) is a zombie while its other
+        # threads work; one that cannot be read keeps the record's
+        w_y=''
+        { while read -r w_d w_io; do
+            case $w_d in rchar:) w_y=1 w_i=$((w_i + w_io)) ;; wchar:)
+                w_i=$((w_i + w_io))
+                break
+                ;;
+            esac
+        done <"$d/io"; } 2>/dev/null
+        if [ -z "$w_y" ] && [ "$w_run" = Z ]; then
+            w_i=0
             case $w_x in "$w_st":*:*) w_i=${w_x##*:} ;; esac
-        else
-            # its first two lines (the shell reads a byte at a time); no rchar line: it could
-            # not be read (another user's: its file opens, and its read fails)
-            w_y=''
-            { while read -r w_d w_x; do
-                case $w_d in rchar:) w_y=1 w_i=$((w_i + w_x)) ;; wchar:)
-                    w_i=$((w_i + w_x))
-                    break
-                    ;;
-                esac
-            done <"$d/io"; } 2>/dev/null
-            if [ -z "$w_y" ]; then
-                work_gone "$p" && continue
-                w_out="${w_out}work.unread $p $enc_v
+        elif [ -z "$w_y" ]; then
+            work_gone "$p" && continue
+            w_out="${w_out}work.unread $p $enc_v
 "
-                continue
-            fi
+            continue
         fi
         w_keys="$w_keys $p:$w_st:$w_cpu:$w_i"
         eval "w_s_$p=\$w_st w_x=\${w_r_$p-}"
