@@ -92,3 +92,32 @@ def test_the_mount_command_looks_again(tmp_path, shell, mounted, held, mounts, f
     assert ("mount -t tmpfs" in calls) == mounts, calls
     assert (done.returncode != 0) == fails, done.stderr
     assert ("is not empty: no tmpfs over it" in done.stderr) == fails
+
+
+def test_the_boot_hook_looks_behind_a_scratch_path_that_is_a_symlink(fleet):
+    """A scratch path may be a symlink (an image's /scratch -> /workspace/scratch): mount
+    follows it, so the boot hook must look where it leads. Its find did not follow the
+    link, saw nothing, and mounted a tmpfs over the files behind it, which the probe's glob
+    and the apply's ls (both following it) refuse."""
+    from podstate.sandbox import container
+
+    link = "/scratch-link"
+    fleet.group_vars("all", None)
+    fleet.host_vars("pod-4", {"scratch": {link: {"size": "16M"}}, "boot": {"hook": True}})
+    # through the API, which vouches for the host key a restart before this test made
+    run = apply(fleet, "--limit", "pod-4", env=fleet.api_env())
+    assert run.returncode == 0, run.stderr
+    start = (
+        "mkdir -p /workspace/behind && echo image > /workspace/behind/baked &&"
+        f" ln -s /workspace/behind {link}; . /workspace/.podstate/boot.sh"
+    )
+    container.set_start_command("pod-4", f"exec bash -c '{start}; exec /start.sh'")
+    try:
+        container.restart("pod-4")
+        assert fleet.out("pod-4", f"mountpoint -q {link} && echo mounted || echo not") == "not\n"
+        assert fleet.out("pod-4", f"cat {link}/baked") == "image\n"
+        status = fleet.out("pod-4", "cat /etc/podstate/boot")
+        assert f"error scratch {link}: holds files (among them baked)" in status
+    finally:
+        container.set_start_command("pod-4", None)
+        fleet.out("pod-4", f"umount {link} 2>/dev/null; rm -rf /workspace/behind")

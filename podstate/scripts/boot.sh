@@ -171,7 +171,8 @@ if [ "${PODSTATE_BOOT_PART:-}" = restore ] || [ "${PODSTATE_BOOT_PART:-}" = back
         if ! mkdir -p -- "$4" 2>"$W/err"; then
             fault "scratch $4: $(why)"
         elif [ "$1" = tmpfs ] && ! mountpoint -q -- "$4" 2>/dev/null; then
-            held=$(find "$4" -mindepth 1 -maxdepth 1 -print -quit 2>&1)
+            # -H: a scratch path that is a symlink is looked at where it leads, as mount does
+            held=$(find -H "$4" -mindepth 1 -maxdepth 1 -print -quit 2>&1)
             if [ -n "$held" ]; then # a tmpfs would hide it, and what is written there after
                 fault "scratch $4: holds files (among them ${held#"$4"/}): no tmpfs over them"
             elif mount -t tmpfs -o "size=$2k,mode=$3" podstate "$4" 2>"$W/err"; then
