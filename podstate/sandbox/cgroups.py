@@ -13,6 +13,7 @@ benchmarks), ``remove`` takes them away once the pod's processes have ended.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from pathlib import Path
 
 BASE = Path("/sys/fs/cgroup")
@@ -48,6 +49,33 @@ def remove(pod_dir: Path) -> None:
     for controller in CONTROLLERS:
         try:
             _path(pod_dir, controller).rmdir()
+        except OSError:
+            pass
+
+
+def held_by(pids: Iterable[int]) -> set[Path]:
+    """Return the pods' cgroups (in ``podstate-sandbox``) that the processes ``pids`` are in,
+    read from the processes themselves: ``remove_all`` takes them away once they have ended,
+    where the pods' state directories, which name them, are gone."""
+    found = set()
+    for pid in pids:
+        try:
+            lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:  # ID:CONTROLLER[,CONTROLLER...]:PATH
+            _, names, path = line.split(":", 2)
+            if path.startswith("/podstate-sandbox/"):
+                mine = [name for name in names.split(",") if name in CONTROLLERS]
+                found |= {BASE / name / path[1:] for name in mine}
+    return found
+
+
+def remove_all(paths: Iterable[Path]) -> None:
+    """Remove the cgroups ``paths`` (``held_by``'s) whose processes have all ended."""
+    for path in paths:
+        try:
+            path.rmdir()
         except OSError:
             pass
 

@@ -140,7 +140,8 @@ def up(
 
 
 def down() -> None:
-    """Stop every sandbox process, unmount what is left and remove the sandbox state.
+    """Stop every sandbox process, unmount what is left and remove the sandbox state and the
+    pods' cgroups (those its processes were in, too: its state directory may be gone).
 
     Kills sshfs first, then each pod's sshd, the storage sshd and the API server, then
     anything else left in their namespaces. Finds them by their mark (``processes.stop``),
@@ -149,10 +150,12 @@ def down() -> None:
     process than up().
     """
     root = state_dir()
+    held = cgroups.held_by(pid for pid, _ in marked(root))  # named by its processes too
     stop(root)
     release_ports(root)
     for pod_dir in (root / "pods").glob("*/"):
         cgroups.remove(pod_dir)
+    cgroups.remove_all(held)
 
     for mount_point in _host_mounts_under(root):
         subprocess.run(["umount", "-l", mount_point], capture_output=True)
