@@ -31,8 +31,16 @@ def _checks(shell: str, tmp_path: Path, case: str) -> list[list[str]]:
     if os.geteuid() != 0:
         pytest.skip("a pid namespace with its own /proc needs root")
     probe = tmp_path / "work.sh"
-    probe.write_text(script("enc.sh") + "\n" + script("work.sh") + "\n")
-    check = f"{shell} -c '. {probe}; work {tmp_path}/record {LIMITS}'; echo ---"
+    # each check reads once process 1, which started it, waits for it (no longer runnable:
+    # on a loaded machine it may not have reached its wait yet, and would read as running)
+    probe.write_text(
+        'while read -r s </proc/1/stat; s=${s##*) }; [ "${s%% *}" = R ]; do :; done\n'
+        + script("enc.sh")
+        + "\n"
+        + script("work.sh")
+        + f"\nwork {tmp_path}/record {LIMITS}\n"
+    )
+    check = f"{shell} {probe}; echo ---"
     done = subprocess.run(
         ["unshare", "--pid", "--fork", "--mount-proc", shell, "-c", f"W() {{ {check}; }}\n{case}"],
         capture_output=True,
