@@ -74,18 +74,18 @@ def test_a_cpu_job_whose_name_holds_a_newline_keeps_the_pod_in_use(shell, tmp_pa
     case = """
 W
 python3 -c '
-import ctypes, time
+import ctypes, os
 ctypes.CDLL(None).prctl(15, b"a\\nb) c", 0, 0, 0)
-t = time.time()
-while time.time() - t < 3: pass
+while not os.path.exists("STOP"): pass
 ' &
 sleep 0.5
 W
 sleep 1.5
 W
+touch STOP
 wait
 """
-    checks = _checks(shell, tmp_path, case)
+    checks = _checks(shell, tmp_path, case.replace("STOP", str(tmp_path / "stop")))
     jobs = {line.split()[2] for line in checks[1] if line.startswith("work.busy ")} - {"1"}
     assert len(jobs) == 1, checks
     job = jobs.pop()
@@ -100,11 +100,10 @@ def test_a_process_whose_first_thread_ended_is_read_for_its_io(shell, tmp_path):
     a zombie: a download or a copy so run wrote 100 MB while the pod read idle."""
     case = """
 python3 -c '
-import ctypes, threading, time
+import ctypes, os, threading, time
 def write():
-    t = time.time()
     with open("/dev/null", "wb") as f:
-        while time.time() - t < 3:
+        while not os.path.exists("STOP"):
             f.write(bytes(65536))
             time.sleep(0.001)
 threading.Thread(target=write).start()
@@ -115,9 +114,10 @@ sleep 0.8
 W
 sleep 1
 W
+touch STOP
 wait
 """
-    second = _checks(shell, tmp_path, case)[1]
+    second = _checks(shell, tmp_path, case.replace("STOP", str(tmp_path / "stop")))[1]
     busy = [line.split()[1:3] for line in second if line.startswith("work.busy ")]
     assert [kind for kind, pid in busy if pid != "1"] == ["io"]
     assert second[-1] == "work.age 0"
