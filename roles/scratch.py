@@ -77,11 +77,10 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
                 f"scratch.{path}",
             )
         elif hidden is not None:
-            what = "what podstate cannot list" if hidden == "?" else f"files (among them {hidden})"
             findings.violation(
-                f"scratch {path} holds {what}: a tmpfs mounted over it would hide them, and "
-                "what is written there afterwards would vanish at the next restart; move them "
-                "out (the next apply mounts the tmpfs) or choose another scratch path",
+                f"scratch {path} holds {_contents(hidden)}: a tmpfs mounted over it would hide "
+                "them, and what is written there afterwards would vanish at the next restart; "
+                "move them out (the next apply mounts the tmpfs) or choose another scratch path",
                 f"scratch.{path}",
             )
         elif probe.can_mount:
@@ -112,6 +111,12 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
                 paths={path: item["mode"]},
                 found=probe.paths,
             )
+
+
+def _contents(entry: str) -> str:
+    """Return what a directory holds in words, from the one entry the probe named in it
+    ("?": it could not read it)."""
+    return "what podstate cannot read" if entry == "?" else f"files (among them {entry})"
 
 
 def _declare(path: str, info: PathInfo, can_mount: bool, was: Entry | None) -> None:
@@ -153,7 +158,7 @@ def unmount(
         return entry
     held = found.held.get(path)
     if held and not discard:
-        what = "what podstate cannot read" if held == "?" else f"files (among them {held})"
+        what = _contents(held)
         then = (
             "`podstate uninstall --discard-scratch` discards the rest with it"
             if uninstall

@@ -46,11 +46,7 @@ def make(pod_dir: Path) -> None:
 def remove(pod_dir: Path) -> None:
     """Remove the pod's cgroups, whose processes have all ended (one that still has any
     stays, and goes at the pod's next start or removal)."""
-    for controller in CONTROLLERS:
-        try:
-            _path(pod_dir, controller).rmdir()
-        except OSError:
-            pass
+    remove_all(_path(pod_dir, controller) for controller in CONTROLLERS)
 
 
 def held_by(pids: Iterable[int]) -> set[Path]:

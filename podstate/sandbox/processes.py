@@ -59,17 +59,13 @@ def init_of(pid: int) -> dict[str, int | None]:
     """Return the record (``init_pid``, ``init_pid_start``) of the process 1 of the pod whose
     bootstrap is ``pid`` (its child in a pid namespace of its own), by its pid outside it;
     raise SandboxError when it has none."""
-    own = os.stat(f"/proc/{pid}/ns/pid")
+    own = _namespace(pid, "pid")
     try:
         children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     except OSError:
         children = []
     for child in children:
-        try:
-            theirs = os.stat(f"/proc/{child}/ns/pid")
-        except OSError:
-            continue
-        if (theirs.st_dev, theirs.st_ino) != (own.st_dev, own.st_ino):
+        if _namespace(child, "pid") not in (None, own):
             return {"init_pid": int(child), "init_pid_start": proc_start(int(child))}
     raise SandboxError(f"the pod's bootstrap (pid {pid}) runs no pid namespace of its own")
 
@@ -77,19 +73,15 @@ def init_of(pid: int) -> dict[str, int | None]:
 def host_pid(init_pid: int, inner: int) -> int | None:
     """Return the pid outside of the process that is ``inner`` in the pid namespace whose
     process 1 is ``init_pid``; None when none is (it ended)."""
-    try:
-        namespace = os.stat(f"/proc/{init_pid}/ns/pid")
-    except OSError:
+    namespace = _namespace(init_pid, "pid")
+    if namespace is None:
         return None
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+        if not entry.name.isdigit() or _namespace(entry.name, "pid") != namespace:
             continue
         try:
             status = (entry / "status").read_text()
-            info = os.stat(entry / "ns" / "pid")
         except OSError:
-            continue
-        if (info.st_dev, info.st_ino) != (namespace.st_dev, namespace.st_ino):
             continue
         nspid = next(
             (line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), []
@@ -144,10 +136,11 @@ def marked(place: Path) -> list[tuple[int, int]]:
     return found
 
 
-def _mount_namespace(pid: int | str) -> tuple[int, int] | None:
-    """Return the (device, inode) naming a process's mount namespace; None if it is gone."""
+def _namespace(pid: int | str, kind: str = "mnt") -> tuple[int, int] | None:
+    """Return the (device, inode) naming a process's namespace of ``kind`` (``mnt``,
+    ``pid``); None if it is gone."""
     try:
-        info = os.stat(f"/proc/{pid}/ns/mnt")
+        info = os.stat(f"/proc/{pid}/ns/{kind}")
     except OSError:
         return None
     return info.st_dev, info.st_ino
@@ -161,7 +154,7 @@ def _hold_namespaces(processes: list[tuple[int, int]]) -> dict[tuple[int, int], 
     ``stop`` sweeps it: a process found in it later is one of the sandbox's. A process whose
     start time changed after the open was not the one asked for; its namespace is left out.
     """
-    own = _mount_namespace("self")
+    own = _namespace("self")
     held: dict[tuple[int, int], int] = {}
     for pid, start in processes:
         try:
@@ -183,7 +176,7 @@ def _members(namespaces: dict[tuple[int, int], int]) -> list[int]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
-        if _mount_namespace(entry.name) in namespaces and proc_start(int(entry.name)):
+        if _namespace(entry.name) in namespaces and proc_start(int(entry.name)):
             found.append(int(entry.name))
     return found
 
