@@ -33,6 +33,7 @@ deps:
 	command -v strace >/dev/null 2>&1 || missing="$$missing strace"; \
 	command -v tmux >/dev/null 2>&1 || missing="$$missing tmux"; \
 	command -v dash >/dev/null 2>&1 || missing="$$missing dash"; \
+	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || missing="$$missing debootstrap"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \

@@ -61,6 +61,12 @@ def table() -> tuple[Command, ...]:
                     help="read podstate watch's state file to say how long each idle pod has "
                     "been idle and what it cost since",
                 ),
+                option(
+                    "--metrics",
+                    metavar="PATH",
+                    help="write the fleet's Prometheus gauges to this file, for node_exporter's "
+                    "textfile collector",
+                ),
             ),
             "podstate.commands.check:check",
         ),
@@ -214,6 +220,25 @@ def table() -> tuple[Command, ...]:
                     "--dry-run",
                     action="store_true",
                     help="log the idle pods it would stop, stop none",
+                ),
+                option(
+                    "--notify",
+                    action="append",
+                    metavar="URL",
+                    help="post each event a person should know of to this webhook as JSON "
+                    "(repeatable; Slack's and Discord's take it as it is; also PODSTATE_NOTIFY)",
+                ),
+                option(
+                    "--metrics-port",
+                    type=number(int, 1),
+                    metavar="PORT",
+                    help="serve Prometheus metrics (and the fleet's page) on this port",
+                ),
+                option(
+                    "--metrics-address",
+                    default="127.0.0.1",
+                    metavar="ADDRESS",
+                    help="the address the metrics are served on",
                 ),
                 json_flag("one JSON object per event line"),
                 option(

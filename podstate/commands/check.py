@@ -112,7 +112,24 @@ def check(args: argparse.Namespace) -> int:
         from podstate.watch import state as watched
 
         watched.annotate(results, Path(args.watch_state), datetime.now(UTC))
+    if args.metrics:
+        _write_metrics(args.metrics, results)
     return _write_reports(results, args, shard)
+
+
+def _write_metrics(path: str, results: dict[str, PodResult]) -> None:
+    """Write the fleet's gauges to ``path`` for node_exporter's textfile collector, in one
+    step, each pod with its provider and groups as the inventory the check loaded has them
+    (pyinfra's current one: the pods are not listed twice); CheckFailed when it cannot."""
+    from pyinfra import inventory
+
+    from podstate.watch import hooks, metrics
+
+    labels = {h.name: (hooks.provider(h.data.dict()), tuple(h.groups)) for h in inventory}
+    try:
+        metrics.write_textfile(path, metrics.views(results, labels))
+    except OSError as e:
+        raise runner.CheckFailed(f"cannot write the metrics {path}: {e.strerror or e}") from None
 
 
 def _write_reports(

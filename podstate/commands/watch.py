@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from podstate.check import runner
 from podstate.watch import loop
@@ -23,5 +24,8 @@ def watch(args: argparse.Namespace) -> int:
         passes=args.passes,
         state=args.state,
         dry_run=args.dry_run,
+        notify=(*(args.notify or ()), *os.environ.get("PODSTATE_NOTIFY", "").split()),
+        metrics_port=args.metrics_port,
+        metrics_address=args.metrics_address,
     )
     return loop.run(options)

@@ -22,6 +22,7 @@ stops it and the child at once. SIGHUP starts the next pass now.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -40,7 +41,7 @@ from podstate import signals
 from podstate.desired.errors import SpecError
 from podstate.inventory.api_http import ApiUnavailable
 from podstate.inventory.fleet import Inventory, load_inventory
-from podstate.watch import state
+from podstate.watch import hooks, metrics, notify, state
 from podstate.watch.children import handed, pyinfra
 from podstate.watch.decisions import (
     Event,
@@ -85,6 +86,7 @@ class Watch:
         self.clock = clock
         path = Path(options.state) if options.state else state.default_path()
         gap = max(options.max_backoff, 3 * options.interval) + options.interval
+        self.hooks = hooks.Hooks([*notify.start(options), *metrics.start(options)])
         self.idler = Idler(path, wall, gap, self.emit, options.dry_run)  # idle pods
         self.delay = options.interval  # from this pass's start to the next one's
         self.api_failures = 0  # listings in a row the API failed
@@ -194,6 +196,7 @@ class Watch:
             statuses[name] = "error" if error else "ok"
         self.known.update(listed)
         self.present = set(listed)
+        self.hooks.passed(self, found.pods, report, statuses)
         detail = summary(found.source, listed, results, self.pending, self.number)
         line = Event(None, "pass", "check" if checked else "list", "done", 0, detail)
         if checked and report is None:
@@ -339,16 +342,15 @@ class Watch:
         """Write one event line to the output, at once."""
         self.out.write(event.line(_now(), self.number, self.options.json))
         self.out.flush()
+        self.hooks.event(event)
 
     def _sleep(self, seconds: float) -> None:
         """Wait up to ``seconds`` for the next pass; a signal ends the wait early."""
         deadline = time.monotonic() + seconds
         while not self.stopping and not self.woken and time.monotonic() < deadline:
             select.select([self._wake_read], [], [], max(0.0, deadline - time.monotonic()))
-            try:
+            with contextlib.suppress(BlockingIOError):  # nothing to read: a timeout
                 os.read(self._wake_read, 512)
-            except BlockingIOError:
-                pass
         self.woken = False
 
     def _wake(self, signum: int, frame: object) -> None:  # handler signature

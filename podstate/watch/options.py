@@ -23,6 +23,9 @@ class Options:
     once: bool = False
     state: str | None = None  # the state file (podstate.watch.state); None: its default
     dry_run: bool = False  # log the stops it would make, make none
+    notify: tuple[str, ...] = ()  # webhook URLs to post events to (podstate.watch.notify)
+    metrics_port: int | None = None  # serve Prometheus metrics here (podstate.watch.metrics)
+    metrics_address: str = "127.0.0.1"
     passes: int | None = None  # stop after this many passes (tests; undocumented)
 
 
