@@ -8,7 +8,10 @@ command's stdin splits the command in two around it.
 
 from __future__ import annotations
 
+import os
+import resource
 import shlex
+from pathlib import Path
 
 import paramiko
 
@@ -28,6 +31,21 @@ def _results(run) -> dict[str, dict[str, list[str]]]:
 
 def _declare(fleet: Fleet, pod: str, data: dict) -> None:
     fleet.host_vars(pod, {"shm": {"min_size": "32M"}, **data})
+
+
+def _client(root: Path) -> paramiko.SSHClient:
+    """Return a paramiko client connected to pod-1 of the sandbox at ``root``, as root."""
+    client = paramiko.SSHClient()
+    client.load_host_keys(str(pod_state_dir(root, "pod-1") / "known_hosts"))
+    client.connect(
+        "127.0.0.1",
+        read_json(root / "pods.json")["pod-1"]["port"],
+        "root",
+        key_filename=str(root / "id_ed25519"),
+        allow_agent=False,
+        look_for_keys=False,
+    )
+    return client
 
 
 def test_a_failing_step_fails_its_operation_and_stops_the_pod_there(fleet: Fleet):
@@ -108,17 +126,7 @@ def test_over_ssh_each_step_is_read_as_it_ran_whatever_its_output_ended_with(fle
         ("printf 'x\\000\\377'", 5, False),
     ]:
         segment.add(fold._step(lock.Change(shell))[0], ttl, later)
-    root = fleet.state
-    client = paramiko.SSHClient()
-    client.load_host_keys(str(pod_state_dir(root, "pod-1") / "known_hosts"))
-    client.connect(
-        "127.0.0.1",
-        read_json(root / "pods.json")["pod-1"]["port"],
-        "root",
-        key_filename=str(root / "id_ed25519"),
-        allow_agent=False,
-        look_for_keys=False,
-    )
+    client = _client(fleet.state)
     with client:
         channel = client.get_transport().open_session()  # type: ignore[union-attr]
         channel.set_combine_stderr(True)
@@ -127,3 +135,29 @@ def test_over_ssh_each_step_is_read_as_it_ran_whatever_its_output_ended_with(fle
     assert (segment.why, segment.status, segment.done) == ("", 0, {0, 1, 2})
     assert [bytes(segment.output[i]) for i in range(3)] == [b"no newline", b"10%\r100%", b"x\0\xff"]
     assert fleet.ssh("pod-1", "test -e /run/podstate.lock").returncode == 1
+
+
+def test_a_fold_is_read_whatever_the_number_of_its_channel_descriptor(fleet: Fleet):
+    """A run of hundreds of pods holds descriptors numbered past 1024, where ``select``
+    refuses them ("filedescriptor out of range"): 260 of 500 pods' first apply failed so.
+    Here every descriptor below 1100 is taken first, so the channel's are above."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2048), max(hard, 2048)))
+    held = []
+    try:
+        while not held or held[-1] < 1100:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        segment = fold.Segment("op", release=True)
+        segment.add(fold._step(lock.Change("printf 'many pods'"))[0], 10, False)
+        client = _client(fleet.state)
+        with client:
+            channel = client.get_transport().open_session()  # type: ignore[union-attr]
+            assert channel.get_transport().sock.fileno() > 1024  # type: ignore[union-attr]
+            channel.set_combine_stderr(True)
+            channel.exec_command(f"sh -c {shlex.quote(segment.command())}")
+            fold.converse(segment, channel, None)
+        assert (segment.why, segment.status, bytes(segment.output[0])) == ("", 0, b"many pods")
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import io
-import select
 import shlex
 import threading
 import time
@@ -243,12 +242,14 @@ def converse(segment: Segment, channel: Channel, echo: Callable[[str], None] | N
     deadline = time.monotonic() + limit  # moved on at each step's marker
     stream, shown = Stream(len(segment.steps)), _Echo(echo)
     sender = threading.Thread(target=_send, args=(channel, segment.payload()), daemon=True)
-    channel.settimeout(None)  # a send waits for room as long as it takes; reads select
+    channel.settimeout(None)  # a send waits for room as long as it takes; reads wait on:
+    arrived = threading.Event()  # set while bytes wait to be read, or once the channel closed
+    channel.in_buffer.set_event(arrived)
     sender.start()
     try:
         with channel:
             while True:
-                chunk = _receive(channel, deadline)
+                chunk = _receive(channel, arrived, deadline)
                 for piece in stream.feed(chunk):
                     if isinstance(piece, bytes):
                         segment.output.setdefault(current, bytearray()).extend(piece)
@@ -270,12 +271,16 @@ def converse(segment: Segment, channel: Channel, echo: Callable[[str], None] | N
     sender.join(lock.MARGIN)  # the channel is closed: it ends at once
 
 
-def _receive(channel: Channel, deadline: float) -> bytes:
+def _receive(channel: Channel, arrived: threading.Event, deadline: float) -> bytes:
     """Return the next bytes ``channel`` receives (b"": it closed); raise TimeoutError once
-    ``deadline`` has passed, whether or not bytes still come."""
-    while (left := deadline - time.monotonic()) > 0:
-        if select.select([channel], [], [], left)[0]:
-            return channel.recv(65536)
+    ``deadline`` has passed, whether or not bytes still come.
+
+    It waits on ``arrived``, the event the channel's buffer sets, not on ``select``: a
+    channel's ``fileno`` costs two descriptors more, and ``select`` refuses any numbered
+    1024 or above, which a run of some 300 pods or more reaches."""
+    left = deadline - time.monotonic()
+    if left > 0 and arrived.wait(left):
+        return channel.recv(65536)
     raise TimeoutError
 
 
