@@ -21,7 +21,8 @@ venv: $(BIN)/podstate
 # Debian packages the tests need (root): sshd and sshfs for sandbox pods, zsh and fish as
 # login shells, shellcheck for podstate's shell scripts, strace to count the programs a
 # command starts on a pod, tmux for Vast's login habit, dash to read the docs' sh blocks,
-# debootstrap to build the Debian image of the old-image tests (.ci/run builds it first).
+# debootstrap to build the Debian image of the old-image tests (.ci/run builds it first),
+# chromium to render the check's HTML page.
 deps:
 	@missing=""; \
 	command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
@@ -35,6 +36,7 @@ deps:
 	command -v dash >/dev/null 2>&1 || missing="$$missing dash"; \
 	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || missing="$$missing debootstrap"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

@@ -168,7 +168,8 @@ def diff(what: str) -> Option:
 
 
 def reports() -> tuple[Option, ...]:
-    """Return the report options of check and report merge: --junit, --markdown, --diff."""
+    """Return the report options of check and report merge: --junit, --markdown, --html,
+    --diff."""
     return (
         option("--junit", metavar="PATH", help="write a JUnit XML report here (-: stdout)"),
         option(
@@ -176,6 +177,11 @@ def reports() -> tuple[Option, ...]:
             metavar="PATH",
             help="write a compact Markdown report here, for a CI job summary or a pull "
             "request comment (-: stdout)",
+        ),
+        option(
+            "--html",
+            metavar="PATH",
+            help="write the fleet at a glance as one self-contained HTML page here (-: stdout)",
         ),
         diff("managed files"),
     )

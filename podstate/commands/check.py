@@ -52,7 +52,7 @@ def _report_paths(args: argparse.Namespace) -> list[str]:
     """Return the paths of the reports asked for, each checked before any pod is contacted:
     its directory exists and may be written, and ``-`` (stdout) is given once at most;
     CheckFailed, one line, if not."""
-    paths = [path for path in (args.json, args.junit, args.markdown) if path]
+    paths = [path for path in (args.json, args.junit, args.markdown, args.html) if path]
     if paths.count("-") > 1:
         raise runner.CheckFailed("only one report can be written to stdout (-)")
     for path in paths:
@@ -75,13 +75,21 @@ def _report_paths(args: argparse.Namespace) -> list[str]:
 
 
 def _write(path: str, text: str) -> None:
-    """Write a report (``-``: to stdout); a path that cannot be written is CheckFailed."""
+    """Write a report (``-``: to stdout); a file is replaced in one step, so that whoever
+    reads or serves it never sees half of one (a pipe or device, in place); a path that
+    cannot be written is CheckFailed."""
     if path == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
         return
+    target = Path(path)
     try:
-        Path(path).write_text(text, encoding="utf-8")
+        if target.exists() and not target.is_file():
+            target.write_text(text, encoding="utf-8")
+            return
+        temp = target.with_name(target.name + ".tmp")
+        temp.write_text(text, encoding="utf-8")
+        temp.replace(target)
     except OSError as e:
         raise runner.CheckFailed(f"cannot write the report {path}: {e.strerror or e}") from None
 
@@ -150,6 +158,10 @@ def _write_reports(
         from podstate.check import markdown
 
         _write(args.markdown, markdown.markdown(results))
+    if args.html:
+        from podstate.check import html
+
+        _write(args.html, html.render(result.to_json(results, shard)))
     return result.exit_code(results)
 
 
