@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import queue
+import signal
 import socket
 import threading
 from datetime import UTC, datetime, timedelta
@@ -21,12 +22,14 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from podstate.inventory.podsfile import Pod
+from podstate.sandbox import container
 from podstate.watch.decisions import Event, Sighting
 from podstate.watch.hooks import Applied, Hooks, Pass, PodView
 from podstate.watch.idle import Period
 from podstate.watch.loop import Watch
 from podstate.watch.notify import Notifier
 from podstate.watch.options import Options, WatchError
+from tests.e2e import Watching, apply
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((ROOT / "schema" / "notify-event.schema.json").read_text())
@@ -36,13 +39,15 @@ SANDBOX = {"pods": 1}
 
 class Receiver:
     """A real HTTP server on 127.0.0.1 that records each POST; it answers ``status``, or
-    first waits for ``release`` when ``hold`` is set (``got`` is set as a request comes)."""
+    first waits for ``release`` when ``hold`` is set (``got`` is set as a request comes,
+    ``answered`` once it answered one)."""
 
     def __init__(self, status: int = 204, hold: bool = False) -> None:
         self.status, self.hold = status, hold
         self.bodies: queue.Queue[dict] = queue.Queue()
         self.count = 0
         self.got, self.release = threading.Event(), threading.Event()
+        self.answered = threading.Event()  # it answered a request
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -56,6 +61,7 @@ class Receiver:
                 self.send_response(receiver.status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
+                receiver.answered.set()
 
             def log_message(self, *args) -> None:
                 pass
@@ -264,7 +270,42 @@ def test_a_pass_ends_while_its_notification_is_still_being_posted(tmp_path, rece
     watch.hooks.passed(watch, [pod], None, {"pod-1": "ok"})
     watch.emit(Event(None, "pass", "list", "done", 31.0))  # hands the pass on, and returns
     assert slow.got.wait(30)  # the receiver has it, and holds it: the pass is over already
-    assert slow.count == 1 and not slow.release.is_set()
+    assert slow.count == 1 and not slow.answered.is_set()
     slow.release.set()
     (body,) = slow.received()
     assert (body["event"], body["seconds"], body["apply_seconds"]) == ("restarted", 90.0, 30.0)
+
+
+# --- end to end ------------------------------------------------------------------------------
+
+
+def test_a_restart_put_back_on_a_sandbox_pod_is_told_once_with_its_duration(
+    fleet, tmp_path, receiver
+):
+    """A watch with ``--notify`` over a sandbox pod listed by the sandbox's RunPod API: the
+    pod restarts, the next pass puts it back, and the receiver gets one ``restarted`` event
+    with the seconds from the container's start to ready."""
+    got = receiver()
+    env = fleet.api_env(tmp_path / "hostkeys")
+    assert apply(fleet, env=env).returncode == 0  # converged, host keys trusted
+    watching = Watching(fleet, "--notify", got.url, env=env)
+    try:
+        watching.end_of_pass(1)
+        container.restart("pod-1")
+        watching.signal(signal.SIGHUP)
+        watching.end_of_pass(2)
+        bodies = [got.bodies.get(timeout=60)]  # a bound for a lost event, not a wait
+        while bodies[-1]["event"] != "restarted":
+            bodies.append(got.bodies.get(timeout=60))
+        told = bodies[-1]
+        watching.signal(signal.SIGTERM)
+        assert watching.finish() == 0
+        stderr = watching.stderr()
+    finally:
+        watching.stop()
+    assert (told["pod"], told["pass"], told["path"]) == ("pod-1", 2, SECRET)
+    valid({k: v for k, v in told.items() if k != "path"})
+    assert 0 < told["apply_seconds"] < told["seconds"]  # the start came before the apply
+    bodies += got.received()  # those that came later: the watch waited for them
+    assert [b["event"] for b in bodies].count("restarted") == 1
+    assert SECRET not in stderr

@@ -97,6 +97,10 @@ def _write(path: str, text: str) -> None:
 def check(args: argparse.Namespace) -> int:
     """Run the drift check, write the reports asked for; return the check's exit status."""
     _report_paths(args)
+    if args.metrics:  # a file, checked as a report's path is, before any pod is contacted
+        if args.metrics == "-":
+            raise runner.CheckFailed("--metrics: expected a file (node_exporter reads one)")
+        _report_paths(argparse.Namespace(json=args.metrics, junit=None, markdown=None, html=None))
     deploys = args.deploy or runner.deploy_files()
     shard = None
     if args.shard:
@@ -121,19 +125,23 @@ def check(args: argparse.Namespace) -> int:
 
         watched.annotate(results, Path(args.watch_state), datetime.now(UTC))
     if args.metrics:
-        _write_metrics(args.metrics, results)
+        _write_metrics(args.metrics, results, Path(args.inventory).stem)
     return _write_reports(results, args, shard)
 
 
-def _write_metrics(path: str, results: dict[str, PodResult]) -> None:
+def _write_metrics(path: str, results: dict[str, PodResult], own: str) -> None:
     """Write the fleet's gauges to ``path`` for node_exporter's textfile collector, in one
     step, each pod with its provider and groups as the inventory the check loaded has them
-    (pyinfra's current one: the pods are not listed twice); CheckFailed when it cannot."""
+    (pyinfra's current one: the pods are not listed twice), but for the group pyinfra names
+    after the inventory file (``own``); CheckFailed when it cannot."""
     from pyinfra import inventory
 
     from podstate.watch import hooks, metrics
 
-    labels = {h.name: (hooks.provider(h.data.dict()), tuple(h.groups)) for h in inventory}
+    labels = {
+        h.name: (hooks.provider(h.data.dict()), tuple(g for g in h.groups if g != own))
+        for h in inventory
+    }
     try:
         metrics.write_textfile(path, metrics.views(results, labels))
     except OSError as e:

@@ -32,6 +32,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    disable_created_metrics,
     make_wsgi_app,
     write_to_textfile,
 )
@@ -117,6 +118,10 @@ class Metrics:
     """The watch's metrics: the fleet's gauges, and counters and histograms of its passes."""
 
     def __init__(self) -> None:
+        # No ``*_created`` series beside each counter and histogram: the text format makes
+        # each one a gauge of its own. prometheus_client keeps this per process, which is
+        # the watch's.
+        disable_created_metrics()
         self.registry = CollectorRegistry()
         self.fleet = Fleet()
         self.registry.register(self.fleet)
