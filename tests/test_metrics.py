@@ -314,3 +314,51 @@ def test_every_metric_served_is_named_in_the_docs():
     page = (ROOT / "docs" / "watch.md").read_text()
     shown = {n for n in names if f"`{n}`" in page or f"`{n}_total`" in page}
     assert names == shown, names - shown
+
+
+def test_the_hooks_keep_each_pods_status_and_since_when_it_is_unreachable(tmp_path):
+    """What the loop tells the hooks becomes each pass's record: only the pods the watch
+    watches (its shard's), a failed try of an unreachable pod keeps it unreachable, and a
+    fleet's event within a pass (a state file not written) does not end the pass."""
+    from podstate.inventory.podsfile import Pod
+    from podstate.watch.decisions import Event, Pending
+    from podstate.watch.hooks import Hooks
+    from podstate.watch.loop import Watch
+    from podstate.watch.options import Options
+
+    records: list[Pass] = []
+
+    class Kept:
+        def passed(self, seen: Pass) -> None:
+            records.append(seen)
+
+    watch = Watch(Options(deploys=["deploy/pod.py"], state=str(tmp_path / "state.json")))
+    watch.hooks = Hooks([Kept()])
+    pods = [Pod(n, {"provider": "runpod", "cost_per_hour": 1.0}, ["g"]) for n in "abc"]
+    watch.present = {"a", "b"}  # c is another shard's
+
+    def one_pass(statuses: dict[str, str], *events: Event) -> Pass:
+        watch.number += 1
+        for event in events:
+            watch.emit(event)
+        watch.hooks.passed(watch, pods, None, statuses)
+        watch.emit(Event(None, "pass", "list", "done", 1.0))
+        return records[-1]
+
+    first = one_pass(
+        {"a": "unreachable", "b": "ok"},
+        Event("b", "idle", "stop", "ok"),
+        Event(None, "state", "none", "failed", detail="cannot write the watch state"),
+    )
+    assert set(first.pods) == {"a", "b"} and first.unreachable == {"a": 1}
+    assert [pod for pod, _ in first.stopped] == ["b"]
+    watch.pending["a"] = Pending("unreachable", failures=2)
+    failed = Event("a", "unreachable", "apply", "failed", 2.0, "Could not connect")
+    second = one_pass({"a": "error"}, failed)
+    assert second.pods["a"].status == "unreachable" and second.unreachable == {"a": 1}
+    assert [(x.pod, x.error, x.first_failure) for x in second.applied] == [
+        ("a", "Could not connect", False)
+    ]
+    third = one_pass({"a": "ok"}, Event("a", "unreachable", "apply", "ok", 2.0))
+    assert third.unreachable == {} and third.pods["a"].status == "ok"
+    assert [r.number for r in records] == [1, 2, 3]

@@ -104,15 +104,17 @@ class Hooks:
         self.since: dict[str, int] = {}  # the unreachable pods: since which pass
 
     def event(self, event: Event) -> None:
-        """Take one event of the pass; at the pass's own line, hand its record on."""
+        """Take one event of the pass; at the pass's own line, hand its record on (a
+        fleet's event within the pass, such as a check that wrote no report, is no end)."""
         if not self.consumers:
             return
         now = self.now()
         if event.pod is not None:
             self.events.append((event, now))
+        if event.pod is not None or event.seen != "pass":
             return
         seen, self.seen, self.events = self.seen, None, []
-        if event.seen != "pass" or seen is None:
+        if seen is None:
             return  # a pass that could not list the pods: nothing to say of them
         done = replace(seen, time=now.timestamp(), seconds=event.seconds)
         for consumer in self.consumers:
