@@ -75,6 +75,7 @@ def _text(value: Any) -> str:
 
 
 def _pods(count: int) -> str:
+    """Return ``count`` pods in words: ``1 pod``, ``3 pods``."""
     return f"{count} pod" if count == 1 else f"{count} pods"
 
 
@@ -86,6 +87,7 @@ def _names(pods: list[str]) -> str:
 
 
 def _badge(status: str) -> str:
+    """Return a pod's status as a badge in its status's colour."""
     return f'<span class="badge s-{_text(status)}">{_text(status)}</span>'
 
 
@@ -173,6 +175,7 @@ def gpus(result: PodResult) -> str:
 
 
 def _is_gpu(finding: dict[str, Any]) -> bool:
+    """Return whether a violation or waived finding is about the GPUs (``gpu.*``)."""
     return str(finding.get("id") or "").startswith("gpu.")
 
 
@@ -231,6 +234,7 @@ def _ordered(results: dict[str, PodResult]) -> list[tuple[str, PodResult]]:
 
 
 def _table(results: dict[str, PodResult], diff_ids: dict[str, int]) -> str:
+    """Return the table of pods, one row each, in the page's order (``_ordered``)."""
     header = "".join(
         f"<th>{h}</th>"
         for h in ("pod", "status", "what would change", "violations", "$/h", "use", "GPUs")
