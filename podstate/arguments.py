@@ -214,7 +214,14 @@ def table() -> tuple[Command, ...]:
                     "--state",
                     metavar="PATH",
                     help="where the watch keeps since when each pod is idle "
-                    "(default: ~/.cache/podstate/watch-state.json)",
+                    "(default: ~/.cache/podstate/watch-state.json; watch-state-KofN.json "
+                    "with --shard K/N)",
+                ),
+                option(
+                    "--shard",
+                    metavar="K/N",
+                    help="watch only shard K of N: the pods whose name hashes to it, as "
+                    "check --shard splits them (one runner of N)",
                 ),
                 option(
                     "--dry-run",

@@ -14,6 +14,8 @@ API refused for now puts the next pass off, exponentially, and as long as its
 The check and the apply are the commands a user runs, as child processes: ``podstate check
 --json`` and ``pyinfra -y --json inventories/pods.py DEPLOY... --limit POD...``. They take
 the pod lock as any run does, so a watch and a hand-run apply never work on one pod at once.
+With ``--shard K/N`` a pass keeps the listed pods of shard K (``podstate.check.shards``): its
+check (``--shard K/N``), its apply (``--limit``) and its state file are of them alone.
 
 Signals: the first SIGTERM or SIGINT lets the child in flight finish (it runs in a session
 of its own, so a terminal's Ctrl-C does not reach it), then the watch exits 0; a second one
@@ -84,7 +86,7 @@ class Watch:
         self.out = out
         self.sleep = sleep or self._sleep
         self.clock = clock
-        path = Path(options.state) if options.state else state.default_path()
+        path = Path(options.state) if options.state else state.default_path(options.shard)
         gap = max(options.max_backoff, 3 * options.interval) + options.interval
         self.hooks = hooks.Hooks([*notify.start(options), *metrics.start(options)])
         self.idler = Idler(path, wall, gap, self.emit, options.dry_run)  # idle pods
@@ -166,7 +168,9 @@ class Watch:
     def _act(self, found: Inventory) -> tuple[int, Event]:
         """Run the rest of a pass on what it listed: check, note, apply; return the fleet's
         status after it, and the pass's own line."""
-        listed = {pod.name: sighting(pod, self.options.exclude) for pod in found.pods}
+        shard = self.options.shard  # its pods alone; the groups of --limit stay the fleet's
+        pods = [pod for pod in found.pods if shard is None or shard.holds(pod.name)]
+        listed = {pod.name: sighting(pod, self.options.exclude) for pod in pods}
         reasons = changed(self.known, listed)
         failed: dict[str, str] = {}
         statuses: dict[str, str] = {}
@@ -186,7 +190,7 @@ class Watch:
             busy_now = busy(report, statuses)
             for name, why in busy_now.items():
                 self.emit(Event(name, "busy", "none", "skipped", detail=why))
-        self.idler.note(found.pods, listed, report, checked)
+        self.idler.note(pods, listed, report, checked)
         for name in self.present - listed.keys():
             self.pending.pop(name, None)
             self.emit(Event(name, "gone", "none", "ok", detail=f"no longer in the {found.source}"))
@@ -198,6 +202,7 @@ class Watch:
         self.present = set(listed)
         self.hooks.passed(self, found.pods, report, statuses)
         detail = summary(found.source, listed, results, self.pending, self.number)
+        detail = f"shard {shard}: {detail}" if shard else detail
         line = Event(None, "pass", "check" if checked else "list", "done", 0, detail)
         if checked and report is None:
             return 1, line  # no report: the fleet's state is unknown
@@ -289,13 +294,14 @@ class Watch:
         return outcomes
 
     def _check(self) -> dict[str, dict[str, Any]] | None:
-        """Run the drift check of the whole fleet; return its report's pods, or None (and
-        an event saying why) when it wrote no report."""
+        """Run the drift check of the whole fleet (or shard); return its report's pods, or
+        None (and an event saying why) when it wrote no report."""
         deploys = [arg for deploy in self.options.deploys for arg in ("--deploy", deploy)]
         started = self.clock()
         assert self.pass_dir is not None  # within _handed
         path = self.pass_dir / "check.json"
         command = [sys.executable, "-m", "podstate", "check", "--json", str(path), *deploys]
+        command += ["--shard", str(self.options.shard)] if self.options.shard else []
         returncode, _, stderr = self._child(command)
         try:
             return json.loads(path.read_text())["pods"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from podstate.check.shards import Shard
+
 
 class WatchError(Exception):
     """The watch cannot start (a missing file, a bad option): one line."""
@@ -26,6 +28,7 @@ class Options:
     notify: tuple[str, ...] = ()  # webhook URLs to post events to (podstate.watch.notify)
     metrics_port: int | None = None  # serve Prometheus metrics here (podstate.watch.metrics)
     metrics_address: str = "127.0.0.1"
+    shard: Shard | None = None  # only the pods of this shard (``podstate.check.shards``)
     passes: int | None = None  # stop after this many passes (tests; undocumented)
 
 

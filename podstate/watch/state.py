@@ -3,8 +3,9 @@ the machine running the watch so a restarted watch knows since when a pod has be
 ``podstate check --watch-state`` can say it.
 
 ``--state PATH``; by default ``$XDG_CACHE_HOME/podstate/watch-state.json`` (``~/.cache``
-without it). Written whole at every pass, atomically (a temporary file beside it, then a
-rename), so a reader never sees half of it.
+without it), ``watch-state-KofN.json`` for ``--shard K/N``: each shard keeps its own, so two
+shards on one machine never write one file. Written whole at every pass, atomically (a
+temporary file beside it, then a rename), so a reader never sees half of it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from podstate.check.result import PodResult
+from podstate.check.shards import Shard
 from podstate.watch.idle import Period, cost_since
 from podstate.watch.options import WatchError
 
@@ -29,10 +31,12 @@ class StateError(WatchError):
     """The state file cannot be read or written: one line."""
 
 
-def default_path() -> Path:
-    """Return where the watch keeps its state when not told: under the user's cache."""
+def default_path(shard: Shard | None = None) -> Path:
+    """Return where the watch (of ``shard``, if given) keeps its state when not told: under
+    the user's cache, a file per shard, since a state file holds only its watch's pods."""
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "podstate" / "watch-state.json"
+    name = f"watch-state-{shard.index}of{shard.count}.json" if shard else "watch-state.json"
+    return Path(base) / "podstate" / name
 
 
 def load(path: Path) -> dict[str, Period]:
