@@ -362,3 +362,24 @@ def test_the_hooks_keep_each_pods_status_and_since_when_it_is_unreachable(tmp_pa
     third = one_pass({"a": "ok"}, Event("a", "unreachable", "apply", "ok", 2.0))
     assert third.unreachable == {} and third.pods["a"].status == "ok"
     assert [r.number for r in records] == [1, 2, 3]
+
+
+def test_a_hook_that_fails_fails_no_pass(capsys):
+    from podstate.watch.decisions import Event
+    from podstate.watch.hooks import Hooks
+
+    class Broken:
+        def passed(self, seen: Pass) -> None:
+            raise KeyError("status")
+
+    kept: list[Pass] = []
+
+    class Kept:
+        def passed(self, seen: Pass) -> None:
+            kept.append(seen)
+
+    hooks = Hooks([Broken(), Kept()])
+    hooks.seen = Pass(7, 0.0, 0.0, FLEET)
+    hooks.event(Event(None, "pass", "list", "done", 1.0))  # returns
+    assert [p.number for p in kept] == [7]
+    assert capsys.readouterr().err == "podstate: Broken failed on pass 7: KeyError('status')\n"

@@ -9,6 +9,7 @@ made of what the pass already knew: no consumer runs a command on a pod or asks 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -118,7 +119,11 @@ class Hooks:
             return  # a pass that could not list the pods: nothing to say of them
         done = replace(seen, time=now.timestamp(), seconds=event.seconds)
         for consumer in self.consumers:
-            consumer.passed(done)
+            try:
+                consumer.passed(done)
+            except Exception as e:  # a hook's failure is never the pass's: one line
+                why = f"{type(consumer).__name__} failed on pass {done.number}: {e!r}"
+                print(f"podstate: {why}", file=sys.stderr, flush=True)
 
     def passed(
         self,
