@@ -106,15 +106,15 @@ class Notifier:
             self._put(bodies)
 
     def events(self, seen: Pass) -> list[dict[str, Any]]:
-        """Return the bodies of the events of ``seen``, in the order the pass met them,
-        and remember what the next pass is compared with."""
+        """Return the bodies of the events of ``seen`` (violations, applies, stops, then
+        reachability), and remember what the next pass is compared with."""
         out: list[dict[str, Any]] = []
 
         def add(kind: str, pod: str, line: str, detail: str | None = None, **more: Any) -> None:
             out.append(body(kind, pod, seen, line, detail, **more))
 
-        for view_name in sorted(set(self.violations) - set(seen.pods)):
-            del self.violations[view_name]  # gone from the listing: forgotten
+        for name in sorted(set(self.violations) - set(seen.pods)):
+            del self.violations[name]  # gone from the listing: forgotten
         for name, view in sorted(seen.pods.items()):
             if view.violations is None:
                 continue
@@ -142,7 +142,8 @@ class Notifier:
                 line = f"{a.pod}: apply failed ({a.why}): {a.error}"
                 add("apply_failed", a.pod, line, a.error, why=a.why, apply_seconds=a.seconds)
         for pod, price in seen.stopped:
-            line = f"{pod} was idle and is stopped: saves {money(price)}/h"
+            saves = f"saves {money(price)}/h" if price is not None else "its price is unknown"
+            line = f"{pod} was idle and is stopped: {saves}"
             add("idle_stopped", pod, line, cost_per_hour=price)
         unreachable = seen.unreachable or {}
         for pod, since in sorted(unreachable.items()):
