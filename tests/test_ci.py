@@ -9,7 +9,6 @@ and into the next workspace before it, as the CI system's cache does.
 
 from __future__ import annotations
 
-import configparser
 import json
 import os
 import re
@@ -22,7 +21,6 @@ import pytest
 import yaml
 from junitparser import Failure, JUnitXml
 
-from podstate.arguments import parser
 from podstate.check import shards
 from podstate.inventory import hostkeys
 from tests.api_server import ProviderApi
@@ -36,8 +34,6 @@ PULL_REQUEST = EXAMPLES / "podstate-pr.yml"
 GITLAB = EXAMPLES / "gitlab-ci.yml"
 SHARDED = EXAMPLES / "podstate-check-sharded.yml"
 WATCH = EXAMPLES / "podstate-watch.yml"
-KUBERNETES = ROOT / "examples" / "kubernetes" / "podstate-watch-shards.yaml"
-SYSTEMD_SHARDS = ROOT / "examples" / "systemd" / "podstate-watch@.service"
 REPORT_SCHEMA = json.loads((ROOT / "schema/check-report.schema.json").read_text())
 PODS = {"pod-1", "pod-2", "pod-3"}
 
@@ -420,97 +416,3 @@ def test_scheduled_watch_puts_the_drifted_pod_back_and_keeps_the_store(ci, fleet
         assert all(len(store) == 3 for store in stores.values())
     finally:  # the drift this module's fixture made, for any test after this one
         fleet.out("pod-1", "sed -i 's|/scratch/pip|/workspace/pip|' /etc/profile.d/podstate.sh")
-
-
-# --- ready-made shards of the watch: Kubernetes, systemd ------------------------------------
-
-
-def test_the_kubernetes_example_runs_shards_1_to_n_of_the_watch(tmp_path):
-    """An indexed Job of N pods, every 15 minutes; the command each pod runs, with its
-    ``JOB_COMPLETION_INDEX`` (0 to N-1), is ``podstate watch --once --shard K/N`` for K = 1
-    to N, as podstate's own parser reads it."""
-    cron = yaml.safe_load(KUBERNETES.read_text())
-    assert (cron["apiVersion"], cron["kind"]) == ("batch/v1", "CronJob")
-    spec = cron["spec"]["jobTemplate"]["spec"]
-    assert spec["completionMode"] == "Indexed"
-    count = spec["completions"]
-    assert spec["parallelism"] == count == 4
-    pod = spec["template"]["spec"]
-    (container,) = pod["containers"]
-    assert pod["restartPolicy"] == "Never"  # podFailurePolicy needs it
-    (rule,) = spec["podFailurePolicy"]["rules"]
-    assert rule["onExitCodes"] == {
-        "containerName": container["name"],
-        "operator": "In",
-        "values": [1, 2],
-    }
-    stub = tmp_path / "bin" / "podstate"  # what sh hands podstate, one word a line
-    stub.parent.mkdir()
-    stub.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
-    stub.chmod(0o755)
-    for index in range(count):
-        env = {"PATH": f"{stub.parent}:/usr/bin:/bin", "JOB_COMPLETION_INDEX": str(index)}
-        for shell in ("dash", "bash"):
-            words = subprocess.run(
-                [shell, *container["command"][1:]],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout.splitlines()
-            assert container["command"][0] == "sh" and words[:2] == ["watch", "--once"]
-            args = parser().parse_args(words)
-            assert shards.parse(args.shard) == shards.Shard(index + 1, count), words
-    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
-    env = {e["name"]: e.get("value") for e in container["env"]}
-    assert env["PODSTATE_HOSTKEYS"].startswith(mounts["state"] + "/")  # kept between runs
-    assert env["XDG_CACHE_HOME"].startswith(mounts["state"] + "/")  # each shard's state file
-    assert env["PODSTATE_SSH_KEY"].startswith(mounts["ssh"] + "/")
-
-
-def test_the_systemd_template_runs_shard_k_of_n_from_its_instance_name():
-    """``podstate-watch@2-4.service`` is K/N escaped as ``systemd-escape`` does it; ``%I``,
-    the instance unescaped, gives ``--shard 2/4`` back; the rest is the plain unit's."""
-    unit = configparser.ConfigParser(interpolation=None)
-    unit.optionxform = str  # systemd's keys are case-sensitive
-    unit.read_string(SYSTEMD_SHARDS.read_text())
-    service = unit["Service"]
-    assert service["ExecStart"].endswith("/bin/podstate watch --shard %I")
-    assert service["KillMode"] == "mixed" and service["ExecReload"] == "/bin/kill -HUP $MAINPID"
-    assert "PODSTATE_HOSTKEYS=/var/lib/podstate/hostkeys" in service["Environment"]
-    text = SYSTEMD_SHARDS.read_text()
-    count = 4
-    for k in range(1, count + 1):
-        instance = f"podstate-watch@{k}-{count}"
-        assert instance in text  # the enable line names every instance of N = 4
-        if shutil.which("systemd-escape"):
-            made = subprocess.run(
-                ["systemd-escape", "--template", SYSTEMD_SHARDS.name, f"{k}/{count}"],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            assert made.stdout.strip() == f"{instance}.service"
-            back = subprocess.run(
-                ["systemd-escape", "--unescape", "--instance", f"{instance}.service"],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            assert shards.parse(back.stdout.strip()) == shards.Shard(k, count)
-
-
-@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="needs systemd-analyze")
-def test_an_instance_of_the_systemd_template_verifies(tmp_path):
-    """systemd's own check of ``podstate-watch@2-4.service``, the repository where the
-    example puts it."""
-    text = SYSTEMD_SHARDS.read_text().replace("/srv/podstate", str(ROOT))
-    for name in (SYSTEMD_SHARDS.name, "podstate-watch@2-4.service"):
-        (tmp_path / name).write_text(text)
-    result = subprocess.run(
-        ["systemd-analyze", "verify", str(tmp_path / "podstate-watch@2-4.service")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert (result.returncode, result.stderr) == (0, "")

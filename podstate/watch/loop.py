@@ -14,8 +14,7 @@ API refused for now puts the next pass off, exponentially, and as long as its
 The check and the apply are the commands a user runs, as child processes: ``podstate check
 --json`` and ``pyinfra -y --json inventories/pods.py DEPLOY... --limit POD...``. They take
 the pod lock as any run does, so a watch and a hand-run apply never work on one pod at once.
-With ``--shard K/N`` a pass keeps the listed pods of shard K (``podstate.check.shards``): its
-check (``--shard K/N``), its apply (``--limit``) and its state file are of them alone.
+With ``--shard K/N``, a pass's check, apply and state file are of shard K's pods alone.
 
 Signals: the first SIGTERM or SIGINT lets the child in flight finish (it runs in a session
 of its own, so a terminal's Ctrl-C does not reach it), then the watch exits 0; a second one
@@ -168,8 +167,7 @@ class Watch:
     def _act(self, found: Inventory) -> tuple[int, Event]:
         """Run the rest of a pass on what it listed: check, note, apply; return the fleet's
         status after it, and the pass's own line."""
-        shard = self.options.shard  # its pods alone; the groups of --limit stay the fleet's
-        pods = [pod for pod in found.pods if shard is None or shard.holds(pod.name)]
+        pods = [pod for pod in found.pods if self.options.watches(pod.name)]  # --shard's
         listed = {pod.name: sighting(pod, self.options.exclude) for pod in pods}
         reasons = changed(self.known, listed)
         failed: dict[str, str] = {}
@@ -202,7 +200,7 @@ class Watch:
         self.present = set(listed)
         self.hooks.passed(self, found.pods, report, statuses)
         detail = summary(found.source, listed, results, self.pending, self.number)
-        detail = f"shard {shard}: {detail}" if shard else detail
+        detail = f"shard {self.options.shard}: {detail}" if self.options.shard else detail
         line = Event(None, "pass", "check" if checked else "list", "done", 0, detail)
         if checked and report is None:
             return 1, line  # no report: the fleet's state is unknown

@@ -31,6 +31,11 @@ class Options:
     shard: Shard | None = None  # only the pods of this shard (``podstate.check.shards``)
     passes: int | None = None  # stop after this many passes (tests; undocumented)
 
+    def watches(self, name: str) -> bool:
+        """Return whether the pod named ``name`` is this watch's: in its ``--shard``, or any
+        pod without one. The apply's ``--limit`` still reads the whole fleet's groups."""
+        return self.shard is None or self.shard.holds(name)
+
 
 def validate(options: Options, inventory: str) -> None:
     """Raise WatchError, one line, for an option out of range or a missing inventory or
