@@ -43,14 +43,18 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def _commands(port: int) -> dict[str, list[str]]:
+def _commands(port: int, empty: str = "empty.py") -> dict[str, list[str]]:
     """Return each measured command's argv, run from the repository root: podstate's check,
-    pyinfra with podstate's inventory and deploy files, and for reference pyinfra's own
-    start (no podstate in it) to the same listener."""
+    pyinfra with podstate's inventory and deploy files, the same with the deploy file
+    ``empty`` instead (plain pyinfra's CLI on the same inventory: what the deploy files add
+    is the difference), and for reference pyinfra's own start (no podstate in it) to the
+    same listener."""
     deploys = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "deploy").glob("*.py"))
+    pyinfra = [str(BIN / "pyinfra"), "-y", "inventories/pods.py"]
     return {
         "check": [str(BIN / "podstate"), "check", "--timeout", "5"],
-        "pyinfra": [str(BIN / "pyinfra"), "-y", "inventories/pods.py", *deploys],
+        "pyinfra": [*pyinfra, *deploys],
+        "empty": [*pyinfra, empty],
         "bare": [
             str(BIN / "pyinfra"),
             "-y",
@@ -125,6 +129,8 @@ def first_connections(runs: int, only: str | None = None) -> dict[str, tuple[flo
     one exits without connecting."""
     pod = _Pod()
     with tempfile.TemporaryDirectory() as tmp:
+        empty = Path(tmp) / "empty.py"
+        empty.write_text('"""A deploy file that does nothing."""\n')
         env = {
             **os.environ,
             "PODSTATE_PODS": str(_pods_file(Path(tmp), pod.port)),
@@ -134,7 +140,9 @@ def first_connections(runs: int, only: str | None = None) -> dict[str, tuple[flo
         }
         for name in ("RUNPOD_API_KEY", "VAST_API_KEY", "PODSTATE_INVENTORY", "XDG_CACHE_HOME"):
             env.pop(name, None)
-        commands = {n: argv for n, argv in _commands(pod.port).items() if only in (None, n)}
+        commands = {
+            n: argv for n, argv in _commands(pod.port, str(empty)).items() if only in (None, n)
+        }
         found: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
         for _ in range(runs):
             for name, argv in commands.items():

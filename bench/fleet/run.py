@@ -163,11 +163,16 @@ def startup_times(runs: int = 3) -> dict[str, float]:
 
 def first_connection_times(runs: int = 5) -> dict[str, float]:
     """Return the median time from starting podstate's check, pyinfra's apply with podstate's
-    inventory and deploy files, and pyinfra alone (its own CLI running ``true``, the floor
-    they start from) to their first SSH connection attempt (bench/startup.py)."""
+    inventory and deploy files, the same with an empty deploy file, and pyinfra alone (its
+    own CLI running ``true``) to their first SSH connection attempt (bench/startup.py)."""
     from bench.startup import first_connections
 
-    names = {"check": "podstate check", "pyinfra": "pyinfra apply", "bare": "pyinfra alone"}
+    names = {
+        "check": "podstate check",
+        "pyinfra": "pyinfra apply",
+        "empty": "pyinfra, empty deploy",
+        "bare": "pyinfra alone",
+    }
     return {names[n]: round(wall, 3) for n, (wall, _) in first_connections(runs).items()}
 
 

@@ -1,10 +1,12 @@
-"""Scale: converge and check N sandbox pods from one control process, with its peak memory.
+"""Scale: converge and check N sandbox pods from one control process, and where the time goes.
 
 Run with ``make bench-scale`` (root). Writes bench/results/scale.md and scale.json: for each
-pod count, the wall time and peak resident memory of ``pyinfra -y inventories/pods.py
-deploy/pod.py`` (first apply, then a no-op apply) and of ``podstate check``, each per pod,
-plus the least-squares slope of peak memory per pod; and for the largest count, the check
-split into ``--shards`` shards (``podstate check --shard K/N``), each timed alone.
+pod count, ``pyinfra -y inventories/pods.py deploy/pod.py`` (a first apply, then no-op
+applies) and ``podstate check``, medians of ``--runs``: wall time, the control process's
+peak memory and CPU, the pods' CPU (their cgroups: sshd and every process of the pod) and
+the whole machine's, each per pod, plus the least-squares slope of peak memory per pod; and
+for the largest count, the check split into each of ``--shards`` (``podstate check --shard
+K/N``, N processes started at once, as N CI runners would run them).
 """
 
 from __future__ import annotations
@@ -22,10 +24,15 @@ from bench.scale.report import report
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__)
-    parser.add_argument("--pods", type=int, nargs="+", default=[50, 100, 200, 500])
+    parser.add_argument("--pods", type=int, nargs="+", default=[50, 200, 500])
     parser.add_argument(
-        "--shards", type=int, default=4, help="check the largest count as N shards (1: none)"
+        "--shards",
+        type=int,
+        nargs="*",
+        default=[2, 4],
+        help="check the largest count as N shards at once, for each N given",
     )
+    parser.add_argument("--runs", type=int, default=3, help="no-op applies and checks a count")
     parser.add_argument(
         "--base-port",
         type=int,
@@ -47,8 +54,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="podstate-scale-") as work:
         for pods in args.pods:
             print(f"scale: {pods} pods", file=sys.stderr)
-            shards = args.shards if pods == max(args.pods) else 1
-            results[pods] = run_count(pods, Path(work), shards, args.base_port)
+            shards = tuple(args.shards) if pods == max(args.pods) else ()
+            results[pods] = run_count(pods, Path(work), shards, args.runs, args.base_port)
             RESULTS.mkdir(parents=True, exist_ok=True)  # each count kept as soon as it is done
             (RESULTS / "scale.json").write_text(json.dumps(results, indent=2) + "\n")
             (RESULTS / "scale.md").write_text(report(results))
