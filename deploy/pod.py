@@ -1,45 +1,10 @@
-"""podstate's own deploy: every role, in order, from one probe of the pod.
+# podstate starter file, version 1 (podstate init --update rewrites it)
+"""podstate's deploy: every role, in order, from one probe of the pod (podstate.pod.deploy).
 
-Run from the repository root with the other deploy files: ``pyinfra -y inventories/pods.py
-deploy/*.py``. The pod lock and the violations report span every file (see
-``podstate.pod.bookends``).
+Your own deploy files go beside it, and run with it from the repository root: ``pyinfra -y
+inventories/pods.py deploy/*.py``. The pod lock and the report span every file.
 """
 
-from pyinfra import host
+from podstate.pod import deploy
 
-from podstate.pod import bookends
-from podstate.pod import probe as deploy_probe
-from podstate.roles import (
-    authorized_keys,
-    disk,
-    download,
-    env,
-    files,
-    gpu,
-    packages,
-    repos,
-    scratch,
-    secrets,
-    shm,
-    venv,
-)
-
-wanted = host.data.podstate
-bookends.start()
-probe = deploy_probe.read(wanted)  # what every role reads, in one command
-
-converging = probe is not None and disk.apply(wanted, probe)  # None: the pod failed already
-if converging:
-    packages.apply(wanted, probe)  # first: other roles may need what it installs
-    gpu.apply(wanted, probe)
-    download.apply(wanted, probe)
-    scratch.apply(wanted, probe)
-    shm.apply(wanted, probe)
-    secrets.apply(wanted, probe)  # before env: the profile sources the secrets file
-    env.apply(wanted, probe)
-    files.apply(wanted, probe)
-    authorized_keys.apply(wanted, probe)
-    venv.apply(wanted, probe)
-    repos.apply(wanted, probe)
-# After the roles and every other deploy file: the ready marker, the lock, the report.
-bookends.finish(wanted, probe if converging else None)
+deploy.run()

@@ -258,6 +258,30 @@ def table() -> tuple[Command, ...]:
             "podstate.commands.watch:watch",
         ),
         Command(
+            "show",
+            "show a pod's desired state, and the file each value comes from",
+            "exit status: 0 shown; 1 an error (no such pod, the inventory cannot be read)",
+            (option("pod", metavar="POD"), json_flag("print JSON instead of YAML")),
+            "podstate.commands.show:show",
+        ),
+        Command(
+            "init",
+            "write a repository of your own for your pods, podstate a pinned dependency",
+            "exit status: 0 written (or nothing to write); 1 a file it would write is there, "
+            "or an error",
+            (
+                option("directory", nargs="?", default=".", metavar="DIR"),
+                option(
+                    "--update",
+                    action="store_true",
+                    help="rewrite podstate's starter files that this version writes otherwise "
+                    "(never your vars)",
+                ),
+                option("--dry-run", action="store_true", help="say what would be written"),
+            ),
+            "podstate.commands.init:init",
+        ),
+        Command(
             "sandbox",
             "local sandbox pods: real sshd, RunPod-shaped",
             "exit status: 0 done; 1 an error",

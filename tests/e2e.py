@@ -96,16 +96,37 @@ def write_vars(root: Path, name: str, data: dict | str | None, merge: bool = Fal
     """Write the vars file ``name`` ("group_vars/all.yaml", "host_vars/pod-1.yaml",
     "groups.yaml") of the vars directory ``root``, and return its path: ``data`` as YAML, or
     a string as it is (a file a test wants malformed); with ``merge``, ``data``'s keys over
-    those the file has; None removes the file. The one way tests write a desired state."""
+    those the file has; None removes the file. The one way tests write a desired state. A
+    whole all.yaml is the whole state (``whole``), as it was before podstate shipped its
+    defaults."""
     path = root / name
     if data is None:
         path.unlink(missing_ok=True)
         return path
     if merge:
         data = {**(yaml.safe_load(path.read_text()) or {}), **data}
+    elif name in ("group_vars/all.yaml", "group_vars/all.yml") and isinstance(data, dict):
+        data = whole(data)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(data if isinstance(data, str) else yaml.safe_dump(data), encoding="utf-8")
     return path
+
+
+def whole(data: dict, shipped: dict | None = None) -> dict:
+    """Return ``data`` with a null (which drops it) for each of podstate's shipped defaults
+    (``shipped``: below the top, those of the same key) that it leaves out, so that its
+    state is ``data`` alone."""
+    if shipped is None:
+        from podstate.desired.load import shipped as shipped_layer
+
+        shipped = shipped_layer().data
+    out = dict(data)
+    for key, value in shipped.items():
+        if key not in out:
+            out[key] = None
+        elif isinstance(value, dict) and isinstance(out[key], dict):
+            out[key] = whole(out[key], value)
+    return out
 
 
 @dataclass

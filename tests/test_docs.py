@@ -41,6 +41,10 @@ RUN_BY = {
     "python3 -m venv .venv && .venv/bin/pip install .": (
         "tests/test_deploy_dir.py::test_a_regular_install_runs_the_deploy_and_the_check_from_a_clone"
     ),
+    # the new user's path: podstate and pyinfra from a wheel with uv, then podstate init
+    "uv tool install podstate --with-executables-from pyinfra": (
+        "tests/test_new_user.py::test_a_new_user_installs_inits_applies_and_upgrades"
+    ),
     # the sharded apply: the shard's names as --limit options of one pyinfra apply
     "set --": SHARDED_APPLY,
     'for pod in $(podstate inventory --shard "$K/$N" --names); do set -- "$@" --limit "$pod"; '

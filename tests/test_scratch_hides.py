@@ -102,7 +102,7 @@ def test_the_boot_hook_looks_behind_a_scratch_path_that_is_a_symlink(fleet):
     from podstate.sandbox import container
 
     link = "/scratch-link"
-    fleet.group_vars("all", None)
+    fleet.group_vars("all", {})  # nothing for every pod, not even the shipped defaults
     fleet.host_vars("pod-4", {"scratch": {link: {"size": "16M"}}, "boot": {"hook": True}})
     # through the API, which vouches for the host key a restart before this test made
     run = apply(fleet, "--limit", "pod-4", env=fleet.api_env())

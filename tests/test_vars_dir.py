@@ -20,7 +20,7 @@ def fleet(tmp_path, monkeypatch):
           box: {ssh_hostname: 127.0.0.1, ssh_port: 2}
         """,
     )
-    write_vars(tmp_path / "vars", "group_vars/all.yaml", "env: {ROLE: all}\n")
+    write_vars(tmp_path / "vars", "group_vars/all.yaml", {"env": {"ROLE": "all"}})
     monkeypatch.setenv("PODSTATE_PODS", str(tmp_path / "pods.yaml"))
     monkeypatch.setenv("PODSTATE_VARS", str(tmp_path / "vars"))
     monkeypatch.delenv("PODSTATE_INVENTORY", raising=False)
@@ -48,14 +48,16 @@ def test_a_vars_dir_one_level_too_deep_says_so(fleet, monkeypatch):
         load_pods()
 
 
-def test_a_vars_file_that_declares_nothing_is_an_empty_state(fleet):
+def test_a_vars_file_that_declares_nothing_takes_the_shipped_defaults(fleet):
     write_vars(fleet / "vars", "group_vars/all.yaml", "{}\n")
+    assert states()["box"]["dirs"]["TMPDIR"] == "/scratch/tmp"
+    write_vars(fleet / "vars", "group_vars/all.yaml", {})  # each shipped key dropped: null
     assert states()["box"] == {"disk_reserve": 2 << 30}
 
 
 def test_yml_vars_files_are_read_as_yaml(fleet):
     (fleet / "vars/group_vars/all.yaml").unlink()
-    write_vars(fleet / "vars", "group_vars/all.yml", "env: {ROLE: all}\n")
+    write_vars(fleet / "vars", "group_vars/all.yml", {"env": {"ROLE": "all"}})
     write_vars(fleet / "vars", "host_vars/box.yml", "env: {ROLE: box}\n")
     found = states()
     assert found["trainer-1"]["env"] == {"ROLE": "all"}

@@ -11,6 +11,7 @@ import os
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -210,11 +211,15 @@ def _check_tree(node: Any, where: list[str], shown: str) -> None:
 
 
 def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """Return ``base`` deep-merged with ``override``: mappings merge, everything else replaces."""
+    """Return ``base`` deep-merged with ``override``: mappings merge, a null removes the key
+    (how a vars file drops a shipped default: ``scratch: {/scratch: null}``), everything
+    else replaces."""
     merged = dict(base)
     for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = merge(merged[key], value)
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict):  # merged into an empty one too: its nulls drop
+            merged[key] = merge(merged[key] if isinstance(merged.get(key), dict) else {}, value)
         else:
             merged[key] = value
     return merged
@@ -236,6 +241,24 @@ def spelled(stem: Path) -> Path | None:
     return found[0] if found else None
 
 
+# The shipped defaults' file, in the package podstate.desired, and how errors and
+# ``podstate show`` name it.
+SHIPPED = "defaults.yaml"
+SHIPPED_NAME = "podstate's shipped defaults"
+_SHIPPED: list[Layer] = []
+
+
+def shipped() -> Layer:
+    """Return the layer of podstate's shipped defaults (defaults.yaml, package data), read
+    once: the first layer of every pod's state, so that a key no vars file sets takes the
+    installed version's default, and a new default reaches pods without an edit."""
+    if not _SHIPPED:
+        path = Path(str(files("podstate.desired").joinpath(SHIPPED)))
+        data, written = load_written(path, SHIPPED_NAME)
+        _SHIPPED.append(Layer(SHIPPED_NAME, data, None, written))
+    return _SHIPPED[0]
+
+
 @dataclass
 class VarsDir:
     """The vars directory (group_vars/, host_vars/), each file read at most once."""
@@ -245,8 +268,8 @@ class VarsDir:
 
     def check(self) -> None:
         """Raise SpecError when the directory holds no vars file (group_vars/*.yaml or
-        host_vars/*.yaml, or .yml), or one in both spellings: a wrong PODSTATE_VARS would
-        otherwise be an empty desired state, which every pod meets."""
+        host_vars/*.yaml, or .yml), or one in both spellings: with a wrong PODSTATE_VARS,
+        every pod would otherwise take the shipped defaults alone, none of the user's state."""
         found: list[Path] = []
         for sub in ("group_vars", "host_vars"):
             folder = self.root / sub
@@ -264,10 +287,11 @@ class VarsDir:
             )
 
     def layers(self, groups: Iterable[str], pod: str) -> list[Layer]:
-        """Return the layers for a pod in merge order: all, each group, then the pod itself."""
+        """Return the layers for a pod in merge order: podstate's shipped defaults
+        (``shipped``), all, each group, then the pod itself."""
         stems = [self.root / "group_vars" / g for g in ("all", *groups)]
         stems.append(self.root / "host_vars" / pod)
-        layers = []
+        layers = [shipped()]
         for stem in stems:
             path = spelled(stem)
             if path is not None:

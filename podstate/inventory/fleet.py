@@ -232,6 +232,12 @@ def load_pods() -> list[Pod]:
     return inventory.pods
 
 
+def layers(pod: Pod) -> list[Layer]:
+    """Return the layers of ``pod``'s desired state in merge order, podstate's shipped
+    defaults first: what ``podstate show`` says each value came from."""
+    return _vars_dir().layers(pod.groups, pod.name)
+
+
 def _vars_dir() -> VarsDir:
     vars_dir = vars_path()
     if not vars_dir.is_dir():
