@@ -27,6 +27,20 @@ def _row(pods: int, run: str, m: dict[str, Any], cores: int) -> str:
     )
 
 
+def _where(pods: int, m: dict[str, Any], cores: int) -> list[str]:
+    """Return where the check of ``pods`` pods spent its wall time, in a few lines."""
+    client, own, busy = m["client_cpu_s"], m["pods_cpu_s"], m["machine_cpu_s"]
+    waiting = m["seconds"] - busy / cores
+    return [
+        f"Where the check of {pods} pods spent its {m['seconds']:.1f} s: the control process "
+        f"used {client:.1f} s of CPU ({client / m['seconds']:.0%} of one core), the pods "
+        f"{own:.1f} s (their sshd and the probe), the whole machine {busy:.1f} s of its "
+        f"{cores} cores' {m['seconds'] * cores:.1f} s; the rest, {max(waiting, 0):.1f} s of "
+        "wall time with a core idle, is waiting (connections, the slowest pods' last round "
+        "trips).",
+    ]
+
+
 def report(results: dict[int, dict[str, dict[str, Any]]]) -> str:
     """Return the markdown report: every run's figures per pod, the memory slope of each
     whole-fleet run, the largest count's shards beside its whole check, and the targets."""
@@ -70,7 +84,15 @@ def report(results: dict[int, dict[str, dict[str, Any]]]) -> str:
                 f"- {largest} pods, {run} at once: the slowest ended after "
                 f"{m['seconds'] / full['seconds']:.2f} of the whole check's time"
             )
-    lines += ["", "## Targets", "", "| target | measured | verdict |", "|---|---|---|"]
+    lines += [
+        "",
+        *_where(largest, full, cores),
+        "",
+        "## Targets",
+        "",
+        "| target | measured | verdict |",
+        "|---|---|---|",
+    ]
     if largest >= 500:
         seconds = full["seconds"] * 500 / largest
         lines.append(
