@@ -74,7 +74,7 @@ def test_the_pod_reads_quiet_with_nothing_started(fleet, tmp_path):
 
 
 @settings(
-    max_examples=14,
+    max_examples=8,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
     phases=[Phase.explicit, Phase.reuse, Phase.generate],  # each example takes seconds

@@ -31,7 +31,7 @@ from tests.test_deploy_dir import copy_project
 
 LOCK_SH = script("lock.sh")
 TAKERS = 12
-ROUNDS = 20
+ROUNDS = 9  # three of each start
 # Inside the lock, a taker makes a directory that only one process can hold: a second
 # taker inside at the same time finds it there, and says so.
 INSIDE = (

@@ -50,7 +50,8 @@ def error(state: dict) -> str:
             "secrets.X: give only one of: from_env, from_file",
         ),
         ({}, "secrets.X: give one of: from_env, from_file"),
-        ({TOKEN: None}, "secrets.X: unknown key (allowed: from_env, from_file)"),
+        ({TOKEN: "x"}, "secrets.X: unknown key (allowed: from_env, from_file)"),
+        ({TOKEN: None}, "secrets.X: give one of: from_env, from_file"),  # a null drops a key
         ({"from_env": TOKEN, "value": TOKEN}, "secrets.X: "),
         (TOKEN, "secrets.X: expected a mapping, got a string"),
         ({"from_env": f"{TOKEN} x"}, "secrets.X.from_env: the value is not an environment"),

@@ -302,7 +302,7 @@ def refused(fleet, pod_vars: dict) -> tuple[str, list[str]]:
         ({"from_env": PASTED}, "X.from_env", "the environment variable it names is not set"),
         ({"from_file": PASTED}, "X.from_file", "cannot read the file it names"),
         ({"from_env": PASTED, "from_file": PASTED}, "X", "give only one of: from_env, from_file"),
-        ({PASTED: None}, "X", "unknown key (allowed: from_env, from_file)"),
+        ({PASTED: "x"}, "X", "unknown key (allowed: from_env, from_file)"),
         ({"from_env": f"{PASTED} oops"}, "X.from_env", "the value is not an environment variable"),
     ],
     ids=["from_env", "from_file", "both", "as_a_key", "with_a_space"],
