@@ -410,8 +410,10 @@ def test_hung_network_volume_times_out_that_pod_only(fleet, states, contents):
 
 def test_check_stops_at_once_on_sigterm(fleet):
     """A cancelled CI job: ``podstate check`` ends promptly, with one line (pod-2 hangs, so
-    the check is still waiting for it when the signal comes)."""
+    the check is still waiting for it when the signal comes). The signal is sent once the
+    check has probed pod-1, so its handlers are in place, however slow its start."""
     freeze("pod-2", signal.SIGSTOP)
+    before = exec_count(fleet, "pod-1")
     try:
         check_run = subprocess.Popen(
             [str(BIN / "podstate"), "check"],
@@ -422,7 +424,7 @@ def test_check_stops_at_once_on_sigterm(fleet):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        time.sleep(1.5)
+        wait_for_probe(fleet, "pod-1", before)
         check_run.send_signal(signal.SIGTERM)
         _, stderr = check_run.communicate(timeout=10)
     finally:
