@@ -97,12 +97,10 @@ def _env(where: Path) -> dict[str, str]:
     return {**os.environ, **ENV, "HOME": str(where.parent)}
 
 
-def reachable(repo: Path, stashes: bool = True) -> set[str]:
-    """Return every commit reachable from a ref, HEAD or (``stashes``) a stash entry of
-    ``repo``."""
-    entries = git(repo, "stash", "list", "--format=%H").split() if stashes else []
-    skip = [] if stashes else ["--exclude=refs/stash"]  # before the --all it limits
-    return set(git(repo, "rev-list", *skip, "--all", *entries).split())
+def reachable(repo: Path) -> set[str]:
+    """Return every commit reachable from a ref, HEAD or a stash entry of ``repo``."""
+    stashes = git(repo, "stash", "list", "--format=%H").split()
+    return set(git(repo, "rev-list", "--all", *stashes).split())
 
 
 def loose_files(repo: Path) -> dict[str, bytes]:
@@ -116,23 +114,25 @@ def loose_files(repo: Path) -> dict[str, bytes]:
 def lost_by_force(clone: Path, ref: str, commits: set[str], files: dict[str, bytes]):
     """Return (commits, files) that an apply without podstate's guards (a forced fetch of
     tags and a checkout that overwrites ignored files) would make unreachable or change, on a
-    copy of ``clone``: what the real apply must refuse over. A commit a branch, a tag or HEAD
-    held counts as lost when none of them holds it after, even where a stash entry still
-    does: a stash keeps the commit its changes were made on, not the user's branch, which a
-    forced checkout would move away from it."""
-    held = commits & reachable(clone, stashes=False)
+    copy of ``clone``: what the real apply must refuse over. A commit the local branch of
+    ``ref`` held counts as lost once the checkout moved the branch away from it, even where
+    something else (a stash entry) still holds it: the user's branch would no longer."""
     copy = clone.parent / "copy"
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(clone, copy, symlinks=True)
     fetch = ["fetch", "-q", "--prune", "--tags", "--force", "origin"]
     git(copy, *fetch, "+refs/heads/*:refs/remotes/origin/*")
+    branch = git(copy, "rev-parse", "-q", "--verify", f"refs/heads/{ref}", check=False).strip()
     ways = (("--detach", f"refs/tags/{ref}"), ("-B", f"refs/remotes/origin/{ref}"))
     for kind, name in (*ways, ("--detach", ref)):
         c = git(copy, "rev-parse", "-q", "--verify", f"{name}^{{commit}}", check=False).strip()
         if c:
             git(copy, "checkout", "-q", *([kind, ref, c] if kind == "-B" else [kind, c]))
             break
-    gone = (commits - reachable(copy)) | (held - reachable(copy, stashes=False))
+    moved = (
+        git(copy, "rev-list", branch, "--not", f"refs/heads/{ref}", check=False) if branch else ""
+    )
+    gone = (commits - reachable(copy)) | (commits & set(moved.split()))
     changed = {p for p, data in files.items() if not _same(copy / p, data)}
     shutil.rmtree(copy)
     return gone, changed
@@ -275,8 +275,11 @@ def template(tmp_path_factory) -> Path:
 @settings(max_examples=15, deadline=None)
 @given(rounds=ROUNDS)
 # found: a commit on the user's main, then a stash on it: the stash still holds the commit,
-# but the apply refuses to move main away from it, and must
+# but the apply refuses to move main away from it, and must;
 @example(rounds=[([], "main", "apply"), ([("commit",), ("stash",)], "main", "apply")])
+# and on a detached HEAD, where no branch moves, a stash entry does hold the commit
+@example(rounds=[([("commit",), ("stash",)], "main", "apply")])
+@example(rounds=[([("commit",), ("stash",), ("commit",)], "main", "apply")])
 def test_no_apply_or_removal_loses_what_the_remote_cannot_give_back(
     template, tmp_path_factory, shell, rounds
 ):
