@@ -87,7 +87,8 @@ def test_a_restart_under_load_ends_every_process_and_touches_no_other_sandbox(
         # ended: gone, or a zombie (sshfs's ssh, an orphan of the machine's init for a moment)
         assert [pid for pid, start in old.items() if alive(int(pid), start)] == []
         assert inside.pod_exec("pod-1", "ps -eo comm=").stdout.split().count("sleep") == 1
-        assert _members(groups[2]) == others
+        # the other sandbox's pod lost none of its processes (it may have started one since)
+        assert set(others) <= set(_members(groups[2]))
         assert _run(two, "pod-1", "hostname") == "pod-1\n"
     finally:
         for root in (one, two):
