@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from podstate import progress
 from podstate.check import runner
 from podstate.check.result import PodResult
+from podstate.jsonfile import replace_text
 from podstate.progress import Progress
 
 if TYPE_CHECKING:
@@ -87,9 +88,7 @@ def _write(path: str, text: str) -> None:
         if target.exists() and not target.is_file():
             target.write_text(text, encoding="utf-8")
             return
-        temp = target.with_name(target.name + ".tmp")
-        temp.write_text(text, encoding="utf-8")
-        temp.replace(target)
+        replace_text(target, text)
     except OSError as e:
         raise runner.CheckFailed(f"cannot write the report {path}: {e.strerror or e}") from None
 
