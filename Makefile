@@ -22,7 +22,8 @@ venv: $(BIN)/podstate
 # login shells, shellcheck for podstate's shell scripts, strace to count the programs a
 # command starts on a pod, tmux for Vast's login habit, dash to read the docs' sh blocks,
 # debootstrap to build the Debian image of the old-image tests (.ci/run builds it first),
-# chromium to render the check's HTML page.
+# chromium to render the check's HTML page, busybox to run each shell function under a
+# third sh (tests/test_shell_*.py).
 deps:
 	@missing=""; \
 	command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
@@ -37,6 +38,7 @@ deps:
 	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || missing="$$missing debootstrap"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v busybox >/dev/null 2>&1 || missing="$$missing busybox"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
