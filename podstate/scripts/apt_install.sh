@@ -5,6 +5,12 @@
 #   UPDATE  1: run apt-get update first (a listed package is missing); 0: the run did already
 # Exit status 0 only when every PACKAGE is installed afterwards; otherwise one line on
 # stderr that says why: an unknown package (named), a lock held past WAIT, apt's error.
+#
+# Prints (stdout, one line each):
+#   (nothing)           always: a failure is one line on stderr, "podstate: packages.apt: why"
+# Exits:
+#   0  every PACKAGE is installed
+#   1  one is not, or apt could not run: stderr says why
 set -u
 export LC_ALL=C DEBIAN_FRONTEND=noninteractive
 wait=$1 update=$2

@@ -5,6 +5,12 @@
 # its own into DEST's directory (root-only, 0700). UPLOADED is renamed to DEST; CHECK is what
 # DEST must then hold, so nothing about the content is on this command line. Both are removed.
 # Exit status 0 only when DEST is then a regular file of root, mode 600, with that content.
+#
+# Prints (stdout, one line each):
+#   (nothing)           always: a failure is one line on stderr, "podstate: DEST: why"
+# Exits:
+#   0  DEST is a regular file of root, mode 600, holding CHECK's content
+#   1  it is not (a directory is there, or the write did not hold): stderr says which
 set -eu
 tmp=$1 check=$2 dest=$3
 fail() {
