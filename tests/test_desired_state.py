@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import datetime
 import tempfile
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -280,3 +282,33 @@ def test_every_accepted_state_builds_one_state_that_gives_its_data_and_digest_ba
     }
     assert as_data(state) == normalized
     assert digest(as_data(state)) == digest(normalized)  # a ready pod stays ready
+
+
+DEFAULTS_DIGEST = "356d9ec344df3982fff3168fd69928bfdab5dc91a14a2676f27f8948b6b5bf06"
+FULL = {
+    "scratch": {"/scratch": {"size": "16G"}},
+    "dirs": {"TMPDIR": "/scratch/tmp"},
+    "env": {"A": "1"},
+    "path": ["/opt/bin"],
+    "shm": {"min_size": "16G"},
+    "nccl": {"p2p": "disable"},
+    "venv": {"path": "/opt/venv", "packages": ["numpy==2.1.3"]},
+    "packages": {"apt": ["git"], "remove_undeclared": True},
+    "files": {"/etc/x": {"content": "a\n"}},
+    "repos": {"/code/x": {"url": "https://h/x.git", "ref": "v1"}},
+    "secrets": {"TOKEN": {"from_env": "PODSTATE_TEST_TOKEN"}},
+    "boot": {"hook": True, "host_keys": "keep"},
+    "processes": {"inert": ["redis"]},
+    "gpu": {"count": 1},
+    "download": {"url": "https://x/f", "min_mbps": 5},
+}
+FULL_DIGEST = "57faa264d55caa40f0bac9096dcced25a15b6b60a0308a6bc9f587038ed347d9"
+
+
+def test_the_ready_digest_of_a_state_is_the_one_earlier_versions_wrote(monkeypatch):
+    """A pod made ready before the typed state still reads as ready: the digests below are
+    what podstate wrote in its markers for these states before."""
+    defaults = yaml.safe_load(files("podstate.desired").joinpath("defaults.yaml").read_text())
+    assert digest(as_data(typed(defaults))) == DEFAULTS_DIGEST
+    monkeypatch.setenv("PODSTATE_TEST_TOKEN", "another value: secrets count by their source")
+    assert digest(as_data(typed(FULL))) == FULL_DIGEST
