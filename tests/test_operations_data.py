@@ -185,7 +185,8 @@ def run_case(folder: str, case: dict[str, Any]) -> dict[str, Any]:
     state, host = new_pod(f"{folder}/{case['name']}")
     noted, logger = Noted(), logging.getLogger("pyinfra")
     logger.addHandler(noted)
-    level, logger.level = logger.level, logging.DEBUG
+    level = logger.level
+    logger.setLevel(logging.DEBUG)  # noop descriptions are logged at debug level
     try:
         with ctx_state.use(state), ctx_host.use(host):
             before = case.get("before", [])
@@ -199,7 +200,7 @@ def run_case(folder: str, case: dict[str, Any]) -> dict[str, Any]:
             commands = plan(host, len(before), op, arguments(op, case), sets)
     finally:
         logger.removeHandler(noted)
-        logger.level = level
+        logger.setLevel(level)
     found, op_hash = findings.of(host), host.current_op_hash or ""
     return {
         "commands": [as_data(c) for c in commands],
