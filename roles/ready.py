@@ -29,9 +29,9 @@ from podstate.facts.marker import applies_nothing, digest, read
 from podstate.facts.probe import Probe
 from podstate.facts.request import Request
 from podstate.paths import READY_COMMAND, READY_MARKER
-from podstate.roles import boot, removal
+from podstate.roles import boot
 from podstate.run import bookkeeping, findings
-from podstate.run.role import probed, role
+from podstate.run.role import role
 from podstate.shell import script_file
 
 MARKER, COMMAND = READY_MARKER, READY_COMMAND
@@ -40,11 +40,11 @@ READY_SH = script_file("podstate-ready.sh")
 
 def reads(wanted: dict[str, Any]) -> Request:
     """Return what the probe reads for this role: the marker, the record and the command
-    (on the container disk and on the volume), the volume, and what the boot hook's role,
-    which this one runs, reads."""
+    (on the container disk and on the volume), and the volume."""
     where = boot.volume(wanted)
-    own = Request(paths=(where.volume,), files=(MARKER, where.record, COMMAND, where.ready_command))
-    return own.merge(boot.reads(wanted)).merge(removal.reads(wanted))
+    return Request(
+        paths=(where.volume,), files=(MARKER, where.record, COMMAND, where.ready_command)
+    )
 
 
 def restart(
@@ -81,26 +81,13 @@ def stale(marker: dict[str, Any], probe: Probe) -> bool:
     return "container" in marker and marker["container"] != probe.container_start
 
 
-@probed(reads)
-def apply(wanted: dict[str, Any], probe: Probe) -> None:
-    """Name a restart; after every other change, mark the pod ready (unless a violation
-    stands) and record the apply on the volume; before the marker, the removal of what
-    podstate made and no longer declares (roles/removal.py) and the boot hook's data
-    (roles/boot.py), which is written only once everything else has succeeded."""
-    _command(wanted, probe)
-    boot.declare(wanted)
-    removal.apply(wanted, probe)  # once every role said what it makes; the record is data
-    boot.apply(wanted, probe)  # the hook puts back, with the rest of the container disk
-    _marker(wanted, probe)
-
-
 def _failing(wanted: dict[str, Any]) -> bool:
     found = findings.of(host)
     return bool(findings.waive(found.violations, wanted.get("waivers") or [], date.today()).failing)
 
 
 @role("Ready", reads)
-def _command(wanted: dict[str, Any], probe: Probe) -> None:
+def command(wanted: dict[str, Any], probe: Probe) -> None:
     """Name a restart; install podstate-ready, violations or not (only the marker waits for
     an apply without one)."""
     found, where = findings.of(host), boot.volume(wanted)
@@ -118,7 +105,7 @@ def _command(wanted: dict[str, Any], probe: Probe) -> None:
 
 
 @role("Ready", reads)
-def _marker(wanted: dict[str, Any], probe: Probe) -> None:
+def marker(wanted: dict[str, Any], probe: Probe) -> None:
     """Mark the pod ready and record the apply on the volume, unless a violation stands or
     the marker is there already."""
     found = findings.of(host)

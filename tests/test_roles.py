@@ -16,6 +16,7 @@ from podstate.facts.processes import Process
 from podstate.facts.request import Request
 from podstate.inventory.fleet import desired
 from podstate.nccl import variables
+from podstate.pod import phases
 from podstate.pod import probe as deploy_probe
 from podstate.roles import gpu, shm
 from podstate.roles.disk import has_room, on_container_disk
@@ -276,24 +277,39 @@ FULL = {
 }
 
 
-def test_the_deploy_probe_reads_what_every_role_reads():
-    """Every role that reads more than the probe always reads is in the deploy's probe, and
-    the deploy's probe reads each role's every item: the request of a role called alone is
-    part of it."""
+def test_the_deploy_probe_reads_what_every_phase_reads():
+    """Every role is a phase of the run (podstate.pod.phases), and the deploy's probe reads
+    each phase's every item: the request of a role called alone is part of it."""
     wanted = desired(FULL)
     roles_dir = Path(gpu.__file__).parent
     names = {p.stem for p in roles_dir.glob("*.py")} - {"__init__", "probe", "marker"}
-    listed = {role.__name__.rsplit(".", 1)[1] for role in deploy_probe.ROLES}
-    assert listed <= names and gpu.reads(wanted) == shm.reads(wanted) == Request()
-    assert names - listed == {"gpu", "shm"}
+    listed = {phase.reads.__module__.rsplit(".", 1)[1] for phase in phases.PHASES}
+    assert listed == names and gpu.reads(wanted) == shm.reads(wanted) == Request()
     whole = deploy_probe.request(wanted).arguments()
-    for role in deploy_probe.ROLES:
-        own = role.reads(wanted).arguments()
+    for phase in phases.PHASES:
+        own = phase.reads(wanted).arguments()
         for key, value in own.items():
             if isinstance(value, list):
-                assert set(map(str, value)) <= set(map(str, whole[key])), (role.__name__, key)
+                assert set(map(str, value)) <= set(map(str, whole[key])), (phase.name, key)
             elif value is not None:
-                assert whole[key] == value, (role.__name__, key)
+                assert whole[key] == value, (phase.name, key)
+
+
+def test_the_run_order_is_one_table_that_the_deploy_shows():
+    """The deploy's docstring and docs/ARCHITECTURE.md show the phases' table of contents,
+    bookends included, and the last phases (planned after every deploy file) end with the
+    ready marker."""
+    from podstate.pod import deploy
+
+    table = phases.contents()
+    assert table in (deploy.__doc__ or "")
+    architecture = Path(__file__).parent.parent / "docs" / "ARCHITECTURE.md"
+    assert table in architecture.read_text(), "docs/ARCHITECTURE.md shows another order"
+    lines = table.splitlines()
+    assert "start" in lines[0] and "finish" in lines[-1] and "marker (last)" in lines[-2]
+    last = [p.name for p in phases.PHASES if p.last]
+    assert last == ["ready", "boot record", "removal", "boot", "marker"]
+    assert [p.name for p in phases.PHASES][: len(phases.PHASES) - len(last)][0] == "disk"
 
 
 RUNPOD_ENV = {"PIP_CACHE_DIR": "/workspace/.cache/pip"}

@@ -150,7 +150,6 @@ def run(
             raise CheckFailed(f"no {what} at {path} (run from the repository root)")
     lock.probe_wait = 0  # a check reads each pod as it is: one another run holds is busy
     login.may_fix = False  # and writes nothing, not even ~/.no_auto_tmux
-    findings.reset()
     pyinfra_connect.quiet()  # every pod that cannot be reached: one line, no traceback
     state, config = pyinfra_cli.new_state(timeout)
     errors = _Errors(progress)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shlex
 
-from pyinfra import host, state
+from pyinfra import host
 from pyinfra.api import operation
 
 from podstate import settings
@@ -17,10 +17,6 @@ from podstate.facts.apt import Apt
 from podstate.run import findings
 from podstate.run.lock import changing
 from podstate.shell import script
-
-# The pods whose apt-get update this run has planned (pod name -> the run's state), so that
-# a second call of the role on a pod (a team's own deploy file) does not update again.
-_UPDATED: dict[str, int] = {}
 
 
 def missing(packages: list[str], found: Apt) -> list[str]:
@@ -66,8 +62,8 @@ def apt_packages(packages: list[str], found: Apt):
             "packages.apt",
         )
         return
-    update = _UPDATED.get(host.name) != id(state)
-    _UPDATED[host.name] = id(state)
+    found_here = findings.of(host)
+    update, found_here.apt_updated = not found_here.apt_updated, True
     yield changing(
         install_command(absent, update, settings.APT_LOCK_WAIT), ttl=settings.APT_TIMEOUT
     )

@@ -4,24 +4,24 @@
 names. Podstate's own deploy file calls ``start()`` before its roles and ``finish()`` after
 them. ``start`` puts two operations before the first operation of any file (one makes the
 other files' changes take the pod lock, as podstate's own do; one folds podstate's own
-changes into one command); ``finish`` puts three after the last (mark the pod ready;
-release the lock; fail the pod with the violations, once). They are planned after the
-roles, so the marker knows whether a violation stands, and a dry run shows the report as
-the change it is.
+changes into one command); ``finish`` puts what is planned in it (the last phases,
+podstate.pod.phases: the ready marker among them) after the last, then two more (release
+the lock; fail the pod with the violations, once). They are planned after the roles, so
+the marker knows whether a violation stands, and a dry run shows the report as the change
+it is.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from pyinfra import host, state
 
-from podstate.facts.probe import Probe
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.pyinfra_api.verify import verify
 from podstate.run import bookkeeping, findings
-
-_FIRST: dict[str, list[str]] = {}  # each pod's first operations, from start() to finish()
 
 
 def _add(*ops: tuple[Any, str, dict[str, Any]]) -> list[str]:
@@ -39,26 +39,23 @@ def start() -> None:
     """Add the lock and fold operations, before every deploy file's operations (once the
     installed pyinfra is verified: a release that lacks an internal stops the run here)."""
     verify()
-    first = _add(
+    found = findings.of(host)
+    found.first[:0] = _add(
         (bookkeeping.lock_other_files, "Pod lock for other deploy files", {}),
         (bookkeeping.fold_changes, "Fold podstate's changes into one command", {}),
     )
-    _FIRST[host.name] = first
-    pyinfra_plan.bookend(host, first=first, last=[])
+    pyinfra_plan.bookend(host, first=found.first, last=[])
 
 
-def finish(wanted: dict[str, Any], probe: Probe | None) -> None:
-    """Add, after every deploy file's operations, the ready marker (from ``probe``; None:
-    the pod is not converged, so no marker), the release and the report (which honours the
-    desired state's waivers)."""
-    from podstate.roles import ready
-
+@contextmanager
+def finish() -> Iterator[None]:
+    """Put what is planned in this context after every deploy file's operations, then add
+    the release and the report (which honours the desired state's waivers)."""
     before = pyinfra_plan.op_hashes(state, host)
-    if probe is not None:
-        ready.apply(wanted, probe)
-    # The records' first write (roles/removal.py) goes first, before the order of every
-    # pod's operations is read: pods already planned have it there.
-    first = _FIRST.pop(host.name, []) + findings.of(host).first
+    yield
+    # The records' first write (roles/removal.py) joined the first operations: put them
+    # there before the order of every pod's operations is read (pods already planned have it).
+    first = findings.of(host).first
     pyinfra_plan.bookend(host, first=first, last=[])
     marked = [h for h in pyinfra_plan.host_order(state, host) if h not in before | set(first)]
     last = marked + _add(

@@ -26,4 +26,5 @@ if probe is not None:
         keep_venv=os.environ.get("PODSTATE_UNINSTALL_KEEP_VENV") == "1",
         discard_scratch=os.environ.get("PODSTATE_UNINSTALL_DISCARD_SCRATCH") == "1",
     )
-bookends.finish({}, None)
+with bookends.finish():
+    pass  # nothing of its own after every deploy file: the release and the report

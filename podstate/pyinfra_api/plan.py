@@ -10,7 +10,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 import pyinfra
 from pyinfra.api import Host, State, StringCommand, arguments, facts, util
@@ -20,6 +20,19 @@ from podstate.pyinfra_api.verify import verify
 
 api_operation = sys.modules["pyinfra.api.operation"]  # the module, not the decorator
 api_deploy = sys.modules["pyinfra.api.deploy"]  # the module, not the decorator
+T = TypeVar("T")
+
+
+def kept(host: Host, kind: type[T]) -> T:
+    """Return the ``kind`` object podstate keeps for ``host`` in this run, made empty on first
+    use. It lives on pyinfra's host object, which every run (and every check) makes anew, so
+    nothing carries from one plan to the next and no table keyed by pod name outlives it."""
+    attribute = f"_podstate_{kind.__name__.lower()}"
+    found = getattr(host, attribute, None)  # the host itself, or pyinfra's context proxy of it
+    if not isinstance(found, kind):
+        found = kind()
+        setattr(host, attribute, found)
+    return found
 
 
 def op_hashes(state: State, host: Host) -> set[str]:

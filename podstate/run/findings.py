@@ -50,12 +50,14 @@ class Findings:
     ``made``: what this run's roles make or edit on the pod, by path, for its record
     (roles/removal.py), which removes what an earlier run made and this one does not;
     ``left``: what a record names that now holds something else, which podstate leaves as
-    it is; ``first``: the operations that run before every other (the records' first write);
+    it is; ``first``: the operations that run before every other (the pod lock, the fold, the
+    records' first write);
     ``busy``: the owner line of another run that held the pod lock when the probe read the
     pod (it was changing the pod: what the probe read may be halfway through that), None
     when no run held it;
     ``activity``: whether the pod is in use now (``podstate.facts.activity.read``), None
-    before the probe.
+    before the probe; ``apt_updated``: this run's ``apt-get update`` is planned already (a
+    second call of the packages role, from a team's own deploy file, does not update again).
     """
 
     violations: list[Violation] = field(default_factory=list)
@@ -76,19 +78,13 @@ class Findings:
     first: list[str] = field(default_factory=list)
     activity: dict[str, Any] | None = None
     busy: str | None = None
-
-
-_BY_POD: dict[str, Findings] = {}
-
-
-def reset() -> None:
-    """Forget every pod's findings (a new plan in the same process)."""
-    _BY_POD.clear()
+    apt_updated: bool = False
 
 
 def of(host: Host) -> Findings:
-    """Return the findings of ``host``, created empty on first use."""
-    return _BY_POD.setdefault(host.name, Findings())
+    """Return the findings of ``host`` in this run, created empty on first use (kept on the
+    run's host object: a new plan, a check after an apply in one process, starts with none)."""
+    return pyinfra_plan.kept(host, Findings)
 
 
 def violation(message: str, finding: str | None = None) -> None:
