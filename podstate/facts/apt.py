@@ -6,6 +6,7 @@ import shlex
 from dataclasses import dataclass
 
 from podstate.facts.decode import by_key, decode
+from podstate.facts.section import Argument, Section
 
 # What dpkg-query prints per package: its name and status (``ii``: installed).
 DPKG_FORMAT = "${Package} ${db:Status-Abbrev}\\n"
@@ -48,3 +49,12 @@ def parse(output: list[str]) -> Apt:
         dpkg="status" in fields,
         installed=tuple(sorted(installed)),
     )
+
+
+SECTION = Section(
+    "apt",
+    fields=("apt",),
+    parse=lambda answer: {"apt": parse(answer.lines("apt")) if "apt" in answer else None},
+    lines=lambda arguments: probe_lines(arguments["apt"]) if arguments["apt"] else (),
+    arguments=(Argument("apt", sent=lambda packages: list(packages) or None),),
+)

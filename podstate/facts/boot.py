@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from podstate.facts.decode import by_key, decode
+from podstate.facts.section import Argument, Section
 from podstate.paths import ID_CACHE
 from podstate.providers import registry
 from podstate.pyinfra_api import plan as pyinfra_plan
@@ -130,3 +131,12 @@ def parse(output: list[str]) -> Boot:
     fields = by_key(output)
     pod_id = decode(fields["pod_id"]).strip() if "pod_id" in fields else ""
     return Boot(pod_id=pod_id or None, keys=fields.get("keys"), public=fields.get("public"))
+
+
+SECTION = Section(
+    "boot",
+    fields=("boot",),
+    parse=lambda answer: {"boot": parse(answer.lines("boot")) if "boot" in answer else None},
+    lines=lambda arguments: probe_lines(arguments["boot"]),
+    arguments=(Argument("boot"),),
+)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from podstate.facts.section import Argument, Arguments, Section
+
 
 @dataclass(frozen=True)
 class Download:
@@ -43,3 +45,18 @@ def parse(line: str | None) -> Download | None:
     if status != "0" or len(numbers) != 2 or float(numbers[1]) <= 0:
         return Download(mbps=None, status=int(status))
     return Download(mbps=float(numbers[0]) * 8 / 1e6 / float(numbers[1]), status=0)
+
+
+def _lines(arguments: Arguments) -> list[str]:
+    """Return the download section's lines: the test where the probe's arguments ask it."""
+    download = arguments["download"]
+    return [probe_line(download["url"], download["seconds"])] if download else []
+
+
+SECTION = Section(
+    "download",
+    fields=("download",),
+    parse=lambda answer: {"download": parse(answer.value("download"))},
+    lines=_lines,
+    arguments=(Argument("download"),),
+)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from podstate.facts.decode import decode
 from podstate.facts.mounts import Mount, mount_of
+from podstate.facts.section import REQUIRED, Argument, Section
 from podstate.limits import MAX_FILE
 from podstate.shell import b64, quote_path, script
 from podstate.sizes import format_size
@@ -149,3 +150,25 @@ def parse_file(rest: str) -> tuple[str, FileInfo]:
         content=None if content is None else decode(content),
     )
     return decode(name), info
+
+
+SECTION = Section(
+    "files",
+    fields=("paths", "files"),
+    parse=lambda answer: {
+        "paths": parse_paths(answer.lines("path"), answer.found["mounts"]),
+        "files": parse_files(answer.lines("file")),
+    },
+    lines=lambda arguments: probe_lines(arguments["paths"], arguments["files"]),
+    arguments=(
+        Argument("paths", default=REQUIRED, sent=list),
+        Argument("files", default=REQUIRED, sent=list),
+    ),
+)
+OCCUPIED = Section(
+    "occupied",
+    fields=("occupied",),
+    parse=lambda answer: {"occupied": parse_occupied(answer.lines("occupied"))},
+    lines=lambda arguments: occupied_lines(arguments["occupied"] or []),
+    arguments=(Argument("occupied", sent=list),),
+)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from podstate.facts.decode import by_key, decode
+from podstate.facts.section import Answer, Section
 from podstate.paths import GPU_CACHE
 from podstate.shell import script
 
@@ -257,3 +258,18 @@ def parse(output: list[str], topology: str) -> tuple[GpuState, list[str], bool]:
     gpu = parse_gpu(by_key(output))
     names = [device.name for device in gpu.devices]
     return gpu, names, all_nvlink(parse_topology(decode(topology)), len(names))
+
+
+def _gpus(answer: Answer) -> dict[str, object]:
+    """Return the ``Probe`` fields of the ``gpu.*`` and ``topo`` lines."""
+    state, names, nvlink = parse(answer.lines("gpu"), answer.value("topo") or "")
+    return {"gpu": state, "gpus": tuple(names), "nvlink": nvlink}
+
+
+SECTION = Section(
+    "gpu",
+    fields=("gpu", "gpus", "nvlink"),
+    parse=_gpus,
+    start=lambda arguments: start_lines(),
+    end=lambda arguments: (END,),
+)

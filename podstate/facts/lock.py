@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from podstate.facts.section import Argument, Section
 from podstate.paths import LOCK
 
 # Why the holder cannot be named: the mutex stayed taken (a writer stopped inside it).
@@ -74,3 +75,13 @@ def parse(lines: list[str] | None) -> LockReading | None:
     if found[1] and owner is None:
         owner = "a run that left no owner line"
     return LockReading(gen=found[0], held=found[1], owner=owner)
+
+
+SECTION = Section(
+    "lock",
+    fields=("lock",),
+    parse=lambda answer: {"lock": parse(answer.lines("lock"))},
+    lines=lambda arguments: probe_lines(arguments["lock_wait"]),
+    # seconds to wait for another run's live lock: the run's own, given apart from its request
+    arguments=(Argument("lock_wait", default=0, sent=None),),
+)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from podstate.facts.decode import decode
+from podstate.facts.section import Section
 from podstate.procfs import unescape
 from podstate.sizes import parse_mount_size
 
@@ -77,3 +79,16 @@ def mount_of(path: str, mounts: Sequence[Mount]) -> Mount | None:
             if best is None or len(target) >= len(best.target.rstrip("/") or "/"):
                 best = mount
     return best
+
+
+SECTION = Section(
+    "mounts",
+    fields=("mounts",),
+    parse=lambda answer: {"mounts": tuple(parse_mounts(decode(answer.value("mounts") or "")))},
+    # read by the shell itself, first (a line of /proc/self/mounts holds no NUL); printed
+    # with the sections' own lines
+    start=lambda arguments: (
+        'm=; while IFS= read -r l; do m="$m$l\n"; done </proc/self/mounts; enc "$m"; m=$enc_v',
+    ),
+    lines=lambda arguments: ('echo "mounts $m"',),
+)

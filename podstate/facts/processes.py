@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from podstate.facts.decode import decode
+from podstate.facts.section import Argument, Section
 from podstate.shell import script
 
 SSH = "SSH_CONNECTION"
@@ -54,3 +55,12 @@ def parse(output: list[str]) -> tuple[Process, ...]:
         if environ:
             processes.append(Process(int(pid), decode(comm).strip(), environ, ssh))
     return tuple(processes)
+
+
+SECTION = Section(
+    "processes",
+    fields=("processes",),
+    parse=lambda answer: {"processes": parse(answer.lines("proc"))},
+    lines=lambda arguments: probe_lines(arguments["environ"] or [], arguments["inert"] or []),
+    arguments=(Argument("environ", sent=list), Argument("inert", sent=list)),
+)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from podstate.facts.decode import decode
+from podstate.facts.section import Argument, Section
 from podstate.shell import b64, quote_path, script
 
 
@@ -95,3 +96,12 @@ def parse(output: list[str]) -> Repos:
 def _lines(value: str) -> tuple[str, ...]:
     """Return the non-blank lines of the base64 ``value``: a field that lists things."""
     return tuple(x for x in decode(value).splitlines() if x.strip())
+
+
+SECTION = Section(
+    "repos",
+    fields=("repos",),
+    parse=lambda answer: {"repos": parse(answer.lines("repo")) if "repo" in answer else None},
+    lines=lambda arguments: probe_lines(arguments["repos"] or []),
+    arguments=(Argument("repos", sent=lambda repos: list(repos) or None),),
+)

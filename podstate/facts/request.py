@@ -3,7 +3,9 @@
 Each role declares its request in one way, a module-level ``reads(wanted) -> Request``,
 from the desired state alone. A role called alone probes with its own request; podstate's
 own deploy probes once, with the merge of every role's (podstate.pod.probe). So the probe's
-command can be built, and its length checked, before any pod is contacted.
+command can be built, and its length checked, before any pod is contacted. Each field is
+the argument of the same name of a section (podstate.facts.sections), which says how the
+field becomes it (``Request.arguments()``); the fields are in the registry's order.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from podstate.desired.secret import Secret
-from podstate.facts import probe
+from podstate.facts import probe, section
 from podstate.facts.secrets import Hidden, probe_stdin
+from podstate.facts.sections import SECTIONS
 
 
 @dataclass(frozen=True)
@@ -25,16 +28,16 @@ class Request:
     paths: tuple[str, ...] = ()  # directories: kind, mode, real path, mount
     files: tuple[str, ...] = ()  # managed files: what is there, with its content
     venv: dict[str, str] | None = None
+    environ: tuple[str, ...] = ()  # variables whose value in running processes matters
+    inert: tuple[str, ...] = ()  # names of processes whose values do not (none is read)
     free: tuple[str, ...] = ()  # paths whose free space matters
     occupied: tuple[str, ...] = ()  # directories whose having anything in them matters
     download: dict[str, Any] | None = None  # the download test's url and seconds
     apt: tuple[str, ...] = ()  # Debian packages whose dpkg status matters
     repos: tuple[dict[str, Any], ...] = ()
-    secrets: dict[str, Secret] | None = None  # None: the secrets file is not read
-    environ: tuple[str, ...] = ()  # variables whose value in running processes matters
-    inert: tuple[str, ...] = ()  # names of processes whose values do not (none is read)
     boot: dict[str, Any] | None = None
     made: dict[str, Any] | None = None  # the records of what podstate made (``volume``)
+    secrets: dict[str, Secret] | None = None  # None: the secrets file is not read
 
     def merge(self, other: Request) -> Request:
         """Return what reads both ``self`` and ``other``: each list once per item, in order.
@@ -53,22 +56,9 @@ class Request:
         return Request(**merged)
 
     def arguments(self) -> dict[str, Any]:
-        """Return the keyword arguments of ``PodProbe`` that read this request."""
-        return {
-            "paths": list(self.paths),
-            "files": list(self.files),
-            "venv": self.venv,
-            "free": list(self.free),
-            "occupied": list(self.occupied),
-            "download": self.download,
-            "apt": list(self.apt) or None,
-            "repos": list(self.repos) or None,
-            "secrets": None if self.secrets is None else sorted(self.secrets),
-            "environ": list(self.environ),
-            "inert": list(self.inert),
-            "boot": self.boot,
-            "made": self.made,
-        }
+        """Return the keyword arguments of ``PodProbe`` that read this request: each field
+        as its section sends it (a list; None for an empty one that is not read at all)."""
+        return {name: sent(getattr(self, name)) for name, sent in _SENT.items()}
 
     def stdin(self, lock_wait: int = 0) -> Hidden:
         """Return the probe's stdin for this request (its command line is the same for every
@@ -83,3 +73,7 @@ def merge(requests: list[Request]) -> Request:
     for request in requests:
         merged = merged.merge(request)
     return merged
+
+
+# The sections' arguments that ``Request``'s fields make, each with how it is made.
+_SENT = section.requested(SECTIONS)

@@ -14,6 +14,7 @@ import shlex
 from dataclasses import dataclass
 
 from podstate.desired.secret import Secret, render
+from podstate.facts.section import Argument, Section
 from podstate.paths import SECRETS_FILE
 from podstate.shell import b64, script
 
@@ -96,3 +97,19 @@ def parse(output: list[str]) -> SecretsState:
     return SecretsState(
         state=words[0], owner=None, mode=None, same=False, values={}, leftovers=tuple(leftovers)
     )
+
+
+SECTION = Section(
+    "secrets",
+    fields=("secrets",),
+    parse=lambda answer: {
+        "secrets": parse(answer.lines("secrets")) if "secrets" in answer else None
+    },
+    lines=lambda arguments: (
+        () if arguments["secrets"] is None else probe_lines(arguments["secrets"])
+    ),
+    # only the names travel in the program; the values come on its stdin (``probe_stdin``)
+    arguments=(
+        Argument("secrets", sent=lambda values: None if values is None else sorted(values)),
+    ),
+)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from podstate.facts.decode import decode
+from podstate.facts.section import Section
 from podstate.shell import script
 
 KINDS = ("tty", "kernel")
@@ -38,3 +39,11 @@ def parse(output: list[str]) -> tuple[Session, ...]:
             raise ValueError(f"unknown session kind {kind!r}")
         sessions.append(Session(int(pid), kind, decode(comm).strip()))
     return tuple(sessions)
+
+
+SECTION = Section(
+    "sessions",
+    fields=("sessions",),
+    parse=lambda answer: {"sessions": parse(answer.lines("sess"))},
+    lines=lambda arguments: probe_lines(),
+)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from podstate.facts.decode import decode
+from podstate.facts.section import Answer, Argument, Section
 from podstate.shell import b64, quote_path
 
 # One line per filesystem stat answers for (none for a missing /dev/shm): ``fs NAME BLOCK
@@ -53,3 +54,24 @@ def parse_free(output: list[str]) -> dict[str, int | None]:
         name, *numbers = line.partition(" ")[2].split(" ")
         free[decode(name)] = int(numbers[0]) * int(numbers[1]) if len(numbers) == 2 else None
     return free
+
+
+def _sizes(answer: Answer) -> dict[str, int | None]:
+    """Return the ``Probe`` fields of the ``fs`` lines: shared memory's size, the disk's."""
+    space = parse(answer.lines("fs"))
+    return {"shm_size": space.shm_size, "disk_free": space.disk_free, "disk_size": space.disk_size}
+
+
+SECTION = Section(
+    "space",
+    fields=("shm_size", "disk_free", "disk_size"),
+    parse=_sizes,
+    lines=lambda arguments: (STATFS,),
+)
+FREE = Section(
+    "free",
+    fields=("free",),
+    parse=lambda answer: {"free": parse_free(answer.lines("free"))},
+    lines=lambda arguments: free_lines(arguments["free"] or []),
+    arguments=(Argument("free", sent=list),),
+)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from podstate.facts.section import Section
+
 # One line "cstart BOOT_ID TICKS", or nothing when either cannot be read (no process: the
 # comm field, which may hold spaces and ")", is cut off up to its last ") ", after which
 # field 22 is the 20th word).
@@ -29,3 +31,11 @@ def parse(value: str | None) -> str | None:
     if not _BOOT_ID.fullmatch(boot_id) or not re.fullmatch(r"[0-9]+", ticks):
         return None
     return f"{boot_id}:{ticks}"
+
+
+SECTION = Section(
+    "start",
+    fields=("container_start",),
+    parse=lambda answer: {"container_start": parse(answer.value("cstart"))},
+    lines=lambda arguments: (PROBE_LINE,),
+)

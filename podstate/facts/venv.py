@@ -14,6 +14,7 @@ import shlex
 from dataclasses import dataclass
 
 from podstate.facts.decode import by_key, decode
+from podstate.facts.section import Argument, Section
 from podstate.shell import quote_path, script
 
 # The file in every podstate venv that records what it was built from (its fingerprint).
@@ -151,3 +152,15 @@ def parse(output: list[str]) -> VenvState:
         free=int(free[0]) * int(free[1]) if len(free) == 2 else None,
         snapshot=read_snapshot(decode(fields.get("snapshot", ""))),
     )
+
+
+SECTION = Section(
+    "venv",
+    fields=("arch", "venv"),
+    parse=lambda answer: {
+        "arch": answer.value("arch") or None,
+        "venv": parse(answer.lines("venv")) if "arch" in answer else None,
+    },
+    lines=lambda arguments: probe_lines(arguments["venv"]) if arguments["venv"] else (),
+    arguments=(Argument("venv"),),
+)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from podstate.facts.decode import decode
+from podstate.facts.section import Section
 from podstate.paths import IDLE_RECORD
 from podstate.shell import script
 
@@ -110,3 +111,11 @@ def _bytes(amount: int) -> str:
             break
         value /= 1024
     return f"{amount} B" if unit == "B" else f"{value:.1f} {unit}"
+
+
+SECTION = Section(
+    "work",
+    fields=("work",),
+    parse=lambda answer: {"work": parse(answer.lines("work"))},
+    lines=lambda arguments: probe_lines(),
+)
