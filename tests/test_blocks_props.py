@@ -32,7 +32,7 @@ SETTINGS = settings(max_examples=60, deadline=None, database=None)
 ENV_MARKS = (env.MARK_BEGIN.encode(), env.MARK_END.encode())
 AK_MARKS = (ak.MARK_BEGIN.encode(), ak.MARK_END.encode())
 KEYS = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPodstate one@ci", "ssh-rsa AAAAB3Nza two@ci"]
-HOOK_FUNCTIONS = ("home", "put", "note", "fault", "why", "hook")
+HOOK_FUNCTIONS = ("home", "put", "note", "fault", "why", "unhook", "hook")
 
 
 # --- the model: which lines are podstate's --------------------------------------------------
@@ -136,7 +136,7 @@ def boot_hook(shell: str, home: Path, name: str, data: bytes | None) -> tuple[by
     command = f'{HOOK_SH}\nhook {args[0]} {args[1]} "~/{name}" {hook}'
     run = subprocess.run(
         [shell, "-c", command],
-        env={"PATH": os.environ["PATH"], "HOME": str(home), "W": str(work), "LC_ALL": "C"},
+        env={"PATH": os.environ["PATH"], "HOME": str(home), "work_dir": str(work), "LC_ALL": "C"},
         capture_output=True,
         text=True,
         timeout=30,

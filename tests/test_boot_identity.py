@@ -42,7 +42,7 @@ LAYOUT = "seed/usr/local/share/nvidia-smi-standin/layout"
     [*sorted(ROOT.glob("tests/fixtures/topo-*.txt")), ROOT / "tests/fixtures/nvidia/h200-topo.txt"],
 )
 def test_the_hook_reads_the_gpus_as_the_probe_does(fixture):
-    program = re.search(r"awk -F '\\t' '(.*?)'\)", script_file("boot.sh"), re.S)
+    program = re.search(r"awk -F '\\t' '(.*?)'\n", script_file("boot.sh"), re.S)
     assert program, "the hook reads nvidia-smi topo -m with awk"
     text = fixture.read_text()
     seen = subprocess.run(

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from podstate.facts.boot import ENVIRON
 from podstate.operations import boot as boot_ops
 from podstate.roles import env
 from podstate.sandbox.state import pod_state_dir
@@ -63,12 +62,13 @@ def test_the_vast_layout_keeps_the_hook_on_the_container_disk():
     ],
 )
 def test_the_hook_reads_the_identity_as_the_probe_does(tmp_path, environ, seen):
-    path = tmp_path / "environ"
+    path = tmp_path / "1" / "environ"
+    path.parent.mkdir()
     path.write_bytes(environ)
     hook = re.search(r"\n    (identity\(\) \{.*?\n    \})\n", boot_ops.render_hook(VAST), re.S)
     assert hook, "the hook reads its identity in a function of its own"
-    script = f"IDS='{' '.join(VAST.identity)}'\n{hook[1]}\nidentity\n"
-    done = subprocess.run(["sh", "-c", script.replace(ENVIRON, str(path))],
+    script = f"IDS='{' '.join(VAST.identity)}' proc_dir={tmp_path}\n{hook[1]}\nidentity\n"
+    done = subprocess.run(["sh", "-c", script],
                           capture_output=True, text=True, check=True)  # fmt: skip
     assert done.stdout == seen + "\n"
     assert identity("sh", path, tmp_path / "id", VAST.identity) == seen

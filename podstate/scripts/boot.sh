@@ -30,6 +30,14 @@
 # apply, and then the pod gets no ready marker from the hook; so are GPUs other than the
 # data was rendered for, or that cannot be read.
 #
+# Prints (stdout, one line each):
+#   (nothing)           always: the status goes to files, and its last line to stderr
+# Exits:
+#   0  the state is in place, perhaps with errors or pending items (the background: always)
+#   1  nothing was restored (no data, or not this pod's; the status says why), or no work dir
+# Sourced, it never exits. With PODSTATE_BOOT_PART=functions it defines its functions and runs
+# nothing: what the unit tests source, with the paths below pointed at a temporary tree.
+#
 # The data (boot/state, root-only): "podstate-boot 1", "pod NAME ID", entries, then "sum
 # SHA256" of everything before it. Entries, applied in order (PATH last on its line; "~/"
 # is $HOME):
@@ -62,13 +70,17 @@
 #                               files it wrote, instead of sending them twice)
 _podstate_boot=/workspace/.podstate/boot.sh
 
-if [ "${PODSTATE_BOOT_PART:-}" = restore ] || [ "${PODSTATE_BOOT_PART:-}" = background ]; then
+case ${PODSTATE_BOOT_PART:-} in
+restore | background | functions)
     export LC_ALL=C
     umask 022
-    D=${_podstate_boot%/*}/boot
-    S=$D/state
-    C=/etc/podstate
-    W=$C/.boot
+    data_dir=${_podstate_boot%/*}/boot # what the last apply left, and the status on the volume
+    data_file=$data_dir/state
+    etc_dir=/etc/podstate # on the container disk: the status, the ready marker, the work dir
+    work_dir=$etc_dir/.boot
+    proc_dir=/proc
+    ssh_dir=/etc/ssh
+    shm_dir=/dev/shm
     blocked=
     # The variables of the container's environment that name this pod, and what they are
     # in words: podstate writes the provider's (podstate.operations.boot.IDENTITY).
@@ -76,7 +88,7 @@ if [ "${PODSTATE_BOOT_PART:-}" = restore ] || [ "${PODSTATE_BOOT_PART:-}" = back
     IDENTIFIED='RunPod pod id'
 
     now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
-    note() { printf '%s\n' "$*" >>"$W/status"; }
+    note() { printf '%s\n' "$*" >>"$work_dir/status"; }
     fault() {
         note "error $*"
         blocked=1
@@ -85,11 +97,11 @@ if [ "${PODSTATE_BOOT_PART:-}" = restore ] || [ "${PODSTATE_BOOT_PART:-}" = back
         note "pending $*"
         blocked=1
     }
-    why() { tr '\n' ' ' <"$W/err" | cut -c 1-300; }
+    why() { tr '\n' ' ' <"$work_dir/err" | cut -c 1-300; }
     # The status, here and on the volume, each replaced in one rename.
     publish() {
-        cp -- "$W/status" "$C/boot.part" && mv -f -- "$C/boot.part" "$C/boot"
-        { cp -- "$W/status" "$D/status.part" && mv -f -- "$D/status.part" "$D/status"; } 2>/dev/null
+        cp -- "$work_dir/status" "$etc_dir/boot.part" && mv -f -- "$etc_dir/boot.part" "$etc_dir/boot"
+        { cp -- "$work_dir/status" "$data_dir/status.part" && mv -f -- "$data_dir/status.part" "$data_dir/status"; } 2>/dev/null
     }
     home() {
         # shellcheck disable=SC2088 # the literal ~/ podstate writes
@@ -110,78 +122,84 @@ if [ "${PODSTATE_BOOT_PART:-}" = restore ] || [ "${PODSTATE_BOOT_PART:-}" = back
         *) chmod "$3" -- "$1" ;;
         esac && mv -f -- "$1" "$2"
     }
-    # next: the first word of $r in f, the rest in r (the last field, a path, keeps spaces)
-    next() {
-        f=${r%% *}
-        r=${r#"$f"}
-        r=${r# }
+    # shift_word: the first word of $rest in $word, the rest in $rest (the last field, a path,
+    # keeps its spaces)
+    shift_word() {
+        word=${rest%% *}
+        rest=${rest#"$word"}
+        rest=${rest# }
     }
 
-    gpus() { # COUNT TOPOLOGY
-        seen=unknown
+    # topology: the GPU rows of the `nvidia-smi topo -m` matrix on stdin, and whether every
+    # pair of them is on NVLink (NV#), as "COUNT nvlink" or "COUNT other"
+    topology() {
+        awk -F '\t' '
+            { gsub(/\033\[[0-9;]*m/, "") }
+            !head && NF { for (i = 1; i <= NF; i++) { c = $i; gsub(/ /, "", c)
+                if (c ~ /^GPU[0-9]+$/) col[i] = c }; head = 1; next }
+            { r = $1; gsub(/ /, "", r) }
+            r ~ /^GPU[0-9]+$/ { n++; for (i in col) { c = $i; gsub(/ /, "", c)
+                if (col[i] != r && c !~ /^NV/) other = 1 } }
+            END { print n + 0, (n >= 2 && !other) ? "nvlink" : "other" }'
+    }
+
+    gpus() { # COUNT TOPOLOGY; returns 0 (pending nothing) when this container's GPUs match
+        gpus_seen=unknown
         if ! command -v nvidia-smi >/dev/null 2>&1; then
-            seen="0 other"
+            gpus_seen="0 other"
         elif topo=$(timeout 5 nvidia-smi topo -m 2>/dev/null); then
-            # the matrix's GPU rows, and whether every pair of them is on NVLink (NV#)
-            seen=$(printf '%s\n' "$topo" | awk -F '\t' '
-                { gsub(/\033\[[0-9;]*m/, "") }
-                !head && NF { for (i = 1; i <= NF; i++) { c = $i; gsub(/ /, "", c)
-                    if (c ~ /^GPU[0-9]+$/) col[i] = c }; head = 1; next }
-                { r = $1; gsub(/ /, "", r) }
-                r ~ /^GPU[0-9]+$/ { n++; for (i in col) { c = $i; gsub(/ /, "", c)
-                    if (col[i] != r && c !~ /^NV/) other = 1 } }
-                END { print n + 0, (n >= 2 && !other) ? "nvlink" : "other" }')
+            gpus_seen=$(printf '%s\n' "$topo" | topology)
         fi
-        [ "$seen" != "$1 $2" ] || return 0
-        unsafe=1
-        case $seen in
-        unknown) seen="GPUs that nvidia-smi cannot read" ;;
-        *) seen="${seen%% *} GPUs (${seen#* })" ;;
+        [ "$gpus_seen" != "$1 $2" ] || return 0
+        gpus_differ=1
+        case $gpus_seen in
+        unknown) gpus_seen="GPUs that nvidia-smi cannot read" ;;
+        *) gpus_seen="${gpus_seen%% *} GPUs (${gpus_seen#* })" ;;
         esac
-        pend "gpus: the data was written for $1 GPUs ($2), and this container has $seen: the NCCL guards are at their safe values until the next apply"
+        pend "gpus: the data was written for $1 GPUs ($2), and this container has $gpus_seen: the NCCL guards are at their safe values until the next apply"
     }
 
-    keys() { # SHA256
-        if [ ! -f "$D/hostkeys.tar" ] || [ ! -f "$D/hostkeys.sum" ]; then
-            fault "host keys: none are saved in $D; new ones are made"
+    keys() { # SHA256 of the public halves
+        if [ ! -f "$data_dir/hostkeys.tar" ] || [ ! -f "$data_dir/hostkeys.sum" ]; then
+            fault "host keys: none are saved in $data_dir; new ones are made"
             return
         fi
-        rm -rf -- "$W/keys"
-        if ! { mkdir -- "$W/keys" && tar -xpf "$D/hostkeys.tar" -C "$W/keys"; } 2>"$W/err"; then
-            fault "host keys: $D/hostkeys.tar does not unpack ($(why)); new ones are made"
+        rm -rf -- "$work_dir/keys"
+        if ! { mkdir -- "$work_dir/keys" && tar -xpf "$data_dir/hostkeys.tar" -C "$work_dir/keys"; } 2>"$work_dir/err"; then
+            fault "host keys: $data_dir/hostkeys.tar does not unpack ($(why)); new ones are made"
             return
         fi
-        got=$(cat -- "$W/keys"/ssh_host_* 2>/dev/null | sha256sum)
-        want=
-        read -r want _ <"$D/hostkeys.sum"
-        public=$(cat -- "$W/keys"/ssh_host_*.pub 2>/dev/null | sha256sum)
-        if [ "${got%% *}" != "$want" ]; then
-            fault "host keys: $D/hostkeys.tar does not match its checksum; new ones are made"
-        elif [ "${public%% *}" != "$1" ]; then
-            fault "host keys: the keys in $D/hostkeys.tar are not the ones this pod's data names (another pod saved its own since); new ones are made"
-        elif { mkdir -p /etc/ssh && cp -p -- "$W/keys"/ssh_host_* /etc/ssh/; } 2>"$W/err"; then
+        keys_sum=$(cat -- "$work_dir/keys"/ssh_host_* 2>/dev/null | sha256sum)
+        saved_sum=
+        read -r saved_sum _ <"$data_dir/hostkeys.sum"
+        public_sum=$(cat -- "$work_dir/keys"/ssh_host_*.pub 2>/dev/null | sha256sum)
+        if [ "${keys_sum%% *}" != "$saved_sum" ]; then
+            fault "host keys: $data_dir/hostkeys.tar does not match its checksum; new ones are made"
+        elif [ "${public_sum%% *}" != "$1" ]; then
+            fault "host keys: the keys in $data_dir/hostkeys.tar are not the ones this pod's data names (another pod saved its own since); new ones are made"
+        elif { mkdir -p "$ssh_dir" && cp -p -- "$work_dir/keys"/ssh_host_* "$ssh_dir/"; } 2>"$work_dir/err"; then
             note "restored host keys"
         else
-            fault "host keys: cannot put them in /etc/ssh: $(why)"
+            fault "host keys: cannot put them in $ssh_dir: $(why)"
         fi
-        rm -rf -- "$W/keys"
+        rm -rf -- "$work_dir/keys"
     }
 
     scratch() { # KIND KIB MODE PATH
-        if ! mkdir -p -- "$4" 2>"$W/err"; then
+        if ! mkdir -p -- "$4" 2>"$work_dir/err"; then
             fault "scratch $4: $(why)"
         elif [ "$1" = tmpfs ] && ! mountpoint -q -- "$4" 2>/dev/null; then
             # -H: a scratch path that is a symlink is looked at where it leads, as mount does
-            held=$(find -H "$4" -mindepth 1 -maxdepth 1 -print -quit 2>&1)
-            if [ -n "$held" ]; then # a tmpfs would hide it, and what is written there after
-                fault "scratch $4: holds files (among them ${held#"$4"/}): no tmpfs over them"
-            elif mount -t tmpfs -o "size=$2k,mode=$3" podstate "$4" 2>"$W/err"; then
+            first_held=$(find -H "$4" -mindepth 1 -maxdepth 1 -print -quit 2>&1)
+            if [ -n "$first_held" ]; then # a tmpfs would hide it, and what is written there after
+                fault "scratch $4: holds files (among them ${first_held#"$4"/}): no tmpfs over them"
+            elif mount -t tmpfs -o "size=$2k,mode=$3" podstate "$4" 2>"$work_dir/err"; then
                 note "restored scratch $4 (tmpfs)"
             else
                 fault "scratch $4: cannot mount a tmpfs: $(why)"
                 chmod "$3" -- "$4"
             fi
-        elif chmod "$3" -- "$4" 2>"$W/err"; then
+        elif chmod "$3" -- "$4" 2>"$work_dir/err"; then
             note "restored scratch $4"
         else
             fault "scratch $4: $(why)"
@@ -189,214 +207,239 @@ if [ "${PODSTATE_BOOT_PART:-}" = restore ] || [ "${PODSTATE_BOOT_PART:-}" = back
     }
 
     directory() { # MODE|- PATH
-        if mkdir -p -- "$2" 2>"$W/err" && { [ "$1" = - ] || chmod "$1" -- "$2" 2>"$W/err"; }; then
+        if mkdir -p -- "$2" 2>"$work_dir/err" && { [ "$1" = - ] || chmod "$1" -- "$2" 2>"$work_dir/err"; }; then
             note "restored directory $2"
         else
             fault "directory $2: $(why)"
         fi
     }
 
-    shm() { # KIB
-        have=$(stat -f -c '%S %b' /dev/shm 2>/dev/null) || have="0 0"
-        [ $((${have% *} * ${have#* } / 1024)) -lt "$1" ] || return 0
-        if mount -o "remount,size=$1k" /dev/shm 2>"$W/err"; then
-            note "restored /dev/shm size"
+    shm() { # KIB; returns 0 (does nothing) when /dev/shm is that big already
+        shm_blocks=$(stat -f -c '%S %b' "$shm_dir" 2>/dev/null) || shm_blocks="0 0"
+        [ $((${shm_blocks% *} * ${shm_blocks#* } / 1024)) -lt "$1" ] || return 0
+        if mount -o "remount,size=$1k" "$shm_dir" 2>"$work_dir/err"; then
+            note "restored $shm_dir size"
         else
-            fault "shm: cannot grow /dev/shm: $(why)"
+            fault "shm: cannot grow $shm_dir: $(why)"
         fi
     }
 
-    owned() { # MODE PATH DATA (base64; empty: the content is $W/text)
-        t=$(home "$2")
-        if [ -L "$t" ] || { [ -e "$t" ] && [ ! -f "$t" ]; }; then
-            fault "file $t: something else is there; left as it is"
-        elif { mkdir -p -- "${t%/*}" && if [ -n "$3" ]; then
-            printf %s "$3" | base64 -d >"$t.podstate-boot"
-        else cp -- "$W/text" "$t.podstate-boot"; fi && put "$t.podstate-boot" "$t" "$1"; } 2>"$W/err"; then
-            note "restored file $t"
+    owned() { # MODE PATH DATA (base64; empty: the content is $work_dir/text)
+        target=$(home "$2")
+        if [ -L "$target" ] || { [ -e "$target" ] && [ ! -f "$target" ]; }; then
+            fault "file $target: something else is there; left as it is"
+        elif { mkdir -p -- "${target%/*}" && if [ -n "$3" ]; then
+            printf %s "$3" | base64 -d >"$target.podstate-boot"
+        else cp -- "$work_dir/text" "$target.podstate-boot"; fi && put "$target.podstate-boot" "$target" "$1"; } 2>"$work_dir/err"; then
+            note "restored file $target"
         else
-            rm -f -- "$t.podstate-boot"
-            fault "file $t: $(why)"
+            rm -f -- "$target.podstate-boot"
+            fault "file $target: $(why)"
         fi
     }
 
-    text() { # LINES: the next LINES lines of the contents (on fd 4) into $W/text
-        if [ -z "$contents" ]; then # fd 4 to the line after "contents": no entry starts so
-            while IFS= read -r tl <&4; do case $tl in "contents "*) break ;; esac; done
-            contents=1
+    # text LINES: the next LINES lines of the contents (read on fd 4) into $work_dir/text;
+    # fails where fewer are left
+    text() {
+        if [ -z "$contents_open" ]; then # fd 4 to the line after "contents": no entry starts so
+            while IFS= read -r text_line <&4; do case $text_line in "contents "*) break ;; esac; done
+            contents_open=1
         fi
-        tn=$1
-        while [ "$tn" -gt 0 ] && IFS= read -r tl <&4; do
-            printf '%s\n' "$tl"
-            tn=$((tn - 1))
-        done >"$W/text"
-        [ "$tn" = 0 ]
+        lines_left=$1
+        while [ "$lines_left" -gt 0 ] && IFS= read -r text_line <&4; do
+            printf '%s\n' "$text_line"
+            lines_left=$((lines_left - 1))
+        done >"$work_dir/text"
+        [ "$lines_left" = 0 ]
     }
 
-    hook() { # BEGIN END PATH DATA
-        t=$(home "$3")
-        if [ -L "$t" ] && ! t=$(readlink -f -- "$t"); then
+    # unhook BEGIN END FILE: FILE's lines without podstate's blocks, as podstate renders it
+    # (podstate.facts.blocks). A block is a line starting with BEGIN, lines starting with
+    # neither mark, and a line starting with END; a mark in no block is lone: it goes, and
+    # the lines beside it stay. The lone marks' line numbers go to $work_dir/lone.
+    unhook() {
+        awk -v b="$1" -v e="$2" -v lone="$work_dir/lone" '
+            function keep() { for (i = 1; i <= n; i++) print held[i]; n = 0 }
+            index($0, b) == 1 { if (open) { print open >lone; keep() } open = NR; next }
+            index($0, e) == 1 { if (open) { open = n = 0 } else print NR >lone; next }
+            open { held[++n] = $0; next }
+            { print }
+            END { if (open) { print open >lone; keep() } }' "$3"
+    }
+
+    hook() { # BEGIN END PATH DATA (all three marks and the block base64)
+        target=$(home "$3")
+        if [ -L "$target" ] && ! target=$(readlink -f -- "$target"); then
             fault "hook $3: a symbolic link that does not resolve"
             return
         fi
-        b=$(printf %s "$1" | base64 -d) e=$(printf %s "$2" | base64 -d)
-        printf %s "$4" | base64 -d >"$W/hook"
-        # As podstate renders it (podstate.facts.blocks): the user's lines between two
-        # copies of the block. A block is a line starting with BEGIN, lines starting with
-        # neither mark, and a line starting with END; a mark in no block is lone: it goes,
-        # and the lines beside it stay. The lone marks' line numbers go to $W/lone.
-        : >"$W/lone"
+        printf %s "$4" | base64 -d >"$work_dir/hook"
+        : >"$work_dir/lone"
         {
-            cat -- "$W/hook"
-            if [ -f "$t" ]; then
-                awk -v b="$b" -v e="$e" -v lone="$W/lone" '
-                    function keep() { for (i = 1; i <= n; i++) print held[i]; n = 0 }
-                    index($0, b) == 1 { if (open) { print open >lone; keep() } open = NR; next }
-                    index($0, e) == 1 { if (open) { open = n = 0 } else print NR >lone; next }
-                    open { held[++n] = $0; next }
-                    { print }
-                    END { if (open) { print open >lone; keep() } }' "$t"
+            cat -- "$work_dir/hook"
+            if [ -f "$target" ]; then
+                unhook "$(printf %s "$1" | base64 -d)" "$(printf %s "$2" | base64 -d)" "$target"
             fi
-            cat -- "$W/hook"
-        } >"$W/hooked" 2>"$W/err" || {
-            fault "hook $t: $(why)"
+            cat -- "$work_dir/hook"
+        } >"$work_dir/hooked" 2>"$work_dir/err" || {
+            fault "hook $target: $(why)"
             return
         }
-        if [ -s "$W/lone" ]; then
-            l=$(sort -n -- "$W/lone" | tr '\n' ' ')
-            fault "hook $t: podstate's block there has lost a mark (line ${l% }: a mark in no block): which lines beside it are podstate's cannot be told, so every one is kept and only the mark taken out; delete what is left of podstate's block by hand"
+        if [ -s "$work_dir/lone" ]; then
+            lone_lines=$(sort -n -- "$work_dir/lone" | tr '\n' ' ')
+            fault "hook $target: podstate's block there has lost a mark (line ${lone_lines% }: a mark in no block): which lines beside it are podstate's cannot be told, so every one is kept and only the mark taken out; delete what is left of podstate's block by hand"
         fi
-        if [ -f "$t" ] && cmp -s -- "$W/hooked" "$t"; then
-            note "restored hooks in $t"
-        elif { mkdir -p -- "${t%/*}" && cp -- "$W/hooked" "$t.podstate-boot" &&
-            put "$t.podstate-boot" "$t" keep644; } 2>"$W/err"; then
-            note "restored hooks in $t"
+        if [ -f "$target" ] && cmp -s -- "$work_dir/hooked" "$target"; then
+            note "restored hooks in $target"
+        elif { mkdir -p -- "${target%/*}" && cp -- "$work_dir/hooked" "$target.podstate-boot" &&
+            put "$target.podstate-boot" "$target" keep644; } 2>"$work_dir/err"; then
+            note "restored hooks in $target"
         else
-            rm -f -- "$t.podstate-boot"
-            fault "hook $t: $(why)"
+            rm -f -- "$target.podstate-boot"
+            fault "hook $target: $(why)"
         fi
     }
 
     packages() { # PACKAGE...
         missing=
-        for p in "$@"; do
-            s=$(dpkg-query -W -f '${db:Status-Abbrev}' -- "$p" 2>/dev/null) || s=
-            case $s in ii* | iW* | it*) ;; *) missing="$missing $p" ;; esac
+        for package in "$@"; do
+            dpkg_status=$(dpkg-query -W -f '${db:Status-Abbrev}' -- "$package" 2>/dev/null) || dpkg_status=
+            case $dpkg_status in ii* | iW* | it*) ;; *) missing="$missing $package" ;; esac
         done
         [ -z "$missing" ] || pend "packages.apt:$missing not installed: the next apply installs them"
     }
 
-    cstart() { # this container's start as podstate.facts.start reads it (BOOT_ID:TICKS)
-        { read -r b </proc/sys/kernel/random/boot_id && read -r s </proc/1/stat; } 2>/dev/null ||
+    # cstart: this container's start as podstate.facts.start reads it (BOOT_ID:TICKS);
+    # returns 1 where /proc cannot tell
+    cstart() {
+        { read -r boot_id <"$proc_dir/sys/kernel/random/boot_id" && read -r init_stat <"$proc_dir/1/stat"; } 2>/dev/null ||
             return 1
-        s=${s##*) }
+        init_stat=${init_stat##*) }
         # shellcheck disable=SC2086 # the fields of /proc/1/stat, split on purpose
-        set -- $s
-        printf '%s:%s\n' "$b" "${20}"
+        set -- $init_stat
+        printf '%s:%s\n' "$boot_id" "${20}"
     }
     started() { # the same as JSON, or null
-        if c=$(cstart); then printf '"%s"\n' "$c"; else echo null; fi
+        if container_start=$(cstart); then printf '"%s"\n' "$container_start"; else echo null; fi
     }
     identity() { # this container's identity as the probe reads it (podstate.facts.boot)
-        i=
-        for n in $IDS; do
-            v=$(tr '\0' '\n' </proc/1/environ 2>/dev/null | sed -n "s/^$n=//p")
-            [ -z "$v" ] || i=${i:+$i/}$v
+        found_ids=
+        for id_variable in $IDS; do
+            id_value=$(tr '\0' '\n' <"$proc_dir/1/environ" 2>/dev/null | sed -n "s/^$id_variable=//p")
+            [ -z "$id_value" ] || found_ids=${found_ids:+$found_ids/}$id_value
         done
-        printf '%s\n' "$i"
+        printf '%s\n' "$found_ids"
     }
     marker() { # the ready marker, on the container disk, for this container's start
         printf '{"digest": "%s", "restored_at": "%s", "container": %s}\n' "$1" "$(now)" \
-            "$(started)" >"$C/ready.part" && mv -f -- "$C/ready.part" "$C/ready"
+            "$(started)" >"$etc_dir/ready.part" && mv -f -- "$etc_dir/ready.part" "$etc_dir/ready"
     }
 
-    restore() { # 0: the state is in place (perhaps with errors, or pending items)
-        if [ ! -f "$S" ]; then
-            note "skipped no hook data at $S: run podstate apply with boot.hook"
+    # vouched: copy the data into the work dir and check its sum and that it names this
+    # container; returns 1, with the reason in the status, where nothing may be restored
+    vouched() {
+        if [ ! -f "$data_file" ]; then
+            note "skipped no hook data at $data_file: run podstate apply with boot.hook"
             return 1
         fi
-        # One read of the data: everything below checks and uses this copy alone.
-        if ! cp -- "$S" "$W/state" 2>"$W/err"; then
-            note "skipped the hook's data $S cannot be read ($(why)): nothing was restored"
+        # One read of the data: everything after checks and uses this copy alone.
+        if ! cp -- "$data_file" "$work_dir/state" 2>"$work_dir/err"; then
+            note "skipped the hook's data $data_file cannot be read ($(why)): nothing was restored"
             return 1
         fi
-        sum=$(sed '$d' "$W/state" | sha256sum)
-        last=$(tail -n 1 "$W/state")
-        if [ "$last" != "sum ${sum%% *}" ]; then
-            note "skipped the hook's data $S does not match its checksum: nothing was restored; the next apply writes it again"
+        data_sum=$(sed '$d' "$work_dir/state" | sha256sum)
+        if [ "$(tail -n 1 "$work_dir/state")" != "sum ${data_sum%% *}" ]; then
+            note "skipped the hook's data $data_file does not match its checksum: nothing was restored; the next apply writes it again"
             return 1
         fi
         pod='' id=''
         read -r kind pod id <<EOF
-$(sed -n 2p "$W/state")
+$(sed -n 2p "$work_dir/state")
 EOF
         if [ "$kind" != pod ]; then
-            note "skipped the hook's data $S names no pod: nothing was restored"
+            note "skipped the hook's data $data_file names no pod: nothing was restored"
             return 1
         fi
         note "pod $pod $id"
+        ours
+    }
+
+    # ours: whether the data's pod $id is this container's identity; returns 1, with the
+    # reason in the status, where it is not or either cannot be read
+    ours() {
         me=$(identity)
         names=$(printf %s "$IDS" | tr ' ' /)
         if [ -z "$id" ] || [ "$id" = - ]; then
-            note "skipped the hook's data in $D (for pod $pod) names no $IDENTIFIED: the apply that wrote it could not read its container's $names, so it may be another pod's: nothing was restored"
+            note "skipped the hook's data in $data_dir (for pod $pod) names no $IDENTIFIED: the apply that wrote it could not read its container's $names, so it may be another pod's: nothing was restored"
             return 1
         elif [ -z "$me" ]; then
-            note "skipped this container has no $names, so the hook cannot tell whether the data in $D (for pod $pod, $id) is its own: nothing was restored"
+            note "skipped this container has no $names, so the hook cannot tell whether the data in $data_dir (for pod $pod, $id) is its own: nothing was restored"
             return 1
         elif [ "$me" != "$id" ]; then
-            note "skipped the hook's data in $D is for pod $pod ($id), not this one ($names=$me): nothing was restored; an apply to this pod writes its own"
+            note "skipped the hook's data in $data_dir is for pod $pod ($id), not this one ($names=$me): nothing was restored; an apply to this pod writes its own"
             return 1
         fi
-        venv='' digest='' unsafe='' contents=''
-        while IFS= read -r r <&3; do
-            next
-            case $f in
-            gpus) next && gpus "$f" "$r" ;;
-            keys) keys "$r" ;;
-            scratch)
-                next && k=$f && next && n=$f && next
-                scratch "$k" "$n" "$f" "$r"
-                ;;
-            dir) next && directory "$f" "$r" ;;
-            shm) shm "$r" ;;
-            file)
-                next && IFS= read -r data <&3
-                owned "$f" "$r" "$data"
-                ;;
-            text) next && text "$f" && next && owned "$f" "$r" "" ;;
-            guarded)
-                next && IFS= read -r data <&3 && IFS= read -r safe <&3
-                [ -z "$unsafe" ] || data=$safe
-                owned "$f" "$r" "$data"
-                ;;
-            guarded-text)
-                next && text "$f" && next && IFS= read -r safe <&3 &&
-                    if [ -z "$unsafe" ]; then owned "$f" "$r" ""; else owned "$f" "$r" "$safe"; fi
-                ;;
-            contents) break ;;
-            hook)
-                next && k=$f && next && IFS= read -r data <&3
-                hook "$k" "$f" "$r" "$data"
-                ;;
-            apt)
-                # shellcheck disable=SC2086 # package names, one word each
-                packages $r
-                ;;
-            pending) pend "$r" ;;
-            venv)
-                next && IFS= read -r data <&3
-                printf %s "$data" | base64 -d >"$W/venv.sh"
-                venv="$f $r"
-                ;;
-            marker) digest=$r ;;
-            esac
-        done 3<"$W/state" 4<"$W/state"
+    }
+
+    # entry: apply the entry in $rest (its kind already in $word); its base64 lines on fd 3
+    entry() {
+        case $word in
+        gpus) shift_word && gpus "$word" "$rest" ;;
+        keys) keys "$rest" ;;
+        scratch)
+            shift_word && scratch_kind=$word && shift_word && scratch_kib=$word && shift_word
+            scratch "$scratch_kind" "$scratch_kib" "$word" "$rest"
+            ;;
+        dir) shift_word && directory "$word" "$rest" ;;
+        shm) shm "$rest" ;;
+        file)
+            shift_word && IFS= read -r data <&3
+            owned "$word" "$rest" "$data"
+            ;;
+        text) shift_word && text "$word" && shift_word && owned "$word" "$rest" "" ;;
+        guarded)
+            shift_word && IFS= read -r data <&3 && IFS= read -r safe <&3
+            [ -z "$gpus_differ" ] || data=$safe
+            owned "$word" "$rest" "$data"
+            ;;
+        guarded-text)
+            shift_word && text "$word" && shift_word && IFS= read -r safe <&3 &&
+                if [ -z "$gpus_differ" ]; then owned "$word" "$rest" ""; else owned "$word" "$rest" "$safe"; fi
+            ;;
+        hook)
+            shift_word && begin_mark=$word && shift_word && IFS= read -r data <&3
+            hook "$begin_mark" "$word" "$rest" "$data"
+            ;;
+        apt)
+            # shellcheck disable=SC2086 # package names, one word each
+            packages $rest
+            ;;
+        pending) pend "$rest" ;;
+        venv)
+            shift_word && IFS= read -r data <&3
+            printf %s "$data" | base64 -d >"$work_dir/venv.sh"
+            venv="$word $rest"
+            ;;
+        marker) digest=$rest ;;
+        esac
+    }
+
+    # restore: put back what the data says; returns 1 where vouched says nothing may be,
+    # else 0: the state is in place (perhaps with errors, or pending items)
+    restore() {
+        vouched || return 1
+        venv='' digest='' gpus_differ='' contents_open=''
+        while IFS= read -r rest <&3; do
+            shift_word
+            [ "$word" != contents ] || break
+            entry
+        done 3<"$work_dir/state" 4<"$work_dir/state"
         if [ -n "$digest" ] && [ -z "$blocked" ]; then
-            echo "$digest" >"$W/marker"
+            echo "$digest" >"$work_dir/marker"
         fi
         if [ -n "$venv" ]; then
             note "running venv from the snapshot in ${venv#* }"
-        elif [ -f "$W/marker" ]; then
+        elif [ -f "$work_dir/marker" ]; then
             marker "$digest" && note "done $(now) ready"
         else
             note "done $(now) pending"
@@ -404,38 +447,47 @@ EOF
         return 0
     }
 
-    if [ "$PODSTATE_BOOT_PART" = background ]; then
-        # The venv restore, under the pod lock, then the marker it holds back.
+    # The venv restore, under the pod lock, then the marker it holds back.
+    background_main() {
         podstate_token=boot-$$-$(date +%s)
         export podstate_token
-        if /bin/sh "$W/venv.sh" >"$W/venv.log" 2>"$W/err"; then
+        if /bin/sh "$work_dir/venv.sh" >"$work_dir/venv.log" 2>"$work_dir/err"; then
             note "restored venv"
         else
-            fault "venv: $(grep '^podstate: ' "$W/err" | tail -n 1 | cut -c 1-300)"
+            fault "venv: $(grep '^podstate: ' "$work_dir/err" | tail -n 1 | cut -c 1-300)"
             pend "venv: the next apply restores or builds it"
         fi
-        if [ -f "$W/marker" ] && [ -z "$blocked" ]; then
-            marker "$(cat -- "$W/marker")" && note "done $(now) ready"
+        if [ -f "$work_dir/marker" ] && [ -z "$blocked" ]; then
+            marker "$(cat -- "$work_dir/marker")" && note "done $(now) ready"
         else
             note "done $(now) pending"
         fi
         publish
         exit 0
-    fi
-    rm -rf -- "$W"
-    mkdir -p -- "$W" || exit 1
-    : >"$W/status"
-    note "start $(now)"
-    if c=$(cstart); then note "container $c"; fi
-    restore
-    r=$?
-    publish
-    if [ "$r" = 0 ] && [ -f "$W/venv.sh" ]; then
-        PODSTATE_BOOT_PART=background /bin/sh "$_podstate_boot" </dev/null >/dev/null 2>&1 &
-    fi
-    echo "podstate boot hook: $(tail -n 1 "$W/status") (status: $D/status)" >&2
-    exit "$r"
-else
+    }
+
+    restore_main() {
+        rm -rf -- "$work_dir"
+        mkdir -p -- "$work_dir" || exit 1
+        : >"$work_dir/status"
+        note "start $(now)"
+        if container_start=$(cstart); then note "container $container_start"; fi
+        restore
+        restored=$?
+        publish
+        if [ "$restored" = 0 ] && [ -f "$work_dir/venv.sh" ]; then
+            PODSTATE_BOOT_PART=background /bin/sh "$_podstate_boot" </dev/null >/dev/null 2>&1 &
+        fi
+        echo "podstate boot hook: $(tail -n 1 "$work_dir/status") (status: $data_dir/status)" >&2
+        exit "$restored"
+    }
+
+    case $PODSTATE_BOOT_PART in
+    background) background_main ;;
+    restore) restore_main ;;
+    esac
+    ;;
+*)
     # Sourced by the start command: the restore, with a time limit, then the declared
     # environment (the profile it put back) in this shell, for the start script. Every
     # status is taken with ||, so that a start command's `set -e` never stops here.
@@ -463,4 +515,5 @@ else
     esac
     unset _podstate_boot _podstate_boot_status
     true
-fi
+    ;;
+esac

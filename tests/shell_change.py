@@ -1,0 +1,68 @@
+"""Helpers for the unit tests of the shell that changes pods (tests/test_shell_units_*.py):
+run one function of a script under each POSIX shell a pod may have as /bin/sh, and build
+the fixture trees (a pod's files, a /proc) it is pointed at instead of this machine's."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+SCRIPTS = Path(__file__).parent.parent / "podstate" / "scripts"
+FIXTURES = Path(__file__).parent / "fixtures" / "shell"
+# The shells a pod may have as /bin/sh, each as the command that runs a script text.
+SHELLS = {"dash": ["dash", "-c"], "bash": ["bash", "-c"], "busybox": ["busybox", "sh", "-c"]}
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What a shell function did: its return code, stdout and stderr."""
+
+    code: int
+    out: str
+    err: str
+
+
+def run(shell: str, text: str, env: dict[str, str] | None = None, timeout: float = 20) -> Ran:
+    """Return what ``text`` did run by ``shell`` (a key of SHELLS) under LC_ALL=C, with PATH
+    and ``env`` as its only environment: the unit tests' one way of running shell."""
+    base = {"PATH": os.environ["PATH"], "LC_ALL": "C", "HOME": os.environ.get("HOME", "/root")}
+    done = subprocess.run(
+        [*SHELLS[shell], text],
+        env=base | (env or {}),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return Ran(done.returncode, done.stdout, done.stderr)
+
+
+def proc_tree(root: Path, boot_id: str, stat: str, environ: dict[str, str]) -> Path:
+    """Return ``root``, made a fixture /proc: the kernel's boot id, process 1's ``stat``
+    line and its environment (NUL-separated, as the kernel gives it)."""
+    (root / "sys" / "kernel" / "random").mkdir(parents=True)
+    (root / "sys" / "kernel" / "random" / "boot_id").write_text(boot_id + "\n")
+    (root / "1").mkdir()
+    (root / "1" / "stat").write_text(stat + "\n")
+    entries = (f"{name}={value}\0".encode() for name, value in environ.items())
+    (root / "1" / "environ").write_bytes(b"".join(entries))
+    return root
+
+
+def stat_line(comm: str, starttime: int) -> str:
+    """Return a ``/proc/PID/stat`` line for a process named ``comm`` (which may hold spaces
+    and parentheses, as the kernel allows) started ``starttime`` ticks after boot."""
+    fields = ["S", "0", "1", "1", "0", "-1", "4194560"] + ["0"] * 12 + [str(starttime)]
+    return f"1 ({comm}) " + " ".join(fields + ["12345", "678"])
+
+
+def fake_command(bin_dir: Path, name: str, output: str) -> Path:
+    """Return ``bin_dir``, holding a command ``name`` that prints ``output``: a stand-in
+    for a program this machine lacks (nvidia-smi), put first on PATH."""
+    bin_dir.mkdir(exist_ok=True)
+    path = bin_dir / name
+    path.write_text(f"#!/bin/sh\ncat <<'PODSTATE_FIXTURE'\n{output}PODSTATE_FIXTURE\n")
+    path.chmod(0o755)
+    return bin_dir
