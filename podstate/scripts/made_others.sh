@@ -8,15 +8,21 @@
 # DIR names too: a pod sharing the volume made it as well, so this pod must not remove it.
 # Every other file in DIR is another pod's record, or one whose pod is gone (its container
 # disk wiped), except NAME's own leftover NAME.part.
+#
+# Prints (stdout, one line each):
+#   made.other PATH     a path of this pod's records that another pod's record names too
+#   (nothing)           when no other record names one of this pod's paths
+# Returns:
+#   made_others 0  always
 made_others() {
-    made_d=$1 made_n=$2
+    others_dir=$1 others_own=$2
     [ -n "$made_mine" ] || return 0
-    for r in "$made_d"/*; do
-        case $r in "$made_d/$made_n" | "$made_d/$made_n.part") continue ;; esac
-        [ -f "$r" ] || continue
-        while read -r k p _; do
-            case $k in podstate-made | pod) continue ;; esac
-            case "$made_mine " in *" $p "*) echo "made.other $p" ;; esac
-        done <"$r"
+    for others_record in "$others_dir"/*; do
+        case $others_record in "$others_dir/$others_own" | "$others_dir/$others_own.part") continue ;; esac
+        [ -f "$others_record" ] || continue
+        while read -r others_kind others_path _; do
+            case $others_kind in podstate-made | pod) continue ;; esac
+            case "$made_mine " in *" $others_path "*) echo "made.other $others_path" ;; esac
+        done <"$others_record"
     done 2>/dev/null
 }

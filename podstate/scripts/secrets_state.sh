@@ -18,9 +18,18 @@
 # output or log lets a guess at a secret be tested. Values are compared by the shell's own
 # test, and passed to these functions only, never to a program: none is in a command line.
 # Needs b64 (scripts/enc.sh).
+#
+# Prints (stdout, one line each):
+#   secrets.leftover SUFFIX         a copy of FILE that an upload left (upload or check)
+#   secrets.file STATE              absent, or the kind of what is there (not a regular file)
+#   secrets.file UID MODE SAME      the file's owner, mode and same|differs from the wanted
+#   secrets.value NAME SAME         same|differs; nothing for a NAME the file leaves unset
+# Returns:
+#   secrets_file 0  the file is root's with mode 600: its values may be read
+#   secrets_file 1  it is absent, not a regular file, or not root's with mode 600
 secrets_file() {
-    for c in "$1.podstate-upload" "$1.podstate-check"; do
-        if [ -e "$c" ] || [ -L "$c" ]; then echo "secrets.leftover ${c##*.}"; fi
+    for secrets_copy in "$1.podstate-upload" "$1.podstate-check"; do
+        if [ -e "$secrets_copy" ] || [ -L "$secrets_copy" ]; then echo "secrets.leftover ${secrets_copy##*.}"; fi
     done
     if [ -L "$1" ]; then
         echo "secrets.file symbolic_link"
@@ -32,19 +41,19 @@ secrets_file() {
         echo "secrets.file $(stat -c %F -- "$1" | tr ' ' _)"
         return 1
     fi
-    IFS= read -r w || w=
-    o=$(stat -c '%u %a' -- "$1")
-    if [ "$(b64 <"$1")" = "$w" ]; then
-        echo "secrets.file $o same"
+    IFS= read -r secrets_wanted || secrets_wanted=
+    secrets_owner_mode=$(stat -c '%u %a' -- "$1")
+    if [ "$(b64 <"$1")" = "$secrets_wanted" ]; then
+        echo "secrets.file $secrets_owner_mode same"
     else
-        echo "secrets.file $o differs"
+        echo "secrets.file $secrets_owner_mode differs"
     fi
-    [ "$o" = "0 600" ]
+    [ "$secrets_owner_mode" = "0 600" ]
 }
 
 secrets_value() {
-    IFS= read -r w || w=
-    if [ "$2" = "x$w" ]; then
+    IFS= read -r secrets_wanted || secrets_wanted=
+    if [ "$2" = "x$secrets_wanted" ]; then
         echo "secrets.value $1 same"
     elif [ -n "$2" ]; then
         echo "secrets.value $1 differs"

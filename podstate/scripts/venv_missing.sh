@@ -7,9 +7,15 @@
 #                             VENV's site-packages, each after one space; nothing when all
 #                             are there. A directory's name up to its first - is the
 #                             distribution's name (wheels escape - in names as _).
+#
+# Prints (stdout, on one line, no newline):
+#   <NAME>...           " NAME" for each requested distribution the venv lacks
+#   (nothing)           when the venv holds every one
+# Returns:
+#   venv_missing 0  always
 venv_missing() {
-    for s in "$1"/lib/python*/site-packages; do
-        if [ -d "$s" ]; then ls -- "$s"; fi
+    for venv_site in "$1"/lib/python*/site-packages; do
+        if [ -d "$venv_site" ]; then ls -- "$venv_site"; fi
     done 2>/dev/null | awk -v want="$2" '
         BEGIN { n = split(want, w, " ") }
         /\.(dist|egg)-info$/ {

@@ -7,12 +7,18 @@
 # the same way with LINE and the archive's sha256 after it (podstate/operations/venv.py writes
 # LINE and reads the whole line); the sum is taken as the archive is written, in one pass.
 # Other archives and a set-aside CURRENT.bad are removed.
+#
+# Prints (stdout, one line each):
+#   (nothing)           always: a failure is a line on stderr, "podstate: venv snapshot failed: why"
+# Exits:
+#   0  DIR/ARCHIVE and DIR/CURRENT are in place
+#   1  nothing was replaced: stderr says why
 set -eu
-V=$1 record=$2 S=$3 A=$4 format=$5 current=$6 line=$7
-T=
+venv_dir=$1 record=$2 snapshot_dir=$3 archive=$4 format=$5 current=$6 line=$7
+part=
 fail() {
     echo "podstate: venv snapshot failed: $*" >&2
-    rm -f -- "$T"
+    rm -f -- "$part"
     exit 1
 }
 compress() {
@@ -24,24 +30,24 @@ compress() {
         gzip -1
     fi
 }
-T="$S/.$A.$(uname -n).$$.part"
-mkdir -p -- "$S" || fail "cannot create $S"
-[ -f "$V/$record" ] || fail "$V is not a built venv"
-E=$(mktemp) || fail "cannot write a temporary file"
-trap 'rm -f -- "$E" "$E.bad" "$E.sum"' EXIT
-(tar -C "$V" -cf - . 2>"$E" || echo "tar failed: $(tail -n 1 "$E")" >>"$E.bad") |
-    { compress || echo "$format failed" >>"$E.bad"; } |
-    { tee -- "$T" || echo "cannot write $T (volume full?)" >>"$E.bad"; } |
-    sha256sum >"$E.sum" || fail "cannot take the sha256 of $T"
-[ ! -e "$E.bad" ] || {
-    cat "$E.bad" >&2
-    fail "cannot pack $V"
+part="$snapshot_dir/.$archive.$(uname -n).$$.part"
+mkdir -p -- "$snapshot_dir" || fail "cannot create $snapshot_dir"
+[ -f "$venv_dir/$record" ] || fail "$venv_dir is not a built venv"
+errors=$(mktemp) || fail "cannot write a temporary file"
+trap 'rm -f -- "$errors" "$errors.bad" "$errors.sum"' EXIT
+(tar -C "$venv_dir" -cf - . 2>"$errors" || echo "tar failed: $(tail -n 1 "$errors")" >>"$errors.bad") |
+    { compress || echo "$format failed" >>"$errors.bad"; } |
+    { tee -- "$part" || echo "cannot write $part (volume full?)" >>"$errors.bad"; } |
+    sha256sum >"$errors.sum" || fail "cannot take the sha256 of $part"
+[ ! -e "$errors.bad" ] || {
+    cat "$errors.bad" >&2
+    fail "cannot pack $venv_dir"
 }
-sum=$(cut -d ' ' -f 1 "$E.sum")
-mv -f -- "$T" "$S/$A"
-printf '%s %s\n' "$line" "$sum" >"$S/.$current.$$.part"
-mv -f -- "$S/.$current.$$.part" "$S/$current"
-for f in "$S"/venv-*.tar.* "$S"/.venv-*."$(uname -n)".*.part; do
-    [ "$f" = "$S/$A" ] || rm -f -- "$f"
+sum=$(cut -d ' ' -f 1 "$errors.sum")
+mv -f -- "$part" "$snapshot_dir/$archive"
+printf '%s %s\n' "$line" "$sum" >"$snapshot_dir/.$current.$$.part"
+mv -f -- "$snapshot_dir/.$current.$$.part" "$snapshot_dir/$current"
+for old in "$snapshot_dir"/venv-*.tar.* "$snapshot_dir"/.venv-*."$(uname -n)".*.part; do
+    [ "$old" = "$snapshot_dir/$archive" ] || rm -f -- "$old"
 done
-rm -f -- "$S/$current.bad"
+rm -f -- "$snapshot_dir/$current.bad"
