@@ -15,6 +15,7 @@ from pyinfra.api import Config, Host, Inventory, State
 from pyinfra.api import connect as api_connect
 from pyinfra.api import state as api_state
 from pyinfra.api.exceptions import PyinfraError
+from pyinfra.api.state import BaseStateCallback
 from pyinfra.connectors.sshuserclient import client as ssh_client
 
 from podstate.pyinfra_api import entry_points, plan, scope
@@ -36,28 +37,38 @@ def new_state(timeout: int) -> tuple[State, Config]:
     current state and config set), connections bounded by ``timeout`` seconds; a run of
     podstate's, whose every host its replacements answer for (``scope``)."""
     pyinfra.is_cli = True
-    state, config = State(check_for_changes=True), Config(CONNECT_TIMEOUT=timeout)
+    make_config: Callable[..., Config] = Config  # pyinfra's Config(**options), unannotated
+    state, config = State(check_for_changes=True), make_config(CONNECT_TIMEOUT=timeout)
     scope.claim(state)
-    context.ctx_state.set(state)
-    context.ctx_config.set(config)
+    # pyinfra's context managers are unannotated: set(object) makes it the current one
+    set_state: Callable[[State], None] = context.ctx_state.set
+    set_config: Callable[[Config], None] = context.ctx_config.set
+    set_state(state)
+    set_config(config)
     return state, config
 
 
 def load_inventory(path: str) -> Inventory:
     """Return the inventory pyinfra's CLI makes of the file ``path`` (a SystemExit the file
     raises passes through), set as the current one."""
-    inventory = _cli().inventory.make_inventory(path, cwd=os.getcwd())
-    context.ctx_inventory.set(inventory)
+    inventory: Inventory = _cli().inventory.make_inventory(path, cwd=os.getcwd())
+    set_inventory: Callable[[Inventory], None] = context.ctx_inventory.set  # unannotated
+    set_inventory(inventory)
     return inventory
 
 
 def connect(
-    state: State, inventory: Inventory, config: Config, hosts: list[Host] | None, callback: Any
+    state: State,
+    inventory: Inventory,
+    config: Config,
+    hosts: list[Host] | None,
+    callback: BaseStateCallback,
 ) -> None:
-    """Connect to ``hosts`` (None: every pod) as pyinfra's CLI does, ``callback`` (a
-    BaseStateCallback) told of each failure; a pod that fails is left unconnected."""
+    """Connect to ``hosts`` (None: every pod) as pyinfra's CLI does, ``callback`` told of
+    each failure; a pod that fails is left unconnected."""
     state.init(inventory, config, initial_limit=hosts)
-    state.add_callback_handler(callback)
+    add_callback: Callable[[BaseStateCallback], None] = state.add_callback_handler  # unannotated
+    add_callback(callback)
     state.set_stage(api_state.StateStage.Connect)
     try:
         api_connect.connect_all(state)

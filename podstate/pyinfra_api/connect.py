@@ -19,6 +19,7 @@ import logging
 import socket
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from paramiko.ssh_exception import AuthenticationException, NoValidConnectionsError
@@ -39,7 +40,9 @@ def _one_line(error: BaseException) -> str:
     return text or type(error).__name__
 
 
-def _connect_error_only(connect: Any) -> Any:
+def _connect_error_only(
+    connect: Callable[[SSHConnector], None],
+) -> Callable[[SSHConnector], None]:
     """Return ``connect`` (the SSH connector's) raising, for every failure to connect to one
     of podstate's pods, a ConnectError whose text is ``cause()``'s: pyinfra reports it for
     its pod as it reports the others (one line, the ``host_connect_error`` callback),
@@ -49,10 +52,11 @@ def _connect_error_only(connect: Any) -> Any:
     @functools.wraps(connect)
     def connect_or_connect_error(self: SSHConnector) -> None:
         if not scope.ours(self.host):
-            return connect(self)
+            connect(self)
+            return
         _OURS.add(self)
         try:
-            return connect(self)
+            connect(self)
         except Exception as e:  # ConnectError, a missing or unreadable key, the unforeseen
             host = self.host
             timeout = self.state.config.CONNECT_TIMEOUT
@@ -95,7 +99,7 @@ def quiet() -> None:
 
     Called by the inventory (so a plain ``pyinfra`` run gets it too) and by the check."""
     if not getattr(SSHConnector.connect, "podstate", False):
-        SSHConnector.connect = _connect_error_only(SSHConnector.connect)  # type: ignore[method-assign]
+        SSHConnector.connect = _connect_error_only(SSHConnector.connect)  # type: ignore[method-assign,assignment]
     transport = logging.getLogger(_TRANSPORT_LOG)
     if not any(getattr(f, "podstate", False) for f in transport.filters):
         transport.addFilter(_RaisedToCaller())

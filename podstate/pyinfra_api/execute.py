@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import click
-from paramiko import Channel, SSHException
+from paramiko import Channel, SSHClient, SSHException, Transport
 from pyinfra import context, logger
 from pyinfra.api import Host, State, StringCommand, arguments, util
 from pyinfra.connectors import util as connector_util
+from pyinfra.connectors.ssh import SSHConnector
 
 RUN_ONLY = ("_timeout", "_stdin", "_get_pty", "_success_exit_codes")  # not for the command line
 Lines = list[tuple[str, str]]  # a command's output: (stream, line), "stdout" or "stderr"
 
 
-def connector_arguments(host: Host, state: State | None = None, op_hash: str = "") -> dict:
+def connector_arguments(
+    host: Host, state: State | None = None, op_hash: str = ""
+) -> dict[str, Any]:
     """Return the connector arguments (``_sudo``, ``_env``...) of the operation ``op_hash``
     (in ``state``), or by default of the one ``host`` runs now, to run a command as it would."""
     given = (
@@ -37,7 +40,9 @@ def start_command(state: State, host: Host, command: str, arguments: dict[str, A
         StringCommand(command),
         **{k: v for k, v in arguments.items() if k not in RUN_ONLY},
     )
-    channel = host.connector.client.get_transport().open_session()  # type: ignore[attr-defined]
+    connector = cast(SSHConnector, host.connector)  # a pod's: pyinfra's SSH connector
+    client = cast(SSHClient, connector.client)  # connected, so its client and transport exist
+    channel = cast(Transport, client.get_transport()).open_session()
     channel.set_combine_stderr(True)
     channel.exec_command(wrapped.get_raw_value())
     return channel
@@ -105,7 +110,9 @@ def fail(state: State, host: Host, text: str) -> None:
     fails a pod whose command failed (the pod itself, not pyinfra's ``host`` proxy, which
     names another pod once this one is planned)."""
     log(host, text, "red", error=True)
-    state.fail_hosts({context.ctx_host.get() if host is context.host else host})
+    current: Callable[[], Host] = context.ctx_host.get  # unannotated: the host planned now
+    fail_hosts: Callable[[set[Host]], None] = state.fail_hosts  # unannotated
+    fail_hosts({current() if host is context.host else host})
 
 
 def try_shell(state: State, host: Host, command: str) -> tuple[bool, Lines] | None:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
-from paramiko import MissingHostKeyPolicy, SSHException
+from paramiko import MissingHostKeyPolicy, PKey, SSHClient, SSHException
 from pyinfra.connectors.sshuserclient import client as ssh_client
 
 REFUSED = "host key refused: "
@@ -26,7 +27,7 @@ _NOT_AMONG = "is not among the host keys"
 _EXPECTED: dict[str, tuple[tuple[str, ...], str]] = {}
 
 
-def fingerprint_of(key: Any) -> str:
+def fingerprint_of(key: PKey) -> str:
     """Return a paramiko key's OpenSSH SHA256 fingerprint, as ``ssh-keygen -l`` prints it."""
     digest = hashlib.sha256(key.asbytes()).digest()
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
@@ -43,7 +44,7 @@ class _Vouched(MissingHostKeyPolicy):
     def __init__(self, inner: MissingHostKeyPolicy) -> None:
         self.inner = inner
 
-    def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
+    def missing_host_key(self, client: SSHClient, hostname: str, key: PKey) -> None:
         """Record a vouched-for key, refuse another; elsewhere ask pyinfra's policy."""
         expected = _EXPECTED.get(hostname)
         if not expected:
@@ -56,7 +57,8 @@ class _Vouched(MissingHostKeyPolicy):
                 f"{shown_by} ({', '.join(fingerprints)}): the connection may be intercepted; "
                 "nothing was sent to it"
             )
-        ssh_client.append_hostkey(client, hostname, key)
+        append: Callable[[SSHClient, str, PKey], None] = ssh_client.append_hostkey  # unannotated
+        append(client, hostname, key)
         return None
 
 

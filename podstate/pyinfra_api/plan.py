@@ -54,7 +54,8 @@ def host_order(state: State, host: Host) -> list[str]:
 def run_order(state: State) -> list[str]:
     """Return the run's operations in the order pyinfra executes them, every pod's together;
     PyinfraError when no order exists (operations ordered both ways on two pods)."""
-    return state.get_op_order()
+    get_op_order: Callable[[], list[str]] = state.get_op_order  # unannotated in pyinfra
+    return get_op_order()
 
 
 def host_ops_after(state: State, host: Host, op_hash: str) -> list[str]:
@@ -77,7 +78,9 @@ def current_op(host: Host) -> str:
 def current_host_data() -> Any | None:
     """Return the host data of the pod pyinfra is planning or running for now, None outside
     one (a desired state checked before any pod is: podstate.pod.fits)."""
-    return pyinfra.context.ctx_host.get().data if pyinfra.context.ctx_host.isset() else None
+    current: Callable[[], Host | None] = pyinfra.context.ctx_host.get  # unannotated
+    pod = current()
+    return pod.data if pod is not None else None
 
 
 def current_deploy(host: Host) -> str | None:
@@ -85,7 +88,7 @@ def current_deploy(host: Host) -> str | None:
     return host.current_deploy_name
 
 
-class _Bookended(list):
+class _Bookended(list[str]):
     """A host's operation order whose first and last entries stay first and last: an
     operation added later (by a later deploy file) goes in before the last ones."""
 
