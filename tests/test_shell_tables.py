@@ -107,14 +107,15 @@ def code(text: str) -> list[str]:
 
 
 def bodies(lines: list[str]) -> dict[str, list[str]]:
-    """Return each function's body (``name() {`` to the first ``}`` at the line's start)."""
+    """Return each function's body (``name() {`` to the first ``}`` at the line's start, or
+    the one line of ``name() { ...; }``)."""
     found: dict[str, list[str]] = {}
     name = ""
     for line in lines:
         start = _FUNCTION.match(line)
         if start and not name:
-            name = start.group(1)
-            found[name] = [line]
+            found[start.group(1)] = [line]
+            name = "" if line.rstrip().endswith("}") else start.group(1)  # a one-line body
         elif name:
             found[name].append(line)
             if line.startswith("}"):
@@ -188,6 +189,7 @@ GOOD = """#!/bin/sh
 #   3  PATH is a directory
 # Returns:
 #   look 1  PATH is not there
+say() { echo "$1"; }
 look() {
     [ -e "$1" ] || return 1
     printf 'thing.seen %s\\n' "$1"

@@ -19,7 +19,7 @@ sessions() {
         # after "(comm) ": state ppid pgrp session tty_nr ...
         set -f
         # shellcheck disable=SC2086 # split into fields on purpose
-        set -- $w_s
+        set -- $w_fields
         set +f
         [ "$4" = "$pid" ] && [ "${5:-0}" != 0 ] && kind='tty'
         if [ -z "$kind" ]; then
