@@ -8,6 +8,7 @@ lock. Packages are installed, never removed.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Generator
 
 from pyinfra import host
 from pyinfra.api import operation
@@ -15,7 +16,7 @@ from pyinfra.api import operation
 from podstate import settings
 from podstate.facts.apt import Apt
 from podstate.run import findings
-from podstate.run.lock import changing
+from podstate.run.lock import Change, changing
 from podstate.shell import script
 
 
@@ -33,7 +34,7 @@ def install_command(packages: list[str], update: bool, wait: int) -> str:
 
 
 @operation()
-def apt_packages(packages: list[str], found: Apt):
+def apt_packages(packages: list[str], found: Apt) -> Generator[Change, None, None]:
     """
     Install the Debian packages that are missing, non-interactively; never remove any.
 

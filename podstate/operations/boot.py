@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import shlex
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,7 @@ from pyinfra.api import operation
 from podstate.paths import BOOT_FLAG
 from podstate.providers import registry
 from podstate.providers.record import Provider
-from podstate.run.lock import changing
+from podstate.run.lock import Change, changing
 from podstate.shell import b64, quote_path, script_file
 
 # FLAG: this container's status of the hook, on the container disk: "armed" (podstate set
@@ -239,7 +239,7 @@ def save_keys_command(directory: str) -> str:
 
 
 @operation()
-def keep_host_keys(directory: str, same: bool):
+def keep_host_keys(directory: str, same: bool) -> Generator[Change, None, None]:
     """
     Save the pod's SSH host keys in ``directory`` on the volume, for the boot hook to put
     back at the next container start.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import shlex
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 from pyinfra import host
 from pyinfra.api import operation
@@ -67,7 +67,9 @@ def key_file(path: str) -> str:
 
 
 @operation()
-def repository(path: str, url: str, ref: str, found: Checkout, ssh_key: Secret | None = None):
+def repository(
+    path: str, url: str, ref: str, found: Checkout, ssh_key: Secret | None = None
+) -> Generator[PyinfraCommand | str, None, None]:
     """
     Clone the repository at ``path``, or fetch it and check out ``ref``; prove HEAD is there.
 

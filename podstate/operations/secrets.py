@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import shlex
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 from pyinfra import host
 from pyinfra.api import operation
@@ -43,7 +43,9 @@ def upload(content: str, dest: str) -> Iterator[PyinfraCommand | str]:
 
 
 @operation()
-def secrets_file(content: str, found: SecretsState, drift: str | None):
+def secrets_file(
+    content: str, found: SecretsState, drift: str | None
+) -> Generator[PyinfraCommand | str, None, None]:
     """
     Make the secrets file hold ``content``: uploaded, root-only, mode 600, verified.
 

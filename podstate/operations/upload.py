@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import posixpath
-from typing import Any
+from collections.abc import Generator
 
 from pyinfra.api import FileUploadCommand, operation
 
-from podstate.run.lock import changing
+from podstate.run.lock import Change, changing
 from podstate.shell import quote_path
 
 
 @operation()
-def upload_file(src: str, dest: str, mode: str = "755", gzipped: bool = False):
+def upload_file(
+    src: str, dest: str, mode: str = "755", gzipped: bool = False
+) -> Generator[Change | FileUploadCommand, None, None]:
     """
     Upload a local file to the pod, atomically (the role calls it when the probe found
     no ``dest``).
@@ -35,7 +37,9 @@ def upload_file(src: str, dest: str, mode: str = "755", gzipped: bool = False):
     yield from upload_commands(src, dest, mode, gzipped)
 
 
-def upload_commands(src: str, dest: str, mode: str, gzipped: bool) -> list[Any]:
+def upload_commands(
+    src: str, dest: str, mode: str, gzipped: bool
+) -> list[Change | FileUploadCommand]:
     """Return the commands of ``upload_file``: the upload to a temporary name, then the
     rename (after unpacking a gzip copy); a list, so callers can yield them in turn."""
     temp = f"{dest}.podstate-upload"

@@ -14,6 +14,7 @@ import io
 import posixpath
 import re
 import shlex
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,7 @@ from podstate.facts.venv import SNAPSHOT_CURRENT, VENV_RECORD, Snapshot, normali
 from podstate.operations.upload import upload_commands
 from podstate.pyinfra_api import execute
 from podstate.run import lock
-from podstate.run.lock import changing
+from podstate.run.lock import Change, changing
 from podstate.shell import b64, quote_path, script
 
 # The directory beside the venvs where podstate keeps its uv, the build logs, and the
@@ -199,7 +200,7 @@ def venv_words(want: Venv, uv: str | None, restore: Snapshot | None = None) -> l
     )
 
 
-def requirements_upload(want: Venv) -> list[Any]:
+def requirements_upload(want: Venv) -> list[Change | FileUploadCommand]:
     """Return the commands that put the installer's requirements file (``want.requirements``)
     at ``want.requirements_file`` for a build: made its directory, then uploaded as file
     content (on the command's stdin, or over SFTP when large; podstate.run.fold), so a lock file
@@ -265,7 +266,7 @@ def venv(
     uv: str | None = None,
     restore: Snapshot | None = None,
     fallback: Fallback | None = None,
-):
+) -> Generator[Change | FileUploadCommand | FunctionCommand, None, None]:
     """
     Build or restore a venv at its versioned path and switch ``want.path`` to it atomically.
 
@@ -319,7 +320,9 @@ def venv(
 
 
 @operation()
-def venv_snapshot(want: Venv, directory: str, current: str | None, zstd: bool):
+def venv_snapshot(
+    want: Venv, directory: str, current: str | None, zstd: bool
+) -> Generator[Change, None, None]:
     """
     Pack a built venv as one archive in ``directory``, for restores after a pod restart.
 
@@ -349,7 +352,7 @@ def venv_snapshot(want: Venv, directory: str, current: str | None, zstd: bool):
 
 
 @operation()
-def pip_install_uv(want: Venv, dest: str):
+def pip_install_uv(want: Venv, dest: str) -> Generator[Change, None, None]:
     """
     Install uv with pip into a venv on local disk, and link its binary at ``dest``.
 
