@@ -7,10 +7,10 @@ converged pod costs no remote command beyond the probe, and a change costs exact
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Generator, Iterable, Sequence
 
 from pyinfra import host, logger, state
-from pyinfra.api import FunctionCommand, operation
+from pyinfra.api import FunctionCommand, Host, State, operation
 
 from podstate.facts.files import FileInfo, PathInfo
 from podstate.facts.probe import Probe
@@ -18,7 +18,7 @@ from podstate.limits import MAX_FILE
 from podstate.pyinfra_api import execute
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import findings, fold, lock
-from podstate.run.lock import changing
+from podstate.run.lock import Change, changing
 from podstate.run.words import composed_word, content_word, sha256
 from podstate.shell import quote_path, script
 from podstate.sizes import format_size
@@ -107,7 +107,7 @@ def managed_file(
     own: bool,
     mode: str = "644",
     copied: Sequence[tuple[str, str]] = (),
-):
+) -> Generator[Change, None, None]:
     """
     Make a file hold ``content``: replace it atomically and verify it on the pod.
 
@@ -164,7 +164,7 @@ def owned_file(
 @operation()
 def directories(
     paths: dict[str, str | None], found: dict[str, PathInfo], hidden: Iterable[str] = ()
-):
+) -> Generator[Change, None, None]:
     """
     Create directories and set their modes, in one command.
 
@@ -197,7 +197,9 @@ def directories(
 
 
 @operation()
-def mark_ready(marker: tuple[str, str], record: tuple[str, str] | None):
+def mark_ready(
+    marker: tuple[str, str], record: tuple[str, str] | None
+) -> Generator[Change, None, None]:
     """
     Write the pod's ready marker on the container disk, and the record of this apply on the
     volume, each atomically and verified.
@@ -240,7 +242,7 @@ def mount_command(path: str, size: int, mode: str) -> str:
 @operation()
 def tmpfs(
     path: str, size: int, mode: str, mounted_size: int | None, mounted_mode: str | None = None
-):
+) -> Generator[Change, None, None]:
     """
     Mount a tmpfs of ``size`` at ``path``, or resize the one already there and set its mode.
 
@@ -263,7 +265,7 @@ def tmpfs(
 
 
 @operation(is_idempotent=False)
-def lock_other_files():
+def lock_other_files() -> Generator[None, None, None]:
     """
     Put the pod lock around the changes of every other deploy file's operations.
 
@@ -289,7 +291,7 @@ def lock_other_files():
 
 
 @operation(is_idempotent=False)
-def fold_changes():
+def fold_changes() -> Generator[None, None, None]:
     """
     Run podstate's own changes to this pod as one command, under the pod lock (see
     ``podstate.run.fold``): one for each run of podstate's operations that no other deploy
@@ -332,7 +334,7 @@ def _lock_for_others() -> str:
 
 
 @operation()
-def release_lock():
+def release_lock() -> Generator[str, None, None]:
     """
     Release the pod lock this run holds, if any command of it changed the pod.
     """
@@ -344,7 +346,7 @@ def release_lock():
 
 
 @operation(is_idempotent=False)
-def violations():
+def violations() -> Generator[FunctionCommand, None, None]:
     """
     Fail this pod with what apply cannot fix, after everything fixable has converged.
 
@@ -366,7 +368,7 @@ def violations():
         host.noop("no violations")
         return
 
-    def fail(state, host) -> bool:
+    def fail(state: State, host: Host) -> bool:
         for message in messages:
             logger.error(f"{execute.labelled(host, 'violation', 'red', True)}: {visible(message)}")
         return False
