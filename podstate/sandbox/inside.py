@@ -37,7 +37,7 @@ _POD_ENV = {
 
 def pod_exec(
     name: str, command: str, check: bool = True, timeout: float | None = 120
-) -> subprocess.CompletedProcess:
+) -> subprocess.CompletedProcess[str]:
     """Run ``bash -c command`` inside a pod (its namespaces and root), bypassing SSH.
 
     stdout and stderr come back as text. With check, a non-zero exit raises
@@ -159,7 +159,7 @@ def execs(*names: str) -> Iterator[list[str]]:
         started += [line for _, line in sorted(found, key=lambda e: float(e[0]))]
 
 
-def _attached(tracer: subprocess.Popen, log: Path, count: int) -> None:
+def _attached(tracer: subprocess.Popen[bytes], log: Path, count: int) -> None:
     """Return once strace says in ``log`` that it follows each of the ``count`` processes it
     was given; raise SandboxError if it ends first (it could not attach)."""
     while log.read_text().count(" attached") < count:

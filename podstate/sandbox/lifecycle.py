@@ -300,7 +300,7 @@ def _up(
     return pods_file()
 
 
-def _pod_record(name: str, number: int, port: int, shape: Shape, pod_dir: Path) -> dict:
+def _pod_record(name: str, number: int, port: int, shape: Shape, pod_dir: Path) -> dict[str, Any]:
     return {
         "number": number,
         "port": port,

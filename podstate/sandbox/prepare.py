@@ -18,6 +18,7 @@ import secrets
 import shlex
 import shutil
 import string
+from collections.abc import Callable
 from pathlib import Path
 
 from podstate.procfs import unescape
@@ -300,10 +301,12 @@ def _root_account(image: Path, etc: Path) -> None:
     Without PAM, sshd refuses key logins to accounts whose password field starts with "!"
     (locked, as on Ubuntu desktops); containers have "*" there instead.
     """
-    for name, field, wanted, bad in (
+    # (file, field, what root's field must be, whether a value must be replaced)
+    accounts: tuple[tuple[str, int, str, Callable[[str], bool]], ...] = (
         ("passwd", 6, "/bin/bash", lambda v: v != "/bin/bash"),
         ("shadow", 1, "*", lambda v: v.startswith("!")),
-    ):
+    )
+    for name, field, wanted, bad in accounts:
         host = image / "etc" / name
         try:
             lines = host.read_text().splitlines(keepends=True)

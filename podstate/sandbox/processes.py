@@ -21,7 +21,7 @@ from podstate.sandbox.state import SandboxError
 POD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 # Popen objects of processes this interpreter started, so it can reap them.
-_CHILDREN: dict[int, subprocess.Popen] = {}
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
 def spawn(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from podstate.sizes import parse_mount_size
 
@@ -102,11 +103,12 @@ def shape_for(number: int) -> Shape:
     return SHAPES[_CYCLE[(number - len(SHAPES) - 1) % len(_CYCLE)]]
 
 
-def shape_of(record: dict) -> Shape:
+def shape_of(record: dict[str, Any]) -> Shape:
     """Return the shape of a sandbox pod's record (pods.json): a Vast instance's by its
     ``vast`` number, else ``shape_for`` its number."""
     if record.get("vast"):
-        return VAST_SHAPES[(record["vast"] - 1) % len(VAST_SHAPES)]
+        number: int = record["vast"]
+        return VAST_SHAPES[(number - 1) % len(VAST_SHAPES)]
     return shape_for(record["number"])
 
 

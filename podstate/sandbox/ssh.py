@@ -225,7 +225,7 @@ def ssh_command(name: str, root: Path | None = None) -> list[str]:
 
 def ssh(
     name: str, command: str, data: bytes = b"", timeout: float = 60
-) -> subprocess.CompletedProcess:
+) -> subprocess.CompletedProcess[str]:
     """Run ``command`` on sandbox pod ``name`` as ``ssh pod CMD`` does, ``data`` on its stdin.
 
     Returns the completed process with stdout and stderr as text (undecodable bytes

@@ -13,7 +13,7 @@ import os
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from podstate.jsonfile import write_json
 
@@ -89,7 +89,7 @@ def start_time(previous: str | None = None) -> str:
 def read_json(path: Path) -> dict[str, Any]:
     """Return a JSON record of the state directory; {} when it is missing or unreadable."""
     try:
-        return json.loads(path.read_text())
+        return cast(dict[str, Any], json.loads(path.read_text()))  # records podstate wrote
     except (OSError, ValueError):
         return {}
 
