@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import shlex
+from typing import Protocol
 
 NAMES = ("NCCL_P2P_DISABLE", "NCCL_IB_DISABLE")
 
 
+class Modes(Protocol):
+    """The desired state's ``nccl`` section (podstate.desired.state.Nccl): each guard's mode,
+    ``auto``, ``disable`` or ``leave``."""
+
+    @property
+    def p2p(self) -> str: ...
+
+    @property
+    def ib(self) -> str: ...
+
+
 def variables(
-    wanted: dict[str, str] | None,
+    wanted: Modes | None,
     cloud: str,
     gpus: int | None,
     nvlink: bool,
@@ -31,8 +43,8 @@ def variables(
     community = cloud != "SECURE"
     risky_p2p = community and (gpus is None or gpus >= 2 and not nvlink)
     decide = {
-        "NCCL_P2P_DISABLE": {"auto": risky_p2p, "disable": True}.get(wanted["p2p"], False),
-        "NCCL_IB_DISABLE": {"auto": community, "disable": True}.get(wanted["ib"], False),
+        "NCCL_P2P_DISABLE": {"auto": risky_p2p, "disable": True}.get(wanted.p2p, False),
+        "NCCL_IB_DISABLE": {"auto": community, "disable": True}.get(wanted.ib, False),
     }
     return {**kept, **{name: "1" for name, on in decide.items() if on}}
 

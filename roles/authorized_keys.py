@@ -7,8 +7,9 @@ the list leaves the block. An empty list removes the block.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
+from podstate.desired.state import State
 from podstate.facts import blocks, made
 from podstate.facts.probe import Probe
 from podstate.facts.request import Request
@@ -23,15 +24,15 @@ MARK_END = "# <<< podstate authorized_keys <<<"
 BANNER = " managed: edit authorized_keys in the desired state, not this block"
 
 
-def reads(wanted: dict[str, Any]) -> Request:
+def reads(wanted: State) -> Request:
     """Return what the probe reads for this role: the SSH user's authorized_keys when the
     desired state lists keys (an empty list too: the block then goes)."""
-    if wanted.get("authorized_keys") is None:
+    if wanted.authorized_keys is None:
         return Request()
     return Request(files=(FILE,), made=made.request(wanted))
 
 
-def render(current: str | None, keys: list[str]) -> str:
+def render(current: str | None, keys: Sequence[str]) -> str:
     """Return ``current`` with podstate's block holding ``keys``, every other line as it was.
 
     The block stays where the first one was (or goes at the end), once; with no keys there
@@ -51,11 +52,11 @@ def render(current: str | None, keys: list[str]) -> str:
     return "".join(before + block + after)
 
 
-@role("Authorized keys", reads, when=lambda wanted: wanted.get("authorized_keys") is not None)
-def apply(wanted: dict[str, Any], probe: Probe) -> None:
+@role("Authorized keys", reads, when=lambda wanted: wanted.authorized_keys is not None)
+def apply(wanted: State, probe: Probe) -> None:
     """Make podstate's block of ~/.ssh/authorized_keys hold the listed keys (a new file is
     made 0600); a file podstate cannot edit is a violation, and nothing is written."""
-    keys: list[str] = wanted["authorized_keys"]
+    keys = wanted.authorized_keys or ()
     found = probe.files[FILE]
     # declared, whatever happens below; an empty list too: this role takes the block out
     was = made.previous(probe.made).get(FILE)

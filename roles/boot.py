@@ -29,6 +29,7 @@ from typing import Any
 from pyinfra import host
 
 from podstate import settings
+from podstate.desired.state import State
 from podstate.facts.boot import ENVIRON, provider
 from podstate.facts.files import FileInfo
 from podstate.facts.made import sums
@@ -40,23 +41,23 @@ from podstate.limits import MAX_FILE
 from podstate.operations import boot as boot_ops
 from podstate.operations import venv as venv_ops
 from podstate.operations.boot import FLAG, Layout
-from podstate.paths import READY_MARKER, VOLUME
-from podstate.roles import env, scratch, venv
+from podstate.paths import READY_MARKER
+from podstate.roles import env, venv
 from podstate.run import bookkeeping, findings, lock
 from podstate.run.role import role
 from podstate.shell import b64, quote_path
 
 
-def volume(wanted: dict[str, Any]) -> Layout:
+def volume(wanted: State) -> Layout:
     """Return where podstate keeps what outlives the container, with or without the hook:
     the volume at ``boot.volume`` (``/workspace`` by default), and the hook where this
     pod's provider keeps it (podstate.facts.boot.provider)."""
-    return Layout((wanted.get("boot") or {}).get("volume", VOLUME), provider())
+    return Layout(wanted.volume, provider())
 
 
-def layout(wanted: dict[str, Any]) -> Layout | None:
+def layout(wanted: State) -> Layout | None:
     """Return where the hook lives, None when no hook is asked for."""
-    return volume(wanted) if (wanted.get("boot") or {}).get("hook") else None
+    return volume(wanted) if wanted.boot and wanted.boot.hook else None
 
 
 def has_volume(probe: Probe, where: Layout) -> bool:
@@ -79,23 +80,28 @@ def gpus(probe: Probe) -> str:
     return f"{len(probe.gpus)} {'nvlink' if probe.nvlink else 'other'}"
 
 
-def reads(wanted: dict[str, Any]) -> Request:
+def reads(wanted: State) -> Request:
     """Return what the probe reads for this role (nothing without a hook): the volume and the data
     directory; the hook, its data, this container's status of it; the container's identity (the
     provider's variables), and with ``keep`` the data directory, to compare the host keys saved
     there with the pod's; and what the data is made from: the scratch paths, the ``dirs``
     directories and the venv's reading (for its restore)."""
-    places = (*scratch.paths(wanted), *(wanted.get("dirs") or {}).values())
+    places = (*wanted.scratch_paths, *wanted.dir_paths)
     where = layout(wanted)
     if where is None:
         return Request()
-    keep = wanted["boot"]["host_keys"] == "keep"
+    keep = _keep(wanted)
     own = Request(
         paths=(where.volume, where.data, *places),
         files=(where.hook, where.state, FLAG),
         boot={"keys": where.data if keep else None, "identity": where.identity},
     )
     return own.merge(venv.reads(wanted))
+
+
+def _keep(wanted: State) -> bool:
+    """Return whether the hook keeps the pod's SSH host keys (``boot.host_keys: keep``)."""
+    return wanted.boot is not None and wanted.boot.host_keys == "keep"
 
 
 def _on(path: str, directory: str) -> bool:
@@ -137,9 +143,7 @@ def restore_command(want: venv_ops.Venv, snapshot: str) -> str:
     )
 
 
-def entries(
-    wanted: dict[str, Any], probe: Probe, marker: bool
-) -> tuple[list[str], list[tuple[str, str]]]:
+def entries(wanted: State, probe: Probe, marker: bool) -> tuple[list[str], list[tuple[str, str]]]:
     """Return the hook's data entries (scripts/boot.sh) for ``wanted`` on this pod, from
     what the roles decided and rendered while they were planned (the ready marker's only
     with ``marker``: no violation stands), and the files whose whole content the data holds
@@ -147,13 +151,12 @@ def entries(
     writes the data, written before it or found so by the probe, so the apply copies it
     there from the file instead of sending it twice."""
 
-    boot, found = wanted["boot"], findings.of(host)
-    volume = boot["volume"]
+    found, volume = findings.of(host), wanted.volume
     out = [f"gpus {gpus(probe)}\n"]
     public = probe.boot.public if probe.boot else None
-    if boot["host_keys"] == "keep" and public:
+    if _keep(wanted) and public:
         out.append(f"keys {public}\n")
-    for path, item in (wanted.get("scratch") or {}).items():
+    for path, item in (wanted.scratch or {}).items():
         info = probe.paths[path]
         mount = info.mount
         own = mount if mount is not None and mount.target == info.real else None
@@ -162,13 +165,13 @@ def entries(
         ):
             continue  # a violation: nothing to put back
         kind = "tmpfs" if probe.can_mount else "dir"
-        out.append(f"scratch {kind} {_kib(item['size'])} {item['mode']} {path}\n")
-    for name, path in (wanted.get("dirs") or {}).items():
+        out.append(f"scratch {kind} {_kib(item.size)} {item.mode} {path}\n")
+    for name, path in (wanted.dirs or {}).items():
         mount = probe.paths[path].mount
-        if not (_on(path, volume) or path in scratch.paths(wanted) or mount and mount.is_network):
+        if not (_on(path, volume) or path in wanted.scratch_paths or mount and mount.is_network):
             out.append(f"dir {env.STICKY.get(name, '-')} {path}\n")
-    if wanted.get("shm") and probe.can_mount:
-        out.append(f"shm {_kib(wanted['shm']['min_size'])}\n")
+    if wanted.shm and probe.can_mount:
+        out.append(f"shm {_kib(wanted.shm.min_size)}\n")
     texts: list[tuple[str, str]] = []
     for path, (content, mode, safe, before) in found.restorable.items():
         if _on(path, volume):
@@ -189,37 +192,37 @@ def entries(
     marks = f"{b64(env.MARK_BEGIN)} {b64(env.MARK_END)}"
     for path in found.hooked:
         out.append(boot_ops.file_entry("hook", f"{marks} {path}", env.HOOK))
-    apt = (wanted.get("packages") or {}).get("apt")
+    apt = wanted.packages.apt if wanted.packages else ()
     if apt:
         out.append(f"apt {' '.join(apt)}\n")
-    if "secrets" in wanted:
+    if wanted.secrets is not None:
         out.append("pending secrets: never kept on the volume; the next apply writes them\n")
-    if wanted.get("authorized_keys"):
+    if wanted.authorized_keys:
         out.append("pending authorized_keys: the next apply puts podstate's block back\n")
-    for path in wanted.get("repos") or {}:
+    for path in wanted.repos or {}:
         if not _on(path, volume):
             out.append(f"pending repos.{path}: the next apply clones it\n")
-    spec = wanted.get("venv")
+    spec = wanted.venv
     if spec:
         python = probe.venv.python if probe.venv else None
-        if not spec["snapshot"]:
+        if not spec.snapshot:
             out.append("pending venv: without venv.snapshot, the next apply builds it\n")
         elif python is None:
             out.append("pending venv: its interpreter is not on the pod\n")
         else:
-            parent = posixpath.dirname(probe.paths[spec["path"]].real)
+            parent = posixpath.dirname(probe.paths[spec.path].real)
             environment = venv.work_environment(wanted, probe, parent)
             # a restore links nothing from uv's cache: the same command whatever is mounted
             environment["UV_LINK_MODE"] = "copy"
             want = venv.describe(spec, python, environment)
-            fields = f"{want.fingerprint} {spec['snapshot']}"
-            out.append(boot_ops.file_entry("venv", fields, restore_command(want, spec["snapshot"])))
+            fields = f"{want.fingerprint} {spec.snapshot}"
+            out.append(boot_ops.file_entry("venv", fields, restore_command(want, spec.snapshot)))
     if marker:
         out.append(f"marker {digest(wanted)}\n")
     return out, texts
 
 
-def report(wanted: dict[str, Any], probe: Probe, where: Layout) -> dict[str, Any]:
+def report(wanted: State, probe: Probe, where: Layout) -> dict[str, Any]:
     """Return what the hook did at this container's start, for the check: ``outcome``
     (armed: podstate set it up in this container, which started without it; not-run: the
     container started after it was set up, and it did not run; skipped, running, restored
@@ -251,7 +254,7 @@ def report(wanted: dict[str, Any], probe: Probe, where: Layout) -> dict[str, Any
     return result
 
 
-def declare(wanted: dict[str, Any]) -> None:
+def declare(wanted: State) -> None:
     """Say what the hook makes on the volume (for the record of what podstate made:
     roles/removal.py), from the desired state alone: the hook, its data and, with ``keep``,
     the archived host keys; so a violation that stops this role removes none of them."""
@@ -260,7 +263,7 @@ def declare(wanted: dict[str, Any]) -> None:
         return
     findings.made("hook", where.hook, sums(boot_ops.render_hook(where)))
     findings.made("data", where.data)
-    if wanted["boot"]["host_keys"] == "keep":
+    if _keep(wanted):
         findings.made("keys", posixpath.join(where.data, "hostkeys.tar"))
 
 
@@ -275,7 +278,7 @@ def this_start(probe: Probe) -> str:
 
 
 @role("Boot", reads, when=layout)
-def apply(wanted: dict[str, Any], probe: Probe) -> None:
+def apply(wanted: State, probe: Probe) -> None:
     """Write the hook and its data where a restart keeps them (``Layout``; and save the
     host keys, with ``keep``); say what the hook did at this container's start."""
     where = volume(wanted)
@@ -299,7 +302,7 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
             f"container start: give its container {names}",
             "boot.hook",
         )
-    failing = findings.waive(found.violations, wanted.get("waivers") or [], date.today()).failing
+    failing = findings.waive(found.violations, wanted.waivers or (), date.today()).failing
     lines, texts = entries(wanted, probe, not failing)
     state = boot_ops.render_state(host.name, pod_id, lines, [text for _, text in texts])
     if len(state.encode("utf-8", "surrogateescape")) > MAX_FILE:
@@ -313,7 +316,7 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
     bookkeeping.directories(
         name="Boot hook's data directory", paths={where.data: "700"}, found=probe.paths
     )
-    if wanted["boot"]["host_keys"] == "keep":
+    if _keep(wanted):
         boot_ops.keep_host_keys(
             name="Boot: keep the host keys",
             directory=where.data,

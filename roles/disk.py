@@ -12,9 +12,7 @@ Two thresholds, both read from the one probe:
 
 from __future__ import annotations
 
-from typing import Any
-
-from podstate.desired.spec import DISK_RESERVE
+from podstate.desired.state import State
 from podstate.facts.mounts import Mount, mount_of
 from podstate.facts.probe import Probe
 from podstate.facts.request import Request
@@ -26,13 +24,13 @@ from podstate.sizes import format_size
 MIN_FREE = 64 << 20  # managed files need little, but a pod with less is about to fail anyway
 
 
-def reads(wanted: dict[str, Any]) -> Request:
+def reads(wanted: State) -> Request:
     """Return what the probe reads for this role: the free space at each ``disk.min_free``
     path, and the paths whose mount says whether they are on the container disk (scratch,
     ``dirs``, the venv)."""
-    venv = [wanted["venv"]["path"]] if wanted.get("venv") else []
-    places = (*scratch.paths(wanted), *(wanted.get("dirs") or {}).values(), *venv)
-    return Request(paths=places, free=tuple((wanted.get("disk") or {}).get("min_free") or {}))
+    venv = [wanted.venv.path] if wanted.venv else []
+    places = (*wanted.scratch_paths, *wanted.dir_paths, *venv)
+    return Request(paths=places, free=tuple(wanted.disk.min_free if wanted.disk else ()))
 
 
 def _below(path: str, top: str) -> bool:
@@ -40,7 +38,7 @@ def _below(path: str, top: str) -> bool:
     return path == top or path.startswith(top.rstrip("/") + "/")
 
 
-def on_container_disk(wanted: dict[str, Any], probe: Probe) -> list[str]:
+def on_container_disk(wanted: State, probe: Probe) -> list[str]:
     """Return what the desired state places on the container disk, in words for a message.
 
     Each entry names a scratch path (``scratch /scratch``), a ``dirs`` variable with its
@@ -60,17 +58,14 @@ def on_container_disk(wanted: dict[str, Any], probe: Probe) -> list[str]:
         inside = any(_below(path, top) or _below(info.real, real) for top, real in own)
         return not inside and mount == root
 
-    found = [f"scratch {path}" for path in wanted.get("scratch") or {} if on_root(path)]
-    found += [
-        f"{name}={path}" for name, path in (wanted.get("dirs") or {}).items() if on_root(path)
-    ]
-    venv = wanted.get("venv")
-    if venv and on_root(venv["path"]):
-        found.append(f"venv.path={venv['path']}")
+    found = [f"scratch {path}" for path in wanted.scratch_paths if on_root(path)]
+    found += [f"{name}={path}" for name, path in (wanted.dirs or {}).items() if on_root(path)]
+    if wanted.venv and on_root(wanted.venv.path):
+        found.append(f"venv.path={wanted.venv.path}")
     return found
 
 
-def has_room(probe: Probe, wanted: dict[str, Any] | None = None) -> bool:
+def has_room(probe: Probe, wanted: State) -> bool:
     """Return whether the pod's container disk has room for changes; else record why not.
 
     A full disk (under ``MIN_FREE``) makes every write fail half-way through a run; a disk
@@ -96,8 +91,8 @@ def has_room(probe: Probe, wanted: dict[str, Any] | None = None) -> bool:
             "disk.full",
         )
         return False
-    reserve = (wanted or {}).get("disk_reserve", DISK_RESERVE)
-    placed = on_container_disk(wanted or {}, probe) if free < reserve else []
+    reserve = wanted.disk_reserve
+    placed = on_container_disk(wanted, probe) if free < reserve else []
     if not placed:
         return True
     findings.violation(
@@ -111,11 +106,11 @@ def has_room(probe: Probe, wanted: dict[str, Any] | None = None) -> bool:
     return False
 
 
-def min_free(wanted: dict[str, Any], probe: Probe) -> list[tuple[str, str]]:
+def min_free(wanted: State, probe: Probe) -> list[tuple[str, str]]:
     """Return the violations (finding id, message) of ``disk.min_free``: each path with less
     free space than asked, or whose free space cannot be read."""
     found = []
-    for path, minimum in ((wanted.get("disk") or {}).get("min_free") or {}).items():
+    for path, minimum in (wanted.disk.min_free if wanted.disk else {}).items():
         free = probe.free.get(path)
         if free is None:
             message = f"cannot read the free space at {path} (does it exist?): check the pod"
@@ -131,7 +126,7 @@ def min_free(wanted: dict[str, Any], probe: Probe) -> list[tuple[str, str]]:
 
 
 @role("Container disk", reads)
-def apply(wanted: dict[str, Any], probe: Probe) -> bool:
+def apply(wanted: State, probe: Probe) -> bool:
     """Return whether the container disk has room for this run's changes (``has_room``);
     record ``disk.min_free`` violations, which change nothing."""
     for finding, message in min_free(wanted, probe):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from podstate.desired import state
+from podstate.desired.state import State
 from podstate.facts.download import Download
 from podstate.facts.probe import Probe
 from podstate.facts.request import Request
@@ -11,16 +11,20 @@ from podstate.run import findings
 from podstate.run.role import role
 
 
-def reads(wanted: dict[str, Any]) -> Request:
+def reads(wanted: State) -> Request:
     """Return what the probe reads for this role: the download test, when one is asked."""
-    return Request(download=wanted.get("download"))
+    test = wanted.download
+    if test is None:
+        return Request()
+    asked = {"seconds": test.seconds, "url": test.url, "min_mbps": test.min_mbps}
+    return Request(download=asked)
 
 
-def check(wanted: dict[str, Any] | None, result: Download | None) -> str | None:
+def check(wanted: state.Download | None, result: Download | None) -> str | None:
     """Return why the measured download rate fails ``wanted``, or None."""
     if not wanted or result is None:
         return None
-    url, minimum = wanted["url"], wanted["min_mbps"]
+    url, minimum = wanted.url, wanted.min_mbps
     if result.mbps is None:
         return (
             f"downloading {url} failed on this pod (status {result.status}): check that the "
@@ -28,16 +32,16 @@ def check(wanted: dict[str, Any] | None, result: Download | None) -> str | None:
         )
     if result.mbps < minimum:
         return (
-            f"downloading {url} ran at {result.mbps:.0f} Mbit/s over {wanted['seconds']} s, "
+            f"downloading {url} ran at {result.mbps:.0f} Mbit/s over {wanted.seconds} s, "
             f"below {minimum} Mbit/s: model and package downloads will crawl; recreate the "
             "pod on another host"
         )
     return None
 
 
-@role("Download", reads, when=lambda wanted: wanted.get("download"))
-def apply(wanted: dict[str, Any], probe: Probe) -> None:
+@role("Download", reads, when=lambda wanted: wanted.download)
+def apply(wanted: State, probe: Probe) -> None:
     """Record a violation when the pod downloads ``download.url`` slower than asked."""
-    problem = check(wanted["download"], probe.download)
+    problem = check(wanted.download, probe.download)
     if problem:
         findings.violation(problem, "download.min_mbps")

@@ -16,11 +16,11 @@ import json
 import shlex
 from collections.abc import Iterable
 from importlib.resources import files
-from typing import Any
 
 from pyinfra import host
 
 from podstate import nccl
+from podstate.desired.state import State
 from podstate.facts import blocks, made
 from podstate.facts.probe import Probe
 from podstate.facts.processes import Process
@@ -67,13 +67,13 @@ BOOT_ARMED = (
 RUNPOD_LINE = "source /etc/rp_environment\n"
 
 
-def reads(wanted: dict[str, Any]) -> Request:
+def reads(wanted: State) -> Request:
     """Return what the probe reads for this role: the scratch paths (a directory below one
     that gets a new tmpfs counts as missing) and every ``dirs`` directory; the profile, the
     files that hook it and what notebook kernels read; and, in running processes, every
     variable the profile may declare."""
-    names = {*(wanted.get("dirs") or {}), *(wanted.get("env") or {}), *nccl.NAMES}
-    dirs = (wanted.get("dirs") or {}).values()
+    names = {*(wanted.dirs or {}), *(wanted.env or {}), *nccl.NAMES}
+    dirs = wanted.dir_paths
     parents = (*made.ancestors(PROFILE), *made.ancestors(KERNEL_STARTUP))
     parents += tuple(p for path in dirs for p in made.ancestors(path))
     own = Request(
@@ -85,11 +85,13 @@ def reads(wanted: dict[str, Any]) -> Request:
     return scratch.reads(wanted).merge(own)
 
 
-def inert_names(wanted: dict[str, Any]) -> frozenset[str]:
+def inert_names(wanted: State) -> frozenset[str]:
     """Return the process names (/proc/PID/comm) whose old values do not matter: INERT, with
     the desired state's ``processes.inert`` added and its ``processes.matter`` taken off."""
-    mine = wanted.get("processes") or {}
-    return (INERT | frozenset(mine.get("inert", ()))) - frozenset(mine.get("matter", ()))
+    mine = wanted.processes
+    if mine is None:
+        return INERT
+    return (INERT | frozenset(mine.inert)) - frozenset(mine.matter)
 
 
 def stale_processes(
@@ -187,7 +189,7 @@ def unmendable(path: str, current: str | None) -> None:
 
 
 @role("Environment", reads)
-def apply(wanted: dict[str, Any], probe: Probe) -> None:
+def apply(wanted: State, probe: Probe) -> None:
     """Create the ``dirs``, write the profile (with the NCCL guards) and its hooks.
 
     A directory below a scratch path that gets a new tmpfs in this run is hidden by it,
@@ -195,13 +197,10 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
     """
     cloud = host.data.get("cloud", "COMMUNITY")
     count = len(probe.gpus) if probe.gpu.readable else None
-    extra = nccl.variables(
-        wanted.get("nccl"), cloud, count, probe.nvlink, probe.files[PROFILE].content
-    )
-    dirs: dict[str, str] = wanted.get("dirs") or {}
-    env: dict[str, str] = wanted.get("env") or {}
-    prepend: list[str] = wanted.get("path") or []
-    sources = [SECRETS_FILE] if wanted.get("secrets") is not None else []
+    extra = nccl.variables(wanted.nccl, cloud, count, probe.nvlink, probe.files[PROFILE].content)
+    dirs, env = dict(wanted.dirs or {}), dict(wanted.env or {})
+    prepend = list(wanted.path or ())
+    sources = [SECRETS_FILE] if wanted.secrets is not None else []
     if not dirs and not env and not extra and not prepend and not sources:
         return
     modes: dict[str, str | None] = {}
@@ -233,7 +232,7 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
     declared_text = json.dumps(declared, indent=1) + "\n"
     # What the boot hook puts back where the GPUs it finds are not these: the NCCL guards
     # as for GPUs that cannot be read (an unknown never drops a guard).
-    guards = nccl.variables(wanted.get("nccl"), cloud, None, probe.nvlink)
+    guards = nccl.variables(wanted.nccl, cloud, None, probe.nvlink)
     safe = {**dirs, **env, **guards}
     safe_declared = {"variables": safe, "path": prepend, "sources": sources}
     safe_text = json.dumps(safe_declared, indent=1) + "\n"
@@ -246,7 +245,7 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
         findings.restorable(path, content, "644", guarded)
         findings.made("file", path, made.sums(content, guarded))
         files_role.made_directories(path, probe, old)
-    hook = bool((wanted.get("boot") or {}).get("hook"))
+    hook = wanted.boot is not None and wanted.boot.hook
     inert = inert_names(wanted)
     for process in stale_processes({**dirs, **env, **extra}, probe.processes, inert, hook):
         findings.violation(process, "env.stale_process")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
-from typing import Any
 
 from pyinfra import host
 
+from podstate.desired.state import State
 from podstate.facts import made
 from podstate.facts.files import FileInfo
 from podstate.facts.made import Entry
@@ -20,13 +20,13 @@ from podstate.run.role import role
 from podstate.shell import b64
 
 
-def reads(wanted: dict[str, Any]) -> Request:
+def reads(wanted: State) -> Request:
     """Return what the probe reads for this role: every ``files`` path, and the records of
     what podstate made (a file there before podstate wrote it is the user's, kept)."""
-    if not wanted.get("files"):
+    if not wanted.files:
         return Request()
-    parents = tuple(dict.fromkeys(p for path in wanted["files"] for p in made.ancestors(path)))
-    return Request(files=tuple(wanted["files"]), paths=parents, made=made.request(wanted))
+    parents = tuple(dict.fromkeys(p for path in wanted.files for p in made.ancestors(path)))
+    return Request(files=tuple(wanted.files), paths=parents, made=made.request(wanted))
 
 
 def copy_of(path: str) -> str:
@@ -36,19 +36,18 @@ def copy_of(path: str) -> str:
     )
 
 
-@role("Files", reads, when=lambda wanted: wanted.get("files"))
-def apply(wanted: dict[str, Any], probe: Probe) -> None:
+@role("Files", reads, when=lambda wanted: wanted.files)
+def apply(wanted: State, probe: Probe) -> None:
     """Write each file whose content or mode differs; anything else at its path (a
     directory, a link, a file too large to read) is a violation and nothing is written."""
-    items: dict[str, dict[str, str]] = wanted["files"]
     old = made.previous(probe.made)
-    for path, item in items.items():
+    for path, item in (wanted.files or {}).items():
         name = f"File {path}"
         found = probe.files[path]
         was = old.get(path)
         saving = was is None or was.kind == "found"  # the file there now is the user's
         with pyinfra_plan.keyed(host, name):
-            entry = _entry(path, item["content"], item["mode"], found, was)
+            entry = _entry(path, item.content, item.mode, found, was)
             if entry.kind == "saved" and saving:
                 bookkeeping.managed_file(
                     name=f"Keep the user's {path}",
@@ -58,8 +57,8 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
                     own=True,
                     mode="600",
                 )
-            bookkeeping.owned_file(name, path, item["content"], probe, item["mode"])
-        findings.restorable(path, item["content"], item["mode"])
+            bookkeeping.owned_file(name, path, item.content, probe, item.mode)
+        findings.restorable(path, item.content, item.mode)
         if entry.kind == "saved":  # the hook puts the user's file back beside podstate's
             kept = found if saving else probe.files.get(copy_of(path))
             if kept is not None and kept.content is not None:

@@ -11,8 +11,8 @@ a violation saying so, never met.
 from __future__ import annotations
 
 import fnmatch
-from typing import Any
 
+from podstate.desired.state import Gpu, State
 from podstate.facts.gpu import GPU_FIELDS, GpuDevice, GpuState
 from podstate.facts.probe import Probe
 from podstate.facts.request import Request
@@ -36,7 +36,7 @@ NEEDS = {
 }
 
 
-def reads(wanted: dict[str, Any]) -> Request:  # the roles' contract
+def reads(wanted: State) -> Request:  # the roles' contract
     """Return what the probe reads for this role: nothing more than it always reads (the
     GPUs)."""
     return Request()
@@ -97,7 +97,7 @@ def unknown_readings(requirement: str, gpu: GpuState) -> str | None:
     )
 
 
-def check(wanted: dict[str, Any], gpu: GpuState) -> list[tuple[str, str]]:
+def check(wanted: Gpu, gpu: GpuState) -> list[tuple[str, str]]:
     """Return the violations (finding id, message) of the GPUs against ``wanted``; a
     requirement whose readings are unknown is one too, saying which."""
     if not gpu.readable:
@@ -111,30 +111,30 @@ def check(wanted: dict[str, Any], gpu: GpuState) -> list[tuple[str, str]]:
             )
         ]
     found: list[tuple[str, str]] = []
-    unknown = {key: unknown_readings(key, gpu) for key in NEEDS if wanted.get(key) is not None}
+    unknown = {key: unknown_readings(key, gpu) for key in NEEDS if getattr(wanted, key) is not None}
     for key, why in unknown.items():
         if why and key != "healthy":
             found.append((f"gpu.{key}", why))
     devices = gpu.devices
-    count = wanted.get("count")
+    count = wanted.count
     if count is not None and len(devices) != count:
         cpu = "" if gpu.present else " (nvidia-smi is not on the pod: a CPU pod)"
         found.append(
             ("gpu.count", f"the pod has {len(devices)} GPU(s){cpu}, not {count}: {RECREATE}")
         )
-    model = None if unknown.get("model") else wanted.get("model")
+    model = None if unknown.get("model") else wanted.model
     odd = [d for d in devices if model and not fnmatch.fnmatch(d.name, model)]
     if odd:
         names = ", ".join(f"GPU {d.index} is {d.name}" for d in odd)
         found.append(("gpu.model", f"{names}, not {model}: {RECREATE}"))
-    memory = None if unknown.get("min_memory") else wanted.get("min_memory")
+    memory = None if unknown.get("min_memory") else wanted.min_memory
     small = [d for d in devices if memory and (d.memory_mib or 0) << 20 < memory * MEMORY_SLACK]
     if memory and small:
         sizes = ", ".join(
             f"GPU {d.index} has {format_size((d.memory_mib or 0) << 20)}" for d in small
         )
         found.append(("gpu.min_memory", f"{sizes}, less than {format_size(memory)}: {RECREATE}"))
-    driver = None if unknown.get("min_driver") else wanted.get("min_driver")
+    driver = None if unknown.get("min_driver") else wanted.min_driver
     if driver and devices and version(devices[0].driver) < version(driver):
         found.append(
             (
@@ -143,13 +143,13 @@ def check(wanted: dict[str, Any], gpu: GpuState) -> list[tuple[str, str]]:
                 f"CUDA may not run; {RECREATE} with a newer driver",
             )
         )
-    cuda = wanted.get("min_cuda")
+    cuda = wanted.min_cuda
     if cuda and devices and (gpu.cuda is None or version(gpu.cuda) < version(cuda)):
         have = (
             f"supports CUDA up to {gpu.cuda}" if gpu.cuda else "does not say which CUDA it supports"
         )
         found.append(("gpu.min_cuda", f"the driver {have}, below {cuda}: {RECREATE}"))
-    hot = None if unknown.get("max_temperature") else wanted.get("max_temperature")
+    hot = None if unknown.get("max_temperature") else wanted.max_temperature
     for d in devices:
         if hot is not None and d.temperature is not None and d.temperature > hot:
             found.append(
@@ -159,7 +159,7 @@ def check(wanted: dict[str, Any], gpu: GpuState) -> list[tuple[str, str]]:
                     f"host cools it badly and it will throttle; {RECREATE}",
                 )
             )
-    if wanted.get("healthy"):
+    if wanted.healthy:
         problems = [problem for d in devices for problem in health_problems(d)]
         problems += [why] if (why := unknown.get("healthy")) else []
         if problems:
@@ -168,7 +168,7 @@ def check(wanted: dict[str, Any], gpu: GpuState) -> list[tuple[str, str]]:
 
 
 @role("GPU", reads)
-def apply(wanted: dict[str, Any], probe: Probe) -> None:
+def apply(wanted: State, probe: Probe) -> None:
     """Record a violation for each unmet GPU requirement, and for an unreadable GPU state."""
-    for finding, message in check(wanted.get("gpu") or {}, probe.gpu):
+    for finding, message in check(wanted.gpu or Gpu(), probe.gpu):
         findings.violation(message, finding)

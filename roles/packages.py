@@ -3,11 +3,10 @@ with the list only where ``packages.remove_undeclared`` says so (roles/removal.p
 
 from __future__ import annotations
 
-from typing import Any
-
 from pyinfra import host
 
 from podstate import settings
+from podstate.desired.state import State
 from podstate.facts import made
 from podstate.facts.probe import Probe
 from podstate.facts.request import Request
@@ -17,19 +16,19 @@ from podstate.run import findings
 from podstate.run.role import role
 
 
-def reads(wanted: dict[str, Any]) -> Request:
+def reads(wanted: State) -> Request:
     """Return what the probe reads for this role: the dpkg status of every listed package
     (none listed: the probe asks nothing about packages), and the records of what podstate
     made (which of them podstate installed)."""
-    apt = tuple((wanted.get("packages") or {}).get("apt") or ())
+    apt = wanted.packages.apt if wanted.packages else ()
     return Request(apt=apt, made=made.request(wanted)) if apt else Request()
 
 
-@role("Packages", reads, when=lambda wanted: (wanted.get("packages") or {}).get("apt"))
-def apply(wanted: dict[str, Any], probe: Probe) -> None:
+@role("Packages", reads, when=lambda wanted: wanted.packages and wanted.packages.apt)
+def apply(wanted: State, probe: Probe) -> None:
     """Install the listed apt packages that are missing, in one command; first of the roles,
     since others may need what they bring (git for repositories)."""
-    packages = list(wanted["packages"]["apt"])
+    packages = list(wanted.packages.apt if wanted.packages else ())
     found = probe.apt
     if found is None:  # asked for, not answered: unknown, never taken for none installed
         findings.violation(

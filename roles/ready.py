@@ -24,6 +24,7 @@ from typing import Any
 
 from pyinfra import host
 
+from podstate.desired.state import State
 from podstate.facts.made import sums
 from podstate.facts.marker import applies_nothing, digest, read
 from podstate.facts.probe import Probe
@@ -38,7 +39,7 @@ MARKER, COMMAND = READY_MARKER, READY_COMMAND
 READY_SH = script_file("podstate-ready.sh")
 
 
-def reads(wanted: dict[str, Any]) -> Request:
+def reads(wanted: State) -> Request:
     """Return what the probe reads for this role: the marker, the record and the command
     (on the container disk and on the volume), and the volume."""
     where = boot.volume(wanted)
@@ -52,7 +53,7 @@ def restart(
     record_path: str,
     pod: str,
     started_at: str | None,
-    wanted: dict[str, Any] | None = None,
+    wanted: State | None = None,
 ) -> dict[str, Any] | None:
     """Return how this pod restarted since podstate last applied to it, or None: no restart,
     or never applied to (a volume whose record, at ``record_path``, names another pod says
@@ -65,7 +66,7 @@ def restart(
     behind (``gone``: the processes, ``/dev/shm``'s contents, the desired scratch)."""
     marker = read(probe.files.get(MARKER))
     if marker is not None and stale(marker, probe):
-        scratch = [f"scratch {path}" for path in (wanted or {}).get("scratch") or {}]
+        scratch = [f"scratch {path}" for path in (wanted.scratch_paths if wanted else ())]
         gone = ["processes", "/dev/shm contents", *scratch]
         return {"applied_at": marker.get("applied_at"), "since": started_at, "gone": gone}
     record = read(probe.files.get(record_path))
@@ -81,13 +82,13 @@ def stale(marker: dict[str, Any], probe: Probe) -> bool:
     return "container" in marker and marker["container"] != probe.container_start
 
 
-def _failing(wanted: dict[str, Any]) -> bool:
+def _failing(wanted: State) -> bool:
     found = findings.of(host)
-    return bool(findings.waive(found.violations, wanted.get("waivers") or [], date.today()).failing)
+    return bool(findings.waive(found.violations, wanted.waivers or (), date.today()).failing)
 
 
 @role("Ready", reads)
-def command(wanted: dict[str, Any], probe: Probe) -> None:
+def command(wanted: State, probe: Probe) -> None:
     """Name a restart; install podstate-ready, violations or not (only the marker waits for
     an apply without one)."""
     found, where = findings.of(host), boot.volume(wanted)
@@ -105,7 +106,7 @@ def command(wanted: dict[str, Any], probe: Probe) -> None:
 
 
 @role("Ready", reads)
-def marker(wanted: dict[str, Any], probe: Probe) -> None:
+def marker(wanted: State, probe: Probe) -> None:
     """Mark the pod ready and record the apply on the volume, unless a violation stands or
     the marker is there already."""
     found = findings.of(host)

@@ -19,10 +19,10 @@ it, so the next run finishes the job.
 from __future__ import annotations
 
 import posixpath
-from typing import Any
 
 from pyinfra import host
 
+from podstate.desired.state import State
 from podstate.facts import blocks, made, record_id, record_lines
 from podstate.facts.boot import IDENTITY
 from podstate.facts.decode import decode
@@ -46,7 +46,7 @@ STUB = (
 )
 
 
-def reads(wanted: dict[str, Any]) -> Request:
+def reads(wanted: State) -> Request:
     """Return what the probe reads for this role: the records, what they name, and the
     volume's records' folder (its mode: ``record_ops.plan`` tightens it)."""
     folder = posixpath.join(boot.volume(wanted).volume, ".podstate", "made")
@@ -311,7 +311,7 @@ def _venv(entry: Entry, probe: Probe, keep: bool, uninstall: bool) -> Entry | No
 
 
 @role("Removal", reads)
-def apply(wanted: dict[str, Any], probe: Probe) -> None:
+def apply(wanted: State, probe: Probe) -> None:
     """Take away what the records name and this run does not make; write the records."""
     found = probe.made
     if found is None or not usable(probe):
@@ -319,7 +319,7 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
     old = made.previous(found)
     new = dict(findings.of(host).made)
     after: dict[str, Entry] = {}
-    packages = bool((wanted.get("packages") or {}).get("remove_undeclared"))
+    packages = wanted.packages is not None and wanted.packages.remove_undeclared
     pod_id, where = record_id.own_id(found), boot.volume(wanted)
     records = record_id.record_paths(pod_id, where.volume)
     for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
@@ -335,9 +335,7 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
     record_ops.plan(probe, pod_id, after, where.volume, boot.has_volume(probe, where))
 
 
-def _remake_below(
-    entry: Entry, probe: Probe, new: dict[str, Entry], wanted: dict[str, Any]
-) -> Entry | None:
+def _remake_below(entry: Entry, probe: Probe, new: dict[str, Entry], wanted: State) -> Entry | None:
     """Plan making again the directories this run declares below the tmpfs at ``entry.path``
     (``dirs``, and those above them: ``new``), which its unmount takes away with it; return
     the record's entry for the mount point that then holds them, where podstate made it
@@ -350,7 +348,7 @@ def _remake_below(
     }
     if not below or probe.made_found().kinds.get(path) != "mount":
         return None
-    for name, directory in (wanted.get("dirs") or {}).items():
+    for name, directory in (wanted.dirs or {}).items():
         if directory in below:
             below[directory] = STICKY.get(name)
     bookkeeping.directories(

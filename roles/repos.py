@@ -10,8 +10,8 @@ violation, ``repos.<path>``, and left as it is.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
+from podstate.desired.state import State
 from podstate.facts import made
 from podstate.facts import repos as repo_facts
 from podstate.facts.made import Entry
@@ -25,17 +25,17 @@ from podstate.run import findings
 from podstate.run.role import role
 
 
-def reads(wanted: dict[str, Any]) -> Request:
+def reads(wanted: State) -> Request:
     """Return what the probe reads for this role: each repository's path with its ref, and
     whether the probe asks origin where a branch is (not with a deploy key, which is on the
     pod only while apply fetches: this machine asks instead); the directories above each
     (the clone makes those missing, which podstate records)."""
-    repos = wanted.get("repos") or {}
+    repos = wanted.repos or {}
     if not repos:
         return Request()
     return Request(
         repos=tuple(
-            {"path": path, "ref": item["ref"], "ask": item["ssh_key"] is None}
+            {"path": path, "ref": item.ref, "ask": item.ssh_key is None}
             for path, item in repos.items()
         ),
         paths=tuple(dict.fromkeys(p for path in repos for p in (path, *made.ancestors(path)))),
@@ -108,14 +108,14 @@ def cloned(state: Checkout | None, there: str | None, was: Entry | None) -> tupl
     return ("emptied",) if emptied else ()
 
 
-@role("Repos", reads, when=lambda wanted: wanted.get("repos"))
-def apply(wanted: dict[str, Any], probe: Probe) -> None:
+@role("Repos", reads, when=lambda wanted: wanted.repos)
+def apply(wanted: State, probe: Probe) -> None:
     """Clone, fetch and check out every repository in ``repos`` that is not at its ref."""
-    repos: dict[str, dict[str, Any]] = wanted["repos"]
+    repos = wanted.repos or {}
     found = probe.repos or Repos(git=False, paths={})
     old = made.previous(probe.made)
     # git listed in packages.apt is installed earlier in this run: the checkout comes after.
-    coming = not found.git and "git" in (wanted.get("packages") or {}).get("apt", [])
+    coming = not found.git and "git" in (wanted.packages.apt if wanted.packages else ())
     for path, item in repos.items():
         state = repo_facts.UNKNOWN if coming else found.paths.get(path)
         fields = cloned(state, probe.paths[path].kind, old.get(path))
@@ -126,16 +126,16 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
         if why or state is None:
             findings.violation(why or f"{path} could not be read", f"repos.{path}")
             continue
-        if state.alone and repo_ops.drift(path, item["url"], item["ref"], state):
-            findings.violation(left_behind(path, item["ref"], state.alone), f"repos.{path}")
+        if state.alone and repo_ops.drift(path, item.url, item.ref, state):
+            findings.violation(left_behind(path, item.ref, state.alone), f"repos.{path}")
             continue
-        key = item["ssh_key"]
+        key = item.ssh_key
         if key is not None and (state.want or ("",))[0] == "branch":
-            state = replace(state, remote=ask_origin(item["url"], item["ref"], key))
+            state = replace(state, remote=ask_origin(item.url, item.ref, key))
         if state.remote == "?":
             findings.violation(
-                f"{path}: origin ({repo_ops.shown_url(item['url'])}) could not be asked where "
-                f"{item['ref']} is now: compared with the clone's last fetch; fix access to it "
+                f"{path}: origin ({repo_ops.shown_url(item.url)}) could not be asked where "
+                f"{item.ref} is now: compared with the clone's last fetch; fix access to it "
                 f"({'from this machine, with ssh_key' if key else 'from the pod'}), or pin a "
                 "tag or a commit",
                 f"repos.{path}",
@@ -143,8 +143,8 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
         repo_ops.repository(
             name=path,
             path=path,
-            url=item["url"],
-            ref=item["ref"],
+            url=item.url,
+            ref=item.ref,
             found=state,
-            ssh_key=item["ssh_key"],
+            ssh_key=item.ssh_key,
         )

@@ -4,8 +4,7 @@ roles/removal.py calls)."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from podstate.desired.state import State
 from podstate.facts import made
 from podstate.facts.files import PathInfo
 from podstate.facts.made import Entry
@@ -18,19 +17,13 @@ from podstate.run.role import role
 from podstate.sizes import format_size
 
 
-def paths(wanted: dict[str, Any]) -> list[str]:
-    """Return every scratch path."""
-    return list(wanted.get("scratch") or {})
-
-
-def reads(wanted: dict[str, Any]) -> Request:
+def reads(wanted: State) -> Request:
     """Return what the probe reads for this role: every scratch path, and the records of
     what podstate made (a mount or directory there before podstate is not podstate's)."""
-    if not paths(wanted):
+    if not wanted.scratch_paths:
         return Request()
-    return Request(
-        paths=tuple(paths(wanted)), occupied=tuple(paths(wanted)), made=made.request(wanted)
-    )
+    paths = wanted.scratch_paths
+    return Request(paths=paths, occupied=paths, made=made.request(wanted))
 
 
 def _mounted_at(info: PathInfo) -> Mount | None:
@@ -44,32 +37,32 @@ def _mountable(path: str, probe: Probe) -> bool:
     return probe.can_mount and not _mounted_at(probe.paths[path]) and path not in probe.occupied
 
 
-def own_mounts(wanted: dict[str, Any], probe: Probe) -> list[str]:
+def own_mounts(wanted: State, probe: Probe) -> list[str]:
     """Return the scratch paths that are, or after this run will be, a mount of their own
     (a mount already there, or a tmpfs this pod mounts): not on the container disk."""
-    return [p for p in paths(wanted) if _mounted_at(probe.paths[p]) or _mountable(p, probe)]
+    return [p for p in wanted.scratch_paths if _mounted_at(probe.paths[p]) or _mountable(p, probe)]
 
 
-def fresh_mounts(wanted: dict[str, Any], probe: Probe) -> list[str]:
+def fresh_mounts(wanted: State, probe: Probe) -> list[str]:
     """Return the scratch paths that get a new, empty tmpfs in this run.
 
     Directories below them disappear under the new mount, so other roles must treat them
     as missing.
     """
-    return [p for p in paths(wanted) if _mountable(p, probe)]
+    return [p for p in wanted.scratch_paths if _mountable(p, probe)]
 
 
 @role("Scratch", reads)
-def apply(wanted: dict[str, Any], probe: Probe) -> None:
+def apply(wanted: State, probe: Probe) -> None:
     """Converge each scratch path: a tmpfs where the pod may mount, else a local directory."""
     old = made.previous(probe.made)
-    for path, item in (wanted.get("scratch") or {}).items():
+    for path, item in (wanted.scratch or {}).items():
         info = probe.paths[path]
         mount = info.mount
         at_path = _mounted_at(info)
         hidden = None if at_path or not probe.can_mount else probe.occupied.get(path)
         _declare(path, info, probe.can_mount and hidden is None, old.get(path))
-        size = format_size(item["size"])
+        size = format_size(item.size)
         if at_path and at_path.fstype != "tmpfs":
             findings.violation(
                 f"scratch {path} is already a {at_path.fstype} mount from {at_path.source}; "
@@ -87,15 +80,15 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
             bookkeeping.tmpfs(
                 name=f"Scratch {path} as tmpfs",
                 path=path,
-                size=item["size"],
-                mode=item["mode"],
+                size=item.size,
+                mode=item.mode,
                 mounted_size=at_path.size if at_path else None,
                 mounted_mode=info.mode if at_path else None,
             )
         elif at_path:
             bookkeeping.directories(
                 name=f"Scratch {path} as tmpfs (preexisting, cannot resize)",
-                paths={path: item["mode"]},
+                paths={path: item.mode},
                 found=probe.paths,
             )
         elif mount is not None and mount.is_network:
@@ -108,7 +101,7 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
         else:
             bookkeeping.directories(
                 name=f"Scratch {path} as local-disk directory (pod cannot mount tmpfs)",
-                paths={path: item["mode"]},
+                paths={path: item.mode},
                 found=probe.paths,
             )
 

@@ -9,9 +9,8 @@ environment role makes the profile source the file.
 
 from __future__ import annotations
 
-from typing import Any
-
 from podstate.desired.secret import Secret, render
+from podstate.desired.state import State
 from podstate.facts.probe import Probe
 from podstate.facts.request import Request
 from podstate.facts.secrets import SecretsState
@@ -21,10 +20,10 @@ from podstate.run import findings
 from podstate.run.role import role
 
 
-def reads(wanted: dict[str, Any]) -> Request:
+def reads(wanted: State) -> Request:
     """Return what the probe reads for this role: the secrets file, compared with the wanted
     values (none without a secrets section)."""
-    return Request(secrets=wanted.get("secrets"))
+    return Request(secrets=None if wanted.secrets is None else dict(wanted.secrets))
 
 
 def drift(values: dict[str, Secret], found: SecretsState) -> str | None:
@@ -52,10 +51,10 @@ def drift(values: dict[str, Secret], found: SecretsState) -> str | None:
     return ", ".join(words) or None
 
 
-@role("Secrets", reads, when=lambda wanted: wanted.get("secrets") is not None)
-def apply(wanted: dict[str, Any], probe: Probe) -> None:
+@role("Secrets", reads, when=lambda wanted: wanted.secrets is not None)
+def apply(wanted: State, probe: Probe) -> None:
     """Write the secrets file when what it sets, its owner or its mode differ."""
-    values: dict[str, Secret] = wanted["secrets"]
+    values = dict(wanted.secrets or {})
     found = probe.secrets
     if found is None:
         raise ValueError("the probe did not read the secrets file")

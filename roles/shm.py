@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from podstate.desired.state import State
 from podstate.facts.probe import Probe
 from podstate.facts.request import Request
 from podstate.run import bookkeeping, findings
@@ -11,17 +10,18 @@ from podstate.run.role import role
 from podstate.sizes import format_size
 
 
-def reads(wanted: dict[str, Any]) -> Request:  # the roles' contract
+def reads(wanted: State) -> Request:  # the roles' contract
     """Return what the probe reads for this role: nothing more than it always reads
     (/dev/shm, and whether the pod may mount)."""
     return Request()
 
 
-@role("Shared memory", reads, when=lambda wanted: wanted.get("shm"))
-def apply(wanted: dict[str, Any], probe: Probe) -> None:
+@role("Shared memory", reads, when=lambda wanted: wanted.shm)
+def apply(wanted: State, probe: Probe) -> None:
     """Grow /dev/shm where the pod may remount it; record a violation where it may not."""
-    shm = wanted["shm"]
-    size, minimum = probe.shm_size, shm["min_size"]
+    if wanted.shm is None:  # when= says so
+        return
+    size, minimum = probe.shm_size, wanted.shm.min_size
     if size is not None and size >= minimum:
         return
     if probe.can_mount and size is not None:

@@ -21,10 +21,11 @@ import platform
 import posixpath
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from podstate import gzcache, settings
+from podstate.desired.state import State, Venv
 from podstate.facts import made
 from podstate.facts.mounts import Mount, mount_of
 from podstate.facts.probe import Probe
@@ -32,7 +33,7 @@ from podstate.facts.request import Request
 from podstate.facts.venv import Python, normalize
 from podstate.operations import venv as venv_ops
 from podstate.operations.upload import upload_file
-from podstate.roles import disk, scratch
+from podstate.roles import disk
 from podstate.run import findings
 from podstate.run.role import role
 from podstate.sizes import format_size
@@ -42,13 +43,13 @@ ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 _NAME = re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:\[[^\]]*\])?\s*(.*)")
 
 
-def _declare(spec: dict[str, Any], kind: str | None, old: dict[str, Any]) -> None:
+def _declare(spec: Venv, kind: str | None, old: dict[str, made.Entry]) -> None:
     """Record what the venv role makes (roles/removal.py): the venv (podstate's link, or
     where nothing is yet) and its snapshot directory."""
-    if kind in (None, "symbolic link") or spec["path"] in old:
-        findings.made("venv", spec["path"])
-    if spec["snapshot"]:
-        findings.made("snapshot", spec["snapshot"])
+    if kind in (None, "symbolic link") or spec.path in old:
+        findings.made("venv", spec.path)
+    if spec.snapshot:
+        findings.made("snapshot", spec.snapshot)
 
 
 def managed_uv(path: str) -> str:
@@ -56,27 +57,27 @@ def managed_uv(path: str) -> str:
     return posixpath.join(posixpath.dirname(path), venv_ops.MANAGED, "uv")
 
 
-def reads(wanted: dict[str, Any]) -> Request:
+def reads(wanted: State) -> Request:
     """Return what the probe reads for this role (nothing when no venv is wanted): the venv
     path (for its filesystem), the scratch paths and ``dirs`` directories its installer's
     directories may be on, and the venv section, with the normalized names of the
     distributions the venv must hold, for the probe to look for."""
-    venv = wanted.get("venv")
+    venv = wanted.venv
     if not venv:
         return Request()
     args = {
-        "path": venv["path"],
-        "python": venv["python"],
-        "uv": managed_uv(venv["path"]),
+        "path": venv.path,
+        "python": venv.python,
+        "uv": managed_uv(venv.path),
         "distributions": " ".join(normalize(name) for name in required(venv)),
     }
-    if venv["snapshot"]:
-        args["snapshot"] = venv["snapshot"]
-    places = (*scratch.paths(wanted), *(wanted.get("dirs") or {}).values())
-    return Request(paths=(venv["path"], *places), venv=args, made=made.request(wanted))
+    if venv.snapshot:
+        args["snapshot"] = venv.snapshot
+    places = (*wanted.scratch_paths, *wanted.dir_paths)
+    return Request(paths=(venv.path, *places), venv=args, made=made.request(wanted))
 
 
-def distributions(packages: list[str], requirements: str | None) -> list[str]:
+def distributions(packages: Sequence[str], requirements: str | None) -> list[str]:
     """Return the distribution names the venv must hold, to verify a build.
 
     Lines with options, paths, URLs without a name, or environment markers (which may
@@ -99,42 +100,42 @@ def distributions(packages: list[str], requirements: str | None) -> list[str]:
     return names
 
 
-def required(venv: dict[str, Any]) -> list[str]:
+def required(venv: Venv) -> list[str]:
     """Return the distributions a built venv must hold: those requested, and pip when the
     venv is seeded with it (pip's version is not part of the fingerprint unless pinned)."""
-    names = distributions(venv["packages"], venv["requirements"])
-    if venv.get("seed", True) and "pip" not in {normalize(n) for n in names}:
+    names = distributions(venv.packages, venv.requirements)
+    if venv.seed and "pip" not in {normalize(n) for n in names}:
         names.append("pip")
     return names
 
 
-def seed_mode(venv: dict[str, Any]) -> str:
+def seed_mode(venv: Venv) -> str:
     """Return what the build does about pip (``Venv.seed``): ``check`` when pip is
     requested (it is installed as asked, and must start), ``add`` when the venv is seeded,
     else ``no``."""
-    asked = distributions(venv["packages"], venv["requirements"])
+    asked = distributions(venv.packages, venv.requirements)
     if "pip" in {normalize(n) for n in asked}:
         return "check"
-    return "add" if venv.get("seed", True) else "no"
+    return "add" if venv.seed else "no"
 
 
-def index_args(venv: dict[str, Any]) -> list[str]:
+def index_args(venv: Venv) -> list[str]:
     """Return the installer's index options (pip and uv spell them alike)."""
-    args = ["--index-url", venv["index_url"]] if venv["index_url"] else []
-    for url in venv["extra_index_urls"]:
+    args = ["--index-url", venv.index_url] if venv.index_url else []
+    for url in venv.extra_index_urls:
         args += ["--extra-index-url", url]
-    for link in venv["find_links"]:
+    for link in venv.find_links:
         args += ["--find-links", link]
-    return args + (["--no-index"] if venv["no_index"] else [])
+    return args + (["--no-index"] if venv.no_index else [])
 
 
-def requirements_text(venv: dict[str, Any]) -> str:
+def requirements_text(venv: Venv) -> str:
     """Return what the installer gets as its requirements file: packages, then the file."""
-    packages = "".join(p + "\n" for p in venv["packages"])
-    return packages + (venv["requirements"] or "")
+    packages = "".join(p + "\n" for p in venv.packages)
+    return packages + (venv.requirements or "")
 
 
-def fingerprint(venv: dict[str, Any], python: Python) -> tuple[str, str]:
+def fingerprint(venv: Venv, python: Python) -> tuple[str, str]:
     """Return (fingerprint, record): the hash of what is asked, and the JSON kept in the venv.
 
     Package order and duplicates do not matter; the interpreter's version does (a new
@@ -142,14 +143,14 @@ def fingerprint(venv: dict[str, Any], python: Python) -> tuple[str, str]:
     ``compile`` do, as they change what the venv holds; pip's version does not.
     """
     asked = {
-        "path": venv["path"],
-        "packages": sorted(set(venv["packages"])),
-        "requirements": venv["requirements"] or "",
-        "installer": venv["installer"],
+        "path": venv.path,
+        "packages": sorted(set(venv.packages)),
+        "requirements": venv.requirements or "",
+        "installer": venv.installer,
         "index": index_args(venv),
         "python": {"executable": python.executable, "version": python.version},
-        "seed": bool(venv.get("seed", True)),
-        "compile": bool(venv.get("compile", True)),
+        "seed": venv.seed,
+        "compile": venv.compile,
     }
     canonical = json.dumps(asked, sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(canonical.encode()).hexdigest()
@@ -171,22 +172,22 @@ def recorded(record: str | None) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def describe(venv: dict[str, Any], python: Python, environment: dict[str, str]) -> venv_ops.Venv:
+def describe(venv: Venv, python: Python, environment: dict[str, str]) -> venv_ops.Venv:
     """Return the venv operations' description of ``venv`` (the desired state's) on a pod
     whose interpreter is ``python`` (the probe's), built with ``environment``."""
     digest, record = fingerprint(venv, python)
     return venv_ops.Venv(
-        path=venv["path"],
+        path=venv.path,
         fingerprint=digest,
         record=record,
         python=python.executable,
-        installer=venv["installer"],
+        installer=venv.installer,
         requirements=requirements_text(venv),
         distributions=required(venv),
         index_args=index_args(venv),
         environment=environment,
         seed=seed_mode(venv),
-        compile=bool(venv.get("compile", True)),
+        compile=venv.compile,
     )
 
 
@@ -195,25 +196,25 @@ def _local(mount: Mount | None) -> bool:
     return mount is None or not mount.is_network
 
 
-def work_environment(wanted: dict[str, Any], probe: Probe, venv_parent: str) -> dict[str, str]:
+def work_environment(wanted: State, probe: Probe, venv_parent: str) -> dict[str, str]:
     """Return TMPDIR and the pip/uv cache directories for the install, all on local storage.
 
     The ``dirs`` values when they are local, else directories under the first local scratch
     path, else under /tmp. uv links from its cache by hard link when cache and venv share
     a filesystem, else it copies.
     """
-    dirs = wanted.get("dirs") or {}
+    dirs = wanted.dirs or {}
     fallback = "/tmp"
-    for path in wanted.get("scratch") or {}:
+    for path in wanted.scratch_paths:
         if _local(probe.paths[path].mount):
             fallback = path
             break
     defaults = {"TMPDIR": fallback, "PIP_CACHE_DIR": "", "UV_CACHE_DIR": ""}
     env: dict[str, str] = {}
     for name, suffix in (("TMPDIR", ""), ("PIP_CACHE_DIR", "pip"), ("UV_CACHE_DIR", "uv")):
-        path = dirs.get(name)
-        if path and _local(probe.paths[path].mount):
-            env[name] = path
+        given = dirs.get(name)
+        if given and _local(probe.paths[given].mount):
+            env[name] = given
         else:
             env[name] = defaults[name] or posixpath.join(fallback, ".podstate-cache", suffix)
     mounts = probe.mounts
@@ -230,11 +231,13 @@ def _uploadable(arch: str | None) -> bool:
     return sys.platform.startswith("linux") and ARCH_ALIASES.get(here, here) == arch
 
 
-@role("Venv", reads, when=lambda wanted: wanted.get("venv"))
-def apply(wanted: dict[str, Any], probe: Probe) -> None:
+@role("Venv", reads, when=lambda wanted: wanted.venv)
+def apply(wanted: State, probe: Probe) -> None:
     """Converge ``venv``: build, restore or leave it; keep its snapshot; report what cannot be."""
-    spec = wanted["venv"]
-    path, seen = spec["path"], probe.venv
+    spec = wanted.venv
+    if spec is None:  # when= says so
+        return
+    path, seen = spec.path, probe.venv
     if seen is None:
         raise ValueError("the probe did not read the venv")
     info = probe.paths[path]
@@ -262,12 +265,12 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
     python = seen.python
     if python is None:
         findings.violation(
-            f"venv.python {spec['python']} is not on the pod: install it, or point venv.python "
+            f"venv.python {spec.python} is not on the pod: install it, or point venv.python "
             "at an interpreter the pod has (such as /usr/bin/python3)",
             "venv.python",
         )
         return
-    if spec["installer"] == "pip" and not python.ensurepip:
+    if spec.installer == "pip" and not python.ensurepip:
         findings.violation(
             f"venv.installer pip needs the venv module with ensurepip in {python.executable} "
             "(Debian/Ubuntu: apt-get install python3-venv); or use installer uv",
@@ -296,9 +299,15 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
         want = second
     snapshot = seen.snapshot
     restore = None
-    if not ready and not want.alternate and snapshot and snapshot.fingerprint == digest:
+    if (
+        not ready
+        and not want.alternate
+        and spec.snapshot
+        and snapshot
+        and snapshot.fingerprint == digest
+    ):
         if snapshot.compressor == "gzip" or seen.zstd:
-            archive = posixpath.join(spec["snapshot"], snapshot.archive)
+            archive = posixpath.join(spec.snapshot, snapshot.archive)
             restore = dataclasses.replace(snapshot, archive=archive)
 
     uv = seen.uv or (managed_uv(path) if seen.managed_uv else None)
@@ -326,7 +335,7 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
     if restore:
         fallback = dataclasses.replace(
             fallback or venv_ops.Fallback(uv=uv if want.installer == "uv" else None),
-            snapshot=spec["snapshot"],
+            snapshot=spec.snapshot,
             zstd=seen.zstd,
         )
 
@@ -347,11 +356,11 @@ def apply(wanted: dict[str, Any], probe: Probe) -> None:
         fallback=fallback,
         _timeout=settings.VENV_TIMEOUT,
     )
-    if spec["snapshot"]:
+    if spec.snapshot:
         venv_ops.venv_snapshot(
-            name=f"Venv snapshot in {spec['snapshot']}",
+            name=f"Venv snapshot in {spec.snapshot}",
             want=want,
-            directory=spec["snapshot"],
+            directory=spec.snapshot,
             current=snapshot.fingerprint if snapshot else None,
             zstd=seen.zstd,
             _timeout=settings.VENV_TIMEOUT,

@@ -23,6 +23,7 @@ import jsonschema
 import pytest
 
 from podstate.desired.errors import SpecError
+from podstate.desired.state import Boot
 from podstate.inventory.fleet import desired
 from podstate.operations import boot as boot_ops
 from podstate.roles import env
@@ -157,11 +158,9 @@ def test_the_venv_restore_takes_the_pod_lock_with_the_hooks_own_token():
 
 
 def test_spec_boot_keys_need_the_hook():
-    assert desired({"boot": {"hook": True}})["boot"] == {
-        "hook": True,
-        "host_keys": "new",
-        "volume": "/workspace",
-    }
+    assert desired({"boot": {"hook": True}}).boot == Boot(
+        hook=True, host_keys="new", volume="/workspace"
+    )
     with pytest.raises(SpecError, match="boot.host_keys: keep needs boot.hook: true"):
         desired({"boot": {"host_keys": "keep"}})
     with pytest.raises(SpecError, match=r"boot.host_keys: 'yes' is not one of: keep, new"):
@@ -170,7 +169,7 @@ def test_spec_boot_keys_need_the_hook():
     large = {"boot": {"hook": True}, "env": {f"V{i}": "x" * 16000 for i in range(3)}}
     with pytest.raises(SpecError, match=r"boot.hook: the hook's data would hold about \d+ bytes"):
         desired(large)
-    assert desired({**large, "boot": {"hook": False}})["env"]  # fine without the hook
+    assert desired({**large, "boot": {"hook": False}}).env  # fine without the hook
 
 
 # --- end to end ---------------------------------------------------------------------------

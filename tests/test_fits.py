@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from podstate.desired.errors import Layer, SpecError
+from podstate.desired.typed import build
 from podstate.facts import probe
 from podstate.facts.venv import Python
 from podstate.inventory.fleet import resolve
@@ -95,7 +96,7 @@ def test_a_40k_lock_file_never_travels_in_a_command(tmp_path):
     (tmp_path / "lock.txt").write_text(lock)
     state = resolved({"venv": {"path": "/opt/venv", "requirements": "lock.txt"}}, tmp_path)
     python = Python("/usr/bin/python3.11", "3.11.2", ensurepip=True)
-    want = venv_role.describe(state["venv"], python, {"TMPDIR": "/tmp"})
+    want = venv_role.describe(build(state).venv, python, {"TMPDIR": "/tmp"})
     command = venv_ops.venv_command(want, "/opt/.podstate/uv")
     encoded = base64.b64encode(lock.encode()).decode()
     assert "package-0999" not in want.record and encoded[:64] not in command

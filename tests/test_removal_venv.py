@@ -17,6 +17,7 @@ from podstate.operations.removal import venv_command
 from podstate.shell import b64
 from tests.e2e import BIN, apply, check, run, write_vars
 from tests.fixtures.venv.wheels import tar_bytes, wheelhouse
+from tests.typed_state import state
 
 SANDBOX = {"pods": 1}
 POD = "pod-1"
@@ -64,9 +65,9 @@ def test_the_processes_are_named_those_podstate_cannot_read_apart():
 
 
 def test_a_declared_venv_is_kept_so_the_probe_does_not_look_for_its_processes():
-    keep = made.request({"venv": {"path": VENV}, "scratch": {"/scratch": {}}})["keep"]
-    assert set(keep) == {VENV, "/scratch"}
-    assert made.request({})["keep"] == ()
+    wanted = state({"venv": {"path": VENV}, "scratch": {"/scratch": {"size": "1G"}}})
+    assert set(made.request(wanted)["keep"]) == {VENV, "/scratch"}
+    assert made.request(state({}))["keep"] == ()
 
 
 # --- end to end ---------------------------------------------------------------------------

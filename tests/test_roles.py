@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from podstate.desired.state import Gpu, Nccl, Waiver
 from podstate.facts import processes
 from podstate.facts.files import PathInfo
 from podstate.facts.gpu import GpuDevice, GpuState
@@ -29,6 +30,7 @@ from podstate.roles.env import (
     render_profile,
     stale_processes,
 )
+from tests.typed_state import state
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -58,7 +60,7 @@ H100 = "NVIDIA H100 80GB HBM3"
     ],
 )
 def test_nccl_guards(cloud, gpus, nvlink, wanted, expected):
-    assert variables(wanted, cloud, gpus, nvlink) == expected
+    assert variables(Nccl(**wanted), cloud, gpus, nvlink) == expected
 
 
 def test_no_nccl_section_sets_nothing():
@@ -83,7 +85,8 @@ BOTH = "export NCCL_P2P_DISABLE=1\nexport NCCL_IB_DISABLE=1\n"
     ],
 )
 def test_unreadable_gpus_never_lower_the_p2p_guard(cloud, wanted, profile, expected):
-    assert variables(wanted, cloud, None, False, profile) == expected
+    modes = None if wanted is None else Nccl(**wanted)
+    assert variables(modes, cloud, None, False, profile) == expected
 
 
 def healthy_gpus(unknown: tuple[str, ...] = ()) -> GpuState:
@@ -106,7 +109,7 @@ def healthy_gpus(unknown: tuple[str, ...] = ()) -> GpuState:
 
 
 def test_a_rejected_field_leaves_only_its_reading_unknown():
-    wanted = {"count": 2, "model": "*H100*", "min_driver": "550", "healthy": True}
+    wanted = Gpu(count=2, model="*H100*", min_driver="550", healthy=True)
     assert [f for f, _ in gpu.check(wanted, healthy_gpus())] == ["gpu.healthy"]
     found = dict(gpu.check(wanted, healthy_gpus(("clocks_throttle_reasons.hw_slowdown",))))
     assert list(found) == ["gpu.healthy"]
@@ -121,10 +124,10 @@ def test_a_rejected_field_leaves_only_its_reading_unknown():
 
 
 def test_a_requirement_whose_reading_is_unknown_is_not_met():
-    found = dict(gpu.check({"min_driver": "535", "count": 2}, healthy_gpus(("driver_version",))))
+    found = dict(gpu.check(Gpu(min_driver="535", count=2), healthy_gpus(("driver_version",))))
     assert list(found) == ["gpu.min_driver"]
     assert "does not know the field driver_version" in found["gpu.min_driver"]
-    assert gpu.check({"count": 2}, healthy_gpus(("driver_version",))) == []
+    assert gpu.check(Gpu(count=2), healthy_gpus(("driver_version",))) == []
 
 
 RUNPOD_BASHRC = "# ~/.bashrc\ncase $- in *i*) ;; *) return;; esac\nalias ll='ls -l'\n"
@@ -170,15 +173,21 @@ def test_profile_values_reach_sh_literally(tmp_path):
 ROOT_MOUNT = Mount("overlay", "/", "overlay", ("rw",))
 VOLUME = Mount("mfs#eu-ro-1.runpod.net:9421", "/workspace", "fuse", ("rw",))
 SCRATCH_TMPFS = Mount("tmpfs", "/scratch", "tmpfs", ("rw", "size=16g"))
-WANTED = {
-    "scratch": {"/scratch": {"size": 16 << 30, "mode": "1777"}},
-    "dirs": {"TMPDIR": "/scratch/tmp", "UV_CACHE_DIR": "/root/.cache/uv", "DATA": "/workspace/d"},
-}
+WANTED = state(
+    {
+        "scratch": {"/scratch": {"size": "16G"}},
+        "dirs": {
+            "TMPDIR": "/scratch/tmp",
+            "UV_CACHE_DIR": "/root/.cache/uv",
+            "DATA": "/workspace/d",
+        },
+    }
+)
 
 
 def disk_probe(can_mount: bool, mounts: list[Mount], free: int | None = 1 << 30) -> Probe:
     """Return a probe of a pod with ``mounts``, each wanted path resolving to itself."""
-    paths = ["/scratch", *WANTED["dirs"].values()]
+    paths = ["/scratch", *WANTED.dir_paths]
     return replace(
         parse_probe([]),
         can_mount=can_mount,
@@ -214,10 +223,10 @@ def test_room_when_free_is_above_the_reserve_or_nothing_is_there(free):
     """No violation (has_room records none here, outside a deploy, where recording one would
     fail). Free space that cannot be read is a violation: tests/test_disk.py."""
     probe = disk_probe(True, [ROOT_MOUNT, VOLUME, SCRATCH_TMPFS], free)
-    only_volume = {"dirs": {"DATA": "/workspace/d"}, "disk_reserve": 2 << 30}
+    only_volume = state({"dirs": {"DATA": "/workspace/d"}, "disk_reserve": "2G"})
     assert has_room(probe, only_volume)
     if free != 1 << 30:
-        assert has_room(probe, {**WANTED, "disk_reserve": 2 << 30})
+        assert has_room(probe, replace(WANTED, disk_reserve=2 << 30))
 
 
 def test_waivers_hold_back_matching_findings_until_their_day():
@@ -228,9 +237,9 @@ def test_waivers_hold_back_matching_findings_until_their_day():
     hot = Violation("GPU", "gpu.healthy", "GPU 3 throttles")
     shm = Violation("Shared memory", "shm.min_size", "/dev/shm is 64M")
     waivers = [
-        {"finding": "gpu.*", "until": date(2026, 12, 31), "reason": "ticket 1"},
-        {"finding": "disk.min_free./", "until": date(2026, 12, 31), "reason": "ticket 2"},
-        {"finding": "shm.min_size", "until": date(2026, 11, 1), "reason": "ticket 3"},
+        Waiver("gpu.*", date(2026, 12, 31), "ticket 1"),
+        Waiver("disk.min_free./", date(2026, 12, 31), "ticket 2"),
+        Waiver("shm.min_size", date(2026, 11, 1), "ticket 3"),
     ]
     result = waive([hot, shm], waivers, date(2026, 12, 31))
     assert result.failing == [shm]
@@ -340,11 +349,11 @@ def test_what_the_start_script_started_says_to_arm_the_boot_hook():
 
 
 def test_the_desired_state_moves_names_to_either_side():
-    inert = inert_names({"processes": {"inert": ["supervisord"], "matter": ["nginx"]}})
+    inert = inert_names(state({"processes": {"inert": ["supervisord"], "matter": ["nginx"]}}))
     assert "supervisord" in inert and "nginx" not in inert and "sleep" in inert
     found = [process(3, "nginx", False), process(4, "supervisord", False)]
     assert [m.split(" ")[0] for m in stale_processes(DECLARED_ENV, found, inert)] == ["nginx"]
-    assert inert_names({}) == inert_names({"processes": {}})
+    assert inert_names(state({})) == inert_names(state({"processes": {}}))
 
 
 def test_the_probe_tells_a_process_of_an_ssh_session_from_one_of_the_container():

@@ -371,6 +371,7 @@ def test_a_marker_from_another_container_start_is_a_restart_with_what_is_gone():
     from podstate.facts.files import FileInfo
     from podstate.facts.probe import Probe, parse_probe
     from roles.ready import MARKER, restart, stale
+    from tests.typed_state import state
 
     def probe(marker: dict | None, start: str | None) -> Probe:
         text = json.dumps(marker) if marker else None
@@ -378,7 +379,7 @@ def test_a_marker_from_another_container_start_is_a_restart_with_what_is_gone():
         return replace(parse_probe([]), files=found, container_start=start)
 
     marker = {"digest": "d", "applied_at": "2026-01-01T00:00:00Z", "container": "b:1"}
-    wanted = {"scratch": {"/scratch": {}}}
+    wanted = state({"scratch": {"/scratch": {"size": "1G"}}})
     assert restart(probe(marker, "b:1"), "/v/record", "pod", None, wanted) is None
     again = restart(probe(marker, "b:2"), "/v/record", "pod", None, wanted)
     assert again == {

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from podstate import gzcache
-from podstate.desired.errors import Layer, SpecError
+from podstate.desired.errors import SpecError
 from podstate.desired.load import VarsDir
 from podstate.desired.spec import resolve
 from podstate.facts import venv as venv_facts
@@ -36,7 +36,7 @@ from podstate.facts.venv import Python, Snapshot
 from podstate.operations import venv as venv_ops
 from podstate.roles.venv import distributions, fingerprint, recorded, required, seed_mode
 from podstate.shell import script
-from tests import probing
+from tests import probing, typed_state
 from tests.e2e import BIN, ROOT, Fleet, apply, check, exec_count, write_vars
 from tests.fixtures.venv.wheels import (
     binary_wheel,
@@ -141,16 +141,15 @@ def test_distributions_are_the_names_to_verify():
 
 
 def test_fingerprint_ignores_package_order_but_not_the_interpreter():
-    venv = resolve([Layer("f", {"venv": {"path": "/opt/venv", "packages": ["a", "b"]}})], "p")
-    venv = venv["venv"]
+    venv = typed_state.venv(packages=["a", "b"])
     python = Python("/usr/bin/python3.11", "3.11.2 (main)", ensurepip=True)
     digest, record = fingerprint(venv, python)
     assert recorded(record) == digest and len(digest) == 64
-    assert fingerprint({**venv, "packages": ["b", "a", "a"]}, python)[0] == digest
+    assert fingerprint(replace(venv, packages=("b", "a", "a")), python)[0] == digest
     assert fingerprint(venv, replace(python, version="3.11.9 (main)"))[0] != digest
-    assert fingerprint({**venv, "no_index": True}, python)[0] != digest
-    assert fingerprint({**venv, "seed": False}, python)[0] != digest
-    assert fingerprint({**venv, "compile": False}, python)[0] != digest
+    assert fingerprint(replace(venv, no_index=True), python)[0] != digest
+    assert fingerprint(replace(venv, seed=False), python)[0] != digest
+    assert fingerprint(replace(venv, compile=False), python)[0] != digest
     # The record names what the installer gets by its hash (the text is uploaded, and the
     # record travels in a command), and the seeded pip is not part of it.
     asked = json.loads(record)["asked"]
@@ -211,11 +210,11 @@ def test_probe_of_a_path_with_nothing_there_reports_no_missing_list(tmp_path):
 
 
 def test_pip_is_required_unless_the_venv_is_not_seeded():
-    venv = {"packages": ["Pip==24.0", "numpy"], "requirements": None, "seed": False}
+    venv = typed_state.venv(packages=["Pip==24.0", "numpy"], seed=False)
     assert required(venv) == ["Pip", "numpy"] and seed_mode(venv) == "check"
-    venv = {"packages": ["numpy"], "requirements": None}
+    venv = typed_state.venv(packages=["numpy"])
     assert required(venv) == ["numpy", "pip"] and seed_mode(venv) == "add"
-    venv = {"packages": ["numpy"], "requirements": None, "seed": False}
+    venv = typed_state.venv(packages=["numpy"], seed=False)
     assert required(venv) == ["numpy"] and seed_mode(venv) == "no"
     assert venv_facts.normalize("Zope.Interface__x") == "zope-interface-x"
 
@@ -282,20 +281,11 @@ def test_snapshot_line_reads_back_and_rejects_partial_lines():
 
 def _local_venv(tmp_path: Path, **changes) -> venv_ops.Venv:
     """Return an empty uv venv under ``tmp_path`` as the role would describe it."""
-    spec = {
-        "path": str(tmp_path / "opt/venv"),
-        "packages": [],
-        "requirements": None,
-        "installer": "uv",
-        "index_url": None,
-        "extra_index_urls": [],
-        "find_links": [],
-        "no_index": True,
-    }
+    spec = typed_state.venv(path=str(tmp_path / "opt/venv"), no_index=True)
     python = Python("/usr/bin/python3", "3", ensurepip=True)
     digest, record = fingerprint(spec, python)
     values = {
-        "path": spec["path"],
+        "path": spec.path,
         "fingerprint": digest,
         "record": record,
         "python": python.executable,

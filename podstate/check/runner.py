@@ -209,8 +209,8 @@ def _verdict(
             "role": v.role,
             "id": v.finding,
             "message": v.message,
-            "reason": w["reason"],
-            "until": w["until"].isoformat(),
+            "reason": w.reason,
+            "until": w.until.isoformat(),
         }
         for v, w in sorted_.waived
     ]

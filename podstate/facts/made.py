@@ -26,13 +26,14 @@ import posixpath
 from collections.abc import Sequence
 from typing import Any
 
+from podstate.desired.state import State
 from podstate.facts import record_id
 from podstate.facts.boot import identity, identity_line
 from podstate.facts.decode import decode
 from podstate.facts.files import PathInfo
 from podstate.facts.record import Busy, Entry, Made, Record, word
 from podstate.limits import MAX_FILE
-from podstate.paths import MADE, VOLUME
+from podstate.paths import MADE
 from podstate.shell import b64, quote_path, script
 
 FORMAT = "podstate-made"
@@ -87,22 +88,26 @@ KINDS = (
 )
 
 
-def request(wanted: dict[str, Any]) -> dict[str, Any]:
+def request(wanted: State) -> dict[str, Any]:
     """Return the probe's ``made`` argument for ``wanted``: where the volume is (boot.volume,
     ``/workspace`` by default), whose record the probe reads beside the container disk's; the
     variables that name the pod (``identity``: its provider's, podstate.facts.boot); and
     the scratch paths, repositories and venv it keeps (``keep``: whether a process uses them,
     or someone's work is in them, does not matter, and the probe does not look)."""
-    venv = wanted.get("venv")
-    return {
-        "volume": (wanted.get("boot") or {}).get("volume", VOLUME),
-        "identity": identity(),
-        "keep": (
-            *(wanted.get("scratch") or {}),
-            *(wanted.get("repos") or {}),
-            *((venv["path"],) if venv else ()),
+    return at(
+        wanted.volume,
+        (
+            *wanted.scratch_paths,
+            *(wanted.repos or {}),
+            *((wanted.venv.path,) if wanted.venv else ()),
         ),
-    }
+    )
+
+
+def at(volume: str, keep: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Return the probe's ``made`` argument for the volume at ``volume``, keeping ``keep``
+    (``request``'s, for what a desired state keeps; none, for ``podstate uninstall``)."""
+    return {"volume": volume, "identity": identity(), "keep": keep}
 
 
 def using(busy: Sequence[Busy], verb: str) -> str:

@@ -10,6 +10,8 @@ import hashlib
 import json
 from typing import Any
 
+from podstate.desired.state import State
+from podstate.desired.typed import as_data
 from podstate.facts.files import FileInfo
 
 # Keys of the desired state that change no pod: what a pod must be fit for (a pod that is
@@ -17,17 +19,17 @@ from podstate.facts.files import FileInfo
 NOT_APPLIED = ("gpu", "disk", "download", "waivers", "watch")
 
 
-def applies_nothing(wanted: dict[str, Any]) -> bool:
+def applies_nothing(wanted: State) -> bool:
     """Return whether ``wanted`` makes nothing on a pod (``{}``, or only what no pod is
     changed for): then podstate puts nothing there, not even its ready marker."""
-    return not set(wanted) - {*NOT_APPLIED, "disk_reserve"}
+    return not set(as_data(wanted)) - {*NOT_APPLIED, "disk_reserve"}
 
 
-def digest(wanted: dict[str, Any]) -> str:
+def digest(wanted: State) -> str:
     """Return the digest of what a desired state applies to a pod: what a marker says was
     applied. Keys that change no pod (``NOT_APPLIED``) do not count; secrets count by where
     they come from, never by their values (which the desired state does not hold)."""
-    applied = {k: v for k, v in wanted.items() if k not in NOT_APPLIED}
+    applied = {k: v for k, v in as_data(wanted).items() if k not in NOT_APPLIED}
     text = json.dumps(applied, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 

@@ -22,6 +22,8 @@ from podstate import settings
 from podstate.desired import spec
 from podstate.desired.errors import Layer, SpecError, located
 from podstate.desired.load import VarsDir
+from podstate.desired.state import State
+from podstate.desired.typed import build
 from podstate.inventory import hostkeys, keyfiles
 from podstate.inventory.naming import Listing, groups_path, host_names, load_group_rules
 from podstate.inventory.podsfile import Pod, read_pods_file
@@ -278,15 +280,15 @@ def resolve(layers: list[Layer], pod: str) -> dict[str, Any]:
     return state
 
 
-def desired(data: dict[str, Any], source: str = "a deploy file") -> dict[str, Any]:
-    """Return ``data`` as a validated, normalized desired state, as roles take it.
+def desired(data: dict[str, Any], source: str = "a deploy file") -> State:
+    """Return ``data`` as a validated, normalized, typed desired state, as roles take it.
 
     For a team's own deploy file calling a podstate role with its own arguments (a second
     venv); relative file names are read from the working directory. Raises SpecError, one
     line naming ``source`` and the key, for what the schema refuses and for a command that
     would be too long.
     """
-    return resolve([Layer(source, data, Path.cwd())], "any")
+    return build(resolve([Layer(source, data, Path.cwd())], "any"))
 
 
 def inventory_groups(pods: list[Pod]) -> dict[str, list[HostEntry]]:

@@ -9,6 +9,7 @@ inventories/pods.py deploy/*.py``. The pod lock and the violations report span e
 
 from pyinfra import host
 
+from podstate.desired.typed import build
 from podstate.pod import bookends, phases
 from podstate.pod import probe as deploy_probe
 
@@ -20,7 +21,7 @@ def run() -> None:
     phase in order from one probe (none after a phase that finds the pod failed), the last
     ones after every deploy file's operations, then the release and the report. Returns
     nothing: pyinfra runs what it planned."""
-    wanted = host.data.podstate
+    wanted = build(host.data.podstate)  # typed once, for every phase
     bookends.start()
     probe = deploy_probe.read(wanted)  # what every phase reads, in one command
     if probe is None:  # pyinfra failed the pod already

@@ -20,6 +20,8 @@ from importlib.resources import files
 from typing import Any
 
 from podstate.desired.errors import SpecError
+from podstate.desired.state import State, Venv
+from podstate.desired.typed import build
 from podstate.limits import ARG_MAX, MAX_FILE
 
 PATH_MAX = 4096  # the longest path a pod answers with (its interpreter's, its uv's)
@@ -49,25 +51,26 @@ def check(state: dict[str, Any]) -> None:
     from podstate.operations import apt as apt_ops
     from podstate.run import bookkeeping
 
-    apt = (state.get("packages") or {}).get("apt")
+    wanted = build(state)
+    apt = list(wanted.packages.apt) if wanted.packages else []
     if apt:
         command = apt_ops.install_command(apt, True, settings.APT_LOCK_WAIT)
         _fit("packages.apt", "installing them", change_length(command), "list fewer packages")
-    for path, item in (state.get("files") or {}).items():
-        command = bookkeeping.write_command(path, item["content"], True, item["mode"])
+    for path, item in (wanted.files or {}).items():
+        command = bookkeeping.write_command(path, item.content, True, item.mode)
         _fit(f"files: {path}", "writing it", change_length(command), "use a shorter path")
-    for key, path, content, fix in _generated(state):
+    for key, path, content, fix in _generated(wanted):
         size = len(content.encode("utf-8", "surrogateescape"))
         if size > MAX_FILE:
             raise SpecError(
                 f"{key}: {path} would hold {size} bytes, more than the {MAX_FILE} podstate "
                 f"writes in one command; {fix}"
             )
-    if state.get("venv"):
-        for name, command in _venv_commands(state):
+    if wanted.venv:
+        for name, command in _venv_commands(wanted, wanted.venv):
             _fit("venv", name, change_length(command), "list fewer distributions or options")
-    if (state.get("boot") or {}).get("hook"):
-        size = _boot_data_size(state)
+    if wanted.boot and wanted.boot.hook:
+        size = _boot_data_size(wanted, wanted.boot.volume)
         if size > MAX_FILE:
             raise SpecError(
                 f"boot.hook: the hook's data would hold about {size} bytes, more than the "
@@ -85,7 +88,7 @@ def _fit(key: str, what: str, length: int, fix: str) -> None:
         )
 
 
-def _generated(state: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+def _generated(wanted: State) -> list[tuple[str, str, str, str]]:
     """Return (key, path, content, what to do when it is too large) of the managed files
     podstate writes from ``state`` alone, as roles/env.py and roles/authorized_keys.py
     render them (the NCCL guards set; the block of keys without the file's other lines)."""
@@ -93,23 +96,23 @@ def _generated(state: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     from podstate.paths import SECRETS_FILE
     from podstate.roles import authorized_keys, env
 
-    variables = {**(state.get("dirs") or {}), **(state.get("env") or {})}
+    variables = {**(wanted.dirs or {}), **(wanted.env or {})}
     variables.update({name: "1" for name in nccl.NAMES})
-    prepend = state.get("path") or []
-    sources = [SECRETS_FILE] if state.get("secrets") is not None else []
+    prepend = list(wanted.path or ())
+    sources = [SECRETS_FILE] if wanted.secrets is not None else []
     declared = {"variables": variables, "path": prepend, "sources": sources}
     fix = "keep a large value in a file (files) and point the variable at it"
     files = [
         ("env", env.PROFILE, env.render_profile(variables, prepend, sources), fix),
         ("env", env.DECLARED, json.dumps(declared, indent=1) + "\n", fix),
     ]
-    if state.get("authorized_keys"):
-        block = authorized_keys.render(None, state["authorized_keys"])
+    if wanted.authorized_keys:
+        block = authorized_keys.render(None, wanted.authorized_keys)
         files.append(("authorized_keys", authorized_keys.FILE, block, "list fewer keys"))
     return files
 
 
-def _boot_data_size(state: dict[str, Any]) -> int:
+def _boot_data_size(wanted: State, volume: str) -> int:
     """Return about how many bytes the boot hook's data file (roles/boot.py) holds: each
     file it puts back on the container disk (as it is where it is whole lines, else
     base64-encoded), a line before each, and the
@@ -120,28 +123,28 @@ def _boot_data_size(state: dict[str, Any]) -> int:
     from podstate.roles import boot, env, ready
     from podstate.roles import venv as role
 
-    volume = state["boot"]["volume"].rstrip("/") + "/"
+    volume = volume.rstrip("/") + "/"
     startup = files("podstate.scripts").joinpath("ipython-startup.py").read_text()
-    parts = [content for _, _, content, _ in _generated(state)[:2]] + [startup, ready.READY_SH]
+    parts = [content for _, _, content, _ in _generated(wanted)[:2]] + [startup, ready.READY_SH]
     parts += [env.HOOK] * 2  # ~/.bashrc, and the login shell's own file
     lines = 300 * len(parts)  # each part's line before it: its kind, mode and path
-    for path, item in (state.get("files") or {}).items():
+    for path, item in (wanted.files or {}).items():
         if not path.startswith(volume):
-            parts.append(item["content"])
+            parts.append(item.content)
             lines += len(path.encode("utf-8", "surrogateescape")) + 16  # "file MODE PATH"
-    spec = state.get("venv")
-    if spec and spec["snapshot"]:
+    spec = wanted.venv
+    if spec and spec.snapshot:
         python = Python("/usr/local/bin/python3." + "9" * 8, "3.x" * 40, ensurepip=True)
         place = {name: "/" + "x" * 64 for name in ("TMPDIR", "PIP_CACHE_DIR", "UV_CACHE_DIR")}
         want = role.describe(spec, python, {**place, "UV_LINK_MODE": "copy"})
-        parts.append(boot.restore_command(want, spec["snapshot"]))
+        parts.append(boot.restore_command(want, spec.snapshot))
         lines += 300
     sizes = [(len(p.encode("utf-8", "surrogateescape")), boot_ops.is_text(p)) for p in parts]
     data = sum(size if text else size * 4 // 3 for size, text in sizes)
     return data + 4 * len(parts) + lines + 4096
 
 
-def _venv_commands(state: dict[str, Any]) -> list[tuple[str, str]]:
+def _venv_commands(wanted: State, spec: Venv) -> list[tuple[str, str]]:
     """Return the venv's build and restore commands (what is named, and the command), with
     every value only the pod knows (its interpreter, uv, the installer's directories) as
     long as a path can be, or as the desired state's longest candidate for it."""
@@ -149,17 +152,16 @@ def _venv_commands(state: dict[str, Any]) -> list[tuple[str, str]]:
     from podstate.operations import venv as venv_ops
     from podstate.roles import venv as role
 
-    spec = state["venv"]
     longest = "/" + "x" * (PATH_MAX - 1)
-    candidates = [longest, *(state.get("dirs") or {}).values()]
-    candidates += [posixpath.join(s, ".podstate-cache", "pip") for s in state.get("scratch") or {}]
+    candidates = [longest, *wanted.dir_paths]
+    candidates += [posixpath.join(s, ".podstate-cache", "pip") for s in wanted.scratch_paths]
     place = max(candidates, key=lambda path: len(shlex.quote(path)))
     python = Python(executable=longest, version="x" * 256, ensurepip=True)
     environment = {name: place for name in ("TMPDIR", "PIP_CACHE_DIR", "UV_CACHE_DIR")}
     want = role.describe(spec, python, {**environment, "UV_LINK_MODE": "hardlink"})
     commands = [("building it", venv_ops.venv_command(want, longest))]
-    if spec["snapshot"]:
-        archive = posixpath.join(spec["snapshot"], f"venv-{want.fingerprint[:12]}.tar.zst")
+    if spec.snapshot:
+        archive = posixpath.join(spec.snapshot, f"venv-{want.fingerprint[:12]}.tar.zst")
         restore = Snapshot(want.fingerprint, archive, compressor="zstd", sha256="0" * 64)
         commands.append(("restoring it", venv_ops.venv_command(want, longest, restore)))
     return commands

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
 
+from podstate.desired.state import State
 from podstate.facts.probe import Probe
 from podstate.facts.request import Request
 from podstate.roles import (
@@ -36,7 +36,7 @@ from podstate.roles import (
     venv,
 )
 
-Wanted = dict[str, Any]
+Wanted = State
 
 
 @dataclass(frozen=True)

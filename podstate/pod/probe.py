@@ -7,21 +7,20 @@ podstate.pod.fits checks the length of the very command a deploy sends.
 
 from __future__ import annotations
 
-from typing import Any
-
+from podstate.desired.state import State
 from podstate.facts.probe import Probe
 from podstate.facts.request import Request, merge
 from podstate.pod.phases import readers
 from podstate.run.role import read_probe
 
 
-def request(wanted: dict[str, Any]) -> Request:
+def request(wanted: State) -> Request:
     """Return what the deploy's probe reads for ``wanted``: what every phase reads
     (podstate.pod.phases), in their order."""
     return merge([reads(wanted) for reads in readers()])
 
 
-def read(wanted: dict[str, Any]) -> Probe | None:
+def read(wanted: State) -> Probe | None:
     """Return the pod probe for ``wanted``: everything every phase reads, in one command.
 
     None when the probe failed; pyinfra has then already failed the pod.

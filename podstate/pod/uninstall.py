@@ -34,9 +34,7 @@ def reads(volume: str) -> Request:
     """Return what ``podstate uninstall`` reads: the records (the volume's at ``volume``,
     for the pod's id), what they name, and the volume's applied record (roles/ready.py)."""
     where = boot.Layout(volume)
-    return Request(
-        paths=(volume,), files=(where.record,), made=made.request({"boot": {"volume": volume}})
-    )
+    return Request(paths=(volume,), files=(where.record,), made=made.at(volume))
 
 
 @role("Uninstall")

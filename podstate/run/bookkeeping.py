@@ -358,7 +358,7 @@ def violations() -> Generator[FunctionCommand, None, None]:
     sorted_ = findings.waived(host)
     if state.is_executing:
         notes = [
-            f"waived {v.finding} until {w['until']} ({w['reason']}): {v.message}"
+            f"waived {v.finding} until {w.until} ({w.reason}): {v.message}"
             for v, w in sorted_.waived
         ] + sorted_.stale
         for note in notes:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, NamedTuple
@@ -16,6 +17,7 @@ from typing import Any, NamedTuple
 from pyinfra import host as current_host
 from pyinfra.api import Host
 
+from podstate.desired.state import Waiver
 from podstate.facts.made import Entry
 from podstate.pyinfra_api import plan as pyinfra_plan
 
@@ -153,11 +155,11 @@ class Waived:
     back (with the waiver), and the waivers to clean up (expired, or matching nothing)."""
 
     failing: list[Violation]
-    waived: list[tuple[Violation, dict[str, Any]]]
+    waived: list[tuple[Violation, Waiver]]
     stale: list[str]
 
 
-def waive(violations: list[Violation], waivers: list[dict[str, Any]], today: date) -> Waived:
+def waive(violations: list[Violation], waivers: Sequence[Waiver], today: date) -> Waived:
     """Return ``violations`` sorted by ``waivers`` as of ``today``.
 
     A waiver (``finding``: an id or a glob, ``until``: the last day, ``reason``) holds back
@@ -170,7 +172,7 @@ def waive(violations: list[Violation], waivers: list[dict[str, Any]], today: dat
             (
                 (i, w)
                 for i, w in enumerate(waivers)
-                if w["until"] >= today and fnmatch.fnmatchcase(v.finding, w["finding"])
+                if w.until >= today and fnmatch.fnmatchcase(v.finding, w.finding)
             ),
             None,
         )
@@ -180,10 +182,10 @@ def waive(violations: list[Violation], waivers: list[dict[str, Any]], today: dat
         else:
             result.failing.append(v)
     for i, w in enumerate(waivers):
-        if w["until"] < today:
-            result.stale.append(f"waiver for {w['finding']} expired on {w['until']}")
+        if w.until < today:
+            result.stale.append(f"waiver for {w.finding} expired on {w.until}")
         elif i not in used:
-            result.stale.append(f"waiver for {w['finding']} (until {w['until']}) matched nothing")
+            result.stale.append(f"waiver for {w.finding} (until {w.until}) matched nothing")
     return result
 
 
@@ -195,4 +197,4 @@ def waived(host: Host) -> Waived:
     the check's verdict both call it, with the same input, so they cannot disagree on a pod.
     """
     waivers = (host.data.get("podstate") or {}).get("waivers") or []
-    return waive(of(host).violations, waivers, date.today())
+    return waive(of(host).violations, [Waiver(**w) for w in waivers], date.today())

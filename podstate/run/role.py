@@ -5,7 +5,7 @@ call)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import wraps
 from typing import Any, TypeVar
 
@@ -13,16 +13,25 @@ from pyinfra import host, state
 from pyinfra.api import deploy
 
 from podstate import settings
+from podstate.desired.state import State
+from podstate.desired.typed import build
 from podstate.facts import activity
 from podstate.facts.probe import PodProbe, Probe
 from podstate.facts.request import Request
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import findings, lock, login
 
-Wanted = dict[str, Any]
+Wanted = State
 R = TypeVar("R")
 Apply = Callable[[Wanted, Probe], R]
-Applied = Callable[[Wanted, Probe | None], R | None]
+# a role called from a team's deploy file may be given host.data.podstate as it is
+Applied = Callable[[Wanted | Mapping[str, Any], Probe | None], R | None]
+
+
+def typed(wanted: Wanted | Mapping[str, Any]) -> Wanted:
+    """Return ``wanted`` as a typed State: a normalized desired state as host data holds it
+    (``host.data.podstate``, which a team's deploy file may pass a role) is built here."""
+    return wanted if isinstance(wanted, State) else build(wanted)
 
 
 def probed(
@@ -39,7 +48,8 @@ def probed(
 
     def decorator(func: Apply[R]) -> Applied[R]:
         @wraps(func)
-        def call(wanted: Wanted, probe: Probe | None = None) -> R | None:
+        def call(given: Wanted | Mapping[str, Any], probe: Probe | None = None) -> R | None:
+            wanted = typed(given)
             if when is not None and not when(wanted):
                 return None
             probe = probe or read_probe(reads(wanted))
