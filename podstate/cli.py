@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib
 import sys
+from argparse import Namespace
+from collections.abc import Callable
 
 from podstate import signals
 from podstate.arguments import handlers, parser
@@ -50,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         verify()  # a pyinfra that lacks an internal podstate relies on: one line, nothing run
         module, function = handlers()[args.command].split(":")
-        return getattr(importlib.import_module(module), function)(args)
+        handler: Callable[[Namespace], int] = getattr(importlib.import_module(module), function)
+        return handler(args)
     except Exception as e:
         if not _one_line(e):
             raise

@@ -135,10 +135,11 @@ def _write_metrics(path: str, results: dict[str, PodResult], own: str) -> None:
     after the inventory file (``own``); CheckFailed when it cannot."""
     from pyinfra import inventory
 
+    from podstate.pyinfra_api import plan
     from podstate.watch import hooks, metrics
 
     labels = {
-        h.name: (hooks.provider(h.data.dict()), tuple(g for g in h.groups if g != own))
+        h.name: (hooks.provider(plan.host_data(h)), tuple(g for g in h.groups if g != own))
         for h in inventory
     }
     try:

@@ -359,7 +359,7 @@ def _entries(path: Path) -> list[str]:
     ]
 
 
-def _read_meta(path: Path) -> dict:
+def _read_meta(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

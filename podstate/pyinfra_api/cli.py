@@ -57,6 +57,13 @@ def load_inventory(path: str) -> Inventory:
     return inventory
 
 
+def inventory_of(hosts: list[tuple[str, dict[str, Any]]]) -> Inventory:
+    """Return an inventory of ``hosts`` (each its name and host data), in no group: for a
+    run podstate drives on pods it names itself (the watch's lock)."""
+    make: Callable[..., Inventory] = Inventory  # pyinfra's Inventory(names_data), unannotated
+    return make((hosts, {}))
+
+
 def connect(
     state: State,
     inventory: Inventory,

@@ -83,6 +83,12 @@ def current_host_data() -> Any | None:
     return pod.data if pod is not None else None
 
 
+def host_data(host: Host) -> dict[str, Any]:
+    """Return ``host``'s data as one dict, its groups' under its own (``HostData.dict``)."""
+    merged: Callable[[], dict[str, Any]] = host.data.dict  # unannotated in pyinfra
+    return merged()
+
+
 def current_deploy(host: Host) -> str | None:
     """Return the name of the deploy (podstate: the role) being planned on ``host``."""
     return host.current_deploy_name

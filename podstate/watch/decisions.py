@@ -102,7 +102,8 @@ def next_try(failures: int, now: int, cap: int) -> int:
     in pass ``now``: 2, 4, 8, ... passes later, at most ``cap`` passes later (the
     ``--max-backoff`` in passes). A first failure skips one pass, so a pod that keeps
     failing never takes a run from the others every pass."""
-    return now + min(2 ** min(failures, 62), max(cap, 1))
+    backoff: int = 2 ** min(failures, 62)  # failures >= 0: a whole number of passes
+    return now + min(backoff, max(cap, 1))
 
 
 RETRY_AFTER_MAX = 3600.0  # the longest Retry-After the watch honours, in seconds

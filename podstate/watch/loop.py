@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from podstate import signals
 from podstate.desired.errors import SpecError
@@ -98,7 +98,7 @@ class Watch:
         self.present: set[str] = set()  # the pods the last pass listed
         self.pending: dict[str, Pending] = {}
         self.number = 0  # the pass running, from 1
-        self.child: subprocess.Popen | None = None
+        self.child: subprocess.Popen[str] | None = None
         self.stopping: int | None = None  # the first stop signal received
         self.woken = False
         self.busy = False  # in a pass: a stop waits for its end
@@ -237,7 +237,9 @@ class Watch:
             pending = self.pending.setdefault(name, Pending(statuses[name]))
             self._failed(name, pending, error, "none")
 
-    def _failed(self, name: str, pending: Pending, error: str, action: str, took: float = 0):
+    def _failed(
+        self, name: str, pending: Pending, error: str, action: str, took: float = 0
+    ) -> None:
         """Count a failed try of ``name`` and emit it, with when it is tried again."""
         pending.failures += 1
         pending.error = error
@@ -302,7 +304,7 @@ class Watch:
         command += ["--shard", str(self.options.shard)] if self.options.shard else []
         returncode, _, stderr = self._child(command)
         try:
-            return json.loads(path.read_text())["pods"]
+            return cast(dict[str, dict[str, Any]], json.loads(path.read_text())["pods"])
         except (OSError, ValueError, KeyError, TypeError):
             lines = [line for line in stderr.splitlines() if line.strip()]
             why = lines[-1] if lines else f"podstate check exited with status {returncode}"

@@ -121,7 +121,8 @@ class Metrics:
         # No ``*_created`` series beside each counter and histogram: the text format makes
         # each one a gauge of its own. prometheus_client keeps this per process, which is
         # the watch's.
-        disable_created_metrics()
+        disable: Callable[[], None] = disable_created_metrics  # unannotated in prometheus_client
+        disable()
         self.registry = CollectorRegistry()
         self.fleet = Fleet()
         self.registry.register(self.fleet)
@@ -158,6 +159,8 @@ class Metrics:
         )
         self.report: dict[str, dict[str, Any]] | None = None  # the latest check's pods
         self.server: ThreadingWSGIServer | None = None
+        # prometheus_client's WSGI application, declared a bare Callable there
+        self._metrics: Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
         self._metrics = make_wsgi_app(self.registry)
 
     def passed(self, seen: Pass) -> None:
@@ -225,7 +228,8 @@ def page(report: dict[str, Any]) -> str | None:
         if e.name != "podstate.check.html":
             raise
         return None
-    return module.render(report)
+    rendered: str = module.render(report)  # render(report) -> the page's HTML
+    return rendered
 
 
 def views(

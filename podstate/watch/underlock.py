@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from paramiko import SSHException
-from pyinfra.api import BaseStateCallback, Inventory
+from pyinfra.api import BaseStateCallback
 
 from podstate import settings
 from podstate.facts import work
@@ -79,7 +79,7 @@ def still_idle(name: str, data: dict[str, Any], after: float) -> Iterator[str | 
     why not (busy, in use, unreadable, unreachable), and no lock is held."""
     connect.quiet()
     state, config = cli.new_state(settings.CONNECT_TIMEOUT)
-    inventory = Inventory(([(name, data)], {}))
+    inventory = cli.inventory_of([(name, data)])
     failed = _Failed()
     cli.connect(state, inventory, config, None, failed)
     host = inventory.get_host(name)
