@@ -263,7 +263,7 @@ def apply(wanted: State, probe: Probe) -> None:
         findings.of(host).hooked.append(path)
         was = made.previous(probe.made).get(path)
         findings.made(
-            "block", path, *made.block(MARK_BEGIN, MARK_END, found.state == "absent", was)
+            "block", path, *made.block(MARK_BEGIN, MARK_END, was, absent=found.state == "absent")
         )
 
 

@@ -64,6 +64,7 @@ def take_block(text: str, begin: str, end: str) -> str | None:
 def undo(
     entry: Entry,
     probe: Probe,
+    *,
     uninstall: bool,
     packages: bool = False,
     keep_venv: bool = False,
@@ -92,14 +93,14 @@ def undo(
         )
         return None
     if entry.kind == "apt":
-        return _package(entry, probe, uninstall, packages)
+        return _package(entry, probe, uninstall=uninstall, remove=packages)
     if entry.kind in ("venv", "snapshot"):
-        return _venv(entry, probe, keep_venv, uninstall)
+        return _venv(entry, probe, keep=keep_venv, uninstall=uninstall)
     info = files.get(path)
     same = made.same(entry, found)
     content = info.content if info is not None else None
     if entry.kind == "mount":
-        return unmount(entry, probe, uninstall, discard_scratch)
+        return unmount(entry, probe, uninstall=uninstall, discard=discard_scratch)
     if entry.kind == "repo":
         if found.kinds.get(path) != "repo":
             return None
@@ -115,7 +116,7 @@ def undo(
         _own(entry, probe)
         return None
     if entry.kind == "saved":
-        return _put_back(entry, probe, uninstall)
+        return _put_back(entry, probe, uninstall=uninstall)
     if info is None or info.state in ("absent", "dangling"):
         return None  # gone already
     if entry.kind == "block":
@@ -165,7 +166,7 @@ def undo(
     return None
 
 
-def _put_back(entry: Entry, probe: Probe, uninstall: bool) -> Entry | None:
+def _put_back(entry: Entry, probe: Probe, *, uninstall: bool) -> Entry | None:
     """Plan putting back the user's file that a ``saved`` entry names, as it was before
     podstate wrote over it: its content, and the mode and owner the record names (a record
     without them: the file keeps those it has). A file that no longer holds what podstate
@@ -255,7 +256,7 @@ def usable(probe: Probe) -> bool:
     return not problems
 
 
-def _package(entry: Entry, probe: Probe, uninstall: bool, remove: bool) -> Entry | None:
+def _package(entry: Entry, probe: Probe, *, uninstall: bool, remove: bool) -> Entry | None:
     """Plan removing the apt package podstate installed, with ``remove``; else it is left
     in place, and named once."""
     package = entry.path.removeprefix("apt:")
@@ -278,7 +279,7 @@ def _package(entry: Entry, probe: Probe, uninstall: bool, remove: bool) -> Entry
     return None
 
 
-def _venv(entry: Entry, probe: Probe, keep: bool, uninstall: bool) -> Entry | None:
+def _venv(entry: Entry, probe: Probe, *, keep: bool, uninstall: bool) -> Entry | None:
     """Plan removing the venv podstate built, or its snapshots (neither with ``keep``); a
     venv that a process runs from, or may (one podstate cannot read), stays: a violation
     names the processes, and the record keeps it (``uninstall``: the run is an uninstall).
@@ -326,13 +327,20 @@ def apply(wanted: State, probe: Probe) -> None:
         if path in new:
             continue
         with pyinfra_plan.keyed(host, path):
-            kept = undo(entry, probe, False, packages, records=records, volume=where.volume)
+            kept = undo(
+                entry,
+                probe,
+                uninstall=False,
+                packages=packages,
+                records=records,
+                volume=where.volume,
+            )
         if kept is not None:
             after[path] = kept
         elif entry.kind == "mount" and (mount_point := _remake_below(entry, probe, new, wanted)):
             after[path] = mount_point
     after.update(new)
-    record_ops.plan(probe, pod_id, after, where.volume, boot.has_volume(probe, where))
+    record_ops.plan(probe, pod_id, after, where.volume, volume=boot.has_volume(probe, where))
 
 
 def _remake_below(entry: Entry, probe: Probe, new: dict[str, Entry], wanted: State) -> Entry | None:

@@ -61,7 +61,7 @@ def apply(wanted: State, probe: Probe) -> None:
         mount = info.mount
         at_path = _mounted_at(info)
         hidden = None if at_path or not probe.can_mount else probe.occupied.get(path)
-        _declare(path, info, probe.can_mount and hidden is None, old.get(path))
+        _declare(path, info, old.get(path), can_mount=probe.can_mount and hidden is None)
         size = format_size(item.size)
         if at_path and at_path.fstype != "tmpfs":
             findings.violation(
@@ -112,7 +112,7 @@ def _contents(entry: str) -> str:
     return "what podstate cannot read" if entry == "?" else f"files (among them {entry})"
 
 
-def _declare(path: str, info: PathInfo, can_mount: bool, was: Entry | None) -> None:
+def _declare(path: str, info: PathInfo, was: Entry | None, *, can_mount: bool) -> None:
     """Record what podstate makes at the scratch ``path``: a tmpfs it mounts (and the mount
     point, when missing), or the directory it creates; what was there before is not its own."""
     created = info.kind is None or (was is not None and "made" in was.fields)
@@ -127,7 +127,7 @@ def _declare(path: str, info: PathInfo, can_mount: bool, was: Entry | None) -> N
 
 
 def unmount(
-    entry: Entry, probe: Probe, uninstall: bool = False, discard: bool = False
+    entry: Entry, probe: Probe, *, uninstall: bool = False, discard: bool = False
 ) -> Entry | None:
     """Plan unmounting the tmpfs podstate mounted at ``entry.path`` (then removing its mount
     point, when podstate made it and it is empty), which left the desired state

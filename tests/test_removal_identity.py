@@ -116,7 +116,7 @@ def test_a_record_that_names_no_id_gets_the_pods_id_with_the_lines_it_adds(tmp_p
     record.write_text(made.render("pod-4", None, old))
     new = Entry("file", "/etc/b", ("s2",)).line()
     head = made.render("pod-4", "podstate-f00", [])
-    command = record_command(str(record), new, True, True, head)
+    command = record_command(str(record), new, private=True, append=True, head=head)
     subprocess.run(["sh", "-c", command], check=True)
     written = made.parse_record(record.read_text())
     assert (written.pod, written.pod_id) == ("pod-4", "podstate-f00")

@@ -150,7 +150,7 @@ def sums(*texts: str) -> str:
     return ",".join(dict.fromkeys(found))
 
 
-def block(begin: str, end: str, absent: bool, was: Entry | None) -> tuple[str, ...]:
+def block(begin: str, end: str, was: Entry | None, *, absent: bool) -> tuple[str, ...]:
     """Return a ``block`` entry's fields: its marks, and ``created`` when podstate made the
     file for it (``absent`` now, or so an earlier record says: ``was``)."""
     created = absent or (was is not None and "created" in was.fields[2:])

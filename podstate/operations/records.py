@@ -21,7 +21,9 @@ from podstate.run.words import content_word, plain
 from podstate.shell import b64, quote_path
 
 
-def record_command(path: str, content: str, private: bool, append: bool, head: str | None) -> str:
+def record_command(
+    path: str, content: str, *, private: bool, append: bool, head: str | None
+) -> str:
     """Return sh that writes a record (``write_record``, whose arguments these are) in one
     rename, and proves it: short, since the apply's one command holds every change, and
     starting no program but the rename where it can (the fold proves a whole record with its
@@ -69,6 +71,7 @@ def write_record(
     path: str,
     content: str,
     current: str | None,
+    *,
     private: bool,
     what: str | None = None,
     append: bool = False,
@@ -92,7 +95,8 @@ def write_record(
     if current == content or (append and not content and head is None):
         host.noop(f"{path} is up to date")
         return
-    yield changing(record_command(path, content, private, append, head), later=True)
+    command = record_command(path, content, private=private, append=append, head=head)
+    yield changing(command, later=True)
 
 
 @operation()
@@ -133,7 +137,9 @@ def _changed(entry: Entry, was: Entry | None, probe: Probe) -> bool:
     )
 
 
-def plan(probe: Probe, pod_id: str, after: dict[str, Entry], at_volume: str, volume: bool) -> None:
+def plan(
+    probe: Probe, pod_id: str, after: dict[str, Entry], at_volume: str, *, volume: bool
+) -> None:
     """Plan the records' two writes, for the pod ``pod_id`` (``record_id.own_id``): first
     (before every other change: podstate.pod.bookends) the lines of what this run makes anew,
     added to the record on the pod (which keeps what was made, with the sums of what podstate

@@ -141,7 +141,7 @@ def proved_command(kind: str, path: str, field: str, removal: str) -> str:
 
 
 @operation()
-def remove_own(kind: str, path: str, scratch: bool = False):
+def remove_own(kind: str, path: str, *, scratch: bool = False):
     """
     Remove podstate's own thing that an entry of the records names without a sha256 (the
     secrets file, the archived host keys, the boot hook's data, the venv's snapshots, a
@@ -154,7 +154,7 @@ def remove_own(kind: str, path: str, scratch: bool = False):
     + scratch: a dir entry's directory is a scratch directory, with podstate's caches for
       the venv in it (``.podstate-cache``), which go first
     """
-    what, files, directories, trees = _own(kind, path, scratch)
+    what, files, directories, trees = _own(kind, path, scratch=scratch)
     findings.describe(what)
     steps = [f"rm -rf -- {quote_path(t)}" for t in trees]
     steps += [f"rm -f -- {_file(p)}" for p in files]
@@ -163,7 +163,7 @@ def remove_own(kind: str, path: str, scratch: bool = False):
     yield changing(proved_command(kind, path, field, " && ".join(steps)))
 
 
-def _own(kind: str, path: str, scratch: bool) -> tuple[str, list[str], list[str], list[str]]:
+def _own(kind: str, path: str, *, scratch: bool) -> tuple[str, list[str], list[str], list[str]]:
     """Return what a removal of an entry of ``kind`` at ``path`` takes: in words; its files,
     in order (a last part with ``*`` or ``[``: a pattern of names podstate makes); the
     directories it removes once empty; and podstate's working trees it removes whole."""
@@ -210,7 +210,7 @@ def remove_package(package: str, what: str):
 
 
 @operation()
-def remove_checkout(path: str, keep_directory: bool, what: str):
+def remove_checkout(path: str, *, keep_directory: bool, what: str):
     """
     Remove a checkout podstate cloned, while nothing of anyone's own is in it
     (scripts/repo_clean.sh, checked again when the step runs; else it fails naming what
@@ -221,10 +221,10 @@ def remove_checkout(path: str, keep_directory: bool, what: str):
     + what: what goes, in words (the check's line)
     """
     findings.describe(what)
-    yield changing(checkout_command(path, keep_directory))
+    yield changing(checkout_command(path, keep_directory=keep_directory))
 
 
-def checkout_command(path: str, keep_directory: bool) -> str:
+def checkout_command(path: str, *, keep_directory: bool) -> str:
     """Return sh that removes the checkout at ``path`` (its contents alone, with
     ``keep_directory``) while scripts/repo_clean.sh finds nothing of anyone's own in it,
     looked at again when it runs (work may have been done since the plan); else it fails
@@ -289,7 +289,7 @@ def remove_venv(path: str, what: str):
 
 
 @operation()
-def unmount(path: str, remove: bool, what: str, discard: bool = False):
+def unmount(path: str, *, remove: bool, what: str, discard: bool = False):
     """
     Unmount the tmpfs podstate mounted at ``path`` (``unmount_command``), then remove the
     mount point when podstate made it and it is empty.
@@ -300,10 +300,10 @@ def unmount(path: str, remove: bool, what: str, discard: bool = False):
     + discard: the files in it go with it (``podstate uninstall --discard-scratch``)
     """
     findings.describe(what)
-    yield changing(unmount_command(path, remove, discard))
+    yield changing(unmount_command(path, remove=remove, discard=discard))
 
 
-def unmount_command(path: str, remove: bool, discard: bool) -> str:
+def unmount_command(path: str, *, remove: bool, discard: bool) -> str:
     """Return sh that unmounts the tmpfs at ``path`` (``umount`` refuses one in use, and
     fails), then removes the mount point with ``remove`` when it is empty; unless it holds a
     file now (podstate's caches, .podstate-cache, aside; a file written since the plan too)

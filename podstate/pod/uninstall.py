@@ -68,7 +68,16 @@ def apply(
     for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
         with pyinfra_plan.keyed(host, path):
             kept |= (
-                undo(entry, probe, True, packages, keep_venv, paths, discard_scratch, volume)
+                undo(
+                    entry,
+                    probe,
+                    uninstall=True,
+                    packages=packages,
+                    keep_venv=keep_venv,
+                    records=paths,
+                    discard_scratch=discard_scratch,
+                    volume=volume,
+                )
                 == entry
             )
     if kept:
