@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pyinfra import logger as pyinfra_logger
-from pyinfra.api import BaseStateCallback, State
+from pyinfra.api import BaseStateCallback, Host, Inventory, State
 from pyinfra.api.exceptions import PyinfraError
 
 from podstate import settings
@@ -57,10 +57,12 @@ class _Errors(BaseStateCallback, logging.Handler):
         self.progress = progress
 
     # pyinfra's API: declared static, called on the instance
-    def host_connect(self, state, host) -> None:  # type: ignore[override]
+    def host_connect(self, state: State, host: Host) -> None:  # type: ignore[override]
         self.progress(host.name, "planning")
 
-    def host_connect_error(self, state, host, error) -> None:  # type: ignore[override]
+    def host_connect_error(  # type: ignore[override]
+        self, state: State, host: Host, error: Exception
+    ) -> None:
         self.unreachable[host.name] = _ANSI.sub("", str(error.args[0] if error.args else error))
         self.progress(host.name, "checked")
 
@@ -92,7 +94,7 @@ def _load_deploys(
     """Plan every deploy file on every active pod, in order, each pod in parallel; an
     exception fails only the pod it happened on, with one line naming the file and line."""
 
-    def failed(host, deploy: str, error: BaseException) -> None:
+    def failed(host: Host, deploy: str, error: BaseException) -> None:
         failures[host.name] = _where(error, deploy)
 
     pyinfra_cli.load_deploy_files(
@@ -105,7 +107,7 @@ def _load_deploys(
             failures.setdefault(host.name, _where(e, "the deploy files"))
 
 
-def _limit(inventory, patterns: list[str]) -> list | None:
+def _limit(inventory: Inventory, patterns: list[str]) -> list[Host] | None:
     """Return the pods ``--limit`` names, as pyinfra's own ``--limit`` chooses them, so one
     list of limits means the same pods to ``podstate check`` and to an apply: each pattern
     is a group's name (its pods) or else a glob of pod names, a comma being part of it.
@@ -184,7 +186,7 @@ def run(
 
 
 def _verdict(
-    state: State, host, errors: _Errors, failures: dict[str, str], deploys: list[str]
+    state: State, host: Host, errors: _Errors, failures: dict[str, str], deploys: list[str]
 ) -> PodResult:
     result = PodResult()
     if host.name in errors.unreachable or not host.connected:
@@ -258,7 +260,7 @@ def _change(
     return change
 
 
-def _host_key(result: PodResult, host) -> None:
+def _host_key(result: PodResult, host: Host) -> None:
     """Add to ``result`` what the run did with the pod's host key; a refused key makes the
     pod's error say why, in podstate's words rather than paramiko's."""
     result.host_key = hostkeys.outcome(host.data, host.connected, result.error)

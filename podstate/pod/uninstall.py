@@ -20,6 +20,7 @@ from podstate.paths import (
     GPU_CACHE,
     ID_CACHE,
     IDLE_RECORD,
+    MADE,
     READY_MARKER,
     SAVED,
 )
@@ -84,7 +85,7 @@ def apply(
         return
     left = findings.of(host).left.values()
     where = boot.Layout(volume)
-    mine = [made.MADE, READY_MARKER, BOOT_FLAG, GIT_KNOWN_HOSTS, GPU_CACHE, ID_CACHE, IDLE_RECORD]
+    mine = [MADE, READY_MARKER, BOOT_FLAG, GIT_KNOWN_HOSTS, GPU_CACHE, ID_CACHE, IDLE_RECORD]
     applied = read(probe.files.get(where.record))
     if applied is not None and applied.get("pod") == host.name:
         mine.append(where.record)
@@ -95,10 +96,10 @@ def apply(
     ops.remove_paths(
         name="Remove podstate's records and own files",
         paths=mine,
-        directories=[SAVED, posixpath.dirname(made.MADE)]
+        directories=[SAVED, posixpath.dirname(MADE)]
         + [posixpath.join(base, d) for d in ("bin", "made", "")],
         what="would remove: the records of what podstate made, its ready marker and status"
         + ("; would leave in place: " + ", ".join(left) if left else "")
         + (f"; {record_id.copied_words(found)}" if record_id.copied(found) else ""),
-        trees=[posixpath.join(posixpath.dirname(made.MADE), ".boot")],
+        trees=[posixpath.join(posixpath.dirname(MADE), ".boot")],
     )
