@@ -93,7 +93,7 @@ def _generated(wanted: State) -> list[tuple[str, str, str, str]]:
     podstate writes from ``state`` alone, as roles/env.py and roles/authorized_keys.py
     render them (the NCCL guards set; the block of keys without the file's other lines)."""
     from podstate import nccl
-    from podstate.paths import SECRETS_FILE
+    from podstate.paths import DECLARED, PROFILE, SECRETS_FILE
     from podstate.roles import authorized_keys, env
 
     variables = {**(wanted.dirs or {}), **(wanted.env or {})}
@@ -103,8 +103,8 @@ def _generated(wanted: State) -> list[tuple[str, str, str, str]]:
     declared = {"variables": variables, "path": prepend, "sources": sources}
     fix = "keep a large value in a file (files) and point the variable at it"
     files = [
-        ("env", env.PROFILE, env.render_profile(variables, prepend, sources), fix),
-        ("env", env.DECLARED, json.dumps(declared, indent=1) + "\n", fix),
+        ("env", PROFILE, env.render_profile(variables, prepend, sources), fix),
+        ("env", DECLARED, json.dumps(declared, indent=1) + "\n", fix),
     ]
     if wanted.authorized_keys:
         block = authorized_keys.render(None, wanted.authorized_keys)

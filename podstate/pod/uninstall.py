@@ -14,6 +14,7 @@ from podstate.facts.marker import read
 from podstate.facts.probe import Probe
 from podstate.facts.request import Request
 from podstate.operations import removal as ops
+from podstate.operations.boot import Layout
 from podstate.paths import (
     BOOT_FLAG,
     GIT_KNOWN_HOSTS,
@@ -25,7 +26,6 @@ from podstate.paths import (
     SAVED,
 )
 from podstate.pyinfra_api import plan as pyinfra_plan
-from podstate.roles import boot
 from podstate.roles.removal import undo, usable
 from podstate.run import findings
 from podstate.run.role import role
@@ -34,7 +34,7 @@ from podstate.run.role import role
 def reads(volume: str) -> Request:
     """Return what ``podstate uninstall`` reads: the records (the volume's at ``volume``,
     for the pod's id), what they name, and the volume's applied record (roles/ready.py)."""
-    where = boot.Layout(volume)
+    where = Layout(volume)
     return Request(paths=(volume,), files=(where.record,), made=made.at(volume))
 
 
@@ -84,7 +84,7 @@ def apply(
     if kept:
         return
     left = findings.of(host).left.values()
-    where = boot.Layout(volume)
+    where = Layout(volume)
     mine = [MADE, READY_MARKER, BOOT_FLAG, GIT_KNOWN_HOSTS, GPU_CACHE, ID_CACHE, IDLE_RECORD]
     applied = read(probe.files.get(where.record))
     if applied is not None and applied.get("pod") == host.name:
