@@ -66,3 +66,29 @@ def fake_command(bin_dir: Path, name: str, output: str) -> Path:
     path.write_text(f"#!/bin/sh\ncat <<'PODSTATE_FIXTURE'\n{output}PODSTATE_FIXTURE\n")
     path.chmod(0o755)
     return bin_dir
+
+
+def sourced(shell: str, names: list[str], text: str, env: dict[str, str] | None = None) -> Ran:
+    """Return what ``text`` did run by ``shell`` after the scripts ``names`` were sourced as a
+    pod gets them (podstate.shell.script: comments left out), with ``env`` added: how a test
+    calls one function of a file of functions."""
+    from podstate.shell import script
+
+    return run(shell, "".join(script(name) for name in names) + text, env)
+
+
+def git(*args: str) -> str:
+    """Return git's stdout for ``args`` (it must succeed), with a fixed author and no user
+    configuration: how the tests make the checkouts a script reads or changes."""
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": os.environ.get("HOME", "/root"),
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
+    done = subprocess.run(["git", *args], env=env, capture_output=True, text=True, check=True)
+    return done.stdout
