@@ -114,8 +114,7 @@ def signature(sections: Sequence[Section]) -> inspect.Signature:
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     parameters = [inspect.Parameter(a.name, kind, default=a.default) for a in arguments(sections)]
     parameters.sort(key=lambda parameter: parameter.default is not REQUIRED)
-    this = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return inspect.Signature([this, *parameters])
+    return inspect.Signature([inspect.Parameter("self", kind), *parameters])
 
 
 def taking(sections: Sequence[Section]) -> Callable[[F], F]:
@@ -138,7 +137,8 @@ def lines(sections: Sequence[Section], given: Arguments) -> list[str]:
     bound = bind(sections, given)
     start = [line for section in sections for line in section.start(bound)]
     own = [line for section in sections for line in section.lines(bound)]
-    return [*start, *own, *(line for section in sections for line in section.end(bound))]
+    end = [line for section in sections for line in section.end(bound)]
+    return [*start, *own, *end]
 
 
 def parse(sections: Sequence[Section], output: Sequence[str]) -> dict[str, Any]:
