@@ -17,52 +17,67 @@
 #          what a checkout of REF would leave behind, "HASH SUBJECT" lines (six at most), base64
 #   dirty  `git status --porcelain` (changes and untracked files), base64
 # Needs git (the probe asks only when `command -v git` finds it) and b64 (scripts/enc.sh).
+#
+# Prints (stdout, one line each):
+#   repo NAME FIELD VALUE     one of the fields above
+# Returns:
+#   repo_kind 1    what is at PATH is no checkout of its own (its kind is said)
 repo_state() {
-    p=$2 r=$3 ask=$4
-    if [ ! -e "$p" ] && [ ! -L "$p" ]; then
-        echo "repo $1 kind absent"
-        return
-    elif [ ! -d "$p" ]; then
-        echo "repo $1 kind $(stat -c %F -- "$p" | tr ' ' _)"
-        return
-    elif [ -z "$(ls -A -- "$p" 2>/dev/null)" ]; then
-        echo "repo $1 kind empty"
-        return
-    fi
-    t=$(GIT_OPTIONAL_LOCKS=0 git -c safe.directory='*' -C "$p" rev-parse --show-toplevel 2>/dev/null) || t=
-    if [ -z "$t" ] || [ "$t" != "$(cd -P -- "$p" && pwd)" ]; then
-        echo "repo $1 kind directory"
-        return
-    fi
+    repo_name=$1 repo_dir=$2 repo_ref=$3 repo_ask=$4
+    repo_kind || return 0
     echo "repo $1 kind repo"
     (
         export GIT_OPTIONAL_LOCKS=0
-        g() { git -c safe.directory='*' -C "$p" "$@"; }
-        if h=$(g rev-parse -q --verify HEAD); then echo "repo $1 head $h"; fi
-        c=
-        echo "repo $1 branch $(g symbolic-ref -q --short HEAD | b64)"
-        echo "repo $1 url $(g config --get remote.origin.url | b64)"
-        if c=$(g rev-parse -q --verify "refs/tags/$r^{commit}"); then
-            echo "repo $1 want tag $c"
-        elif c=$(g rev-parse -q --verify "refs/remotes/origin/$r^{commit}"); then
-            echo "repo $1 want branch $c"
-            if [ "$ask" = 1 ]; then
-                if o=$(GIT_TERMINAL_PROMPT=0 GIT_SSH_COMMAND='ssh -o BatchMode=yes' \
-                    timeout 15 git -c safe.directory='*' -C "$p" ls-remote origin "refs/heads/$r" \
-                    </dev/null 2>/dev/null); then
-                    o=${o%%[[:space:]]*}
-                    echo "repo $1 remote ${o:-none}"
-                else
-                    echo "repo $1 remote ?"
-                fi
-            fi
-        elif printf %s "$r" | grep -Eqx '[0-9a-f]{40}|[0-9a-f]{64}' &&
-            c=$(g rev-parse -q --verify "$r^{commit}"); then
-            echo "repo $1 want commit $c"
+        if repo_head=$(repo_git rev-parse -q --verify HEAD); then echo "repo $1 head $repo_head"; fi
+        echo "repo $1 branch $(repo_git symbolic-ref -q --short HEAD | b64)"
+        echo "repo $1 url $(repo_git config --get remote.origin.url | b64)"
+        repo_want
+        if [ -n "$repo_head" ] && ! repo_git symbolic-ref -q HEAD >/dev/null; then
+            echo "repo $1 alone $(repo_git log -n 6 --format='%h %s' HEAD --not --glob='refs/*' ${repo_commit:+"$repo_commit"} | b64)"
         fi
-        if [ -n "$h" ] && ! g symbolic-ref -q HEAD >/dev/null; then
-            echo "repo $1 alone $(g log -n 6 --format='%h %s' HEAD --not --glob='refs/*' ${c:+"$c"} | b64)"
-        fi
-        echo "repo $1 dirty $(g status --porcelain --untracked-files=all 2>&1 | b64)"
+        echo "repo $1 dirty $(repo_git status --porcelain --untracked-files=all 2>&1 | b64)"
     )
+}
+# repo_git ARGS...: git's ARGS in the checkout repo_state reads, read-only
+repo_git() { GIT_OPTIONAL_LOCKS=0 git -c safe.directory='*' -C "$repo_dir" "$@"; }
+# repo_kind: "repo NAME kind KIND" for what is at the path, unless it is a checkout of its own
+repo_kind() {
+    if [ ! -e "$repo_dir" ] && [ ! -L "$repo_dir" ]; then
+        echo "repo $repo_name kind absent"
+    elif [ ! -d "$repo_dir" ]; then
+        echo "repo $repo_name kind $(stat -c %F -- "$repo_dir" | tr ' ' _)"
+    elif [ -z "$(ls -A -- "$repo_dir" 2>/dev/null)" ]; then
+        echo "repo $repo_name kind empty"
+    else
+        repo_top=$(repo_git rev-parse --show-toplevel 2>/dev/null) || repo_top=
+        if [ -n "$repo_top" ] && [ "$repo_top" = "$(cd -P -- "$repo_dir" && pwd)" ]; then return 0; fi
+        echo "repo $repo_name kind directory"
+    fi
+    return 1
+}
+# repo_want: "repo NAME want tag|branch|commit COMMIT", REF as the clone knows it, and for
+# a branch REF when ASK is 1, where origin's branch is now (repo_remote); repo_commit is
+# that COMMIT (empty when the clone does not know REF)
+repo_want() {
+    if repo_commit=$(repo_git rev-parse -q --verify "refs/tags/$repo_ref^{commit}"); then
+        echo "repo $repo_name want tag $repo_commit"
+    elif repo_commit=$(repo_git rev-parse -q --verify "refs/remotes/origin/$repo_ref^{commit}"); then
+        echo "repo $repo_name want branch $repo_commit"
+        if [ "$repo_ask" = 1 ]; then repo_remote; fi
+    elif printf %s "$repo_ref" | grep -Eqx '[0-9a-f]{40}|[0-9a-f]{64}' &&
+        repo_commit=$(repo_git rev-parse -q --verify "$repo_ref^{commit}"); then
+        echo "repo $repo_name want commit $repo_commit"
+    fi
+}
+# repo_remote: "repo NAME remote COMMIT|none|?", where origin's branch REF is now, asked in
+# 15 s at most and without a prompt
+repo_remote() {
+    if repo_tip=$(GIT_TERMINAL_PROMPT=0 GIT_SSH_COMMAND='ssh -o BatchMode=yes' \
+        timeout 15 git -c safe.directory='*' -C "$repo_dir" ls-remote origin "refs/heads/$repo_ref" \
+        </dev/null 2>/dev/null); then
+        repo_tip=${repo_tip%%[[:space:]]*}
+        echo "repo $repo_name remote ${repo_tip:-none}"
+    else
+        echo "repo $repo_name remote ?"
+    fi
 }
