@@ -3,12 +3,21 @@
 # the probe's record section (scripts/made_state.sh) calls them for a tmpfs or a venv that
 # is no longer declared, and the venv's removal (podstate.operations.removal) again, right
 # before it deletes anything. The caller defines enc (scripts/enc.sh, or its own: a word of the output).
+# Prints (stdout, one line each):
+#   made.busy PATH_WORD PID COMM [unread]   process PID uses what PATH_WORD names (unread:
+#                                           it may; its files cannot be read); COMM by enc
+#   (nothing)                               when no process of this container does
+# Returns:
+#   made_busy 0        always (a process gone meanwhile prints nothing)
+#   made_venv_busy 0   always
+# Every file is read under proc_root (/proc; a test points it at a tree of fixture files).
 # shellcheck disable=SC2154 # enc_v is set by enc, which the caller defines
+proc_root=/proc
 # made_busy PATH_WORD PID [unread]: "made.busy PATH_WORD PID COMM [unread]", COMM the process's
 # name (nothing when it is gone).
 made_busy() {
-    if { IFS= read -r made_c <"/proc/$2/comm"; } 2>/dev/null; then
-        enc "$made_c"
+    if { IFS= read -r busy_name <"$proc_root/$2/comm"; } 2>/dev/null; then
+        enc "$busy_name"
         echo "made.busy $1 $2 $enc_v${3:+ $3}"
     fi
 }
@@ -22,43 +31,43 @@ made_busy() {
 # cannot be read (another user's, or an undumpable one, where root lacks CAP_SYS_PTRACE) may:
 # "unread". Starts find and grep once each.
 made_venv_busy() {
-    made_vw=$1 made_vl=$2 made_vu=''
-    made_vr=${2%/*}/.${2##*/}-
-    made_vd=$(cd -P -- "${made_vr%/*}/" 2>/dev/null && pwd -P) || made_vd=${made_vr%/*}
-    made_vd=${made_vd%/}/.${2##*/}-
-    made_vx='[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]'
+    busy_word=$1 busy_link=$2 busy_unread=''
+    busy_prefix=${2%/*}/.${2##*/}-
+    busy_real=$(cd -P -- "${busy_prefix%/*}/" 2>/dev/null && pwd -P) || busy_real=${busy_prefix%/*}
+    busy_real=${busy_real%/}/.${2##*/}-
+    busy_hex='[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]'
     set --
-    # shellcheck disable=SC2231 # made_vx is a pattern, unquoted on purpose
-    for made_v in "$made_vd"$made_vx*; do
-        if [ -d "$made_v" ]; then set -- "$@" "$made_v"; fi
+    # shellcheck disable=SC2231 # busy_hex is a pattern, unquoted on purpose
+    for busy_dir in "$busy_real"$busy_hex*; do
+        if [ -d "$busy_dir" ]; then set -- "$@" "$busy_dir"; fi
     done
-    made_vm='' made_vf=''
-    for made_q in /proc/[0-9]*; do
-        if { true <"$made_q/maps"; } 2>/dev/null; then
-            made_c=
-            { IFS= read -r made_c <"$made_q/cmdline"; } 2>/dev/null
-            case $made_c in
-            "$made_vl"/* | "$made_vr"$made_vx* | "$made_vd"$made_vx*) made_busy "$made_vw" "${made_q#/proc/}" ;;
-            *) made_vm="$made_vm $made_q/maps" made_vf="$made_vf $made_q/exe $made_q/cwd $made_q/fd" ;;
+    busy_maps='' busy_files=''
+    for busy_proc in "$proc_root"/[0-9]*; do
+        if { true <"$busy_proc/maps"; } 2>/dev/null; then
+            busy_name=
+            { IFS= read -r busy_name <"$busy_proc/cmdline"; } 2>/dev/null
+            case $busy_name in
+            "$busy_link"/* | "$busy_prefix"$busy_hex* | "$busy_real"$busy_hex*) made_busy "$busy_word" "${busy_proc#"$proc_root"/}" ;;
+            *) busy_maps="$busy_maps $busy_proc/maps" busy_files="$busy_files $busy_proc/exe $busy_proc/cwd $busy_proc/fd" ;;
             esac
-        elif [ -d "$made_q" ]; then
-            made_vu="$made_vu ${made_q#/proc/}"
+        elif [ -d "$busy_proc" ]; then
+            busy_unread="$busy_unread ${busy_proc#"$proc_root"/}"
         fi
     done
-    made_vn=
-    if [ "$#" -gt 0 ] && [ -n "$made_vm" ]; then
+    busy_named=
+    if [ "$#" -gt 0 ] && [ -n "$busy_maps" ]; then
         # shellcheck disable=SC2086 # paths under /proc, split on purpose
-        for made_q in $({
-            find $made_vf -maxdepth 1 \( -lname "$made_vd$made_vx" -o -lname "$made_vd${made_vx}[-./]*" \)
-            printf '%s/\n' "$@" | grep -l -F -f - $made_vm
+        for busy_pid in $({
+            find $busy_files -maxdepth 1 \( -lname "$busy_real$busy_hex" -o -lname "$busy_real${busy_hex}[-./]*" \)
+            printf '%s/\n' "$@" | grep -l -F -f - $busy_maps
         } 2>/dev/null); do
-            made_q=${made_q#/proc/}
-            made_q=${made_q%%/*}
-            case " $made_vn " in *" $made_q "*) continue ;; esac
-            made_vn="$made_vn $made_q"
-            made_busy "$made_vw" "$made_q"
+            busy_pid=${busy_pid#"$proc_root"/}
+            busy_pid=${busy_pid%%/*}
+            case " $busy_named " in *" $busy_pid "*) continue ;; esac
+            busy_named="$busy_named $busy_pid"
+            made_busy "$busy_word" "$busy_pid"
         done
     fi
     # shellcheck disable=SC2086 # pids, split on purpose
-    for made_q in $made_vu; do made_busy "$made_vw" "$made_q" unread; done
+    for busy_pid in $busy_unread; do made_busy "$busy_word" "$busy_pid" unread; done
 }

@@ -1,18 +1,22 @@
 #!/bin/sh
-# Defines sessions, which the probe calls once: prints "sess PID KIND COMM" for each
-# interactive session of this container (every process its /proc lists), COMM encoded by enc:
-#   tty     a session leader with a controlling terminal (an SSH login with a terminal, a
-#           terminal in Jupyter, a tmux window), but for the container's init (pid 1)
-#   kernel  a running notebook kernel (ipykernel in its command line)
+# Defines sessions, which the probe calls once.
+# Prints (stdout, one line each):
+#   sess PID KIND COMM   an interactive session of this container (every process its /proc
+#                        lists), COMM encoded by enc; KIND one of:
+#     tty     a session leader with a controlling terminal (an SSH login with a terminal, a
+#             terminal in Jupyter, a tmux window), but for the container's init (pid 1)
+#     kernel  a running notebook kernel (ipykernel in its command line)
+# Returns:
+#   sessions 0           always
 # Reads /proc with the shell's own read: no program is started. The probe's own session
 # has no terminal, so it is never listed.
-# Needs enc (scripts/enc.sh) and work_stat (scripts/work.sh), whose work has read each
-# process's /proc/PID/stat already: this reads none again.
+# Needs enc (scripts/enc.sh) and work_stat and proc_root (scripts/work.sh), whose work has
+# read each process's /proc/PID/stat already: this reads none again.
 
 # shellcheck disable=SC2154 # enc_v is set by enc (scripts/enc.sh), w_* by work_stat
 sessions() {
-    for d in /proc/[0-9]*; do
-        pid=${d#/proc/}
+    for d in "$proc_root"/[0-9]*; do
+        pid=${d##*/}
         [ "$pid" = 1 ] && continue
         work_stat "$pid" || continue
         kind=''
