@@ -8,6 +8,11 @@
 # sets r to PATH with every symbolic link on its way resolved, as `realpath -m` does (a part
 # that does not exist is kept as it is), asking realpath only where a link is on the way or
 # PATH is not plain (relative, or with //, /./ or /../ in it).
+# Prints (stdout, one line each):
+#   (nothing)   the answers are in st_N and r, which the probe's own lines print
+# Returns:
+#   stats 0     always
+#   st 0        stat's own status otherwise
 # shellcheck disable=SC2034 # st_* are read by the probe
 nl='
 '
