@@ -1,15 +1,19 @@
 #!/bin/sh
 # Defines gpu_state, which the probe runs once, beside the rest of it:
-# gpu_state FIELDS CACHE IDLE_MIB APPS prints nothing without nvidia-smi (a CPU pod), else:
+# gpu_state FIELDS CACHE IDLE_MIB APPS
+# Prints (stdout, one line each):
 #   gpu.query STATUS OUTPUT   nvidia-smi --query-gpu=FIELDS (csv, no header, no units);
-#                             OUTPUT by enc (gpu_end). A field it says "is not a valid field to query"
-#                             (another release's name) is asked again without.
+#                             OUTPUT by enc (gpu_end). A field it says "is not a valid
+#                             field to query" (another release's name) is asked again without
 #   gpu.unknown F1,F2         the fields asked again without, if any
 #   gpu.apps STATUS OUTPUT    nvidia-smi --query-compute-apps=APPS, by enc: only when a GPU
 #                             has more than IDLE_MIB of memory.used, or it is unknown (a
 #                             CUDA context takes more, so a GPU below it runs no process)
 #   gpu.header HEADER         plain nvidia-smi's first 5 lines (the CUDA version), by b64
 #   topo MATRIX               nvidia-smi topo -m, by b64
+#   (nothing)                 without nvidia-smi (a CPU pod)
+# Returns:
+#   gpu_cached 1              CACHE holds no reading for the query's key
 # The last two only when the query succeeded: an nvidia-smi that fails (a driver update, a
 # hung GPU) is asked nothing more. They cannot change while the container runs, so they are
 # kept in CACHE (on the container disk, which a restart wipes) under a key of the GPU count
@@ -22,31 +26,31 @@
 # gpu_end, in the shell that reads them, puts them back into the lines above by enc (whose
 # spool is that shell's). Needs enc and b64 (scripts/enc.sh).
 # shellcheck disable=SC2154 # enc_v is set by enc (scripts/enc.sh)
-# gpu_cell LINE NAME: sets v to LINE's cell (of a query of the fields $f) for field NAME,
-# '' when it was not asked
+nl='
+'
+
+# gpu_cell LINE NAME: sets cell to LINE's cell (of a query of the fields $fields) for field
+# NAME, '' when it was not asked
 gpu_cell() {
-    v='' y=,$f,
-    case $y in *,"$2",*) ;; *) return 0 ;; esac
-    y=${y%%,"$2",*}
-    l=$1
-    while [ -n "$y" ]; do
-        y=${y#,}
-        case $y in *,*) y=,${y#*,} ;; *) y='' ;; esac
-        l=${l#*, }
+    cell='' before=,$fields,
+    case $before in *,"$2",*) ;; *) return 0 ;; esac
+    before=${before%%,"$2",*}
+    rest=$1
+    while [ -n "$before" ]; do
+        before=${before#,}
+        case $before in *,*) before=,${before#*,} ;; *) before='' ;; esac
+        rest=${rest#*, }
     done
-    v=${l%%,*}
+    cell=${rest%%,*}
 }
 
 # gpu_put LINE VALUE: prints LINE, then "+" and each line of VALUE (one at least)
 gpu_put() {
     echo "$1"
-    y="$2
-"
-    while [ -n "$y" ]; do
-        printf '+%s\n' "${y%%"
-"*}"
-        y=${y#*"
-"}
+    rest="$2$nl"
+    while [ -n "$rest" ]; do
+        printf '+%s\n' "${rest%%"$nl"*}"
+        rest=${rest#*"$nl"}
     done
 }
 
@@ -77,79 +81,95 @@ gpu_flush() {
     gpu_k='' gpu_v=''
 }
 
-gpu_state() {
-    command -v nvidia-smi >/dev/null 2>&1 || return 0
-    f=$1 u=''
-    q=$(timeout 20 nvidia-smi --query-gpu="$f" --format=csv,noheader,nounits 2>&1)
-    r=$?
-    while [ "$r" = 2 ]; do
-        x=${q#Field \"}
-        x=${x%%\"*}
-        case $q in "Field \"$x\" is not a valid field to query."*) ;; *) break ;; esac
-        case ,$f, in *,"$x",*) ;; *) break ;; esac
-        f=,$f,
-        f=${f%%,"$x",*},${f#*,"$x",}
-        f=${f#,}
-        f=${f%,}
-        u=$u,$x
-        q=$(timeout 20 nvidia-smi --query-gpu="$f" --format=csv,noheader,nounits 2>&1)
-        r=$?
+# gpu_query FIELDS: sets answer and status to nvidia-smi's to a query of FIELDS, fields to
+# those last asked, and unknown to ",F1,F2": those it did not know, asked again without
+gpu_query() {
+    fields=$1 unknown=''
+    answer=$(timeout 20 nvidia-smi --query-gpu="$fields" --format=csv,noheader,nounits 2>&1)
+    status=$?
+    while [ "$status" = 2 ]; do
+        field=${answer#Field \"}
+        field=${field%%\"*}
+        case $answer in "Field \"$field\" is not a valid field to query."*) ;; *) break ;; esac
+        case ,$fields, in *,"$field",*) ;; *) break ;; esac
+        fields=,$fields,
+        fields=${fields%%,"$field",*},${fields#*,"$field",}
+        fields=${fields#,}
+        fields=${fields%,}
+        unknown=$unknown,$field
+        answer=$(timeout 20 nvidia-smi --query-gpu="$fields" --format=csv,noheader,nounits 2>&1)
+        status=$?
     done
-    gpu_put "gpu.query $r" "$q"
-    [ -z "$u" ] || echo "gpu.unknown ${u#,}"
-    [ "$r" = 0 ] || return 0
-    x=$q
-    while [ -n "$x" ]; do
-        gpu_cell "${x%%"
-"*}" memory.used
-        case $x in *"
-"*) x=${x#*"
-"} ;; *) x='' ;; esac
-        case $v in '' | *[!0-9]*) ;; *) [ "$v" -gt "$3" ] || continue ;; esac
-        a=$(timeout 20 nvidia-smi --query-compute-apps="$4" --format=csv,noheader,nounits 2>&1)
-        gpu_put "gpu.apps $?" "$a"
+}
+
+# gpu_apps IDLE_MIB APPS: prints gpu.apps when a GPU of the query's answer has more than
+# IDLE_MIB of memory.used, or it is unknown
+gpu_apps() {
+    rows=$answer
+    while [ -n "$rows" ]; do
+        gpu_cell "${rows%%"$nl"*}" memory.used
+        case $rows in *"$nl"*) rows=${rows#*"$nl"} ;; *) rows='' ;; esac
+        case $cell in '' | *[!0-9]*) ;; *) [ "$cell" -gt "$1" ] || continue ;; esac
+        apps=$(timeout 20 nvidia-smi --query-compute-apps="$2" --format=csv,noheader,nounits 2>&1)
+        gpu_put "gpu.apps $?" "$apps"
         break
     done
-    # The key: how many GPUs (lines) and the first one's driver_version (its place in $f).
-    k=''
-    case ,$f, in *,driver_version,*)
-        n=0 x=$q
+}
+
+# gpu_key: sets key to the cache's key, "key COUNT DRIVER": how many GPUs (lines of the
+# answer) and the first one's driver_version; '' when driver_version was not asked
+gpu_key() {
+    key=''
+    case ,$fields, in *,driver_version,*)
+        count=0 rows=$answer
         while :; do
-            n=$((n + 1))
-            case $x in *"
-"*) x=${x#*"
-"} ;; *) break ;; esac
+            count=$((count + 1))
+            case $rows in *"$nl"*) rows=${rows#*"$nl"} ;; *) break ;; esac
         done
-        x=,$f,
-        x=${x%%,driver_version,*}
-        l=${q%%"
-"*}
-        while [ -n "$x" ]; do
-            x=${x#,}
-            case $x in *,*) x=,${x#*,} ;; *) x='' ;; esac
-            l=${l#*, }
-        done
-        k="key $n ${l%%,*}"
+        gpu_cell "${answer%%"$nl"*}" driver_version
+        key="key $count $cell"
         ;;
     esac
-    if [ -n "$k" ] && { read -r x && [ "$x" = "$k" ] && read -r h && read -r t; } 2>/dev/null <"$2"; then
-        case $h$t in "gpu.header "*"topo "*)
-            echo "$h"
-            echo "$t"
+}
+
+# gpu_cached CACHE: prints the header and topology lines CACHE holds for key; false when
+# it holds none (no key, another key, or not whole)
+gpu_cached() {
+    if [ -n "$key" ] && { read -r line && [ "$line" = "$key" ] && read -r header && read -r topo; } 2>/dev/null <"$1"; then
+        case $header$topo in "gpu.header "*"topo "*)
+            echo "$header"
+            echo "$topo"
             return 0
             ;;
         esac
     fi
-    h=$(timeout 20 nvidia-smi 2>/dev/null)
-    a=$?
-    t=$(timeout 20 nvidia-smi topo -m 2>/dev/null)
-    b=$?
-    h="gpu.header $(printf '%s\n' "$h" | head -n 5 | b64)"
-    t="topo $(printf '%s\n' "$t" | b64)"
-    echo "$h"
-    echo "$t"
-    if [ -n "$k" ] && [ "$a" = 0 ] && [ "$b" = 0 ]; then
-        { printf '%s\n' "$k" "$h" "$t" >"$2"; } 2>/dev/null
+    return 1
+}
+
+# gpu_fresh CACHE: prints the header and topology lines from nvidia-smi, kept in CACHE
+# under key when both calls succeeded
+gpu_fresh() {
+    header=$(timeout 20 nvidia-smi 2>/dev/null)
+    header_status=$?
+    topo=$(timeout 20 nvidia-smi topo -m 2>/dev/null)
+    topo_status=$?
+    header="gpu.header $(printf '%s\n' "$header" | head -n 5 | b64)"
+    topo="topo $(printf '%s\n' "$topo" | b64)"
+    echo "$header"
+    echo "$topo"
+    if [ -n "$key" ] && [ "$header_status" = 0 ] && [ "$topo_status" = 0 ]; then
+        { printf '%s\n' "$key" "$header" "$topo" >"$1"; } 2>/dev/null
     fi
+}
+
+gpu_state() {
+    command -v nvidia-smi >/dev/null 2>&1 || return 0
+    gpu_query "$1"
+    gpu_put "gpu.query $status" "$answer"
+    [ -z "$unknown" ] || echo "gpu.unknown ${unknown#,}"
+    [ "$status" = 0 ] || return 0
+    gpu_apps "$3" "$4"
+    gpu_key
+    gpu_cached "$2" || gpu_fresh "$2"
     return 0
 }
