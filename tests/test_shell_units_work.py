@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.shell_probe import SHELLS, Process, ProcTree, run
 
@@ -335,3 +337,25 @@ def test_work_prints_nothing_without_an_uptime(shell, proc, tmp_path):
     (proc.root / "uptime").unlink()
     assert call(shell, proc, 'work "$@"', str(tmp_path / "record"), *LIMITS) == ""
     assert not (tmp_path / "record").exists()
+
+
+_WORDS = st.sampled_from(
+    ["v1", "b00t:5", "end", "5000", "12:100:30:400", "9:1:2", "x", ":", "1::2:3"]
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(words=st.lists(_WORDS | st.text("0123456789:ab \t", max_size=12), max_size=8))
+def test_work_reads_any_record_without_an_error_and_ends_with_its_age(tmp_path_factory, words):
+    """Whatever RECORD holds (torn, another version's, noise), work answers: its last line is
+    the period's age, nothing goes to stderr, and the record it leaves is whole."""
+    where = tmp_path_factory.mktemp("any")
+    tree = ProcTree(where / "proc")
+    tree.add(Process(1, "init", start=5))
+    tree.add(Process(9, "job", utime=10, start=100))
+    record = where / "record"
+    record.write_text(" ".join(words) + "\n")
+    for shell in SHELLS:
+        lines = call(shell, tree, 'work "$@"', str(record), *LIMITS).splitlines()
+        assert lines[-1].startswith("work.age ") and lines[-1][9:].isdigit()
+        assert record.read_text().startswith("v1 b00t:5 ") and record.read_text().endswith(" end\n")
