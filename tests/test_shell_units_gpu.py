@@ -76,19 +76,23 @@ def calls(fake: Path) -> list[str]:
     ("name", "cell"),
     [("index", "1"), ("memory.used", "812"), ("driver_version", "550.54"), ("power", "")],
 )
-def test_gpu_cell_reads_a_fields_cell_by_its_place_in_the_query(shell, fake, name, cell):
+def test_gpu_cell_reads_a_fields_cell_by_its_place_in_the_query(
+    shell: str, fake: Path, name: str, cell: str
+) -> None:
     program = f'fields={FIELDS}; gpu_cell "1, GPU-b, 812, 550.54" "$1"; echo "[$cell]"'
     assert call(shell, fake, program, name) == [f"[{cell}]"]
 
 
-def test_gpu_put_and_gpu_end_carry_a_value_of_many_lines_as_one_word(shell, fake):
+def test_gpu_put_and_gpu_end_carry_a_value_of_many_lines_as_one_word(
+    shell: str, fake: Path
+) -> None:
     program = 'gpu_put "gpu.query 0" "$1" | gpu_end'
     value = "a b\nc"
     assert call(shell, fake, program, value) == ["gpu.query 0 " + b64(value)]
     assert call(shell, fake, "gpu_put x y; echo topo T") == ["x", "+y", "topo T"]
 
 
-def test_gpu_query_asks_again_without_a_field_it_does_not_know(shell, fake):
+def test_gpu_query_asks_again_without_a_field_it_does_not_know(shell: str, fake: Path) -> None:
     program = 'gpu_query "index,bogus,uuid"; printf "%s|" "$status" "$fields" "$unknown"'
     assert call(shell, fake, program) == ["0|index,uuid|,bogus|"]
     assert calls(fake) == [
@@ -105,20 +109,24 @@ def test_gpu_query_asks_again_without_a_field_it_does_not_know(shell, fake):
         (TWO_GPUS.replace("812", "[N/A]"), True),  # unknown
     ],
 )
-def test_gpu_apps_asks_for_processes_only_when_a_gpu_may_run_one(shell, fake, query, asked):
+def test_gpu_apps_asks_for_processes_only_when_a_gpu_may_run_one(
+    shell: str, fake: Path, query: str, asked: bool
+) -> None:
     program = f'fields={FIELDS} answer="$1"; gpu_apps 100 gpu_uuid,pid'
     lines = call(shell, fake, program, query.rstrip("\n"))
     assert lines == (["gpu.apps 0", "+GPU-b, 7, python, 800"] if asked else [])
 
 
-def test_gpu_key_is_the_count_and_the_first_driver(shell, fake):
+def test_gpu_key_is_the_count_and_the_first_driver(shell: str, fake: Path) -> None:
     program = (
         f'fields={FIELDS} answer="$1"; gpu_key; echo "$key"; fields=index; gpu_key; echo "[$key]"'
     )
     assert call(shell, fake, program, TWO_GPUS.rstrip("\n")) == ["key 2 550.54", "[]"]
 
 
-def test_gpu_state_reads_header_and_topology_once_then_from_the_cache(shell, fake, tmp_path):
+def test_gpu_state_reads_header_and_topology_once_then_from_the_cache(
+    shell: str, fake: Path, tmp_path: Path
+) -> None:
     cache = tmp_path / "cache"
     program = f'gpu_state {FIELDS} "$1" 100 gpu_uuid,pid | gpu_end'
     first = call(shell, fake, program, str(cache))
@@ -137,7 +145,9 @@ def test_gpu_state_reads_header_and_topology_once_then_from_the_cache(shell, fak
     ]
 
 
-def test_gpu_state_asks_nothing_more_of_a_failing_nvidia_smi(shell, fake, tmp_path):
+def test_gpu_state_asks_nothing_more_of_a_failing_nvidia_smi(
+    shell: str, fake: Path, tmp_path: Path
+) -> None:
     (fake / "status").write_text("9")
     (fake / "query").write_text("NVML: driver mismatch\n")
     program = f'gpu_state {FIELDS} "$1" 100 gpu_uuid,pid | gpu_end'
@@ -147,6 +157,8 @@ def test_gpu_state_asks_nothing_more_of_a_failing_nvidia_smi(shell, fake, tmp_pa
     assert len(calls(fake)) == 1 and not (tmp_path / "c").exists()
 
 
-def test_gpu_state_prints_nothing_without_nvidia_smi(shell, fake, tmp_path):
+def test_gpu_state_prints_nothing_without_nvidia_smi(
+    shell: str, fake: Path, tmp_path: Path
+) -> None:
     os.unlink(fake / "bin" / "nvidia-smi")
     assert call(shell, fake, 'PATH="$FAKE/bin"; gpu_state a b 1 c; echo $?') == ["0"]

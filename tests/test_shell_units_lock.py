@@ -55,7 +55,7 @@ def held(lock: Path, token: str, expires: int) -> None:
     (lock / "expires").write_text(f"{expires}\n")
 
 
-def test_try_take_takes_a_free_lock_and_counts_the_take(shell, tmp_path):
+def test_try_take_takes_a_free_lock_and_counts_the_take(shell: str, tmp_path: Path) -> None:
     lock = tmp_path / "lock"
     done = call(shell, lock, "try_take; echo $?")
     assert done.stdout == "0\n"
@@ -72,14 +72,18 @@ def test_try_take_takes_a_free_lock_and_counts_the_take(shell, tmp_path):
         ("other", -5, "0"),  # another run's, expired: taken over
     ],
 )
-def test_try_take_answers_whose_the_lock_is(shell, tmp_path, token, expires_in, status):
+def test_try_take_answers_whose_the_lock_is(
+    shell: str, tmp_path: Path, token: str, expires_in: int, status: str
+) -> None:
     lock = tmp_path / "lock"
     held(lock, token, int(time.time()) + expires_in)
     assert call(shell, lock, "try_take; echo $?").stdout == f"{status}\n"
     assert (lock / "token").read_text() == ("other\n" if status == "2" else "mine\n")
 
 
-def test_try_take_changes_nothing_when_another_run_took_the_lock_since_seen(shell, tmp_path):
+def test_try_take_changes_nothing_when_another_run_took_the_lock_since_seen(
+    shell: str, tmp_path: Path
+) -> None:
     lock = tmp_path / "lock"
     (tmp_path / "lock.gen").write_text("4\n")
     assert call(shell, lock, "seen=3; try_take; echo $?").stdout == "4\n"
@@ -88,7 +92,9 @@ def test_try_take_changes_nothing_when_another_run_took_the_lock_since_seen(shel
     assert (tmp_path / "lock.gen").read_text() == "5\n"
 
 
-def test_readlock_takes_a_lock_never_given_an_expiry_for_60_s_after_it_was_made(shell, tmp_path):
+def test_readlock_takes_a_lock_never_given_an_expiry_for_60_s_after_it_was_made(
+    shell: str, tmp_path: Path
+) -> None:
     lock = tmp_path / "lock"
     lock.mkdir()
     made = int(lock.stat().st_mtime)
@@ -97,7 +103,9 @@ def test_readlock_takes_a_lock_never_given_an_expiry_for_60_s_after_it_was_made(
 
 
 @pytest.mark.parametrize(("token", "status", "kept"), [("mine", "0", False), ("other", "0", True)])
-def test_release_ours_removes_only_this_runs_lock(shell, tmp_path, token, status, kept):
+def test_release_ours_removes_only_this_runs_lock(
+    shell: str, tmp_path: Path, token: str, status: str, kept: bool
+) -> None:
     lock = tmp_path / "lock"
     held(lock, token, int(time.time()) + 30)
     assert call(shell, lock, "mutex 5 release_ours; echo $?").stdout == f"{status}\n"
@@ -105,7 +113,9 @@ def test_release_ours_removes_only_this_runs_lock(shell, tmp_path, token, status
 
 
 @pytest.mark.parametrize(("token", "status"), [("mine", "0"), ("other", "1")])
-def test_renew_ours_extends_only_this_runs_lock(shell, tmp_path, token, status):
+def test_renew_ours_extends_only_this_runs_lock(
+    shell: str, tmp_path: Path, token: str, status: str
+) -> None:
     lock = tmp_path / "lock"
     soon = int(time.time()) + 2
     held(lock, token, soon)
@@ -114,7 +124,7 @@ def test_renew_ours_extends_only_this_runs_lock(shell, tmp_path, token, status):
     assert (expires > soon + 90) == (token == "mine")
 
 
-def test_extend_never_shortens_the_lock(shell, tmp_path):
+def test_extend_never_shortens_the_lock(shell: str, tmp_path: Path) -> None:
     lock = tmp_path / "lock"
     later = int(time.time()) + 1000
     held(lock, "mine", later)
@@ -122,14 +132,16 @@ def test_extend_never_shortens_the_lock(shell, tmp_path):
     assert (lock / "expires").read_text() == f"{later}\n"
 
 
-def test_settle_ours_leaves_this_runs_lock_valid_for_exactly_the_grace(shell, tmp_path):
+def test_settle_ours_leaves_this_runs_lock_valid_for_exactly_the_grace(
+    shell: str, tmp_path: Path
+) -> None:
     lock = tmp_path / "lock"
     held(lock, "mine", int(time.time()) + 1000)
     call(shell, lock, "settle_ours 3")
     assert abs(int((lock / "expires").read_text()) - (time.time() + 3)) < 3
 
 
-def test_mutex_answers_76_when_another_holds_it_past_the_wait(shell, tmp_path):
+def test_mutex_answers_76_when_another_holds_it_past_the_wait(shell: str, tmp_path: Path) -> None:
     lock = tmp_path / "lock"
     mutex = tmp_path / "lock.mutex"
     with mutex.open("a") as held_here:
@@ -138,7 +150,7 @@ def test_mutex_answers_76_when_another_holds_it_past_the_wait(shell, tmp_path):
     assert call(shell, lock, "mutex 1 false; echo $?").stdout == "1\n"  # the function's own
 
 
-def test_renew_stops_the_run_when_the_lock_is_another_runs(shell, tmp_path):
+def test_renew_stops_the_run_when_the_lock_is_another_runs(shell: str, tmp_path: Path) -> None:
     lock = tmp_path / "lock"
     held(lock, "other", int(time.time()) + 30)
     done = call(shell, lock, "renew 60; echo not here")
@@ -146,7 +158,9 @@ def test_renew_stops_the_run_when_the_lock_is_another_runs(shell, tmp_path):
     assert "no longer holds the pod lock (owner other does)" in done.stderr
 
 
-def test_renew_starts_nothing_while_this_runs_last_renewal_holds(shell, tmp_path):
+def test_renew_starts_nothing_while_this_runs_last_renewal_holds(
+    shell: str, tmp_path: Path
+) -> None:
     lock = tmp_path / "lock"  # not there: any read of it would find it lost
     done = call(shell, lock, f"mine={int(time.time()) + 600}; renew 60; echo $?")
     assert (done.stdout, done.stderr) == ("0\n", "")
@@ -156,7 +170,9 @@ def test_renew_starts_nothing_while_this_runs_last_renewal_holds(shell, tmp_path
     ("where", "why"),
     [("missing/lock", "missing does not exist"), ("lock", None)],
 )
-def test_usable_says_why_a_lock_path_cannot_be_used(shell, tmp_path, where, why):
+def test_usable_says_why_a_lock_path_cannot_be_used(
+    shell: str, tmp_path: Path, where: str, why: str | None
+) -> None:
     lock = tmp_path / where
     done = call(shell, lock, "usable; echo $?")
     assert done.stdout == ("1\n" if why else "0\n")
@@ -164,7 +180,9 @@ def test_usable_says_why_a_lock_path_cannot_be_used(shell, tmp_path, where, why)
         assert done.stderr.strip().endswith(why)
 
 
-def test_clock_reads_the_epoch_without_a_program_once_the_boots_time_is_kept(shell, tmp_path):
+def test_clock_reads_the_epoch_without_a_program_once_the_boots_time_is_kept(
+    shell: str, tmp_path: Path
+) -> None:
     lock = tmp_path / "lock"
     done = call(shell, lock, 'clock; echo "$now"; boot=; clock; echo "$now"')
     first, second = map(int, done.stdout.split())

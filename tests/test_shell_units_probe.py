@@ -42,7 +42,9 @@ def call(shell: str, scripts: list[str], proc: ProcTree | None, program: str, *a
 PROBE = ["enc.sh", "work.sh"]
 
 
-def test_processes_lists_what_is_neither_init_nor_an_ssh_sessions_nor_inert(shell, proc):
+def test_processes_lists_what_is_neither_init_nor_an_ssh_sessions_nor_inert(
+    shell: str, proc: ProcTree
+) -> None:
     proc.add(Process(20, "python", ppid=1))
     proc.add(Process(30, "sshd", ppid=1))
     proc.add(Process(31, "bash", ppid=30))  # an SSH session's
@@ -58,7 +60,9 @@ def test_processes_lists_what_is_neither_init_nor_an_ssh_sessions_nor_inert(shel
 
 
 @pytest.mark.parametrize(("pid", "inside"), [(31, "0"), (32, "0"), (20, "1"), (60, "1")])
-def test_in_ssh_session_is_true_under_sshd_alone(shell, proc, pid, inside):
+def test_in_ssh_session_is_true_under_sshd_alone(
+    shell: str, proc: ProcTree, pid: int, inside: str
+) -> None:
     proc.add(Process(20, "python", ppid=1))
     proc.add(Process(30, "sshd", ppid=1))
     proc.add(Process(31, "bash", ppid=30))
@@ -68,7 +72,7 @@ def test_in_ssh_session_is_true_under_sshd_alone(shell, proc, pid, inside):
     assert call(shell, [*PROBE, "processes.sh"], proc, program, str(pid)) == f"{inside}\n"
 
 
-def test_sessions_lists_terminals_and_notebook_kernels(shell, proc):
+def test_sessions_lists_terminals_and_notebook_kernels(shell: str, proc: ProcTree) -> None:
     proc.add(Process(60, "bash", session=60, tty=34817))  # a login with a terminal
     proc.add(Process(61, "vim", session=60, tty=34817))  # in it, not its leader
     proc.add(Process(70, "python3"), cmdline="python3 -m ipykernel_launcher -f k.json")
@@ -77,14 +81,16 @@ def test_sessions_lists_terminals_and_notebook_kernels(shell, proc):
     assert out.splitlines() == ["sess 60 tty =bash", "sess 70 kernel =python3"]
 
 
-def test_made_busy_names_a_process_and_nothing_for_one_gone(shell, proc):
+def test_made_busy_names_a_process_and_nothing_for_one_gone(shell: str, proc: ProcTree) -> None:
     proc.add(Process(5, "my app"))
     program = "made_busy W 5; made_busy W 5 unread; made_busy W 6"
     out = call(shell, ["enc.sh", "busy.sh"], proc, program)
     assert out.splitlines() == ["made.busy W 5 bXkgYXBw", "made.busy W 5 bXkgYXBw unread"]
 
 
-def test_made_venv_busy_names_each_process_that_runs_from_the_venv_or_may(shell, proc, tmp_path):
+def test_made_venv_busy_names_each_process_that_runs_from_the_venv_or_may(
+    shell: str, proc: ProcTree, tmp_path: Path
+) -> None:
     (proc.root / "1" / "maps").write_text("")
     opt = tmp_path / "opt"
     built = opt / ".venv-0123456789ab"
@@ -107,7 +113,9 @@ def test_made_venv_busy_names_each_process_that_runs_from_the_venv_or_may(shell,
     ]
 
 
-def test_made_venv_busy_says_nothing_when_no_process_uses_it(shell, proc, tmp_path):
+def test_made_venv_busy_says_nothing_when_no_process_uses_it(
+    shell: str, proc: ProcTree, tmp_path: Path
+) -> None:
     (tmp_path / "opt" / ".venv-0123456789ab").mkdir(parents=True)
     (proc.root / "1" / "maps").write_text("")
     (proc.add(Process(9, "idle")) / "maps").write_text("7f00-7f01 r-xp 0 08:01 1 /lib/c.so\n")
@@ -119,11 +127,13 @@ def test_made_venv_busy_says_nothing_when_no_process_uses_it(shell, proc, tmp_pa
     ("value", "word"),
     [("plain/path_1.2:x@y%z=+,-", "=plain/path_1.2:x@y%z=+,-"), ("a b", "YSBi"), ("", "=")],
 )
-def test_enc_sends_a_plain_value_as_it_is_and_any_other_in_base64(shell, value, word):
+def test_enc_sends_a_plain_value_as_it_is_and_any_other_in_base64(
+    shell: str, value: str, word: str
+) -> None:
     assert call(shell, ["enc.sh"], None, 'enc "$1"; echo "$enc_v"', value) == f"{word}\n"
 
 
-def test_enc_in_the_spool_keeps_each_value_for_spool_end(shell, tmp_path):
+def test_enc_in_the_spool_keeps_each_value_for_spool_end(shell: str, tmp_path: Path) -> None:
     (tmp_path / "f").write_text("content\n")
     program = (
         f'enc_s=1; enc "a b"; echo "$enc_v"; enc "c\nd"; echo "$enc_v"\n'
@@ -137,13 +147,15 @@ def test_enc_in_the_spool_keeps_each_value_for_spool_end(shell, tmp_path):
     assert b"content\n" in files  # the tar of the files
 
 
-def test_enc_file_outside_the_spool_is_the_files_base64(shell, tmp_path):
+def test_enc_file_outside_the_spool_is_the_files_base64(shell: str, tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x y\n")
     program = f'enc_file {tmp_path}/f; echo "$?$enc_v"'
     assert call(shell, ["enc.sh"], None, program) == "0eCB5Cg==\n"
 
 
-def test_stats_asks_stat_once_for_every_path_and_marks_what_is_not_there(shell, tmp_path):
+def test_stats_asks_stat_once_for_every_path_and_marks_what_is_not_there(
+    shell: str, tmp_path: Path
+) -> None:
     (tmp_path / "a").write_text("12345")
     (tmp_path / "b").mkdir()
     os.symlink("a", tmp_path / "l")
@@ -159,7 +171,9 @@ def test_stats_asks_stat_once_for_every_path_and_marks_what_is_not_there(shell, 
     )
 
 
-def test_real_resolves_links_on_the_way_and_keeps_what_is_not_there(shell, tmp_path):
+def test_real_resolves_links_on_the_way_and_keeps_what_is_not_there(
+    shell: str, tmp_path: Path
+) -> None:
     (tmp_path / "d").mkdir()
     os.symlink("d", tmp_path / "l")
     program = 'real "$1"; echo "$r"'

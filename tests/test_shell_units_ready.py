@@ -63,7 +63,9 @@ def call(shell: str, proc: ProcTree, marker: Path, program: str, *args: str) -> 
         ),
     ],
 )
-def test_ready_args_reads_the_wait_or_answers_at_once(shell, proc, tmp_path, args, answer):
+def test_ready_args_reads_the_wait_or_answers_at_once(
+    shell: str, proc: ProcTree, tmp_path: Path, args: list[str], answer: str
+) -> None:
     assert call(shell, proc, tmp_path / "m", 'ready_args "$@"; echo "$wait"', *args) == answer
 
 
@@ -77,18 +79,24 @@ def test_ready_args_reads_the_wait_or_answers_at_once(shell, proc, tmp_path, arg
         ('{"container": "b00t:78"}', "1"),  # another start's, on a disk Vast kept
     ],
 )
-def test_ready_is_true_for_a_marker_of_this_containers_start(shell, proc, tmp_path, marker, ready):
+def test_ready_is_true_for_a_marker_of_this_containers_start(
+    shell: str, proc: ProcTree, tmp_path: Path, marker: str | None, ready: str
+) -> None:
     path = tmp_path / "ready"
     if marker is not None:
         path.write_text(marker)
     assert call(shell, proc, path, "ready; echo $?") == f"0|{ready}\n|"
 
 
-def test_this_start_names_the_boot_and_process_1s_start(shell, proc, tmp_path):
+def test_this_start_names_the_boot_and_process_1s_start(
+    shell: str, proc: ProcTree, tmp_path: Path
+) -> None:
     assert call(shell, proc, tmp_path / "m", "this_start") == '0|"container": "b00t:77"|'
 
 
-def test_the_command_fails_with_one_line_when_no_apply_succeeded(shell, tmp_path):
+def test_the_command_fails_with_one_line_when_no_apply_succeeded(
+    shell: str, tmp_path: Path
+) -> None:
     done = subprocess.run(
         [*SHELLS[shell], "-c", script_file("podstate-ready.sh"), "podstate-ready", "--wait", "0"],
         capture_output=True,

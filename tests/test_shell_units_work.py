@@ -41,7 +41,9 @@ def call(shell: str, proc: ProcTree, program: str, *args: str) -> str:
     return done.stdout
 
 
-def test_work_stat_reads_a_name_with_spaces_brackets_and_a_newline(shell, proc):
+def test_work_stat_reads_a_name_with_spaces_brackets_and_a_newline(
+    shell: str, proc: ProcTree
+) -> None:
     proc.add(
         Process(
             42,
@@ -65,16 +67,16 @@ def test_work_stat_reads_a_name_with_spaces_brackets_and_a_newline(shell, proc):
 
 
 @pytest.mark.parametrize("pid", ["", "1x", "77"])
-def test_work_stat_is_false_for_no_pid_or_no_process(shell, proc, pid):
+def test_work_stat_is_false_for_no_pid_or_no_process(shell: str, proc: ProcTree, pid: str) -> None:
     assert call(shell, proc, 'work_stat "$1"; echo $?', pid) == "1\n"
 
 
-def test_work_stat_is_false_for_a_stat_line_too_short(shell, proc):
+def test_work_stat_is_false_for_a_stat_line_too_short(shell: str, proc: ProcTree) -> None:
     (proc.add(Process(9)) / "stat").write_text("9 (x) S 1 1\n")
     assert call(shell, proc, "work_stat 9; echo $?") == "1\n"
 
 
-def test_work_stat_reads_each_process_once(shell, proc):
+def test_work_stat_reads_each_process_once(shell: str, proc: ProcTree) -> None:
     where = proc.add(Process(9, "first"))
     out = call(shell, proc, f"work_stat 9; rm {where}/stat; work_stat 9; echo $? $w_c")
     assert out == "0 first\n"
@@ -89,7 +91,9 @@ def test_work_stat_reads_each_process_once(shell, proc):
         (Process(9, comm="alive"), "1"),  # there: what could not be read was not its end
     ],
 )
-def test_work_gone_is_true_for_a_process_ended_or_ending(shell, proc, process, gone):
+def test_work_gone_is_true_for_a_process_ended_or_ending(
+    shell: str, proc: ProcTree, process: Process | None, gone: str
+) -> None:
     if process is not None:
         proc.add(process)
     out = call(shell, proc, 'w_c=before; work_gone 9; echo "$? $w_c"')
@@ -109,7 +113,7 @@ def test_work_gone_is_true_for_a_process_ended_or_ending(shell, proc, process, g
         ("bash", 1),
     ],
 )
-def test_work_sshd_names_sshds_alone(shell, proc, comm, sshd):
+def test_work_sshd_names_sshds_alone(shell: str, proc: ProcTree, comm: str, sshd: int) -> None:
     assert call(shell, proc, 'work_sshd "$1"; echo $?', comm) == f"{sshd}\n"
 
 
@@ -127,14 +131,16 @@ def _me(program: str) -> str:
     return f'mkdir -p "$proc_root/$$"; echo "$$ (sh) {line}" >"$proc_root/$$/stat"\n{program}'
 
 
-def test_work_mine_is_this_shell_and_its_ancestors_below_the_listener(shell, proc):
+def test_work_mine_is_this_shell_and_its_ancestors_below_the_listener(
+    shell: str, proc: ProcTree
+) -> None:
     _session(proc)
     out = call(shell, proc, _me('work_mine; echo "[$w_mine]" "$$"'))
     mine, me = out.split()[0:-1], out.split()[-1]
     assert " ".join(mine) == f"[ {me} 50 40 ]"
 
 
-def test_work_mine_is_this_shell_alone_without_a_listener_above(shell, proc):
+def test_work_mine_is_this_shell_alone_without_a_listener_above(shell: str, proc: ProcTree) -> None:
     proc.add(Process(50, "bash", ppid=1))
     out = call(shell, proc, _me('work_mine; echo "[$w_mine]" "$$"'))
     assert out.split()[0:-1] == ["[", out.split()[-1], "]"]
@@ -148,7 +154,9 @@ def test_work_mine_is_this_shell_alone_without_a_listener_above(shell, proc):
         (80, ""),  # a job of init's
     ],
 )
-def test_work_walk_tells_another_sessions_process_from_this_probes(shell, proc, pid, how):
+def test_work_walk_tells_another_sessions_process_from_this_probes(
+    shell: str, proc: ProcTree, pid: int, how: str
+) -> None:
     _session(proc)
     proc.add(Process(60, "python", ppid=50))
     proc.add(Process(70, "cat", ppid=55))
@@ -168,7 +176,9 @@ def test_work_walk_tells_another_sessions_process_from_this_probes(shell, proc, 
         ("01", False, 0),  # no TCP table to read: unknown, taken for alive
     ],
 )
-def test_work_live_is_false_for_a_session_whose_client_has_gone(shell, proc, state, tables, live):
+def test_work_live_is_false_for_a_session_whose_client_has_gone(
+    shell: str, proc: ProcTree, state: str, tables: bool, live: int
+) -> None:
     proc.add(Process(40, "sshd: root@notty"))
     proc.socket(40, 3, 777)
     if tables:
@@ -178,7 +188,7 @@ def test_work_live_is_false_for_a_session_whose_client_has_gone(shell, proc, sta
     assert call(shell, proc, program) == f"{live}\n{live}  40={1 - live} \n"
 
 
-def test_work_live_is_false_for_a_session_that_holds_no_socket(shell, proc):
+def test_work_live_is_false_for_a_session_that_holds_no_socket(shell: str, proc: ProcTree) -> None:
     proc.add(Process(40, "sshd: root@notty"))
     proc.tcp(("01", 777))
     assert call(shell, proc, 'w_live=" "; work_live 40; echo $?') == "1\n"
@@ -188,14 +198,14 @@ def test_work_live_is_false_for_a_session_that_holds_no_socket(shell, proc):
     ("uptime", "now"), [("1000.05", "100005"), ("0.07", "7"), ("12.30", "1230")]
 )
 def test_work_clock_reads_the_uptime_in_centiseconds_and_the_container(
-    shell, tmp_path, uptime, now
-):
+    shell: str, tmp_path: Path, uptime: str, now: str
+) -> None:
     tree = ProcTree(tmp_path / "p", uptime=uptime, boot_id="b-1")
     tree.add(Process(1, "init", start=77))
     assert call(shell, tree, 'work_clock; echo $? "$w_now" "$w_boot"') == f"0 {now} b-1:77\n"
 
 
-def test_work_clock_is_false_without_an_uptime(shell, proc):
+def test_work_clock_is_false_without_an_uptime(shell: str, proc: ProcTree) -> None:
     (proc.root / "uptime").unlink()
     assert call(shell, proc, "work_clock; echo $?") == "1\n"
 
@@ -215,8 +225,8 @@ RECORD = "v1 b00t:5 5000 12:100:30:400 13:7:0:0 end\n"
     ],
 )
 def test_work_record_is_none_unless_this_containers_and_whole(
-    shell, proc, tmp_path, record, entries
-):
+    shell: str, proc: ProcTree, tmp_path: Path, record: str | None, entries: str
+) -> None:
     path = tmp_path / "record"
     if record is not None:
         path.write_text(record)
@@ -224,25 +234,27 @@ def test_work_record_is_none_unless_this_containers_and_whole(
     assert call(shell, proc, program, str(path)) == f"{entries}\n"
 
 
-def test_work_record_keeps_each_whole_entry_in_the_table_was(shell, proc, tmp_path):
+def test_work_record_keeps_each_whole_entry_in_the_table_was(
+    shell: str, proc: ProcTree, tmp_path: Path
+) -> None:
     path = tmp_path / "record"
     path.write_text("v1 b00t:5 5000 12:100:30:400 x:1:2:3 14:1:2 15:1:2:3:4 end\n")
     program = 'work_clock; work_record "$1"; echo "${w_was_12-}|${w_was_14-}|${w_was_15-}|$w_since"'
     assert call(shell, proc, program, str(path)) == "100:30:400|||5000\n"
 
 
-def test_work_io_adds_the_bytes_read_and_written(shell, proc):
+def test_work_io_adds_the_bytes_read_and_written(shell: str, proc: ProcTree) -> None:
     proc.add(Process(9), io=(300, 45))
     assert call(shell, proc, 'work_stat 9; work_io 9; echo $? "$w_io"') == "0 345\n"
 
 
-def test_work_io_of_an_unreadable_process_is_a_line_and_false(shell, proc):
+def test_work_io_of_an_unreadable_process_is_a_line_and_false(shell: str, proc: ProcTree) -> None:
     proc.add(Process(9, "secret"), io=None)
     program = 'work_stat 9; enc "$w_c"; work_io 9; echo $?; printf %s "$w_found"'
     assert call(shell, proc, program) == "1\nwork.unread 9 =secret\n"
 
 
-def test_work_io_of_an_unreadable_zombie_is_the_records(shell, proc):
+def test_work_io_of_an_unreadable_zombie_is_the_records(shell: str, proc: ProcTree) -> None:
     proc.add(Process(9, state="Z", start=100), io=None)
     program = (
         'w_was_9=100:5:777; work_stat 9; work_io 9; echo $? "$w_io"\n'
@@ -251,7 +263,9 @@ def test_work_io_of_an_unreadable_zombie_is_the_records(shell, proc):
     assert call(shell, proc, program) == "0 777\n0\n"
 
 
-def test_work_count_adds_what_each_process_used_and_names_the_most(shell, proc):
+def test_work_count_adds_what_each_process_used_and_names_the_most(
+    shell: str, proc: ProcTree
+) -> None:
     proc.add(Process(8, "small", utime=40, start=100))
     proc.add(Process(9, "big", utime=300, start=100))
     program = (
@@ -267,7 +281,9 @@ def test_work_count_adds_what_each_process_used_and_names_the_most(shell, proc):
     ("state", "start", "new"),
     [("S", 100, True), ("Z", 6000, True), ("Z", 100, False)],  # a zombie from before: not new
 )
-def test_work_count_names_a_process_not_in_the_record_new(shell, proc, state, start, new):
+def test_work_count_names_a_process_not_in_the_record_new(
+    shell: str, proc: ProcTree, state: str, start: int, new: bool
+) -> None:
     proc.add(Process(9, "job", state=state, start=start))
     program = (
         'w_signs= w_entries=x w_since=5000; work_stat 9; enc "$w_c"; w_io=0\n'
@@ -276,7 +292,9 @@ def test_work_count_names_a_process_not_in_the_record_new(shell, proc, state, st
     assert call(shell, proc, program) == ("work.busy new 9 =job\n" if new else "")
 
 
-def test_work_ended_names_each_process_of_the_record_not_seen_with_its_start(shell, proc):
+def test_work_ended_names_each_process_of_the_record_not_seen_with_its_start(
+    shell: str, proc: ProcTree
+) -> None:
     program = (
         'w_signs= w_entries="12:100:0:0 13:7:0:0 14:9:0:0 end" w_seen_12=100 w_seen_13=8\n'
         'work_ended; printf %s "$w_signs"'
@@ -293,7 +311,9 @@ def test_work_ended_names_each_process_of_the_record_not_seen_with_its_start(she
         (0, 1048576 + 204801, ["work.busy io 8 =small 1253377"]),
     ],
 )
-def test_work_over_names_sums_above_what_the_period_allows(shell, proc, cpu, io, lines):
+def test_work_over_names_sums_above_what_the_period_allows(
+    shell: str, proc: ProcTree, cpu: int, io: int, lines: list[str]
+) -> None:
     program = (
         f'w_signs= w_age=5000 w_cpu_sum={cpu} w_io_sum={io} w_cpu_most_by="9 =big" '
         'w_io_most_by="8 =small"; work_over "$@"; printf %s "$w_signs"'
@@ -301,7 +321,9 @@ def test_work_over_names_sums_above_what_the_period_allows(shell, proc, cpu, io,
     assert call(shell, proc, program, *LIMITS).splitlines() == lines
 
 
-def test_work_keep_writes_the_record_or_says_it_cannot(shell, proc, tmp_path):
+def test_work_keep_writes_the_record_or_says_it_cannot(
+    shell: str, proc: ProcTree, tmp_path: Path
+) -> None:
     program = (
         'w_lines= w_boot=b:5 w_now=700 w_keys=" 9:1:2:3"; work_keep "$1"\n'
         'printf "%s|" "$w_age" "$w_lines"'
@@ -311,7 +333,9 @@ def test_work_keep_writes_the_record_or_says_it_cannot(shell, proc, tmp_path):
     assert call(shell, proc, program, str(tmp_path / "none" / "record")) == "0|work.unkept\n|"
 
 
-def test_work_begins_a_period_then_finds_what_changed_since(shell, proc, tmp_path):
+def test_work_begins_a_period_then_finds_what_changed_since(
+    shell: str, proc: ProcTree, tmp_path: Path
+) -> None:
     """The whole function: a first reading begins the period; a second, once a process used
     CPU, one started and one ended, names each of them."""
     record = str(tmp_path / "record")
@@ -333,7 +357,7 @@ def test_work_begins_a_period_then_finds_what_changed_since(shell, proc, tmp_pat
     )
 
 
-def test_work_prints_nothing_without_an_uptime(shell, proc, tmp_path):
+def test_work_prints_nothing_without_an_uptime(shell: str, proc: ProcTree, tmp_path: Path) -> None:
     (proc.root / "uptime").unlink()
     assert call(shell, proc, 'work "$@"', str(tmp_path / "record"), *LIMITS) == ""
     assert not (tmp_path / "record").exists()
@@ -346,7 +370,9 @@ _WORDS = st.sampled_from(
 
 @settings(max_examples=40, deadline=None)
 @given(words=st.lists(_WORDS | st.text("0123456789:ab \t", max_size=12), max_size=8))
-def test_work_reads_any_record_without_an_error_and_ends_with_its_age(tmp_path_factory, words):
+def test_work_reads_any_record_without_an_error_and_ends_with_its_age(
+    tmp_path_factory: pytest.TempPathFactory, words: list[str]
+) -> None:
     """Whatever RECORD holds (torn, another version's, noise), work answers: its last line is
     the period's age, nothing goes to stderr, and the record it leaves is whole."""
     where = tmp_path_factory.mktemp("any")
