@@ -60,9 +60,7 @@ def apply(wanted: State, probe: Probe) -> None:
     found = probe.files[FILE]
     # declared, whatever happens below; an empty list too: this role takes the block out
     was = made.previous(probe.made).get(FILE)
-    findings.made(
-        "block", FILE, *made.block(MARK_BEGIN, MARK_END, was, absent=found.state == "absent")
-    )
+    findings.made(made.block(FILE, MARK_BEGIN, MARK_END, was, absent=found.state == "absent"))
     content = render(found.content, keys)
     lone = blocks.split(found.content or "", MARK_BEGIN, MARK_END).lone
     if lone:

@@ -35,6 +35,7 @@ from podstate.facts.files import FileInfo
 from podstate.facts.made import sums
 from podstate.facts.marker import digest, read
 from podstate.facts.probe import Probe
+from podstate.facts.record import DataEntry, HookEntry, KeysEntry
 from podstate.facts.request import Request
 from podstate.facts.venv import SNAPSHOT_CURRENT, Snapshot
 from podstate.limits import MAX_FILE
@@ -261,10 +262,10 @@ def declare(wanted: State) -> None:
     where = layout(wanted)
     if where is None:
         return
-    findings.made("hook", where.hook, sums(boot_ops.render_hook(where)))
-    findings.made("data", where.data)
+    findings.made(HookEntry(where.hook, sums(boot_ops.render_hook(where))))
+    findings.made(DataEntry(where.data))
     if _keep(wanted):
-        findings.made("keys", posixpath.join(where.data, "hostkeys.tar"))
+        findings.made(KeysEntry(posixpath.join(where.data, "hostkeys.tar")))
 
 
 def this_start(probe: Probe) -> str:

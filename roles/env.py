@@ -24,6 +24,7 @@ from podstate.desired.state import State
 from podstate.facts import blocks, made
 from podstate.facts.probe import Probe
 from podstate.facts.processes import Process
+from podstate.facts.record import DirEntry, FileEntry
 from podstate.facts.request import Request
 from podstate.paths import DECLARED, ENV_FILES, HOOKED, KERNEL_STARTUP, PROFILE, SECRETS_FILE
 from podstate.roles import files as files_role
@@ -217,7 +218,7 @@ def apply(wanted: State, probe: Probe) -> None:
     old = made.previous(probe.made)
     for path in modes:  # made by podstate: missing now, or so its record says
         if probe.paths[path].kind is None or path in old:
-            findings.made("dir", path)
+            findings.made(DirEntry(path))
             files_role.made_directories(path, probe, old)  # mkdir -p makes them too
     if dirs:
         bookkeeping.directories(
@@ -243,7 +244,7 @@ def apply(wanted: State, probe: Probe) -> None:
     ):
         bookkeeping.owned_file(name, path, content, probe)
         findings.restorable(path, content, "644", guarded)
-        findings.made("file", path, made.sums(content, guarded))
+        findings.made(FileEntry(path, made.sums(content, guarded)))
         files_role.made_directories(path, probe, old)
     hook = wanted.boot is not None and wanted.boot.hook
     inert = inert_names(wanted)
@@ -262,9 +263,7 @@ def apply(wanted: State, probe: Probe) -> None:
         unmendable(path, found.content)
         findings.of(host).hooked.append(path)
         was = made.previous(probe.made).get(path)
-        findings.made(
-            "block", path, *made.block(MARK_BEGIN, MARK_END, was, absent=found.state == "absent")
-        )
+        findings.made(made.block(path, MARK_BEGIN, MARK_END, was, absent=found.state == "absent"))
 
 
 def hooked_files(user: str, shell: str) -> list[str]:

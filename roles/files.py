@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+from dataclasses import replace
 
 from pyinfra import host
 
@@ -12,6 +13,7 @@ from podstate.facts import made
 from podstate.facts.files import FileInfo
 from podstate.facts.made import Entry
 from podstate.facts.probe import Probe
+from podstate.facts.record import DirEntry, FileEntry, FoundEntry, SavedEntry
 from podstate.facts.request import Request
 from podstate.paths import SAVED
 from podstate.pyinfra_api import plan as pyinfra_plan
@@ -45,10 +47,10 @@ def apply(wanted: State, probe: Probe) -> None:
         name = f"File {path}"
         found = probe.files[path]
         was = old.get(path)
-        saving = was is None or was.kind == "found"  # the file there now is the user's
+        saving = was is None or isinstance(was, FoundEntry)  # the file there is the user's
         with pyinfra_plan.keyed(host, name):
             entry = _entry(path, item.content, item.mode, found, was)
-            if entry.kind == "saved" and saving:
+            if isinstance(entry, SavedEntry) and saving:
                 bookkeeping.managed_file(
                     name=f"Keep the user's {path}",
                     path=copy_of(path),
@@ -59,11 +61,11 @@ def apply(wanted: State, probe: Probe) -> None:
                 )
             bookkeeping.owned_file(name, path, item.content, probe, item.mode)
         findings.restorable(path, item.content, item.mode)
-        if entry.kind == "saved":  # the hook puts the user's file back beside podstate's
+        if isinstance(entry, SavedEntry):  # the hook puts the user's file back beside ours
             kept = found if saving else probe.files.get(copy_of(path))
             if kept is not None and kept.content is not None:
                 findings.restorable(copy_of(path), kept.content, "600")
-        findings.made(entry.kind, path, *entry.fields)
+        findings.made(entry)
         made_directories(path, probe, old)
 
 
@@ -76,9 +78,9 @@ def made_directories(path: str, probe: Probe, old: dict[str, Entry]) -> None:
         if directory in findings.of(host).made:
             continue
         if probe.paths[directory].kind is None:
-            findings.made("dir", directory)
-        elif was is not None and was.kind == "dir":
-            findings.made("dir", directory, *was.fields)
+            findings.made(DirEntry(directory))
+        elif isinstance(was, DirEntry):
+            findings.made(was)
 
 
 def _entry(path: str, content: str, mode: str, found: FileInfo, was: Entry | None) -> Entry:
@@ -88,12 +90,12 @@ def _entry(path: str, content: str, mode: str, found: FileInfo, was: Entry | Non
     already (podstate writes nothing, and never removes it); else ``file``. A file once
     found is still the user's: the next run decides on it afresh."""
     sums = made.sums(content)
-    if was is not None and was.kind == "saved":
-        return Entry("saved", path, (sums, *was.fields[1:]))
-    if (was is None or was.kind == "found") and found.state == "file":
+    if isinstance(was, SavedEntry):
+        return replace(was, written=sums)
+    if (was is None or isinstance(was, FoundEntry)) and found.state == "file":
         if found.content == content and found.mode == mode:
-            return Entry("found", path)
+            return FoundEntry(path)
         if found.content is not None:
-            owned = (found.mode, found.owner) if found.mode and found.owner else ()
-            return Entry("saved", path, (sums, b64(copy_of(path)), *owned))
-    return Entry("file", path, (sums,))
+            owned = (found.mode, found.owner) if found.mode and found.owner else (None, None)
+            return SavedEntry(path, sums, b64(copy_of(path)), *owned)
+    return FileEntry(path, sums)

@@ -9,6 +9,7 @@ from podstate import settings
 from podstate.desired.state import State
 from podstate.facts import made
 from podstate.facts.probe import Probe
+from podstate.facts.record import AptEntry
 from podstate.facts.request import Request
 from podstate.operations import apt as apt_ops
 from podstate.pyinfra_api import plan as pyinfra_plan
@@ -39,7 +40,7 @@ def apply(wanted: State, probe: Probe) -> None:
     old = made.previous(probe.made)
     for package in packages:  # installed by podstate: missing now, or so its record says
         if package in absent or f"apt:{package}" in old:
-            findings.made("apt", f"apt:{package}")
+            findings.made(AptEntry(f"apt:{package}"))
     # Named by what it installs, so the check reports each pod's own missing packages.
     name = f"Install {', '.join(absent)}" if absent else f"apt packages {', '.join(packages)}"
     with pyinfra_plan.keyed(host, name):

@@ -28,6 +28,7 @@ from podstate.desired.state import State
 from podstate.facts.made import sums
 from podstate.facts.marker import applies_nothing, digest, read
 from podstate.facts.probe import Probe
+from podstate.facts.record import FileEntry
 from podstate.facts.request import Request
 from podstate.paths import READY_COMMAND, READY_MARKER
 from podstate.roles import boot
@@ -101,7 +102,7 @@ def command(wanted: State, probe: Probe) -> None:
     paths = [COMMAND] + ([where.ready_command] if boot.has_volume(probe, where) else [])
     for path in paths:
         bookkeeping.owned_file(f"Command {path}", path, READY_SH, probe, "755")
-        findings.made("file", path, sums(READY_SH))
+        findings.made(FileEntry(path, sums(READY_SH)))
     findings.restorable(COMMAND, READY_SH, "755")
 
 

@@ -25,9 +25,24 @@ from pyinfra import host
 from podstate.desired.state import State
 from podstate.facts import blocks, made, record_id, record_lines
 from podstate.facts.boot import IDENTITY
-from podstate.facts.decode import decode
 from podstate.facts.made import Entry
 from podstate.facts.probe import Probe
+from podstate.facts.record import (
+    AptEntry,
+    BlockEntry,
+    DataEntry,
+    DirEntry,
+    FoundEntry,
+    HookEntry,
+    KeysEntry,
+    MountEntry,
+    RepoEntry,
+    SavedEntry,
+    SecretsEntry,
+    SnapshotEntry,
+    StubEntry,
+    VenvEntry,
+)
 from podstate.facts.request import Request
 from podstate.operations import records as record_ops
 from podstate.operations import removal as ops
@@ -79,7 +94,7 @@ def undo(
     names afterwards (a disarmed boot hook's stub, what stays), None when nothing. A line
     podstate did not write (``record_lines.refused``) is named, and nothing removed."""
     path, files, found = entry.path, probe.files, probe.made_found()
-    if entry.kind == "found":
+    if isinstance(entry, FoundEntry):
         return None  # the user's file, which held what podstate would write: kept
     homes = tuple(boot.Layout(volume, provider).home for provider in IDENTITY)
     if why := record_lines.refused(entry, found, volume, homes):
@@ -92,35 +107,35 @@ def undo(
             "as well): left as it is",
         )
         return None
-    if entry.kind == "apt":
+    if isinstance(entry, AptEntry):
         return _package(entry, probe, uninstall=uninstall, remove=packages)
-    if entry.kind in ("venv", "snapshot"):
+    if isinstance(entry, VenvEntry | SnapshotEntry):
         return _venv(entry, probe, keep=keep_venv, uninstall=uninstall)
     info = files.get(path)
     same = made.same(entry, found)
     content = info.content if info is not None else None
-    if entry.kind == "mount":
+    if isinstance(entry, MountEntry):
         return unmount(entry, probe, uninstall=uninstall, discard=discard_scratch)
-    if entry.kind == "repo":
+    if isinstance(entry, RepoEntry):
         if found.kinds.get(path) != "repo":
             return None
         if not found.same.get(path):
             work = found.work.get(path) or "what git cannot read"
             findings.left(path, f"{path} has work of someone's own in it ({work}): left as it is")
             return None
-        emptied = "emptied" in entry.fields
+        emptied = entry.emptied
         what = f"would remove: the checkout {path}" + (", emptied" if emptied else "")
         ops.remove_checkout(name=f"Remove {path}", path=path, keep_directory=emptied, what=what)
         return None
-    if entry.kind in ("secrets", "keys", "data", "dir"):
+    if isinstance(entry, SecretsEntry | KeysEntry | DataEntry | DirEntry):
         _own(entry, probe)
         return None
-    if entry.kind == "saved":
+    if isinstance(entry, SavedEntry):
         return _put_back(entry, probe, uninstall=uninstall)
     if info is None or info.state in ("absent", "dangling"):
         return None  # gone already
-    if entry.kind == "block":
-        begin, end = (decode(f) for f in entry.fields[:2])
+    if isinstance(entry, BlockEntry):
+        begin, end = entry.marks
         if content is None:
             return None
         rest = take_block(content, begin, end)
@@ -136,7 +151,7 @@ def undo(
                 "removal.block",
             )
             return entry
-        gone = "created" in entry.fields[2:] and not rest.strip()
+        gone = entry.created and not rest.strip()
         ops.put_back(
             name=f"Take podstate's block out of {path}",
             path=path,
@@ -146,11 +161,11 @@ def undo(
         )
         return None
     if not same:
-        if entry.kind in ("hook", "stub") and content == STUB:
-            return Entry("stub", path, (made.sums(STUB),))  # the hook is disarmed already
+        if isinstance(entry, HookEntry | StubEntry) and content == STUB:
+            return StubEntry(path, made.sums(STUB))  # the hook is disarmed already
         findings.left(path, f"{path} holds what podstate did not write: left as it is")
         return None
-    if entry.kind == "hook" and not uninstall:
+    if isinstance(entry, HookEntry) and not uninstall:
         bookkeeping.managed_file(
             name=f"Disarm the boot hook {path}: a stub that does nothing; the template's "
             "container start command can drop it",
@@ -159,14 +174,14 @@ def undo(
             found=info,
             own=True,
         )
-        return Entry("stub", path, (made.sums(STUB),))
-    if entry.kind == "stub" and not uninstall:
+        return StubEntry(path, made.sums(STUB))
+    if isinstance(entry, StubEntry) and not uninstall:
         return entry
     ops.remove_file(name=f"Remove {path}", path=path, content=content, records=records)
     return None
 
 
-def _put_back(entry: Entry, probe: Probe, *, uninstall: bool) -> Entry | None:
+def _put_back(entry: SavedEntry, probe: Probe, *, uninstall: bool) -> Entry | None:
     """Plan putting back the user's file that a ``saved`` entry names, as it was before
     podstate wrote over it: its content, and the mode and owner the record names (a record
     without them: the file keeps those it has). A file that no longer holds what podstate
@@ -175,7 +190,7 @@ def _put_back(entry: Entry, probe: Probe, *, uninstall: bool) -> Entry | None:
     would sit in a root-only directory that nothing names). Return what the record names
     afterwards."""
     path, files = entry.path, probe.files
-    copy = decode(entry.fields[1])
+    copy = entry.copy
     info, original = files.get(path), files.get(copy)
     kept = original is not None and original.state == "file" and original.content is not None
     there = info is not None and info.state not in ("absent", "dangling")
@@ -185,7 +200,7 @@ def _put_back(entry: Entry, probe: Probe, *, uninstall: bool) -> Entry | None:
                 path, f"{path}: the copy of the user's file is gone ({copy}): left as it is"
             )
             return None
-        mode, owner = entry.fields[2:4] if len(entry.fields) >= 4 else (None, None)
+        mode, owner = entry.mode, entry.owner
         ops.put_back(
             name=f"Put back {path}",
             path=path,
@@ -222,9 +237,7 @@ def _proved(entry: Entry, probe: Probe) -> bool:
     """Return whether what is at ``entry``'s path holds what podstate wrote there, as the
     probe found on the pod (scripts/made_proof.sh); else it is named as left. A directory
     that is not a scratch directory has nothing to prove: it goes only when empty."""
-    if (entry.kind == "dir" and "scratch" not in entry.fields) or made.same(
-        entry, probe.made_found()
-    ):
+    if (isinstance(entry, DirEntry) and not entry.scratch) or made.same(entry, probe.made_found()):
         return True
     findings.left(entry.path, f"{entry.path} holds what podstate did not write: left as it is")
     return False
@@ -235,10 +248,10 @@ def _own(entry: Entry, probe: Probe) -> None:
     the secrets file, the archived host keys, the boot hook's data), when they are there
     and hold what podstate wrote (``_proved``; the step proves it again on the pod)."""
     path, there = entry.path, made.kind(entry.path, probe.made_found(), probe.paths)
-    if there is None or (entry.kind == "dir" and there != "directory"):
+    if there is None or (isinstance(entry, DirEntry) and there != "directory"):
         return
     if _proved(entry, probe):
-        scratch = "scratch" in entry.fields  # with podstate's caches for the venv in it
+        scratch = isinstance(entry, DirEntry) and entry.scratch  # the venv's caches in it
         ops.remove_own(name=f"Remove {path}", kind=entry.kind, path=path, scratch=scratch)
 
 
@@ -289,7 +302,7 @@ def _venv(entry: Entry, probe: Probe, *, keep: bool, uninstall: bool) -> Entry |
         if keep and there is not None:
             findings.left(path, f"{path} (--keep-venv)")
         return None
-    if entry.kind == "venv":
+    if isinstance(entry, VenvEntry):
         if there != "symbolic link":
             findings.left(path, f"{path} is no longer podstate's venv link: left as it is")
             return None
@@ -337,13 +350,17 @@ def apply(wanted: State, probe: Probe) -> None:
             )
         if kept is not None:
             after[path] = kept
-        elif entry.kind == "mount" and (mount_point := _remake_below(entry, probe, new, wanted)):
+        elif isinstance(entry, MountEntry) and (
+            mount_point := _remake_below(entry, probe, new, wanted)
+        ):
             after[path] = mount_point
     after.update(new)
     record_ops.plan(probe, pod_id, after, where.volume, volume=boot.has_volume(probe, where))
 
 
-def _remake_below(entry: Entry, probe: Probe, new: dict[str, Entry], wanted: State) -> Entry | None:
+def _remake_below(
+    entry: MountEntry, probe: Probe, new: dict[str, Entry], wanted: State
+) -> Entry | None:
     """Plan making again the directories this run declares below the tmpfs at ``entry.path``
     (``dirs``, and those above them: ``new``), which its unmount takes away with it; return
     the record's entry for the mount point that then holds them, where podstate made it
@@ -352,7 +369,9 @@ def _remake_below(entry: Entry, probe: Probe, new: dict[str, Entry], wanted: Sta
     below: dict[str, str | None] = {
         p: None
         for p, e in new.items()
-        if e.kind == "dir" and p.startswith(f"{path}/") and p in probe.paths  # the probe read
+        if isinstance(e, DirEntry)
+        and p.startswith(f"{path}/")
+        and p in probe.paths  # the probe read
     }
     if not below or probe.made_found().kinds.get(path) != "mount":
         return None
@@ -365,4 +384,4 @@ def _remake_below(entry: Entry, probe: Probe, new: dict[str, Entry], wanted: Sta
         found=probe.paths,
         hidden=[path],
     )
-    return Entry("dir", path) if "made" in entry.fields else None
+    return DirEntry(path) if entry.made else None

@@ -17,6 +17,7 @@ from podstate.facts import repos as repo_facts
 from podstate.facts.made import Entry
 from podstate.facts.origin import ask_origin
 from podstate.facts.probe import Probe
+from podstate.facts.record import RepoEntry
 from podstate.facts.repos import Checkout, Repos
 from podstate.facts.request import Request
 from podstate.operations import repos as repo_ops
@@ -92,20 +93,21 @@ def left_behind(path: str, ref: str, alone: tuple[str, ...]) -> str:
     )
 
 
-def cloned(state: Checkout | None, there: str | None, was: Entry | None) -> tuple[str, ...] | None:
-    """Return the fields of the record's ``repo`` entry for a checkout podstate clones in
-    this run, or cloned before (``was``: the record's entry), None for one it did not make.
+def cloned(
+    path: str, state: Checkout | None, there: str | None, was: Entry | None
+) -> RepoEntry | None:
+    """Return the record's ``repo`` entry for the checkout at ``path`` that podstate clones
+    in this run, or cloned before (``was``: the record's entry), None for one it did not make.
     ``state`` is the probe's reading of the checkout (``UNKNOWN`` while git comes in this
     run; then ``there``, what the paths section found at it, tells an absent path, which the
     clone makes, from a directory that may hold someone's files: not recorded)."""
     kind = state.kind if state else None
     if kind == "unknown" and there is None:
         kind = "absent"
-    ours = was is not None and was.kind == "repo"
+    ours = isinstance(was, RepoEntry)
     if kind not in ("absent", "empty") and not ours:
         return None
-    emptied = kind == "empty" or (was is not None and ours and "emptied" in was.fields)
-    return ("emptied",) if emptied else ()
+    return RepoEntry(path, kind == "empty" or (isinstance(was, RepoEntry) and was.emptied))
 
 
 @role("Repos", reads, when=lambda wanted: wanted.repos)
@@ -118,9 +120,9 @@ def apply(wanted: State, probe: Probe) -> None:
     coming = not found.git and "git" in (wanted.packages.apt if wanted.packages else ())
     for path, item in repos.items():
         state = repo_facts.UNKNOWN if coming else found.paths.get(path)
-        fields = cloned(state, probe.paths[path].kind, old.get(path))
-        if fields is not None:
-            findings.made("repo", path, *fields)
+        entry = cloned(path, state, probe.paths[path].kind, old.get(path))
+        if entry is not None:
+            findings.made(entry)
             files_role.made_directories(path, probe, old)
         why = problem(path, state, found.git or coming)
         if why or state is None:

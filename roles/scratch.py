@@ -10,6 +10,7 @@ from podstate.facts.files import PathInfo
 from podstate.facts.made import Entry
 from podstate.facts.mounts import Mount
 from podstate.facts.probe import Probe
+from podstate.facts.record import DirEntry, MountEntry
 from podstate.facts.request import Request
 from podstate.operations import removal as ops
 from podstate.run import bookkeeping, findings
@@ -115,19 +116,19 @@ def _contents(entry: str) -> str:
 def _declare(path: str, info: PathInfo, was: Entry | None, *, can_mount: bool) -> None:
     """Record what podstate makes at the scratch ``path``: a tmpfs it mounts (and the mount
     point, when missing), or the directory it creates; what was there before is not its own."""
-    created = info.kind is None or (was is not None and "made" in was.fields)
-    if was is not None and was.kind == "dir":
+    created = info.kind is None or (isinstance(was, MountEntry) and was.made)
+    if isinstance(was, DirEntry):
         created = True
     at_path = _mounted_at(info)
     mine = at_path is not None and at_path.source == "podstate"
-    if can_mount and (not _mounted_at(info) or mine or (was is not None and was.kind == "mount")):
-        findings.made("mount", path, *(["made"] if created else []))
+    if can_mount and (not _mounted_at(info) or mine or isinstance(was, MountEntry)):
+        findings.made(MountEntry(path, created))
     elif created and not _mounted_at(info):
-        findings.made("dir", path, "scratch")  # the venv role's caches may be in it
+        findings.made(DirEntry(path, True))  # a scratch directory: the venv's caches may be in it
 
 
 def unmount(
-    entry: Entry, probe: Probe, *, uninstall: bool = False, discard: bool = False
+    entry: MountEntry, probe: Probe, *, uninstall: bool = False, discard: bool = False
 ) -> Entry | None:
     """Plan unmounting the tmpfs podstate mounted at ``entry.path`` (then removing its mount
     point, when podstate made it and it is empty), which left the desired state
@@ -135,10 +136,10 @@ def unmount(
     and one that holds files (or may: one podstate cannot read) too, unless ``discard``
     (``podstate uninstall --discard-scratch``): a violation naming the processes or a file,
     and the record keeps it. Return what the record names afterwards."""
-    path, made_it, found = entry.path, "made" in entry.fields, probe.made_found()
+    path, made_it, found = entry.path, entry.made, probe.made_found()
     if found.kinds.get(path) != "mount":
         if made_it and found.kinds.get(path) is None:
-            return Entry("dir", path)  # unmounted already: its mount point may be left
+            return DirEntry(path)  # unmounted already: its mount point may be left
         return None
     gone, next_run = ("to go", "uninstall") if uninstall else ("no longer declared", "apply")
     if busy := found.busy.get(path):

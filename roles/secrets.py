@@ -12,6 +12,7 @@ from __future__ import annotations
 from podstate.desired.secret import Secret, render
 from podstate.desired.state import State
 from podstate.facts.probe import Probe
+from podstate.facts.record import SecretsEntry
 from podstate.facts.request import Request
 from podstate.facts.secrets import SecretsState
 from podstate.operations import secrets as secret_ops
@@ -58,7 +59,7 @@ def apply(wanted: State, probe: Probe) -> None:
     found = probe.secrets
     if found is None:
         raise ValueError("the probe did not read the secrets file")
-    findings.made("secrets", SECRETS_FILE)
+    findings.made(SecretsEntry(SECRETS_FILE))
     secret_ops.secrets_file(
         name=f"Secrets file {SECRETS_FILE}",
         content=render(values),

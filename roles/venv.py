@@ -29,6 +29,7 @@ from podstate.desired.state import State, Venv
 from podstate.facts import made
 from podstate.facts.mounts import Mount, mount_of
 from podstate.facts.probe import Probe
+from podstate.facts.record import SnapshotEntry, VenvEntry
 from podstate.facts.request import Request
 from podstate.facts.venv import Python, normalize
 from podstate.operations import venv as venv_ops
@@ -47,9 +48,9 @@ def _declare(spec: Venv, kind: str | None, old: dict[str, made.Entry]) -> None:
     """Record what the venv role makes (roles/removal.py): the venv (podstate's link, or
     where nothing is yet) and its snapshot directory."""
     if kind in (None, "symbolic link") or spec.path in old:
-        findings.made("venv", spec.path)
+        findings.made(VenvEntry(spec.path))
     if spec.snapshot:
-        findings.made("snapshot", spec.snapshot)
+        findings.made(SnapshotEntry(spec.snapshot))
 
 
 def managed_uv(path: str) -> str:

@@ -15,11 +15,11 @@ import json
 import pytest
 
 from podstate.facts import made
-from podstate.facts.made import Entry
 from podstate.sandbox import container
 from roles.removal import STUB, take_block
 from tests.e2e import BIN, apply, check, run
 from tests.fixtures.venv.wheels import tar_bytes, wheelhouse
+from tests.record_entries import entry as line_entry
 from tests.test_repos import MAKE_ORIGIN
 
 SANDBOX = {"pods": 2}
@@ -58,9 +58,9 @@ USER_MOTD = "the user motd, their own\n"
 
 def test_a_record_reads_back_as_written():
     entries = [
-        Entry("file", "/etc/x y", (made.sums("a\n"),)),
-        Entry("block", "~/.bashrc", ("YQ==", "Yg==", "created")),
-        Entry("secrets", "/etc/podstate/secrets/env.sh"),
+        line_entry("file", "/etc/x y", made.sums("a\n")),
+        line_entry("block", "~/.bashrc", "YQ==", "Yg==", "created"),
+        line_entry("secrets", "/etc/podstate/secrets/env.sh"),
     ]
     record = made.parse_record(made.render("pod-1", "abc", entries))
     assert (record.problem, record.pod, record.pod_id) == (None, "pod-1", "abc")

@@ -23,12 +23,13 @@ from pathlib import Path
 import pytest
 
 from podstate.facts import made, record_id
-from podstate.facts.made import Entry, Made, Record
+from podstate.facts.made import Made, Record
 from podstate.operations.records import record_command
 from podstate.sandbox import container, inside
 from podstate.sandbox.state import pod_state_dir
 from podstate.shell import script
 from tests.e2e import BIN, apply, check, run
+from tests.record_entries import entry as line_entry
 
 SANDBOX = {"pods": 4, "vast": 2}
 BASE = {"shm": {"min_size": "32M"}}
@@ -80,13 +81,13 @@ def test_the_volume_records_name_is_one_safe_path_component_as_in_the_found(pod_
 def test_a_path_another_record_on_the_volume_names_is_told(tmp_path):
     records, disk = tmp_path / "made", tmp_path / "disk"
     records.mkdir()
-    mine = [Entry("file", "/workspace/a", ("s",)), Entry("dir", "/workspace/d")]
-    theirs = [Entry("file", "/workspace/a", ("t",)), Entry("file", "/workspace/b", ("t",))]
+    mine = [line_entry("file", "/workspace/a", "s"), line_entry("dir", "/workspace/d")]
+    theirs = [line_entry("file", "/workspace/a", "t"), line_entry("file", "/workspace/b", "t")]
     (records / "C.1+1").write_text(made.render("me", "C.1/1", mine))
-    (records / "C.1+1.part").write_text(made.render("me", "C.1/1", [Entry("dir", "/x")]))
+    (records / "C.1+1.part").write_text(made.render("me", "C.1/1", [line_entry("dir", "/x")]))
     (records / "podstate-f00").write_text(made.render("other", "podstate-f00", theirs))
-    disk.write_text(made.render("me", "C.1/1", [Entry("file", "/etc/x", ("s",))]))
-    (records / "gone").write_text(made.render("old", "gone", [Entry("dir", "/x")]))
+    disk.write_text(made.render("me", "C.1/1", [line_entry("file", "/etc/x", "s")]))
+    (records / "gone").write_text(made.render("old", "gone", [line_entry("dir", "/x")]))
 
     def others(name: str) -> list[str]:
         """made_others after made_state read this pod's records, as the probe runs them."""
@@ -112,9 +113,9 @@ def test_a_path_another_record_on_the_volume_names_is_told(tmp_path):
 
 def test_a_record_that_names_no_id_gets_the_pods_id_with_the_lines_it_adds(tmp_path):
     record = tmp_path / "made"
-    old = [Entry("file", "/workspace/a", ("s1",)), Entry("dir", "/workspace")]
+    old = [line_entry("file", "/workspace/a", "s1"), line_entry("dir", "/workspace")]
     record.write_text(made.render("pod-4", None, old))
-    new = Entry("file", "/etc/b", ("s2",)).line()
+    new = line_entry("file", "/etc/b", "s2").line()
     head = made.render("pod-4", "podstate-f00", [])
     command = record_command(str(record), new, private=True, append=True, head=head)
     subprocess.run(["sh", "-c", command], check=True)
@@ -139,7 +140,7 @@ def test_a_record_naming_another_id_is_refused_and_one_naming_none_on_the_disk_i
 
 
 def test_a_container_disks_record_naming_another_id_than_the_providers_is_a_copy():
-    ours, theirs = Entry("file", "/etc/mine", ("s",)), Entry("file", "/etc/theirs", ("t",))
+    ours, theirs = line_entry("file", "/etc/mine", "s"), line_entry("file", "/etc/theirs", "t")
     disk = Record("file", "pod-1", "a1b2c3d4e5f6gh", entries={theirs.path: theirs})
     volume = Record("file", "pod-3", "k3x9q2mz8w1abc", entries={ours.path: ours})
     copy = _found("k3x9q2mz8w1abc", disk=disk, volume=volume)
@@ -360,7 +361,7 @@ def test_a_record_an_earlier_podstate_wrote_without_an_id_is_adopted(fleet, shar
     kept, gone = "/workspace/old/kept.txt", "/workspace/old/gone.txt"
     for path in (kept, gone):
         fleet.out("pod-4", f"mkdir -p /workspace/old && echo old > {path}")
-    entries = [Entry("file", p, (made.sums("old\n"),)) for p in (kept, gone)]
+    entries = [line_entry("file", p, made.sums("old\n")) for p in (kept, gone)]
     fleet.out("pod-4", f"mkdir -p /etc/podstate && cat > {made.MADE}",
               made.render("pod-4", None, entries).encode())  # fmt: skip
     state = {"files": {kept: {"content": "old\n"}}}

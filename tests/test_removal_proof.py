@@ -30,6 +30,7 @@ from podstate.run import fold, lock
 from podstate.shell import script
 from tests.e2e import BIN, apply, check, run
 from tests.fixtures.venv.wheels import tar_bytes, wheelhouse
+from tests.record_entries import entry as line_entry
 
 SANDBOX = {"pods": 2}
 POD = "pod-2"
@@ -161,27 +162,31 @@ def _made(volume: list[Entry]) -> Made:
 @pytest.mark.parametrize(
     ("entry", "on_volume", "why"),
     [
-        (Entry("secrets", "/etc/podstate/secrets/env.sh"), False, None),
-        (Entry("secrets", "/etc/passwd"), False, "which podstate keeps only at"),
-        (Entry("dir", "/workspace/../root"), True, "a path podstate never writes"),
-        (Entry("dir", "/workspace/./x"), True, "a path podstate never writes"),
-        (Entry("dir", "/workspace//x"), True, "a path podstate never writes"),
-        (Entry("dir", "/workspace/x/"), True, "a path podstate never writes"),
-        (Entry("dir", "workspace/x"), False, "a path podstate never writes"),
-        (Entry("dir", "/"), False, "a path podstate never writes"),
-        (Entry("dir", "~/.config"), False, None),
-        (Entry("data", "/workspace/.podstate/boot"), True, None),
-        (Entry("data", "/var/lib/podstate/boot"), False, None),
-        (Entry("data", "/root"), False, "which podstate keeps only at"),
-        (Entry("keys", "/workspace/.podstate/boot/hostkeys.tar"), True, None),
-        (Entry("keys", "/workspace/.podstate/boot/other.tar"), True, "keeps only at"),
-        (Entry("file", "/etc/x", ("s",)), False, None),
-        (Entry("file", "/etc/x", ("s",)), True, "not on the volume /workspace"),
-        (Entry("snapshot", "/workspace/.podstate/venv"), True, None),
-        (Entry("saved", "/etc/x", ("s", "=/etc/podstate/saved/x")), False, None),
-        (Entry("saved", "/etc/x", ("s", "=/etc/passwd")), False, "not under /etc/podstate"),
-        (Entry("saved", "/etc/x", ("s", "=/etc/podstate/saved/../../passwd")), False, "not under"),
-        (Entry("apt", "apt:nvtop"), False, None),
+        (line_entry("secrets", "/etc/podstate/secrets/env.sh"), False, None),
+        (line_entry("secrets", "/etc/passwd"), False, "which podstate keeps only at"),
+        (line_entry("dir", "/workspace/../root"), True, "a path podstate never writes"),
+        (line_entry("dir", "/workspace/./x"), True, "a path podstate never writes"),
+        (line_entry("dir", "/workspace//x"), True, "a path podstate never writes"),
+        (line_entry("dir", "/workspace/x/"), True, "a path podstate never writes"),
+        (line_entry("dir", "workspace/x"), False, "a path podstate never writes"),
+        (line_entry("dir", "/"), False, "a path podstate never writes"),
+        (line_entry("dir", "~/.config"), False, None),
+        (line_entry("data", "/workspace/.podstate/boot"), True, None),
+        (line_entry("data", "/var/lib/podstate/boot"), False, None),
+        (line_entry("data", "/root"), False, "which podstate keeps only at"),
+        (line_entry("keys", "/workspace/.podstate/boot/hostkeys.tar"), True, None),
+        (line_entry("keys", "/workspace/.podstate/boot/other.tar"), True, "keeps only at"),
+        (line_entry("file", "/etc/x", "s"), False, None),
+        (line_entry("file", "/etc/x", "s"), True, "not on the volume /workspace"),
+        (line_entry("snapshot", "/workspace/.podstate/venv"), True, None),
+        (line_entry("saved", "/etc/x", "s", "=/etc/podstate/saved/x"), False, None),
+        (line_entry("saved", "/etc/x", "s", "=/etc/passwd"), False, "not under /etc/podstate"),
+        (
+            line_entry("saved", "/etc/x", "s", "=/etc/podstate/saved/../../passwd"),
+            False,
+            "not under",
+        ),
+        (line_entry("apt", "apt:nvtop"), False, None),
     ],
 )
 def test_a_record_line_podstate_never_writes_is_refused(entry, on_volume, why):
@@ -216,7 +221,7 @@ def _ls(fleet, directory: str) -> list[str]:
 def _other_record(fleet) -> str:
     """Write another pod's record on the volume (a pod sharing it); return its path."""
     other = f"{RECORDS}/other-pod-id"
-    text = made.render("pod-9", "other-pod-id", [Entry("file", THEIRS, (made.sums("x\n"),))])
+    text = made.render("pod-9", "other-pod-id", [line_entry("file", THEIRS, made.sums("x\n"))])
     fleet.out(POD, f"echo x > {THEIRS} && cat > {other}", text.encode())
     return other
 

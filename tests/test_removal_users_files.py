@@ -12,10 +12,11 @@ import pytest
 
 from podstate.facts import made
 from podstate.facts.files import FileInfo
-from podstate.facts.made import MADE, Entry, parse_record
+from podstate.facts.made import MADE, parse_record
 from podstate.shell import b64
 from roles.files import _entry, copy_of
 from tests.e2e import BIN, apply, run
+from tests.record_entries import entry as line_entry
 from tests.test_removal_faults import _report
 
 SANDBOX = {"pods": 1}
@@ -37,13 +38,13 @@ COPY = b64(copy_of(PATH))
         (FileInfo("file", mode="600", owner="5:6", content="new\n"), None, ("saved", "600", "5:6")),
         (FileInfo("file", mode="755", owner="5:6", content="old\n"), None, ("saved", "755", "5:6")),
         # a file found earlier is still the user's: saved once podstate writes over it
-        (FileInfo("file", mode="644", owner="5:6", content="old\n"), Entry("found", PATH),
+        (FileInfo("file", mode="644", owner="5:6", content="old\n"), line_entry("found", PATH),
          ("saved", "644", "5:6")),
         # a record of an earlier podstate, without the mode and owner, keeps its copy
         (FileInfo("file", mode="644", owner="0:0", content="x\n"),
-         Entry("saved", PATH, ("-", COPY)), ("saved",)),
+         line_entry("saved", PATH, "-", COPY), ("saved",)),
         (FileInfo("file", mode="644", owner="0:0", content="x\n"),
-         Entry("saved", PATH, ("-", COPY, "600", "5:6")), ("saved", "600", "5:6")),
+         line_entry("saved", PATH, "-", COPY, "600", "5:6"), ("saved", "600", "5:6")),
     ],
 )  # fmt: skip
 def test_the_entry_of_a_files_path_says_whose_file_was_there(found, was, fields):

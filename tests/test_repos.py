@@ -12,10 +12,10 @@ import subprocess
 
 import pytest
 
-from podstate.facts.made import Entry
 from podstate.facts.repos import UNKNOWN, Checkout
 from roles.repos import cloned
 from tests.e2e import apply, check, exec_count
+from tests.record_entries import entry as line_entry
 
 SANDBOX = {"pods": 3}
 KEY_VAR = "PODSTATE_TEST_DEPLOY_KEY"
@@ -358,11 +358,12 @@ def test_a_private_branch_moved_upstream_is_asked_with_the_key_from_here(fleet, 
         (Checkout(kind="absent"), None, None, ()),
         (Checkout(kind="empty"), "directory", None, ("emptied",)),
         (Checkout(kind="repo"), "directory", None, None),  # the user's checkout
-        (Checkout(kind="repo"), "directory", Entry("repo", "/r", ("emptied",)), ("emptied",)),
+        (Checkout(kind="repo"), "directory", line_entry("repo", "/r", "emptied"), ("emptied",)),
         (UNKNOWN, None, None, ()),  # git comes in this run: the clone makes the path
         (UNKNOWN, "directory", None, None),  # may hold someone's files: not podstate's
-        (UNKNOWN, "directory", Entry("repo", "/r"), ()),
+        (UNKNOWN, "directory", line_entry("repo", "/r"), ()),
     ],
 )
 def test_the_record_names_a_checkout_podstate_clones_and_no_other(state, there, was, fields):
-    assert cloned(state, there, was) == fields
+    expected = None if fields is None else line_entry("repo", "/r", *fields)
+    assert cloned("/r", state, there, was) == expected

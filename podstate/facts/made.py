@@ -31,7 +31,7 @@ from podstate.facts import record_id
 from podstate.facts.boot import identity, identity_line
 from podstate.facts.decode import decode
 from podstate.facts.files import PathInfo
-from podstate.facts.record import Busy, Entry, Made, Record, word
+from podstate.facts.record import ENTRIES, BlockEntry, Busy, Entry, Made, Record, parse_entry, word
 from podstate.limits import MAX_FILE
 from podstate.paths import MADE
 from podstate.shell import b64, quote_path, script
@@ -69,23 +69,7 @@ VERSION = 1
 #   snapshot            the venv's snapshots (archives and ``current``) in their directory
 #   mount [made]        a tmpfs podstate mounted (and its mount point, with ``made``);
 #                       unmounted unless a process has a file on it
-KINDS = (
-    "file",
-    "saved",
-    "found",
-    "block",
-    "hook",
-    "stub",
-    "secrets",
-    "keys",
-    "data",
-    "dir",
-    "mount",
-    "apt",
-    "repo",
-    "venv",
-    "snapshot",
-)
+KINDS = tuple(ENTRIES)  # one class each: podstate.facts.record
 
 
 def request(wanted: State) -> dict[str, Any]:
@@ -150,11 +134,12 @@ def sums(*texts: str) -> str:
     return ",".join(dict.fromkeys(found))
 
 
-def block(begin: str, end: str, was: Entry | None, *, absent: bool) -> tuple[str, ...]:
-    """Return a ``block`` entry's fields: its marks, and ``created`` when podstate made the
-    file for it (``absent`` now, or so an earlier record says: ``was``)."""
-    created = absent or (was is not None and "created" in was.fields[2:])
-    return (b64(begin), b64(end), *(("created",) if created else ()))
+def block(path: str, begin: str, end: str, was: Entry | None, *, absent: bool) -> BlockEntry:
+    """Return the ``block`` entry of podstate's block at ``path``: its marks, and
+    ``created`` when podstate made the file for it (``absent`` now, or so an earlier record
+    says: ``was``)."""
+    created = absent or (isinstance(was, BlockEntry) and was.created)
+    return BlockEntry(path, b64(begin), b64(end), created)
 
 
 def ancestors(path: str) -> list[str]:
@@ -214,9 +199,12 @@ def parse_record(text: str) -> Record:
             path = decode(rest[0])
         except ValueError:
             return Record("file", problem="it has a path podstate cannot read")
+        entry = parse_entry(kind, path, tuple(rest[1:]))
+        if entry is None:
+            return Record("file", problem=f"it has an entry podstate cannot read ({kind})")
         if path in record.entries:
             record.dups.add(path)  # a first write's line beside the last's: both hold
-        record.entries[path] = Entry(kind, path, tuple(rest[1:]))
+        record.entries[path] = entry
     return record
 
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import posixpath
 
-from podstate.facts.decode import decode
-from podstate.facts.record import Entry, Made
+from podstate.facts.record import AptEntry, Entry, Made, SavedEntry
 from podstate.paths import SAVED, SECRETS_FILE
 
 
@@ -36,7 +35,7 @@ def refused(entry: Entry, found: Made, volume: str, homes: tuple[str, ...]) -> s
     ``plain``, or not where its kind lives (``places`` in ``homes``; a saved copy under
     /etc/podstate/saved), or it is in the volume's record but not on the ``volume``."""
     path = entry.path
-    if entry.kind == "apt":
+    if isinstance(entry, AptEntry):
         return None
     if not plain(path):
         return f"{path}: the record names it by a path podstate never writes (., .. or //)"
@@ -44,8 +43,8 @@ def refused(entry: Entry, found: Made, volume: str, homes: tuple[str, ...]) -> s
     if allowed is not None and path not in allowed:
         where = " or ".join(allowed)
         return f"{path}: the record names it as {entry.kind}, which podstate keeps only at {where}"
-    if entry.kind == "saved":
-        copy = decode(entry.fields[1]) if len(entry.fields) > 1 else ""
+    if isinstance(entry, SavedEntry):
+        copy = entry.copy
         if not plain(copy) or not copy.startswith(SAVED + "/"):
             return f"{path}: the record names its saved copy at {copy}, not under {SAVED}"
     record = found.records.get("volume")

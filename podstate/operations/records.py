@@ -13,6 +13,7 @@ from pyinfra.api import operation
 
 from podstate.facts import made, record_id
 from podstate.facts.made import Entry, Made
+from podstate.facts.record import FoundEntry
 from podstate.facts.probe import Probe
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import findings
@@ -234,4 +235,4 @@ def _unnamed(path: str, found: Made, here: Callable[[dict[str, Entry]], dict[str
     ``here`` keeps the entries of (by where it is): a path a record names is forgotten, and
     said so, with that record (a line podstate refused may name a path off its volume)."""
     named = (path in r.entries for r in found.records.values() if r.state == "file")
-    return not any(named) and bool(here({path: Entry("file", path)}))
+    return not any(named) and bool(here({path: FoundEntry(path)}))

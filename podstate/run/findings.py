@@ -126,10 +126,10 @@ def restorable(
     of(current_host).restorable[path] = (content, mode, safe, before)
 
 
-def made(kind: str, path: str, *fields: str) -> None:
-    """Record that the current pod's deploy makes or edits ``path`` (an entry of the record
-    of what podstate made, podstate.facts.made: its ``kind`` and ``fields``)."""
-    of(current_host).made[path] = Entry(kind, path, fields)
+def made(entry: Entry) -> None:
+    """Record that the current pod's deploy makes or edits ``entry.path`` (an entry of the
+    record of what podstate made, podstate.facts.record)."""
+    of(current_host).made[entry.path] = entry
 
 
 def left(path: str, message: str) -> None:
