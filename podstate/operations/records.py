@@ -13,8 +13,8 @@ from pyinfra.api import operation
 
 from podstate.facts import made, record_id
 from podstate.facts.made import Entry, Made
-from podstate.facts.record import FoundEntry
 from podstate.facts.probe import Probe
+from podstate.facts.record import FoundEntry
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import findings
 from podstate.run.lock import changing
