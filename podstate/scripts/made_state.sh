@@ -288,16 +288,16 @@ EOF
 # made_kind (PATH_WORD FILE)...: "made.kind PATH_WORD KIND" for each, from one stat of all.
 made_kind() {
     [ "$#" -gt 0 ] || return 0
-    made_words_of=
+    made_path_words=
     made_n=0
     for made_arg; do
         made_n=$((made_n + 1))
-        if [ $((made_n % 2)) = 1 ]; then made_words_of="$made_words_of $made_arg"; else set -- "$@" "$made_arg"; fi
+        if [ $((made_n % 2)) = 1 ]; then made_path_words="$made_path_words $made_arg"; else set -- "$@" "$made_arg"; fi
     done
     shift "$made_n"
     stats -P %F "$@"
     made_i=0
-    for made_word in $made_words_of; do
+    for made_word in $made_path_words; do
         made_i=$((made_i + 1))
         eval "made_stat=\$st_$made_i" # stats' answers, st_1 to st_N
         [ "$made_stat" = - ] || echo "made.kind $made_word $made_stat"
