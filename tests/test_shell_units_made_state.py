@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -225,31 +224,22 @@ def test_made_repo_says_whether_a_checkout_holds_work_of_its_own(
 # --- made_mount, made_kind --------------------------------------------------------------------
 
 
-@pytest.fixture
-def sleeper() -> Iterator[int]:
-    """The pid of a process of this machine's that lives through the test: its name, read
-    from the real /proc by made_busy, is ``sleep``."""
-    process = subprocess.Popen(["sleep", "60"])
-    yield process.pid
-    process.kill()
-    process.wait()
-
-
 def test_made_mount_names_the_processes_using_it_and_a_file_it_holds(
-    shell: str, tmp_path: Path, sleeper: int
+    shell: str, tmp_path: Path
 ) -> None:
     mount, proc = tmp_path / "mnt", tmp_path / "proc"
     (mount / ".podstate-cache" / "pip").mkdir(parents=True)
     (mount / ".podstate-cache" / "pip" / "wheel").write_text("")
-    (proc / str(sleeper) / "fd").mkdir(parents=True)
-    (proc / str(sleeper) / "cwd").symlink_to(mount)
-    (proc / str(sleeper) / "fd" / "3").symlink_to(mount / "data")
-    (proc / "1" / "fd").mkdir(parents=True)
-    (proc / "1" / "cwd").symlink_to("/")
-    call = f"made_proc={proc} made_p=M; made_mount {mount}"
-    assert made(shell, call).out == f"made.busy M {sleeper} =sleep\n"
+    for pid, cwd in (("41", mount), ("42", Path("/")), ("43", mount / "sub")):
+        (proc / pid / "fd").mkdir(parents=True)
+        (proc / pid / "cwd").symlink_to(cwd)
+        (proc / pid / "comm").write_text(f"job{pid}\n")
+    (proc / "42" / "fd" / "3").symlink_to(mount / "data")
+    call = f"proc_root={proc} made_p=M; made_mount {mount}"
+    busy = "made.busy M 41 =job41\nmade.busy M 43 =job43\nmade.busy M 42 =job42\n"  # cwd, then fd
+    assert made(shell, call).out == busy
     (mount / "data").write_text("")
-    assert made(shell, call).out == f"made.busy M {sleeper} =sleep\nmade.held M ={mount}/data\n"
+    assert made(shell, call).out == busy + f"made.held M ={mount}/data\n"
 
 
 def test_made_kind_names_what_is_at_each_path_from_one_stat(shell: str, tmp_path: Path) -> None:

@@ -50,8 +50,8 @@
 #                  podstate never writes in one
 #   made_unread 1  the probe reads the entry's PATH anyway, or nothing is there
 #   made_kept 1    the desired state does not keep the entry's PATH (made_keep)
-# made_proc is /proc, where made_mount looks for the processes using a mount (a test points
-# it at a fixture tree).
+# made_mount looks for the processes using a mount under proc_root (/proc, set by
+# scripts/busy.sh; a test points it at a fixture tree).
 # shellcheck disable=SC2154 # enc_v and st_* are set by enc (scripts/enc.sh) and stats
 # made_path WORD: made_file, the path a record's PATH word names ("=path", or base64; a
 # leading "~/" is $HOME)
@@ -269,15 +269,15 @@ made_mount() {
     [ -r "$1" ] && [ -x "$1" ] || made_held='?'
     while IFS= read -r made_found; do
         case $made_found in
-        "$made_proc"/*)
-            made_found=${made_found#"$made_proc"/}
+        "$proc_root"/*)
+            made_found=${made_found#"$proc_root"/}
             made_found=${made_found%%/*}
             case " $made_pids " in *" $made_found "*) ;; *) made_pids="$made_pids $made_found" ;; esac
             ;;
         ?*) [ -n "$made_held" ] || made_held=$made_found ;;
         esac
     done <<EOF
-$(find "$made_proc"/[0-9]*/cwd "$made_proc"/[0-9]*/fd "$1" -xdev -path "$1/.podstate-cache" -prune -o \( -lname "$1" -o -lname "$1/*" \) -print -o -path "$1/?*" ! -type d -print -quit 2>/dev/null)
+$(find "$proc_root"/[0-9]*/cwd "$proc_root"/[0-9]*/fd "$1" -xdev -path "$1/.podstate-cache" -prune -o \( -lname "$1" -o -lname "$1/*" \) -print -o -path "$1/?*" ! -type d -print -quit 2>/dev/null)
 EOF
     for made_pid in $made_pids; do made_busy "$made_p" "$made_pid"; done
     if [ -n "$made_held" ]; then
@@ -305,4 +305,4 @@ made_kind() {
 }
 made_nl='
 '
-made_sn=0 made_cn=0 made_mine='' made_proc=/proc
+made_sn=0 made_cn=0 made_mine=''
