@@ -11,9 +11,8 @@ from pyinfra import host
 from podstate.desired.state import State
 from podstate.facts import made
 from podstate.facts.files import FileInfo
-from podstate.facts.made import Entry
 from podstate.facts.probe import Probe
-from podstate.facts.record import DirEntry, FileEntry, FoundEntry, SavedEntry
+from podstate.facts.record import DirEntry, Entry, FileEntry, FoundEntry, SavedEntry
 from podstate.facts.request import Request
 from podstate.paths import SAVED
 from podstate.pyinfra_api import plan as pyinfra_plan

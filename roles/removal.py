@@ -25,13 +25,13 @@ from pyinfra import host
 from podstate.desired.state import State
 from podstate.facts import blocks, made, record_id, record_lines
 from podstate.facts.boot import IDENTITY
-from podstate.facts.made import Entry
 from podstate.facts.probe import Probe
 from podstate.facts.record import (
     AptEntry,
     BlockEntry,
     DataEntry,
     DirEntry,
+    Entry,
     FoundEntry,
     HookEntry,
     KeysEntry,

@@ -14,10 +14,9 @@ from dataclasses import replace
 from podstate.desired.state import State
 from podstate.facts import made
 from podstate.facts import repos as repo_facts
-from podstate.facts.made import Entry
 from podstate.facts.origin import ask_origin
 from podstate.facts.probe import Probe
-from podstate.facts.record import RepoEntry
+from podstate.facts.record import Entry, RepoEntry
 from podstate.facts.repos import Checkout, Repos
 from podstate.facts.request import Request
 from podstate.operations import repos as repo_ops

@@ -7,10 +7,9 @@ from __future__ import annotations
 from podstate.desired.state import State
 from podstate.facts import made
 from podstate.facts.files import PathInfo
-from podstate.facts.made import Entry
 from podstate.facts.mounts import Mount
 from podstate.facts.probe import Probe
-from podstate.facts.record import DirEntry, MountEntry
+from podstate.facts.record import DirEntry, Entry, MountEntry
 from podstate.facts.request import Request
 from podstate.operations import removal as ops
 from podstate.run import bookkeeping, findings

@@ -29,7 +29,7 @@ from podstate.desired.state import State, Venv
 from podstate.facts import made
 from podstate.facts.mounts import Mount, mount_of
 from podstate.facts.probe import Probe
-from podstate.facts.record import SnapshotEntry, VenvEntry
+from podstate.facts.record import Entry, SnapshotEntry, VenvEntry
 from podstate.facts.request import Request
 from podstate.facts.venv import Python, normalize
 from podstate.operations import venv as venv_ops
@@ -44,7 +44,7 @@ ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 _NAME = re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:\[[^\]]*\])?\s*(.*)")
 
 
-def _declare(spec: Venv, kind: str | None, old: dict[str, made.Entry]) -> None:
+def _declare(spec: Venv, kind: str | None, old: dict[str, Entry]) -> None:
     """Record what the venv role makes (roles/removal.py): the venv (podstate's link, or
     where nothing is yet) and its snapshot directory."""
     if kind in (None, "symbolic link") or spec.path in old:
