@@ -108,6 +108,20 @@ def test_made_lines_hide_a_files_sums_and_keep_the_pod_id(shell: str) -> None:
     ]
 
 
+def test_made_lines_pass_a_torn_files_line_on_whole_and_go_on(shell: str) -> None:
+    """A file or hook line without its SUMS (a record torn or written by hand) is passed on as
+    it is, for the parser to find the record unreadable, and the lines after it are read:
+    ``shift 3`` on it would end the whole probe under dash."""
+    text = "made_where=volume made_txt='file =/a;hook;dir =/c scratch'; made_lines; echo end"
+    ran = made(shell, text)
+    assert ran.out.splitlines() == [
+        "made.line volume file =/a",
+        "made.line volume hook",
+        "made.line volume dir =/c scratch",
+        "end",
+    ]
+
+
 # --- made_files -------------------------------------------------------------------------------
 
 

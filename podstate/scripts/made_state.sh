@@ -110,9 +110,11 @@ made_lines() {
             # shellcheck disable=SC2086 # split into its words, which have no glob character
             set -- $made_line
             set +f
-            made_line="$1 $2 -"
-            shift 3
-            [ "$#" = 0 ] || made_line="$made_line $*"
+            if [ "$#" -ge 3 ]; then # else torn: passed on whole, for the parser to refuse
+                made_line="$1 $2 -"
+                shift 3
+                [ "$#" = 0 ] || made_line="$made_line $*"
+            fi
             ;;
         esac
         echo "made.line $made_where $made_line"
