@@ -46,6 +46,7 @@ from podstate.facts.record import (
 from podstate.facts.request import Request
 from podstate.operations import records as record_ops
 from podstate.operations import removal as ops
+from podstate.operations.boot import Layout
 from podstate.paths import VOLUME
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.roles import boot
@@ -96,7 +97,7 @@ def undo(
     path, files, found = entry.path, probe.files, probe.made_found()
     if isinstance(entry, FoundEntry):
         return None  # the user's file, which held what podstate would write: kept
-    homes = tuple(boot.Layout(volume, provider).home for provider in IDENTITY)
+    homes = tuple(Layout(volume, provider).home for provider in IDENTITY)
     if why := record_lines.refused(entry, found, volume, homes):
         findings.left(path, f"{why}: not podstate's to remove; left as it is")
         return None

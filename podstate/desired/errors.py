@@ -148,7 +148,7 @@ def _message(error: ValidationError) -> str:
         allowed = ", ".join(sorted(schema.get("properties", {})))
         return f"unknown key (allowed: {allowed})"
     if error.validator == "required":
-        return error.message.replace("is a required property", "is required")
+        return str(error.message).replace("is a required property", "is required")
     if error.validator == "enum":
         return f"{short(error.instance)} is not one of: {', '.join(map(str, schema['enum']))}"
     scalar = not isinstance(error.instance, (dict, list))
@@ -170,7 +170,7 @@ def _message(error: ValidationError) -> str:
         return f"{shown} {schema['x-message']}"
     if schema.get("x-hide"):
         return f"is not valid here ({error.validator})"
-    return error.message
+    return str(error.message)
 
 
 _TYPE_NAMES = {

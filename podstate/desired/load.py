@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
@@ -47,8 +47,9 @@ class _Loader(yaml.SafeLoader):
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         """Return the next node, counting what an alias adds and refusing a key twice."""
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            line = event.start_mark.line + 1
+            peek: Callable[[], yaml.AliasEvent] = self.peek_event  # untyped in PyYAML's stubs
+            event = peek()
+            line = event.start_mark.line + 1 if event.start_mark else "?"
             node = super().compose_node(parent, index)
             if id(node) not in self._sizes:
                 raise _Refused(

@@ -37,7 +37,7 @@ class SecretsState:
     leftovers: tuple[str, ...]
 
 
-class Hidden(list):
+class Hidden(list[str]):
     """Lines for a command's stdin, shown as ``(hidden)``: pyinfra prints a fact's keyword
     arguments, ``_stdin`` among them, in its "Loaded fact" line."""
 

@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import posixpath
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 
 from pyinfra import host, state
 from pyinfra.api import operation
 
 from podstate.facts import made, record_id
-from podstate.facts.made import Entry, Made
 from podstate.facts.probe import Probe
-from podstate.facts.record import FoundEntry
+from podstate.facts.record import Entry, FoundEntry, Made
+from podstate.paths import MADE
 from podstate.pyinfra_api import plan as pyinfra_plan
 from podstate.run import findings
-from podstate.run.lock import changing
+from podstate.run.lock import Change, changing
 from podstate.run.words import content_word, plain
 from podstate.shell import b64, quote_path
 
@@ -77,7 +77,7 @@ def write_record(
     what: str | None = None,
     append: bool = False,
     head: str | None = None,
-):
+) -> Generator[Change, None, None]:
     """
     Write a record of what podstate made (podstate.facts.made), root-only, in one rename.
 
@@ -101,7 +101,7 @@ def write_record(
 
 
 @operation()
-def tighten(path: str, mode: str):
+def tighten(path: str, mode: str) -> Generator[Change, None, None]:
     """
     Make the records' folder on the volume root-only again (mode 700) where it is not: any
     user of a pod sharing the volume could otherwise write a record there.
@@ -154,7 +154,7 @@ def plan(
     mine = findings.of(host)
     copy = record_id.copied(found)
     for name in ("disk", "volume") if volume else ("disk",):
-        at = made.MADE if name == "disk" else record_id.volume_record(at_volume, pod_id)
+        at = MADE if name == "disk" else record_id.volume_record(at_volume, pod_id)
 
         def here(entries: dict[str, Entry], name: str = name) -> dict[str, Entry]:
             on = name == "volume"

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import posixpath
 import shlex
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
 
 from pyinfra import host
 from pyinfra.api import operation
 
-from podstate.facts.made import sums, word
+from podstate.facts.made import sums
+from podstate.facts.record import word
 from podstate.operations.venv import MANAGED
 from podstate.run import findings
 from podstate.run.bookkeeping import write_command
-from podstate.run.lock import changing
+from podstate.run.lock import Change, changing
 from podstate.shell import quote_path, script
 
 
@@ -42,7 +43,9 @@ def remove_command(path: str, sums: Iterable[str] = (), records: Iterable[str] =
 
 
 @operation()
-def remove_file(path: str, content: str | None, records: Iterable[str]):
+def remove_file(
+    path: str, content: str | None, records: Iterable[str]
+) -> Generator[Change, None, None]:
     """
     Remove a file podstate created, while it still holds what podstate wrote.
 
@@ -71,7 +74,7 @@ def put_back(
     what: str,
     mode: str | None = None,
     owner: str | None = None,
-):
+) -> Generator[Change, None, None]:
     """
     Put a user's file back as it was before podstate wrote it, or edited it: ``content``
     replaces ``current`` in one rename, only while the file still holds ``current``.
@@ -100,7 +103,7 @@ def remove_paths(
     what: str,
     trees: Iterable[str] = (),
     globs: Iterable[str] = (),
-):
+) -> Generator[Change, None, None]:
     """
     Remove podstate's own files (never read: a secret, an archive of host keys), then its
     directories if nothing else is left in them.
@@ -141,7 +144,7 @@ def proved_command(kind: str, path: str, field: str, removal: str) -> str:
 
 
 @operation()
-def remove_own(kind: str, path: str, *, scratch: bool = False):
+def remove_own(kind: str, path: str, *, scratch: bool = False) -> Generator[Change, None, None]:
     """
     Remove podstate's own thing that an entry of the records names without a sha256 (the
     secrets file, the archived host keys, the boot hook's data, the venv's snapshots, a
@@ -195,7 +198,7 @@ def _file(path: str) -> str:
 
 
 @operation()
-def remove_package(package: str, what: str):
+def remove_package(package: str, what: str) -> Generator[Change, None, None]:
     """
     Remove a Debian package podstate installed (dpkg refuses, and the step fails, when
     another installed package depends on it: podstate removes nothing else).
@@ -210,7 +213,7 @@ def remove_package(package: str, what: str):
 
 
 @operation()
-def remove_checkout(path: str, *, keep_directory: bool, what: str):
+def remove_checkout(path: str, *, keep_directory: bool, what: str) -> Generator[Change, None, None]:
     """
     Remove a checkout podstate cloned, while nothing of anyone's own is in it
     (scripts/repo_clean.sh, checked again when the step runs; else it fails naming what
@@ -277,7 +280,7 @@ def venv_command(path: str) -> str:
 
 
 @operation()
-def remove_venv(path: str, what: str):
+def remove_venv(path: str, what: str) -> Generator[Change, None, None]:
     """
     Remove the venv podstate built at ``path`` (``venv_command``).
 
@@ -289,7 +292,9 @@ def remove_venv(path: str, what: str):
 
 
 @operation()
-def unmount(path: str, *, remove: bool, what: str, discard: bool = False):
+def unmount(
+    path: str, *, remove: bool, what: str, discard: bool = False
+) -> Generator[Change, None, None]:
     """
     Unmount the tmpfs podstate mounted at ``path`` (``unmount_command``), then remove the
     mount point when podstate made it and it is empty.

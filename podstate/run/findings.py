@@ -18,7 +18,7 @@ from pyinfra import host as current_host
 from pyinfra.api import Host
 
 from podstate.desired.state import Waiver
-from podstate.facts.made import Entry
+from podstate.facts.record import Entry
 from podstate.pyinfra_api import plan as pyinfra_plan
 
 
