@@ -14,9 +14,10 @@ command (on Vast its onstart script) sources the hook at every container start, 
 image's start script, so the start script and everything it starts have the declared
 environment.
 
-The role runs last (from the ready role), so that the data is written only after every
-other change succeeded, and holds the ready marker only when no violation stands. It also
-says, for the check, what the hook did at this container's start (``findings.boot``).
+The role is among the last phases of the run (podstate.pod.phases), so that the data is
+written only after every other change succeeded, and holds the ready marker only when no
+violation stands. It also says, for the check, what the hook did at this container's start
+(``findings.boot``).
 """
 
 from __future__ import annotations
@@ -174,14 +175,15 @@ def entries(wanted: State, probe: Probe, marker: bool) -> tuple[list[str], list[
     if wanted.shm and probe.can_mount:
         out.append(f"shm {_kib(wanted.shm.min_size)}\n")
     texts: list[tuple[str, str]] = []
-    for path, (content, mode, safe, before) in found.restorable.items():
+    for path, file in found.restorable.items():
+        content, mode, safe = file.content, file.mode, file.safe
         if _on(path, volume):
             continue
         safe = None if safe == content else safe
         # there as the data is written: its role wrote it before (one the probe has not read
         # yet is new: a copy of the user's file) or found it so, unless it cannot
         seen = probe.files.get(path) or FileInfo("absent")
-        there = before and not bookkeeping.file_problem(path, seen, True)
+        there = file.before and not bookkeeping.file_problem(path, seen, True)
         if boot_ops.is_text(content) and there:
             lines = f"{content.count(boot_ops.NL)} {mode} {path}\n"
             out.append(f"text {lines}" if safe is None else f"guarded-text {lines}{b64(safe)}\n")

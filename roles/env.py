@@ -261,7 +261,7 @@ def apply(wanted: State, probe: Probe) -> None:
             own=False,
         )
         unmendable(path, found.content)
-        findings.of(host).hooked.append(path)
+        findings.hooked(path)
         was = made.previous(probe.made).get(path)
         findings.made(made.block(path, MARK_BEGIN, MARK_END, was, absent=found.state == "absent"))
 

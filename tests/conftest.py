@@ -17,6 +17,13 @@ def cannot_run_e2e(why: str) -> None:
     pytest.fail(f"{why} (set PODSTATE_SKIP_E2E=1 to skip the end-to-end tests)", pytrace=False)
 
 
+@pytest.fixture(params=["dash", "bash", "busybox"])
+def shell(request: pytest.FixtureRequest) -> str:
+    """Return, in turn, each shell a pod may have as /bin/sh (its name), for the tests that
+    run podstate's shell functions under every one."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
 def fleet(request, tmp_path_factory):
     """Fresh sandbox pods for a test module, taken down after it: five (one of each shape),

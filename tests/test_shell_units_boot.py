@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from podstate.operations.boot import file_entry, render_state
-from tests.shell_change import SCRIPTS, SHELLS, Ran, fake_command, proc_tree, run, stat_line
+from tests.shell_change import SCRIPTS, Ran, fake_command, proc_tree, run, stat_line
 
 BOOT_ID = "0f6c9d1e-2b3a-4c5d-8e7f-0123456789ab"
 POD_ID = "abc123xyz"
@@ -65,11 +65,6 @@ class Pod:
         )
         own = {"PODSTATE_BOOT_PART": "functions", "HOME": str(self.home)}
         return run(shell, text, own | (env or {}))
-
-
-@pytest.fixture(params=list(SHELLS))
-def shell(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 @pytest.fixture

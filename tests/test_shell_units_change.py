@@ -18,12 +18,7 @@ from pathlib import Path
 import pytest
 
 from podstate.shell import script
-from tests.shell_change import SHELLS, Ran, run
-
-
-@pytest.fixture(params=list(SHELLS))
-def shell(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+from tests.shell_change import Ran, run
 
 
 def call(shell: str, scripts: list[str], text: str, stdin: Path | None = None) -> Ran:

@@ -11,16 +11,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-import pytest
-
-from tests.shell_change import SHELLS, Ran, sourced
+from tests.shell_change import Ran, sourced
 
 MARK = "@@mark"
-
-
-@pytest.fixture(params=list(SHELLS))
-def shell(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 def sha(data: str) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.shell_probe import SHELLS, run
+from tests.shell_probe import run
 
 FIELDS = "index,uuid,memory.used,driver_version"
 NVIDIA_SMI = """#!/bin/sh
@@ -26,12 +26,6 @@ topo) cat "$FAKE/topo" ;;
 esac
 """
 TWO_GPUS = "0, GPU-a, 0, 550.54\n1, GPU-b, 812, 550.54\n"
-
-
-@pytest.fixture(params=list(SHELLS))
-def shell(request: pytest.FixtureRequest) -> str:
-    """Return each shell a pod may have as /bin/sh, in turn."""
-    return str(request.param)
 
 
 @pytest.fixture

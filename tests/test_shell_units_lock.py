@@ -26,12 +26,6 @@ def functions() -> str:
     return text[: -len(MAIN)]
 
 
-@pytest.fixture(params=list(SHELLS))
-def shell(request: pytest.FixtureRequest) -> str:
-    """Return each shell a pod may have as /bin/sh, in turn."""
-    return str(request.param)
-
-
 def call(shell: str, lock: Path, program: str) -> subprocess.CompletedProcess[str]:
     """Return what ``program`` did after lock.sh's functions, with LOCK ``lock``, TOKEN
     "mine" and the settings lock_main would set (a TTL of 60 s, no wait, no SEEN)."""

@@ -14,14 +14,9 @@ from pathlib import Path
 import pytest
 
 from podstate.operations.venv import snapshot_line
-from tests.shell_change import SHELLS, Ran, sourced
+from tests.shell_change import Ran, sourced
 
 HEX = "0123456789abcdef" * 4
-
-
-@pytest.fixture(params=list(SHELLS))
-def shell(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 def proof(shell: str, text: str) -> Ran:

@@ -15,14 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.shell_change import SHELLS, Ran, git, sourced
+from tests.shell_change import Ran, git, sourced
 
 NEEDS = ["enc.sh", "stats.sh", "file_state.sh", "repo_clean.sh", "busy.sh", "made_proof.sh"]
-
-
-@pytest.fixture(params=list(SHELLS))
-def shell(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 def made(shell: str, text: str, home: Path | None = None) -> Ran:

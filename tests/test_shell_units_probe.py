@@ -12,13 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.shell_probe import SHELLS, Process, ProcTree, run
-
-
-@pytest.fixture(params=list(SHELLS))
-def shell(request: pytest.FixtureRequest) -> str:
-    """Return each shell a pod may have as /bin/sh, in turn."""
-    return str(request.param)
+from tests.shell_probe import Process, ProcTree, run
 
 
 @pytest.fixture

@@ -17,12 +17,6 @@ from tests.shell_probe import SHELLS, Process, ProcTree
 MAIN = 'ready_main "$@"\n'
 
 
-@pytest.fixture(params=list(SHELLS))
-def shell(request: pytest.FixtureRequest) -> str:
-    """Return each shell a pod may have as /bin/sh, in turn."""
-    return str(request.param)
-
-
 @pytest.fixture
 def proc(tmp_path: Path) -> Iterator[ProcTree]:
     """Return a fixture /proc whose boot id is b00t and whose process 1 started at 77."""

@@ -15,12 +15,7 @@ from pathlib import Path
 import pytest
 
 from podstate.shell import script
-from tests.shell_change import SHELLS, Ran, git, run, sourced
-
-
-@pytest.fixture(params=list(SHELLS))
-def shell(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+from tests.shell_change import Ran, git, run, sourced
 
 
 @pytest.fixture

@@ -12,12 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.shell_change import SHELLS, Ran, git, sourced
-
-
-@pytest.fixture(params=list(SHELLS))
-def shell(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+from tests.shell_change import Ran, git, sourced
 
 
 def state(shell: str, text: str) -> Ran:

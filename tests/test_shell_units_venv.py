@@ -17,18 +17,11 @@ import shutil
 import tarfile
 from pathlib import Path
 
-import pytest
-
-from tests.shell_change import SHELLS, Ran, fake_command, sourced
+from tests.shell_change import Ran, fake_command, sourced
 
 PYTHON = shutil.which("python3") or "/usr/bin/python3"
 FINGERPRINT = "f" * 64
 VERSION = ".venv-ffffffffffff"
-
-
-@pytest.fixture(params=list(SHELLS))
-def shell(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 def venv(shell: str, tmp_path: Path, text: str, how: str = "uv") -> Ran:

@@ -13,12 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.venv.wheels import binary_wheel
-from tests.shell_change import SHELLS, Ran, sourced
-
-
-@pytest.fixture(params=list(SHELLS))
-def shell(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+from tests.shell_change import Ran, sourced
 
 
 def lib(shell: str, tmp_path: Path, text: str, env: dict[str, str] | None = None) -> Ran:

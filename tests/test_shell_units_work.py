@@ -16,12 +16,6 @@ from tests.shell_probe import SHELLS, Process, ProcTree, run
 LIMITS = ("100", "10", "1048576", "4096")
 
 
-@pytest.fixture(params=list(SHELLS))
-def shell(request: pytest.FixtureRequest) -> str:
-    """Return each shell a pod may have as /bin/sh, in turn."""
-    return str(request.param)
-
-
 @pytest.fixture
 def proc(tmp_path: Path) -> Iterator[ProcTree]:
     """Return an empty fixture /proc (an uptime of 1000 s, boot id b00t) with init."""

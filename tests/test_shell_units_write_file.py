@@ -15,14 +15,7 @@ import os
 import shlex
 from pathlib import Path
 
-import pytest
-
-from tests.shell_change import SHELLS, Ran, run, sourced
-
-
-@pytest.fixture(params=list(SHELLS))
-def shell(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+from tests.shell_change import Ran, run, sourced
 
 
 def sha(data: str) -> str:

@@ -30,11 +30,11 @@ def run() -> None:
     going = True
     for phase in phases.PHASES:
         if not phase.last and going:
-            going = phase.apply(wanted, probe) is not False
+            going = phase.apply(wanted, probe).value is not False
     with bookends.finish():
         for phase in phases.PHASES:
             if phase.last and going:
-                going = phase.apply(wanted, probe) is not False
+                going = phase.apply(wanted, probe).value is not False
 
 
 if __name__ == "__main__":

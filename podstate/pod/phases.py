@@ -4,8 +4,9 @@ and the docs show.
 Between the two bookends (podstate.pod.bookends: ``start`` takes the pod lock for every
 deploy file and folds podstate's changes into one command; ``finish`` releases the lock and
 reports what apply cannot fix), the deploy reads the pod once, with what every phase reads,
-and plans ``PHASES`` in order. A phase that returns False (the container disk role, on a
-pod that failed there) stops the phases after it. The ``last`` phases are planned after
+and plans ``PHASES`` in order. Each phase returns what it found and did
+(podstate.run.findings ``Result``); one whose role returned False (the container disk
+role, on a pod that failed there) stops the phases after it. The ``last`` phases are planned after
 every deploy file's operations: they record and mark what the others did.
 """
 
@@ -14,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
+
+from pyinfra import host
 
 from podstate.desired.state import State
 from podstate.facts.probe import Probe
@@ -35,6 +38,8 @@ from podstate.roles import (
     shm,
     venv,
 )
+from podstate.run import findings
+from podstate.run.findings import Result
 
 Wanted = State
 
@@ -47,7 +52,7 @@ class Phase:
 
     name: str
     why: str
-    apply: Callable[[Wanted, Probe], object]
+    apply: Callable[[Wanted, Probe], Result]
     reads: Callable[[Wanted], Request]
     last: bool = False
 
@@ -57,7 +62,7 @@ def _role(
     why: str,
     *,
     name: str | None = None,
-    apply: Callable[[Wanted, Probe], object] | None = None,
+    apply: Callable[[Wanted, Probe], Result] | None = None,
     last: bool = False,
 ) -> Phase:
     """Return the phase of the role ``module``: its ``apply`` and ``reads`` unless told."""
@@ -65,8 +70,13 @@ def _role(
     return Phase(short, why, apply or module.apply, module.reads, last)
 
 
-def _declare_boot(wanted: Wanted, probe: Probe) -> None:
-    boot.declare(wanted)
+def _declare_boot(wanted: Wanted, probe: Probe) -> Result:
+    """Return what the boot role says the hook makes (its result, not a deploy: it adds no
+    operation), said before the removal, so that a violation that stops the hook's own
+    phase removes none of it."""
+    with findings.recording(host, "Boot") as result:
+        boot.declare(wanted)
+    return result
 
 
 PHASES: tuple[Phase, ...] = (

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, NamedTuple
@@ -30,6 +31,41 @@ class Violation(NamedTuple):
     message: str
 
 
+class Restorable(NamedTuple):
+    """A file a role writes, which the boot hook can put back after a restart
+    (roles/boot.py): its ``content`` and ``mode``; ``safe``: its content for GPUs that
+    cannot be read, which the hook puts back instead when the GPUs it finds are not the
+    ones ``content`` was rendered for; ``before``: the role writes it (or finds it so)
+    before the hook's data is written, which then copies it on the pod (not podstate's
+    record of what it made, rewritten around the data)."""
+
+    content: str
+    mode: str
+    safe: str | None = None
+    before: bool = True
+
+
+@dataclass
+class Result:
+    """What one call of a role found and did on a pod: what ``@role`` returns
+    (podstate.run.role), and what the phases after it read (through ``Findings``).
+
+    ``made``: what it makes or edits, by path, for the record of what podstate made
+    (roles/removal.py); ``violations``: what apply cannot fix; ``restorable``: the files
+    it writes that the boot hook can put back, and ``hooked``: the user's files it puts
+    podstate's block in (roles/boot.py); ``left``: what a record names that now holds
+    something else, which podstate leaves as it is; ``value``: what the role's own
+    function returned (the container disk role's False: the pod failed there)."""
+
+    role: str
+    made: dict[str, Entry] = field(default_factory=dict)
+    violations: list[Violation] = field(default_factory=list)
+    restorable: dict[str, Restorable] = field(default_factory=dict)
+    hooked: list[str] = field(default_factory=list)
+    left: dict[str, str] = field(default_factory=dict)
+    value: object = None
+
+
 @dataclass
 class Findings:
     """What podstate learnt about one pod while planning, for the apply's end and the check.
@@ -43,16 +79,12 @@ class Findings:
     ``secret``: the hashes of operations that upload a secret, whose changes no report
     shows a diff of; ``restarted``: how the pod was re-created since podstate last applied
     to it (``applied_at``, ``since``), None if it was not; ``ready``: the pod's ready
-    marker is for the desired state being planned; ``restorable``: the files podstate's
-    roles write on this pod (path -> (content, mode, content for unknown GPUs, whether it
-    is there as its role wrote it before the boot hook's data is written)) and
-    ``hooked``: the user's files they put podstate's block in, which the boot hook puts
-    back at a container start; ``boot``: what the boot hook did at this container's start
+    marker is for the desired state being planned; ``results``: what each role planned so
+    far found and did (``Result``), in order, read merged as ``made``, ``restorable``,
+    ``hooked`` and ``left``; ``running``: the results of the roles being planned now,
+    innermost last; ``boot``: what the boot hook did at this container's start
     (roles/boot.py), None when no hook is asked for (or it cannot work on this pod);
-    ``made``: what this run's roles make or edit on the pod, by path, for its record
-    (roles/removal.py), which removes what an earlier run made and this one does not;
-    ``left``: what a record names that now holds something else, which podstate leaves as
-    it is; ``first``: the operations that run before every other (the pod lock, the fold, the
+    ``first``: the operations that run before every other (the pod lock, the fold, the
     records' first write);
     ``busy``: the owner line of another run that held the pod lock when the probe read the
     pod (it was changing the pod: what the probe read may be halfway through that), None
@@ -72,21 +104,63 @@ class Findings:
     secret: set[str] = field(default_factory=set)
     restarted: dict[str, Any] | None = None
     ready: bool = False
-    restorable: dict[str, tuple[str, str, str | None, bool]] = field(default_factory=dict)
-    hooked: list[str] = field(default_factory=list)
+    results: list[Result] = field(default_factory=list)
+    running: list[Result] = field(default_factory=list)
     boot: dict[str, Any] | None = None
-    made: dict[str, Entry] = field(default_factory=dict)
-    left: dict[str, str] = field(default_factory=dict)
     first: list[str] = field(default_factory=list)
     activity: dict[str, Any] | None = None
     busy: str | None = None
     apt_updated: bool = False
+
+    @property
+    def made(self) -> dict[str, Entry]:
+        """What this run's roles make or edit on the pod, by path (a later role's entry for
+        a path replaces an earlier one's): the record's new entries."""
+        return {path: entry for result in self.results for path, entry in result.made.items()}
+
+    @property
+    def restorable(self) -> dict[str, Restorable]:
+        """The files this run's roles write that the boot hook can put back, by path."""
+        return {p: file for result in self.results for p, file in result.restorable.items()}
+
+    @property
+    def hooked(self) -> list[str]:
+        """The user's files this run's roles put podstate's block in, in order."""
+        return [path for result in self.results for path in result.hooked]
+
+    @property
+    def left(self) -> dict[str, str]:
+        """What the records name that now holds something else, left as it is, by path."""
+        return {path: why for result in self.results for path, why in result.left.items()}
+
+    def result(self) -> Result:
+        """Return the result of the role being planned, or of podstate's own code outside
+        every role (made on first use)."""
+        if self.running:
+            return self.running[-1]
+        if not self.results or self.results[0].role != "podstate":
+            self.results.insert(0, Result("podstate"))
+        return self.results[0]
 
 
 def of(host: Host) -> Findings:
     """Return the findings of ``host`` in this run, created empty on first use (kept on the
     run's host object: a new plan, a check after an apply in one process, starts with none)."""
     return pyinfra_plan.kept(host, Findings)
+
+
+@contextmanager
+def recording(host: Host, role: str) -> Iterator[Result]:
+    """Return, as a context, the result of one call of ``role`` on ``host``: what the code
+    in the context records goes into it, and it is the pod's, in order, for the phases
+    after it and the report."""
+    found, result = of(host), Result(role)
+    found.results.append(result)
+    found.running.append(result)
+    try:
+        yield result
+    finally:
+        found.running.pop()
 
 
 def violation(message: str, finding: str | None = None) -> None:
@@ -100,6 +174,7 @@ def violation(message: str, finding: str | None = None) -> None:
     found = of(current_host)
     if entry not in found.violations:
         found.violations.append(entry)
+        found.result().violations.append(entry)
 
 
 def record_diff(path: str, old: str | None, new: str, gone: bool = False) -> None:
@@ -117,24 +192,26 @@ def record_diff(path: str, old: str | None, new: str, gone: bool = False) -> Non
 def restorable(
     path: str, content: str, mode: str, safe: str | None = None, before: bool = True
 ) -> None:
-    """Record a file a role writes on the current pod (``path`` with ``content`` and
-    ``mode``), which the boot hook can put back after a restart (roles/boot.py); ``safe``:
-    its content for GPUs that cannot be read, which the hook puts back instead when the
-    GPUs it finds are not the ones ``content`` was rendered for; ``before``: the role
-    writes it (or finds it so) before the hook's data is written, which then copies it on
-    the pod (not podstate's record of what it made, rewritten around the data)."""
-    of(current_host).restorable[path] = (content, mode, safe, before)
+    """Record a file the current role writes on the pod, which the boot hook can put back
+    after a restart (``Restorable`` says what each argument means)."""
+    of(current_host).result().restorable[path] = Restorable(content, mode, safe, before)
 
 
 def made(entry: Entry) -> None:
     """Record that the current pod's deploy makes or edits ``entry.path`` (an entry of the
     record of what podstate made, podstate.facts.record)."""
-    of(current_host).made[entry.path] = entry
+    of(current_host).result().made[entry.path] = entry
 
 
 def left(path: str, message: str) -> None:
     """Record that ``path``, which podstate made, now holds something else: left as it is."""
-    of(current_host).left[path] = message
+    of(current_host).result().left[path] = message
+
+
+def hooked(path: str) -> None:
+    """Record that the current role puts podstate's block in the user's file ``path``,
+    which the boot hook puts back at a container start."""
+    of(current_host).result().hooked.append(path)
 
 
 def describe(text: str) -> None:

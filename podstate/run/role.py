@@ -64,31 +64,36 @@ def role(
     name: str,
     reads: Callable[[Wanted], Request] | None = None,
     when: Callable[[Wanted], object] | None = None,
-) -> Callable[[Callable[..., R]], Callable[..., R | None]]:
+) -> Callable[[Callable[..., object]], Callable[..., findings.Result]]:
     """Return a decorator that makes a role's ``apply(wanted, probe)`` the pyinfra deploy
     ``name``, given the probe as ``probed(reads, when)`` gives it; without ``reads``, the
     function is the deploy as it is, with its own arguments (``podstate uninstall``'s,
     given the probe its deploy file read).
+
+    The function made returns what the role found and did (``findings.Result``: what the
+    role's code recorded while it ran, with its own return value as ``value``), which is
+    also the pod's for the phases after it and the report.
 
     Every operation the deploy adds on a pod is recorded under ``name`` (by operation hash),
     so ``podstate check`` reports a change with its role from data, and tells podstate's
     own operations (which take the pod lock themselves) from those of other deploy files.
     """
 
-    def decorator(func: Callable[..., R]) -> Callable[..., R | None]:
+    def decorator(func: Callable[..., object]) -> Callable[..., findings.Result]:
         deployed = deploy(name)(func if reads is None else probed(reads, when)(func))
 
         @wraps(func)
-        def call(*args: Any, **kwargs: Any) -> R | None:
+        def call(*args: Any, **kwargs: Any) -> findings.Result:
             before = pyinfra_plan.op_hashes(state, host)
             try:
-                # pyinfra's deploy returns the function's value, typed as an operation's
-                return deployed(*args, **kwargs)  # type: ignore[return-value]
+                with findings.recording(host, name) as result:
+                    result.value = deployed(*args, **kwargs)
             finally:
                 found = findings.of(host)
                 found.roles.setdefault(name, None)
                 for op_hash in pyinfra_plan.op_hashes(state, host) - before:
                     found.ops[op_hash] = name
+            return result
 
         return call
 
