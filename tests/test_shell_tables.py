@@ -25,7 +25,8 @@ What is held, for every script with an ``# Exits:`` or ``# Returns:`` table:
 - every TAG of ``# Prints`` (but ``(nothing)`` and ``<data>`` in angle brackets) begins a
   quoted string of the code (after any leading ``%s``, ``\\n`` or expansion: a line built in
   a variable), or is an unquoted ``echo``'s or ``printf``'s first word.
-Scripts without either table are skipped (for now).
+Every script has one, and every function of a script is about 40 lines at most
+(``LONGEST``), so that a reader can hold it whole.
 """
 
 from __future__ import annotations
@@ -177,6 +178,21 @@ def _tabled() -> list[Path]:
 @pytest.mark.parametrize("path", _tabled(), ids=lambda p: p.name)
 def test_a_scripts_tables_say_what_its_code_prints_and_answers(path: Path) -> None:
     assert problems(path.read_text()) == []
+
+
+LONGEST = 45  # lines of a function, its braces included: "about 40"
+
+
+def test_every_script_has_its_table_and_short_functions() -> None:
+    untabled = [p.name for p in SCRIPTS.glob("*.sh") if p not in _tabled()]
+    assert untabled == [], "scripts without an # Exits: or # Returns: table"
+    long = {
+        f"{p.name}: {name}": len(body)
+        for p in SCRIPTS.glob("*.sh")
+        for name, body in bodies(p.read_text().splitlines()).items()
+        if len(body) > LONGEST
+    }
+    assert long == {}, f"functions over {LONGEST} lines"
 
 
 GOOD = """#!/bin/sh
