@@ -31,7 +31,7 @@ from pyinfra import host
 
 from podstate import settings
 from podstate.desired.state import State
-from podstate.facts.boot import ENVIRON, provider
+from podstate.facts.boot import ENVIRON, BootRequest, provider
 from podstate.facts.files import FileInfo
 from podstate.facts.made import sums
 from podstate.facts.marker import digest, read
@@ -96,7 +96,7 @@ def reads(wanted: State) -> Request:
     own = Request(
         paths=(where.volume, where.data, *places),
         files=(where.hook, where.state, FLAG),
-        boot={"keys": where.data if keep else None, "identity": where.identity},
+        boot=BootRequest(keys=where.data if keep else None, identity=where.identity),
     )
     return own.merge(venv.reads(wanted))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from podstate.desired import state
 from podstate.desired.state import State
-from podstate.facts.download import Download
+from podstate.facts.download import Download, DownloadRequest
 from podstate.facts.probe import Probe
 from podstate.facts.request import Request
 from podstate.run import findings
@@ -16,8 +16,7 @@ def reads(wanted: State) -> Request:
     test = wanted.download
     if test is None:
         return Request()
-    asked = {"seconds": test.seconds, "url": test.url, "min_mbps": test.min_mbps}
-    return Request(download=asked)
+    return Request(download=DownloadRequest(test.seconds, test.url, test.min_mbps))
 
 
 def check(wanted: state.Download | None, result: Download | None) -> str | None:

@@ -17,7 +17,7 @@ from podstate.facts import repos as repo_facts
 from podstate.facts.origin import ask_origin
 from podstate.facts.probe import Probe
 from podstate.facts.record import Entry, RepoEntry
-from podstate.facts.repos import Checkout, Repos
+from podstate.facts.repos import Checkout, RepoRequest, Repos
 from podstate.facts.request import Request
 from podstate.operations import repos as repo_ops
 from podstate.roles import files as files_role
@@ -35,8 +35,7 @@ def reads(wanted: State) -> Request:
         return Request()
     return Request(
         repos=tuple(
-            {"path": path, "ref": item.ref, "ask": item.ssh_key is None}
-            for path, item in repos.items()
+            RepoRequest(path, item.ref, ask=item.ssh_key is None) for path, item in repos.items()
         ),
         paths=tuple(dict.fromkeys(p for path in repos for p in (path, *made.ancestors(path)))),
         made=made.request(wanted),

@@ -31,7 +31,7 @@ from podstate.facts.mounts import Mount, mount_of
 from podstate.facts.probe import Probe
 from podstate.facts.record import Entry, SnapshotEntry, VenvEntry
 from podstate.facts.request import Request
-from podstate.facts.venv import Python, normalize
+from podstate.facts.venv import Python, VenvRequest, normalize
 from podstate.operations import venv as venv_ops
 from podstate.operations.upload import upload_file
 from podstate.roles import disk
@@ -66,16 +66,15 @@ def reads(wanted: State) -> Request:
     venv = wanted.venv
     if not venv:
         return Request()
-    args = {
-        "path": venv.path,
-        "python": venv.python,
-        "uv": managed_uv(venv.path),
-        "distributions": " ".join(normalize(name) for name in required(venv)),
-    }
-    if venv.snapshot:
-        args["snapshot"] = venv.snapshot
+    asked = VenvRequest(
+        path=venv.path,
+        python=venv.python,
+        uv=managed_uv(venv.path),
+        distributions=" ".join(normalize(name) for name in required(venv)),
+        snapshot=venv.snapshot,
+    )
     places = (*wanted.scratch_paths, *wanted.dir_paths)
-    return Request(paths=(venv.path, *places), venv=args, made=made.request(wanted))
+    return Request(paths=(venv.path, *places), venv=asked, made=made.request(wanted))
 
 
 def distributions(packages: Sequence[str], requirements: str | None) -> list[str]:

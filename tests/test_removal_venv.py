@@ -66,8 +66,8 @@ def test_the_processes_are_named_those_podstate_cannot_read_apart():
 
 def test_a_declared_venv_is_kept_so_the_probe_does_not_look_for_its_processes():
     wanted = state({"venv": {"path": VENV}, "scratch": {"/scratch": {"size": "1G"}}})
-    assert set(made.request(wanted)["keep"]) == {VENV, "/scratch"}
-    assert made.request(state({}))["keep"] == ()
+    assert set(made.request(wanted).keep) == {VENV, "/scratch"}
+    assert made.request(state({})).keep == ()
 
 
 # --- end to end ---------------------------------------------------------------------------

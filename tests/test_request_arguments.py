@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
+from podstate.facts.request import Request
 from podstate.inventory.fleet import desired
 from podstate.pod import probe as deploy_probe
 from podstate.pod import uninstall
-from podstate.roles import boot, download, repos
+from podstate.roles import boot, download, repos, venv
 from tests.test_roles import FULL
 
 ID = ("RUNPOD_POD_ID",)
@@ -95,6 +96,13 @@ def test_the_full_request_makes_the_pinned_arguments():
     request = deploy_probe.request(desired(FULL))
     assert repr(request.arguments()) == repr(FULL_ARGUMENTS)
     assert hashlib.sha256("".join(request.stdin(3)).encode()).hexdigest() == FULL_STDIN
+
+
+def test_the_requests_are_hashable_so_merge_compares_them():
+    request = deploy_probe.request(desired(FULL))
+    assert hash(request.venv) == hash(venv.reads(desired(FULL)).venv)
+    assert request.merge(request) == request and request.merge(Request()) == request
+    assert all(hash(repo) for repo in request.repos)
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from podstate.facts.mounts import Mount, mount_of
 from podstate.facts.probe import Probe, parse_probe
 from podstate.facts.processes import Process
 from podstate.facts.request import Request
+from podstate.facts.venv import VenvRequest
 from podstate.inventory.fleet import desired
 from podstate.nccl import variables
 from podstate.pod import phases
@@ -263,11 +264,12 @@ def test_requests_merge_each_item_once_in_order():
 
 
 def test_two_roles_cannot_ask_one_section_two_ways():
-    venv = Request(venv={"path": "/opt/venv"})
-    assert venv.merge(Request()).venv == Request().merge(venv).venv == {"path": "/opt/venv"}
-    assert venv.merge(venv).venv == {"path": "/opt/venv"}
+    asked = VenvRequest("/opt/venv", "python3", "/opt/.podstate/uv", "")
+    venv = Request(venv=asked)
+    assert venv.merge(Request()).venv == Request().merge(venv).venv == asked
+    assert venv.merge(venv).venv == asked
     with pytest.raises(ValueError, match="venv"):
-        venv.merge(Request(venv={"path": "/opt/other"}))
+        venv.merge(Request(venv=replace(asked, path="/opt/other")))
 
 
 FULL = {

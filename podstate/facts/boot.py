@@ -43,6 +43,20 @@ class Boot:
     public: str | None  # the sha256 of the pod's public host keys; None: it has none
 
 
+@dataclass(frozen=True)
+class BootRequest:
+    """What the boot section reads (``Request.boot``), as the boot role asks it."""
+
+    keys: str | None  # the data directory, to compare the saved host keys; None: not compared
+    identity: tuple[str, ...]  # the variables that name this container (``identity``)
+
+
+def sent(asked: BootRequest | None) -> dict[str, Any] | None:
+    """Return the probe's ``boot`` argument for ``asked`` (``probe_lines``' ``args``), the plain
+    dict pyinfra's fact is called with."""
+    return None if asked is None else {"keys": asked.keys, "identity": asked.identity}
+
+
 def provider() -> str:
     """Return this pod's provider (``IDENTITY``'s keys), which its identity and the boot hook's
     layout depend on: the pod's host data ``provider`` (set by the inventories, and by a pods
@@ -138,5 +152,5 @@ SECTION = Section(
     fields=("boot",),
     parse=lambda answer: {"boot": parse(answer.lines("boot")) if "boot" in answer else None},
     lines=lambda arguments: probe_lines(arguments["boot"]),
-    arguments=(Argument("boot"),),
+    arguments=(Argument("boot", sent=sent),),
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
 from podstate.facts.section import Argument, Arguments, Section
 
@@ -14,6 +15,23 @@ class Download:
 
     mbps: float | None  # the rate measured; None when the download failed
     status: int  # curl's (or Python's) exit status; 0 when it measured
+
+
+@dataclass(frozen=True)
+class DownloadRequest:
+    """What the download test reads (``Request.download``), as the download role asks it."""
+
+    seconds: int  # the longest the test downloads for
+    url: str  # what it downloads
+    min_mbps: float  # the rate the role wants (the test does not use it)
+
+
+def sent(asked: DownloadRequest | None) -> dict[str, Any] | None:
+    """Return the probe's ``download`` argument for ``asked``, the plain dict pyinfra's fact is
+    called with (``_lines`` reads its ``url`` and ``seconds``)."""
+    if asked is None:
+        return None
+    return {"seconds": asked.seconds, "url": asked.url, "min_mbps": asked.min_mbps}
 
 
 def probe_line(url: str, seconds: int) -> str:
@@ -58,5 +76,5 @@ SECTION = Section(
     fields=("download",),
     parse=lambda answer: {"download": parse(answer.value("download"))},
     lines=_lines,
-    arguments=(Argument("download"),),
+    arguments=(Argument("download", sent=sent),),
 )

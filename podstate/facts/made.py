@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from podstate.desired.state import State
@@ -72,8 +73,25 @@ VERSION = 1
 KINDS = tuple(ENTRIES)  # one class each: podstate.facts.record
 
 
-def request(wanted: State) -> dict[str, Any]:
-    """Return the probe's ``made`` argument for ``wanted``: where the volume is (boot.volume,
+@dataclass(frozen=True)
+class MadeRequest:
+    """What the records' section reads (``Request.made``): as ``request`` and ``at`` ask it."""
+
+    volume: str  # the volume's mount point, whose record the probe reads beside the disk's
+    identity: tuple[str, ...]  # the variables that name the pod (podstate.facts.boot)
+    keep: tuple[str, ...]  # the mounts, repositories and venv the desired state keeps
+
+
+def sent(asked: MadeRequest | None) -> dict[str, Any] | None:
+    """Return the probe's ``made`` argument for ``asked`` (``probe_lines``' ``args``), the plain
+    dict pyinfra's fact is called with."""
+    if asked is None:
+        return None
+    return {"volume": asked.volume, "identity": asked.identity, "keep": asked.keep}
+
+
+def request(wanted: State) -> MadeRequest:
+    """Return what the records' section reads for ``wanted``: where the volume is (boot.volume,
     ``/workspace`` by default), whose record the probe reads beside the container disk's; the
     variables that name the pod (``identity``: its provider's, podstate.facts.boot); and
     the scratch paths, repositories and venv it keeps (``keep``: whether a process uses them,
@@ -88,10 +106,10 @@ def request(wanted: State) -> dict[str, Any]:
     )
 
 
-def at(volume: str, keep: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Return the probe's ``made`` argument for the volume at ``volume``, keeping ``keep``
+def at(volume: str, keep: tuple[str, ...] = ()) -> MadeRequest:
+    """Return what the records' section reads for the volume at ``volume``, keeping ``keep``
     (``request``'s, for what a desired state keeps; none, for ``podstate uninstall``)."""
-    return {"volume": volume, "identity": identity(), "keep": keep}
+    return MadeRequest(volume, identity(), keep)
 
 
 def using(busy: Sequence[Busy], verb: str) -> str:

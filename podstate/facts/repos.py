@@ -38,6 +38,21 @@ class Repos:
     paths: dict[str, Checkout]  # each repository; none when git is not (nothing more was read)
 
 
+@dataclass(frozen=True)
+class RepoRequest:
+    """One repository the repos section reads (an item of ``Request.repos``)."""
+
+    path: str  # the checkout's path
+    ref: str  # the wanted ref
+    ask: bool  # ask origin where a branch is (no deploy key: the pod can)
+
+
+def sent(asked: tuple[RepoRequest, ...]) -> list[dict[str, Any]] | None:
+    """Return the probe's ``repos`` argument for ``asked``, the plain list of dicts pyinfra's
+    fact is called with (``probe_lines``' ``repos``); None for none, which reads nothing."""
+    return [{"path": r.path, "ref": r.ref, "ask": r.ask} for r in asked] or None
+
+
 # A checkout the probe could not read, since git is installed later in the same run.
 UNKNOWN = Checkout(kind="unknown")
 
@@ -103,5 +118,5 @@ SECTION = Section(
     fields=("repos",),
     parse=lambda answer: {"repos": parse(answer.lines("repo")) if "repo" in answer else None},
     lines=lambda arguments: probe_lines(arguments["repos"] or []),
-    arguments=(Argument("repos", sent=lambda repos: list(repos) or None),),
+    arguments=(Argument("repos", sent=sent),),
 )

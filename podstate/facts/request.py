@@ -4,8 +4,10 @@ Each role declares its request in one way, a module-level ``reads(wanted) -> Req
 from the desired state alone. A role called alone probes with its own request; podstate's
 own deploy probes once, with the merge of every role's (podstate.pod.probe). So the probe's
 command can be built, and its length checked, before any pod is contacted. Each field is
-the argument of the same name of a section (podstate.facts.sections), which says how the
-field becomes it (``Request.arguments()``); the fields are in the registry's order.
+what a section (podstate.facts.sections) reads: a list, or a frozen record defined in the
+section's module (``VenvRequest``, ...); the section's record says how the field becomes its
+plain argument of the same name (``Argument.sent``, ``Request.arguments()``); the fields are
+in the registry's order.
 """
 
 from __future__ import annotations
@@ -15,8 +17,13 @@ from typing import Any
 
 from podstate.desired.secret import Secret
 from podstate.facts import probe, section
+from podstate.facts.boot import BootRequest
+from podstate.facts.download import DownloadRequest
+from podstate.facts.made import MadeRequest
+from podstate.facts.repos import RepoRequest
 from podstate.facts.secrets import Hidden, probe_stdin
 from podstate.facts.sections import SECTIONS
+from podstate.facts.venv import VenvRequest
 
 
 @dataclass(frozen=True)
@@ -27,16 +34,16 @@ class Request:
 
     paths: tuple[str, ...] = ()  # directories: kind, mode, real path, mount
     files: tuple[str, ...] = ()  # managed files: what is there, with its content
-    venv: dict[str, str] | None = None
+    venv: VenvRequest | None = None  # the venv, its interpreter, uv and snapshot
     environ: tuple[str, ...] = ()  # variables whose value in running processes matters
     inert: tuple[str, ...] = ()  # names of processes whose values do not (none is read)
     free: tuple[str, ...] = ()  # paths whose free space matters
     occupied: tuple[str, ...] = ()  # directories whose having anything in them matters
-    download: dict[str, Any] | None = None  # the download test's url and seconds
+    download: DownloadRequest | None = None  # the download test's url and seconds
     apt: tuple[str, ...] = ()  # Debian packages whose dpkg status matters
-    repos: tuple[dict[str, Any], ...] = ()
-    boot: dict[str, Any] | None = None
-    made: dict[str, Any] | None = None  # the records of what podstate made (``volume``)
+    repos: tuple[RepoRequest, ...] = ()  # each checkout, with its ref
+    boot: BootRequest | None = None  # the container's identity, and its saved host keys
+    made: MadeRequest | None = None  # the records of what podstate made (``volume``)
     secrets: dict[str, Secret] | None = None  # None: the secrets file is not read
 
     def merge(self, other: Request) -> Request:

@@ -38,7 +38,7 @@ MADE = Section(
     lines=lambda arguments: made.probe_lines(
         arguments["made"], [*arguments["files"], *arguments["paths"]]
     ),
-    arguments=(Argument("made"),),
+    arguments=(Argument("made", sent=made.sent),),
 )
 
 SECTIONS = (

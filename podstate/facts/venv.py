@@ -74,6 +74,33 @@ class VenvState:
     snapshot: Snapshot | None  # None: no complete snapshot
 
 
+@dataclass(frozen=True)
+class VenvRequest:
+    """What the venv section reads (``Request.venv``), as the venv role asks it."""
+
+    path: str  # the venv symlink
+    python: str  # the interpreter to find
+    uv: str  # where podstate keeps its own uv
+    distributions: str  # normalized names separated by spaces, looked for in site-packages
+    snapshot: str | None = None  # the snapshot directory; None: none is read
+
+
+def sent(asked: VenvRequest | None) -> dict[str, str] | None:
+    """Return the probe's ``venv`` argument for ``asked`` (``probe_lines``' ``venv``), the
+    plain dict pyinfra's fact is called with: its fields, ``snapshot`` only where set."""
+    if asked is None:
+        return None
+    plain = {
+        "path": asked.path,
+        "python": asked.python,
+        "uv": asked.uv,
+        "distributions": asked.distributions,
+    }
+    if asked.snapshot:
+        plain["snapshot"] = asked.snapshot
+    return plain
+
+
 def probe_lines(venv: dict[str, str]) -> list[str]:
     """Return the probe lines the venv role reads (``venv.*`` and ``arch``), read-only.
 
@@ -162,5 +189,5 @@ SECTION = Section(
         "venv": parse(answer.lines("venv")) if "arch" in answer else None,
     },
     lines=lambda arguments: probe_lines(arguments["venv"]) if arguments["venv"] else (),
-    arguments=(Argument("venv"),),
+    arguments=(Argument("venv", sent=sent),),
 )
