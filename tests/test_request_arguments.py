@@ -11,7 +11,14 @@ import hashlib
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from podstate.facts import boot as boot_facts
+from podstate.facts import download as download_facts
+from podstate.facts import made as made_facts
+from podstate.facts import repos as repo_facts
+from podstate.facts import venv as venv_facts
 from podstate.facts.request import Request
 from podstate.inventory.fleet import desired
 from podstate.pod import probe as deploy_probe
@@ -148,3 +155,45 @@ def test_uninstall_reads_the_records_keeping_nothing():
     sent = uninstall.reads("/workspace").arguments()
     assert repr(sent["made"]) == repr({"volume": "/workspace", "identity": ID, "keep": ()})
     assert sent["boot"] is None and sent["venv"] is None and sent["repos"] is None
+
+
+def test_each_section_sends_its_records_fields_by_their_names():
+    """A section's plain argument has a key for each field of its record, by the same name
+    (a venv without a snapshot: none for it)."""
+    records = [
+        (venv_facts.sent, venv_facts.VenvRequest("/v", "python3", "/uv", "a b", "/s")),
+        (download_facts.sent, download_facts.DownloadRequest(5, "https://x", 1.5)),
+        (boot_facts.sent, boot_facts.BootRequest("/d", ("A", "B"))),
+        (made_facts.sent, made_facts.MadeRequest("/vol", ("A",), ("/k",))),
+    ]
+    for sent, record in records:
+        assert sent(record) == vars(record) and sent(None) is None
+    bare = venv_facts.VenvRequest("/v", "python3", "/uv", "")
+    assert venv_facts.sent(bare) == {
+        "path": "/v",
+        "python": "python3",
+        "uv": "/uv",
+        "distributions": "",
+    }
+    assert repo_facts.sent(()) is None
+
+
+_REPOS = st.lists(
+    st.builds(
+        repo_facts.RepoRequest,
+        st.sampled_from(["/a", "/b", "/c d"]),
+        st.sampled_from(["main", "v1"]),
+        st.booleans(),
+    ),
+    max_size=4,
+    unique=True,  # one role asks each repository once
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_REPOS, _REPOS)
+def test_merged_repos_are_sent_once_each_in_order(mine: list[Any], theirs: list[Any]):
+    merged = Request(repos=tuple(mine)).merge(Request(repos=tuple(theirs)))
+    once = list(dict.fromkeys([*mine, *theirs]))
+    sent = merged.arguments()["repos"]
+    assert sent == ([vars(r) for r in once] or None)
