@@ -1,12 +1,12 @@
-"""bench/fleet/podwork.py's figures: the probe and the fold derived from each pod's own
-measures, the grid of declared files and processes in its table, and the targets' verdicts
+"""bench/fleet/podwork.py's figures (bench/fleet/podwork_figures.py): the probe and the
+fold derived from each pod's own measures, the grid of declared files and processes in its table, and the targets' verdicts
 over every cell (pure logic, on measures written here)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from bench.fleet import podwork
+from bench.fleet import podwork_figures
 from bench.fleet.report import pod_work_page
 from bench.fleet.targets import pod_work_targets
 
@@ -40,7 +40,7 @@ def _raw(grid_check_ms: float) -> dict[str, Any]:
 
 
 def test_a_grid_cell_derives_the_probe_and_the_fold_without_the_gpu_measures():
-    found = podwork.derived(_cell(20, 200, 30, 52)["measures"])
+    found = podwork_figures.derived(_cell(20, 200, 30, 52)["measures"])
     assert set(found) == {"probe", "fold of a reconfigure"}
     assert round(1000 * found["probe"]["cpu_s"]) == 20
     assert round(1000 * found["fold of a reconfigure"]["cpu_s"]) == 22

@@ -48,11 +48,12 @@ from bench.common.machine import machine
 from bench.common.pods import SANDBOX_DISK, vars_dir
 from bench.common.steps import APPLY, BIN, ROOT, STEP_TIMEOUT_S, BenchError, environ, tool_env
 from bench.fleet.cycle import reconfigure
+from bench.fleet.podwork_figures import PODS
+from bench.fleet.report import pod_work_page
 from podstate.facts.gpu import GPU_FIELDS
 from podstate.jsonfile import write_json
 from podstate.paths import GPU_CACHE
 
-PODS = {"pod-1": "2 GPUs, PCIe (COMMUNITY)", "pod-2": "8 GPUs, NVLink (SECURE)"}
 GRID_POD = "pod-1"
 FILES = (1, 20, 200)  # declared files (the desired state's files:, a line of content each)
 PROCESSES = (0, 200)  # sleeping processes started in the pod beside them
@@ -241,35 +242,9 @@ def pod_work(runs: int = 5) -> dict[str, Any]:
     return result
 
 
-def derived(measured: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Return the probe (check less ``ssh true``), the fold of a reconfigure (reconfigure
-    less check) and, where measured, the first probe of a container and the probe less its
-    ``nvidia-smi`` from one pod's measures."""
-
-    def less(a: str, b: str) -> dict[str, Any]:
-        x, y = measured[a], measured[b]
-        cpu = None if x["cpu_s"] is None or y["cpu_s"] is None else x["cpu_s"] - y["cpu_s"]
-        names = Counter(x.get("by_program", {})) - Counter(y.get("by_program", {}))
-        return {
-            "cpu_s": cpu,
-            "programs": x["programs"] - y["programs"],
-            "by_program": dict(names.most_common()),
-        }
-
-    found = {"probe": less("check", "ssh true")}
-    if "check, first probe" in measured:  # not measured in the grid
-        found["probe, first of a container"] = less("check, first probe", "ssh true")
-    found["fold of a reconfigure"] = less("reconfigure", "check")
-    if "nvidia-smi query" in measured:  # results from before it was measured lack it
-        found["probe less its nvidia-smi"] = less("check", "nvidia-smi query")
-    return found
-
-
 def main(argv: list[str] | None = None) -> int:
     """Measure the pods' own work alone and write podwork.md and podwork.json (or only
     rebuild the page from the JSON); return the exit status."""
-    from bench.fleet.report import pod_work_page
-
     parser = argparse.ArgumentParser(
         prog="python -m bench.fleet.podwork", description=__doc__.splitlines()[0]
     )

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from bench.common.stats import Cell, fmt, ratio, slope
-from bench.fleet.podwork import PODS as PODWORK_PODS
-from bench.fleet.podwork import derived
+from bench.fleet.podwork_figures import PODS as PODWORK_PODS
+from bench.fleet.podwork_figures import derived
 
 STEPS = (
     "floor",

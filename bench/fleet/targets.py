@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from bench.common.stats import Cell, fmt, ratio, step_excess
-from bench.fleet.podwork import derived
+from bench.fleet.podwork_figures import derived
 from bench.fleet.tables import slow_extra
 
 # Targets from the issue: ratios at 150 ms RTT for 24 and 48 pods, commands per pod.
