@@ -1,6 +1,6 @@
 """bench/fleet/podwork.py's figures (bench/fleet/podwork_figures.py): the probe and the
-fold derived from each pod's own measures, the grid of declared files and processes in its table, and the targets' verdicts
-over every cell (pure logic, on measures written here)."""
+fold derived from each pod's own measures, the grid of declared files and processes in its
+table, and the targets' verdicts over every cell (pure logic, on measures written here)."""
 
 from __future__ import annotations
 
