@@ -41,8 +41,6 @@ from podstate.roles import (
 from podstate.run import findings
 from podstate.run.findings import Result
 
-Wanted = State
-
 
 @dataclass(frozen=True)
 class Phase:
@@ -52,8 +50,8 @@ class Phase:
 
     name: str
     why: str
-    apply: Callable[[Wanted, Probe], Result]
-    reads: Callable[[Wanted], Request]
+    apply: Callable[[State, Probe], Result]
+    reads: Callable[[State], Request]
     last: bool = False
 
 
@@ -62,7 +60,7 @@ def _role(
     why: str,
     *,
     name: str | None = None,
-    apply: Callable[[Wanted, Probe], Result] | None = None,
+    apply: Callable[[State, Probe], Result] | None = None,
     last: bool = False,
 ) -> Phase:
     """Return the phase of the role ``module``: its ``apply`` and ``reads`` unless told."""
@@ -70,7 +68,7 @@ def _role(
     return Phase(short, why, apply or module.apply, module.reads, last)
 
 
-def _declare_boot(wanted: Wanted, probe: Probe) -> Result:
+def _declare_boot(wanted: State, probe: Probe) -> Result:
     """Return what the boot role says the hook makes (its result, not a deploy: it adds no
     operation), said before the removal, so that a violation that stops the hook's own
     phase removes none of it."""
@@ -115,7 +113,7 @@ def contents() -> str:
     return "\n".join(f"{i:2}. {name:<{width}}  {why}" for i, (name, why) in enumerate(rows, 1))
 
 
-def readers() -> tuple[Callable[[Wanted], Request], ...]:
+def readers() -> tuple[Callable[[State], Request], ...]:
     """Return what the phases read, in order, each role's once (ready and boot plan two
     phases each): the probe of the deploy is their merge."""
     return tuple(dict.fromkeys(p.reads for p in PHASES))
