@@ -44,7 +44,7 @@ from podstate.operations import boot as boot_ops
 from podstate.operations import venv as venv_ops
 from podstate.operations.boot import FLAG, Layout
 from podstate.paths import READY_MARKER
-from podstate.roles import env, venv
+from podstate.roles import env, scratch, venv
 from podstate.run import bookkeeping, findings, lock
 from podstate.run.role import role
 from podstate.shell import b64, quote_path
@@ -162,8 +162,10 @@ def entries(wanted: State, probe: Probe, marker: bool) -> tuple[list[str], list[
         info = probe.paths[path]
         mount = info.mount
         own = mount if mount is not None and mount.target == info.real else None
-        if (own is not None and own.fstype != "tmpfs") or (
-            not probe.can_mount and own is None and mount is not None and mount.is_network
+        if (
+            (own is not None and own.fstype != "tmpfs")
+            or (not probe.can_mount and own is None and mount is not None and mount.is_network)
+            or scratch.in_the_way(info)
         ):
             continue  # a violation: nothing to put back
         kind = "tmpfs" if probe.can_mount else "dir"

@@ -58,6 +58,14 @@ def apply(wanted: State, probe: Probe) -> None:
     old = made.previous(probe.made)
     for path, item in (wanted.scratch or {}).items():
         info = probe.paths[path]
+        if in_the_way(info):
+            findings.violation(
+                f"scratch {path} is a {info.kind}, not a directory: podstate neither mounts "
+                "over it nor replaces it; move it away (the next apply makes the scratch) or "
+                "choose another scratch path",
+                f"scratch.{path}",
+            )
+            continue
         mount = info.mount
         at_path = _mounted_at(info)
         hidden = None if at_path or not probe.can_mount else probe.occupied.get(path)
@@ -104,6 +112,12 @@ def apply(wanted: State, probe: Probe) -> None:
                 paths={path: item.mode},
                 found=probe.paths,
             )
+
+
+def in_the_way(info: PathInfo) -> bool:
+    """Return whether what stands at a scratch path is no directory (a regular file, a
+    socket, ...), which podstate neither mounts over nor replaces."""
+    return info.kind is not None and info.kind != "directory"
 
 
 def _contents(entry: str) -> str:

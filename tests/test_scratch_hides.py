@@ -47,6 +47,28 @@ def test_no_tmpfs_over_a_directory_with_files_in_it(fleet, tmp_path):
     assert _report(fleet, tmp_path)["status"] == "ok"
 
 
+def test_a_file_where_the_scratch_goes_is_a_violation_and_stays(fleet, tmp_path):
+    """A regular file at the scratch path is no directory to mount over or create: the check
+    and the apply name it and how to fix it, the file stays, and no hook data mounts there."""
+    path = "/scratch-file"
+    fleet.out("pod-4", f"echo mine > {path}")
+    fleet.host_vars("pod-4", {"scratch": {path: {"size": "16M"}}, "boot": {"hook": True}})
+    try:
+        entry = _report(fleet, tmp_path)
+        assert entry["status"] == "violation", entry
+        [found] = [v["message"] for v in entry["violations"] if v["id"] == f"scratch.{path}"]
+        assert f"scratch {path} is a regular file, not a directory" in found
+        run = apply(fleet, "--limit", "pod-4")
+        assert run.returncode == 1 and f"scratch {path} is a regular file" in run.stderr
+        assert "Traceback" not in run.stderr
+        assert fleet.out("pod-4", f"cat {path}") == "mine\n"
+        state = fleet.out("pod-4", "cat /workspace/.podstate/boot/state 2>/dev/null || true")
+        assert f" {path}\n" not in state  # the hook mounts nothing over it at a restart
+    finally:
+        fleet.host_vars("pod-4", None)
+        fleet.out("pod-4", f"rm -f {path}")
+
+
 def test_the_boot_hook_mounts_no_tmpfs_over_files_the_image_put_there(fleet):
     from podstate.sandbox import container
 
