@@ -74,7 +74,7 @@ def made_directories(path: str, probe: Probe, old: dict[str, Entry]) -> None:
     scratch tmpfs, say) is that role's."""
     for directory in made.ancestors(path):
         was = old.get(directory)
-        if directory in findings.of(host).made:
+        if findings.of(host).makes(directory):
             continue
         if probe.paths[directory].kind is None:
             findings.made(DirEntry(directory))

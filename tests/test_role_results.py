@@ -80,6 +80,7 @@ def test_the_pods_findings_are_its_roles_results_in_order(pod: Host, tmp_path: P
     found = findings.of(pod)
     assert found.results == [a, b] and found.running == []
     assert list(found.made) == [str(one), str(two)]
+    assert found.makes(str(two)) and not found.makes(str(tmp_path / "three"))
     assert found.restorable[str(one)].content == "3\n"
     findings.left("/elsewhere", "not podstate's")  # outside every role
     assert found.results[0].role == "podstate" and found.left == {"/elsewhere": "not podstate's"}

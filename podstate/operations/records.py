@@ -181,7 +181,7 @@ def plan(
         changed = [
             e
             for p, e in now.items()
-            if (_changed(e, was.get(p), probe) if p in mine.made else e != was.get(p))
+            if (_changed(e, was.get(p), probe) if mine.makes(p) else e != was.get(p))
         ]  # what this run does not make is kept as the record has it, or the stub
         stale = bool(set(was) - set(now)) or bool(record and record.dups) or head is not None
         first = "".join(e.line() for e in changed) if there else final

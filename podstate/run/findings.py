@@ -118,6 +118,11 @@ class Findings:
         a path replaces an earlier one's): the record's new entries."""
         return {path: entry for result in self.results for path, entry in result.made.items()}
 
+    def makes(self, path: str) -> bool:
+        """Return whether a role of this run makes or edits ``path``: ``path in made``
+        without merging every result, for the checks made once per entry."""
+        return any(path in result.made for result in self.results)
+
     @property
     def restorable(self) -> dict[str, Restorable]:
         """The files this run's roles write that the boot hook can put back, by path."""
