@@ -8,6 +8,8 @@ import os  # noqa: E402
 
 import pytest  # noqa: E402
 
+from tests.shell_probe import SHELLS  # noqa: E402
+
 
 def cannot_run_e2e(why: str) -> None:
     """Fail the test, saying ``why``: a suite that cannot run its end-to-end tests is not a
@@ -17,7 +19,7 @@ def cannot_run_e2e(why: str) -> None:
     pytest.fail(f"{why} (set PODSTATE_SKIP_E2E=1 to skip the end-to-end tests)", pytrace=False)
 
 
-@pytest.fixture(params=["dash", "bash", "busybox"])
+@pytest.fixture(params=list(SHELLS))
 def shell(request: pytest.FixtureRequest) -> str:
     """Return, in turn, each shell a pod may have as /bin/sh (its name), for the tests that
     run podstate's shell functions under every one."""

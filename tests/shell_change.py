@@ -9,10 +9,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.shell_probe import SHELLS
+
 SCRIPTS = Path(__file__).parent.parent / "podstate" / "scripts"
 FIXTURES = Path(__file__).parent / "fixtures" / "shell"
-# The shells a pod may have as /bin/sh, each as the command that runs a script text.
-SHELLS = {"dash": ["dash", "-c"], "bash": ["bash", "-c"], "busybox": ["busybox", "sh", "-c"]}
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ def run(shell: str, text: str, env: dict[str, str] | None = None, timeout: float
     and ``env`` as its only environment: the unit tests' one way of running shell."""
     base = {"PATH": os.environ["PATH"], "LC_ALL": "C", "HOME": os.environ.get("HOME", "/root")}
     done = subprocess.run(
-        [*SHELLS[shell], text],
+        [*SHELLS[shell], "-c", text],
         env=base | (env or {}),
         capture_output=True,
         text=True,

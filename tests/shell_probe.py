@@ -16,6 +16,7 @@ from pathlib import Path
 
 from podstate.shell import script
 
+# The shells a pod may have as /bin/sh, each as the command that runs one (``-c TEXT`` after).
 SHELLS = {"dash": ["dash"], "bash": ["bash"], "busybox": ["busybox", "sh"]}
 
 
