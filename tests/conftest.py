@@ -49,6 +49,16 @@ def fleet(request, tmp_path_factory):
             os.environ["PODSTATE_SANDBOX"] = old
 
 
+@pytest.fixture(autouse=True)
+def _not_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Start every test outside pyinfra's CLI (``pyinfra.is_cli`` false), as a library caller
+    is: a check run in this process sets it for good, and a later test that plans operations
+    on a host of its own would then be refused them outside the CLI's stages."""
+    import pyinfra
+
+    monkeypatch.setattr(pyinfra, "is_cli", False)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _private_cache(tmp_path_factory):
     """Give the tests, and every program they start, a cache of their own
