@@ -228,10 +228,13 @@ def test_merge_command_writes_reports_and_exits_with_the_fleets_status(tmp_path)
     assert document["summary"]["error"] == 1 and document["summary"]["drift"] == 1
 
 
-@pytest.mark.parametrize("value", ["5/4", "x"])
-def test_check_refuses_a_bad_shard_in_one_line(value):
+@pytest.mark.parametrize("command", ["check", "inventory"])
+@pytest.mark.parametrize("value", ["5/4", "x", ""])
+def test_check_refuses_a_bad_shard_in_one_line(command, value):
+    """An empty K/N (a CI matrix's variable unset) is refused too: taken as no shard, every
+    runner of the matrix would check the whole fleet."""
     result = subprocess.run(
-        [str(BIN / "podstate"), "check", "--shard", value],
+        [str(BIN / "podstate"), command, "--shard", value],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -102,7 +102,7 @@ def check(args: argparse.Namespace) -> int:
         _report_paths(argparse.Namespace(json=args.metrics, junit=None, markdown=None, html=None))
     deploys = args.deploy or runner.deploy_files()
     shard = None
-    if args.shard:
+    if args.shard is not None:  # "" is an error, not the whole fleet
         from podstate.check import shards
 
         shard = shards.parse(args.shard)

@@ -14,7 +14,7 @@ def inventory(args: argparse.Namespace) -> int:
     """Print the pods the inventory would manage (of ``--shard``'s share, if given), and the
     skipped ones; with ``--names``, only the names, one a line, for pyinfra's --limit.
     Return 0 (an inventory that cannot be read raises SpecError, which is one line)."""
-    shard = shards.parse(args.shard) if args.shard else None
+    shard = None if args.shard is None else shards.parse(args.shard)  # "": an error
     found = load_inventory(record_host_keys=False)
     chosen = [pod for pod in found.pods if shard is None or shard.holds(pod.name)]
     if args.names:
