@@ -19,6 +19,7 @@ it, so the next run finishes the job.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Collection
 
 from pyinfra import host
 
@@ -87,13 +88,14 @@ def undo(
     records: tuple[str, ...] = (),
     discard_scratch: bool = False,
     volume: str = VOLUME,
+    staying: Collection[str] = (),
 ) -> Entry | None:
     """Plan taking ``entry`` away as the probe found it (apt packages only with
     ``packages``; the venv and its snapshot not with ``keep_venv``; ``records``: the records'
     paths on the pod, which a removal checks the file against; a tmpfs that holds files
-    only with ``discard_scratch``; ``volume``: where the volume is); return what the record
-    names afterwards (a disarmed boot hook's stub, what stays), None when nothing. A line
-    podstate did not write (``record_lines.refused``) is named, and nothing removed."""
+    only with ``discard_scratch``, none with one of ``staying`` below; ``volume``: where the
+    volume is); return what the record names afterwards (a disarmed boot hook's stub, what
+    stays), None when nothing; a line podstate did not write is named, nothing removed."""
     path, files, found = entry.path, probe.files, probe.made_found()
     if isinstance(entry, FoundEntry):
         return None  # the user's file, which held what podstate would write: kept
@@ -116,7 +118,11 @@ def undo(
     same = made.same(entry, found)
     content = info.content if info is not None else None
     if isinstance(entry, MountEntry):
-        return unmount(entry, probe, uninstall=uninstall, discard=discard_scratch)
+        left = unmount(entry, probe, uninstall=uninstall, discard=discard_scratch, staying=staying)
+        if isinstance(left, DirEntry):  # unmounted already: the mount point goes now, if empty
+            _own(left, probe)
+            return None
+        return left
     if isinstance(entry, RepoEntry):
         if found.kinds.get(path) != "repo":
             return None
@@ -337,6 +343,7 @@ def apply(wanted: State, probe: Probe) -> None:
     packages = wanted.packages is not None and wanted.packages.remove_undeclared
     pod_id, where = record_id.own_id(found), boot.volume(wanted)
     records = record_id.record_paths(pod_id, where.volume)
+    mounted = {path for path, entry in new.items() if isinstance(entry, MountEntry)}
     for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
         if path in new:
             continue
@@ -348,7 +355,10 @@ def apply(wanted: State, probe: Probe) -> None:
                 packages=packages,
                 records=records,
                 volume=where.volume,
+                staying=mounted,
             )
+        if isinstance(kept, MountEntry):
+            mounted.add(path)
         if kept is not None:
             after[path] = kept
         elif isinstance(entry, MountEntry) and (

@@ -4,6 +4,8 @@ roles/removal.py calls)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from podstate.desired.state import State
 from podstate.facts import made
 from podstate.facts.files import PathInfo
@@ -141,20 +143,34 @@ def _declare(path: str, info: PathInfo, was: Entry | None, *, can_mount: bool) -
 
 
 def unmount(
-    entry: MountEntry, probe: Probe, *, uninstall: bool = False, discard: bool = False
+    entry: MountEntry,
+    probe: Probe,
+    *,
+    uninstall: bool = False,
+    discard: bool = False,
+    staying: Collection[str] = (),
 ) -> Entry | None:
     """Plan unmounting the tmpfs podstate mounted at ``entry.path`` (then removing its mount
     point, when podstate made it and it is empty), which left the desired state
     (roles/removal.py), or goes with ``uninstall``; one that a process uses stays mounted,
     and one that holds files (or may: one podstate cannot read) too, unless ``discard``
     (``podstate uninstall --discard-scratch``): a violation naming the processes or a file,
-    and the record keeps it. Return what the record names afterwards."""
+    and the record keeps it; so does one with a tmpfs of ``staying`` (those that stay
+    mounted) below it, which the kernel would not unmount. Return what the record names
+    afterwards: a tmpfs already gone (a restart took it) leaves its mount point, when
+    podstate made it, as a directory."""
     path, made_it, found = entry.path, entry.made, probe.made_found()
-    if found.kinds.get(path) != "mount":
-        if made_it and found.kinds.get(path) is None:
-            return DirEntry(path)  # unmounted already: its mount point may be left
-        return None
+    if (there := found.kinds.get(path)) != "mount":  # unmounted already (a restart, say)
+        return DirEntry(path) if made_it and there == "directory" else None  # its mount point
     gone, next_run = ("to go", "uninstall") if uninstall else ("no longer declared", "apply")
+    if inner := sorted(p for p in staying if p.startswith(f"{path.rstrip('/')}/")):
+        findings.violation(
+            f"scratch {path} is {gone}, but the tmpfs at {inner[0]} stays mounted in it: "
+            f"podstate unmounts {path} once nothing is mounted below it (undeclare {inner[0]} "
+            f"too, or declare {path} again)",
+            "removal.scratch",
+        )
+        return entry
     if busy := found.busy.get(path):
         findings.violation(
             f"scratch {path} is {gone}, but {made.using(busy, 'uses')}: podstate "

@@ -76,8 +76,8 @@ class Fleet:
         assert result.returncode == 0, f"{pod}: {command}: {result.returncode}: {result.stderr}"
         return result.stdout
 
-    def host_vars(self, pod: str, data: dict | None) -> None:
-        """Set (or with None, remove) ``host_vars/<pod>.yaml``."""
+    def host_vars(self, pod: str, data: dict | str | None) -> None:
+        """Set (or with None, remove) ``host_vars/<pod>.yaml`` (a string: as it is)."""
         write_vars(self.vars_dir, f"host_vars/{pod}.yaml", data)
 
     def group_vars(self, group: str, data: dict | str | None, merge: bool = False) -> None:

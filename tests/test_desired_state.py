@@ -53,6 +53,29 @@ def test_scratch_sizes_are_bytes_and_modes_as_stat_reads_them():
     assert state.scratch_paths == ("/scratch/x", "/t")
 
 
+def test_a_scratch_below_another_comes_after_it_and_the_rest_keep_their_order():
+    given = {"/z": {"size": 1}, "/n/in/most": {"size": 1}, "/n/in": {"size": 1}, "/n": {"size": 1}}
+    assert typed({"scratch": given}).scratch_paths == ("/z", "/n", "/n/in", "/n/in/most")
+    assert typed({"scratch": {"/n-x": {"size": 1}, "/n/x": {"size": 1}}}).scratch_paths == (
+        "/n-x",  # a name that begins with another's is not below it
+        "/n/x",
+    )
+
+
+@given(st.lists(st.lists(st.sampled_from("ab"), min_size=1, max_size=4), max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_scratch_paths_come_parents_first_in_the_order_given(parts: list[list[str]]):
+    """Every scratch path comes after each one it lies below, and a state with no scratch
+    below another keeps the order given."""
+    given = list(dict.fromkeys("/" + "/".join(p) for p in parts))
+    paths = typed({"scratch": {p: {"size": 1} for p in given}}).scratch_paths
+    assert sorted(paths) == sorted(given)
+    for i, path in enumerate(paths):
+        assert not any(path.startswith(p + "/") for p in paths[i + 1 :])
+    tops = [p for p in given if not any(p.startswith(q + "/") for q in given)]
+    assert typed({"scratch": {p: {"size": 1} for p in tops}}).scratch_paths == tuple(tops)
+
+
 def test_dirs_env_and_path_keep_their_order_and_normalize_paths():
     state = typed({"dirs": {"B": "/b/", "A": "/a"}, "env": {"X": "1"}, "path": ["/p//q", "/r"]})
     assert list(state.dirs or {}) == ["B", "A"] and state.dir_paths == ("/b", "/a")

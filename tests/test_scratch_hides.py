@@ -12,16 +12,17 @@ from pathlib import Path
 import pytest
 
 from podstate.run.bookkeeping import mount_command
-from tests.e2e import apply, check
+from tests import e2e
+from tests.e2e import BIN, apply, check
 
 SANDBOX = {"pods": 4}
 SCRATCH = "/scratch-hides"
 MOUNTED = f"mountpoint -q {SCRATCH} && echo mounted || echo not"
 
 
-def _report(fleet, tmp_path: Path) -> dict:
+def _report(fleet, tmp_path: Path, env: dict[str, str] | None = None) -> dict:
     out = tmp_path / "r.json"
-    result = check(fleet, "--limit", "pod-4", "--json", str(out))
+    result = check(fleet, "--limit", "pod-4", "--json", str(out), env=env)
     assert out.exists(), result.stderr
     return json.loads(out.read_text())["pods"]["pod-4"]
 
@@ -143,3 +144,111 @@ def test_the_boot_hook_looks_behind_a_scratch_path_that_is_a_symlink(fleet):
     finally:
         container.set_start_command("pod-4", None)
         fleet.out("pod-4", f"umount {link} 2>/dev/null; rm -rf /workspace/behind")
+
+
+def test_a_scratch_below_another_is_mounted_after_it_whatever_the_order_given(fleet, tmp_path):
+    """Declared inner first, the inner tmpfs was mounted first and the outer one then refused
+    (its directory held the inner mount point): the apply failed, and every later one too.
+    The outer one is mounted first, by the apply and by the boot hook at a restart, and
+    removal takes the inner one down first."""
+    from podstate.sandbox import container
+
+    outer, inner = "/nest", "/nest/inner"
+    shown = f"awk '$2 ~ \"^{outer}\" {{print $2, $3}}' /proc/self/mounts"
+    declared = (
+        f"scratch:\n  {inner}: {{size: 8M}}\n  {outer}: {{size: 16M}}\nboot: {{hook: true}}\n"
+    )
+    fleet.host_vars("pod-4", declared)  # as written: a dict would be dumped with keys sorted
+    container.set_start_command(
+        "pod-4", "exec bash -c '. /workspace/.podstate/boot.sh; exec /start.sh'"
+    )
+    try:
+        run = apply(fleet, "--limit", "pod-4", env=fleet.api_env())
+        assert run.returncode == 0, run.stderr
+        assert fleet.out("pod-4", shown) == f"{outer} tmpfs\n{inner} tmpfs\n"
+        fleet.out("pod-4", f"echo kept > {inner}/work")  # seen through both mounts
+        report = _report(fleet, tmp_path, fleet.api_env())
+        assert report["status"] == "ok", report
+
+        container.restart("pod-4")
+        assert fleet.out("pod-4", shown) == f"{outer} tmpfs\n{inner} tmpfs\n"
+        assert "error" not in fleet.out("pod-4", "cat /etc/podstate/boot")
+
+        fleet.host_vars("pod-4", {"boot": {"hook": True}})
+        run = apply(fleet, "--limit", "pod-4", env=fleet.api_env())
+        assert run.returncode == 0, run.stderr
+        assert fleet.out("pod-4", f"{shown}; ls -d {outer} 2>&1 || true").endswith(
+            "No such file or directory\n"
+        )
+    finally:
+        container.set_start_command("pod-4", None)
+        fleet.host_vars("pod-4", None)
+        fleet.out("pod-4", f"umount {inner} {outer} 2>/dev/null; rm -rf {outer}")
+
+
+@pytest.mark.parametrize("gone", ["restart", "umount"])
+def test_a_scratch_whose_tmpfs_went_leaves_the_pod_in_one_apply(fleet, tmp_path, gone):
+    """A tmpfs gone already when its scratch leaves the state (a restart took it with the
+    container disk; or it was unmounted, its mount point left, as a Vast stop and start
+    leaves it): one apply forgets it, taking the empty mount point podstate made, and the
+    check after it finds nothing to do. The record named the mount point for one more run,
+    so the check after the apply saw drift."""
+    from podstate.sandbox import container
+
+    path = "/scratch-went"
+    fleet.host_vars("pod-4", {"scratch": {path: {"size": "8M"}}})
+    try:
+        run = apply(fleet, "--limit", "pod-4", env=fleet.api_env())
+        assert run.returncode == 0, run.stderr
+        if gone == "restart":
+            container.restart("pod-4")
+        else:
+            fleet.out("pod-4", f"umount {path}")
+        fleet.host_vars("pod-4", {})
+        run = apply(fleet, "--limit", "pod-4", env=fleet.api_env())
+        assert run.returncode == 0, run.stderr
+        assert fleet.out("pod-4", f"ls -d {path} 2>&1 || true").endswith(
+            "No such file or directory\n"
+        )
+        assert f"={path}" not in fleet.out("pod-4", "cat /etc/podstate/made 2>/dev/null || :")
+        report = _report(fleet, tmp_path, fleet.api_env())
+        assert report["status"] == "ok", report
+    finally:
+        fleet.host_vars("pod-4", None)
+        fleet.out("pod-4", f"umount {path} 2>/dev/null; rm -rf {path}")
+
+
+def test_a_scratch_with_another_still_mounted_below_it_stays_named(fleet, tmp_path):
+    """The outer scratch leaves the state, the inner one stays: the kernel would refuse to
+    unmount the outer tmpfs (the apply failed on umount's "target is busy"); it stays
+    mounted, a violation says why and what to do, and once the inner one goes too, both do."""
+    outer, inner = "/nest-out", "/nest-out/inner"
+    shown = f"awk '$2 ~ \"^{outer}\" {{print $2}}' /proc/self/mounts"
+    fleet.host_vars("pod-4", {"scratch": {outer: {"size": "16M"}, inner: {"size": "8M"}}})
+    try:
+        assert apply(fleet, "--limit", "pod-4", env=fleet.api_env()).returncode == 0
+        fleet.host_vars("pod-4", {"scratch": {inner: {"size": "8M"}}})
+        report = _report(fleet, tmp_path, fleet.api_env())
+        [found] = [v["message"] for v in report["violations"] if v["id"] == "removal.scratch"]
+        assert f"scratch {outer} is no longer declared, but the tmpfs at {inner} stays" in found
+        run = apply(fleet, "--limit", "pod-4", env=fleet.api_env())
+        assert run.returncode == 1 and "removal.scratch" in run.stderr, run.stderr
+        assert "busy" not in run.stderr
+        assert fleet.out("pod-4", shown) == f"{outer}\n{inner}\n"
+
+        # an uninstall that leaves the inner one (it holds a file) leaves the outer one too
+        fleet.out("pod-4", f"echo mine > {inner}/notes")
+        uninstall = [str(BIN / "podstate"), "uninstall", "--limit", "pod-4"]
+        done = e2e.run(fleet, uninstall, env=fleet.api_env())
+        assert done.returncode != 0 and "busy" not in done.stderr, done.stderr
+        assert f"the tmpfs at {inner} stays mounted in it" in done.stdout + done.stderr
+        assert fleet.out("pod-4", shown) == f"{outer}\n{inner}\n"
+
+        fleet.out("pod-4", f"rm {inner}/notes")
+        fleet.host_vars("pod-4", {})
+        assert apply(fleet, "--limit", "pod-4", env=fleet.api_env()).returncode == 0
+        assert fleet.out("pod-4", shown) == ""
+        assert _report(fleet, tmp_path, fleet.api_env())["status"] == "ok"
+    finally:
+        fleet.host_vars("pod-4", None)
+        fleet.out("pod-4", f"umount {inner} {outer} 2>/dev/null; rm -rf {outer}")

@@ -288,3 +288,25 @@ def test_made_entries_reads_each_kind_once_and_keeps_what_the_state_keeps(
         f"made.kind ={tmp_path}/venvs/v symbolic link",
         "queued 1",
     ]
+
+
+def test_made_entries_names_what_is_left_where_a_mount_is_no_longer_mounted(
+    shell: str, tmp_path: Path
+) -> None:
+    """A tmpfs gone already (a restart, a stop and start) leaves its mount point, or nothing:
+    its kind is named so that removal takes the directory in the same run; a mount the
+    state keeps is not looked at."""
+    (tmp_path / "left").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "kept").mkdir()
+    record = ";".join(
+        [
+            "podstate-made 1",
+            *(f"mount ={tmp_path}/{n} made" for n in ("left", "link", "gone", "kept")),
+        ]
+    )
+    done = made(shell, f"made_keep=' ={tmp_path}/kept' made_txt='{record}'; made_entries")
+    assert done.out.splitlines() == [
+        f"made.kind ={tmp_path}/left directory",
+        f"made.kind ={tmp_path}/link symbolic link",
+    ]

@@ -24,6 +24,17 @@ def normpath(path: str) -> str:
     return "/" + normal.lstrip("/")
 
 
+def parents_first(paths: list[str]) -> list[str]:
+    """Return the normalized ``paths`` in their order, but each after those of them it lies
+    under: a scratch tmpfs mounted below another is mounted after it (the other way round,
+    the outer one would be refused, its directory holding the inner one's mount point)."""
+    ordered: dict[str, None] = {}
+    for path in paths:
+        above = [other for other in paths if path.startswith(other.rstrip("/") + "/")]
+        ordered.update(dict.fromkeys([*sorted(above, key=len), path]))
+    return list(ordered)
+
+
 def boot(item: dict[str, Any]) -> dict[str, Any]:
     """Return the ``boot`` section with its defaults: no hook, new host keys, the volume at
     /workspace. Kept host keys need the hook, which is what puts them back."""

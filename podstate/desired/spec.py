@@ -97,12 +97,13 @@ def normalize(state: dict[str, Any], root: Path | None = None) -> dict[str, Any]
         else DISK_RESERVE
     }
     if "scratch" in state:
+        given = {normpath(path): item for path, item in state["scratch"].items()}
         out["scratch"] = {
-            normpath(path): {
-                "size": parse_size(item["size"]),
-                "mode": format(int(item.get("mode", "1777"), 8), "o"),  # as stat reads it
+            path: {
+                "size": parse_size(given[path]["size"]),
+                "mode": format(int(given[path].get("mode", "1777"), 8), "o"),  # as stat reads
             }
-            for path, item in state["scratch"].items()
+            for path in sections.parents_first(list(given))
         }
     if "dirs" in state:
         out["dirs"] = {name: normpath(path) for name, path in state["dirs"].items()}

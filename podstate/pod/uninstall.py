@@ -12,6 +12,7 @@ from pyinfra import host
 from podstate.facts import made, record_id
 from podstate.facts.marker import read
 from podstate.facts.probe import Probe
+from podstate.facts.record import MountEntry
 from podstate.facts.request import Request
 from podstate.operations import removal as ops
 from podstate.operations.boot import Layout
@@ -65,22 +66,23 @@ def apply(
     if not records:
         host.noop("no record of what podstate made on this pod: nothing to remove")
         return
-    kept, paths = False, record_id.record_paths(found.pod_id, volume)
+    kept, paths, mounted = False, record_id.record_paths(found.pod_id, volume), set[str]()
     for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
         with pyinfra_plan.keyed(host, path):
-            kept |= (
-                undo(
-                    entry,
-                    probe,
-                    uninstall=True,
-                    packages=packages,
-                    keep_venv=keep_venv,
-                    records=paths,
-                    discard_scratch=discard_scratch,
-                    volume=volume,
-                )
-                == entry
+            remains = undo(
+                entry,
+                probe,
+                uninstall=True,
+                packages=packages,
+                keep_venv=keep_venv,
+                records=paths,
+                discard_scratch=discard_scratch,
+                volume=volume,
+                staying=mounted,
             )
+        kept |= remains == entry
+        if isinstance(remains, MountEntry):
+            mounted.add(path)
     if kept:
         return
     left = findings.of(host).left.values()

@@ -21,8 +21,9 @@
 #     entry's PATH: whether it holds what podstate wrote there (made_proof, from the marks
 #     podstate's writes leave in it);
 #   "made.kind PATH KIND" for what is there, for the entries whose content is not read
-#     (secrets, keys, data, dir, venv, snapshot; KIND as stat names it), "mount" for a
-#     mount point, "repo" for a checkout, "installed" for an apt package dpkg has installed;
+#     (secrets, keys, data, dir, venv, snapshot, and a mount not in made_keep that is no
+#     mount point now; KIND as stat names it), "mount" for a mount point, "repo" for a
+#     checkout, "installed" for an apt package dpkg has installed;
 #   "made.same PATH yes|no" for a repo not in made_keep (the PATH words of the mounts and
 #     repositories the desired state keeps): whether it holds nothing of anyone's own
 #     (repo_clean), and for one that does, "made.work PATH WORK": what kinds of work, in
@@ -173,9 +174,13 @@ made_entries() {
         apt) made_apt ;;
         repo) made_kept || made_repo ;;
         mount)
-            if ! made_kept && mountpoint -q -- "$made_file" 2>/dev/null; then
+            if made_kept; then
+                :
+            elif mountpoint -q -- "$made_file" 2>/dev/null; then
                 echo "made.kind $made_p mount"
                 made_mount "$made_file"
+            elif made_unread; then
+                set -- "$@" "$made_p" "$made_file" # its mount point, left
             fi
             ;;
         esac
