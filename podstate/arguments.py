@@ -245,7 +245,7 @@ def table() -> tuple[Command, ...]:
                     "--metrics-address",
                     default="127.0.0.1",
                     metavar="ADDRESS",
-                    help="the address the metrics are served on",
+                    help="the address the metrics are served on (IPv4, IPv6 or a name)",
                 ),
                 json_flag("one JSON object per event line"),
                 option(

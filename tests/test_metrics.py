@@ -155,6 +155,24 @@ def _document(report: dict) -> dict:
     return result.to_json(result.from_json({"pods": report}))
 
 
+@pytest.mark.parametrize("address", ["::1", "[::1]", "localhost"])
+def test_the_server_listens_on_an_ipv6_address_or_a_name(address):
+    served = metrics.Metrics.serve(address, 0)
+    try:
+        host = "[::1]" if "::" in address else "localhost"
+        body, _ = fetch(f"http://{host}:{served.server.server_port}/metrics")
+        assert "# TYPE podstate_" in body
+    finally:
+        served.close()
+
+
+def test_an_address_that_names_nothing_is_one_line():
+    with pytest.raises(WatchError) as raised:
+        metrics.Metrics.serve("no-such-host.invalid", 9100)
+    assert str(raised.value).startswith("--metrics-port 9100: cannot listen on no-such-host.")
+    assert "\n" not in str(raised.value)
+
+
 def test_a_port_already_taken_is_one_line():
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import importlib
+import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -188,9 +189,9 @@ class Metrics:
         one line, when it cannot listen there."""
         if not 0 <= port <= 65535:
             raise WatchError(f"--metrics-port {port}: expected a port from 0 to 65535")
-        metrics = cls()
+        metrics, host = cls(), address.removeprefix("[").removesuffix("]")  # [::] too
         try:
-            server = make_server(address, port, metrics.app, ThreadingWSGIServer, _Quiet)
+            server = make_server(host, port, metrics.app, _server_class(host, port), _Quiet)
         except (OSError, ValueError) as e:
             why = getattr(e, "strerror", None) or str(e)
             raise WatchError(f"--metrics-port {port}: cannot listen on {address}: {why}") from None
@@ -261,3 +262,11 @@ class _Quiet(WSGIRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+
+def _server_class(host: str, port: int) -> type[ThreadingWSGIServer]:
+    """Return the server class that listens on ``host``: of the family its first address is
+    (``::`` or ``::1`` IPv6, a name as it resolves); socket.gaierror, an OSError, when it
+    names none."""
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+    return type("Server", (ThreadingWSGIServer,), {"address_family": family})
