@@ -90,9 +90,11 @@ class Progress:
             self.shown = False
 
     def _width(self) -> int:
-        """Return the terminal's width: ``COLUMNS``, else the output's own terminal's."""
+        """Return the terminal's width: ``COLUMNS`` where it is a width, else the output's
+        own terminal's (80 where neither says)."""
         try:
-            return int(os.environ.get("COLUMNS", "")) or 80
+            if (columns := int(os.environ.get("COLUMNS", ""))) > 0:
+                return columns
         except ValueError:
             pass
         try:

@@ -263,6 +263,19 @@ def test_a_terminal_line_is_redrawn_in_place_and_cleared(monkeypatch):
     )
 
 
+@pytest.mark.parametrize("columns", ["-5", "0", "wide"])
+def test_a_columns_that_is_no_width_is_the_terminals_or_80(monkeypatch, columns):
+    monkeypatch.setenv("COLUMNS", columns)
+    out = io.StringIO()  # no terminal: 80 columns
+    progress = Progress("check", out, tty=True, clock=Clock())
+    progress.pod("pod-1", "connecting")
+    progress.tick()
+    assert (
+        out.getvalue()
+        == "\rpodstate check: 0 of 1 pods checked, 0 s; slowest: pod-1 (connecting, 0 s)\x1b[K"
+    )
+
+
 def test_a_terminal_line_never_wraps(monkeypatch):
     monkeypatch.setenv("COLUMNS", "30")
     out = io.StringIO()
