@@ -96,7 +96,7 @@ FULL_ARGUMENTS: dict[str, Any] = {
     "secrets": [],
 }
 # The sha256 of the probe's stdin for that request, waiting 3 s for a live lock.
-FULL_STDIN = "7c724ecf217b745788f4c61776ecf40061ad197c16341f039d2e4fc8c555db4f"
+FULL_STDIN = "bde36bf52036e566bf8f84b9120aec547546537ec629d1e49c17563726d33012"
 
 
 def test_the_full_request_makes_the_pinned_arguments():
