@@ -1,6 +1,7 @@
 """End to end: ``podstate check`` on sandbox pods reports drift without changing anything."""
 
 import json
+import time
 from pathlib import Path
 
 import jsonschema
@@ -8,6 +9,7 @@ import pytest
 from junitparser import Error, Failure, JUnitXml
 from pyinfra.api import Inventory
 
+from podstate.check.result import stamp
 from podstate.check.runner import CheckFailed, _limit
 from podstate.sandbox import container
 from tests.e2e import ROOT, apply, check, exec_count, junit_errors
@@ -25,10 +27,12 @@ def report(tmp_path: Path, fleet, *args: str):
     """Run the check with JSON and JUnit output; return (process, json, junit)."""
     out = tmp_path / "check.json"
     xml = tmp_path / "check.xml"
+    began = stamp(time.time())
     result = check(fleet, "--json", str(out), "--junit", str(xml), *args)
     assert "Traceback" not in result.stderr + result.stdout
     document = json.loads(out.read_text())
     jsonschema.validate(document, REPORT_SCHEMA)
+    assert began <= document["checked_at"] <= stamp(time.time())  # when it read the pods
     assert junit_errors(xml) == []
     cases = [case for suite in JUnitXml.fromfile(str(xml)) for case in suite]
     return result, document, cases

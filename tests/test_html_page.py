@@ -372,3 +372,5 @@ def test_a_checks_page_renders_in_chromium_with_each_pods_status_and_cost(fleet,
     assert "shm.min_size /dev/shm is 32G, below the minimum 512G" in pod2[3]
     assert pod2[6].startswith("unfit: gpu.count") and pod1[6].startswith("fit")
     assert "$1.75/h2 pods in all" in "".join(shown.text)
+    checked = report["checked_at"].replace("T", " ").removesuffix("Z")
+    assert f"checked {checked} UTC; exit" in "".join(shown.text)  # how old the page is

@@ -139,20 +139,21 @@ def test_the_server_serves_the_metrics_and_the_latest_checks_page():
         body, kind = fetch(base + "/metrics")
         assert kind.startswith("text/plain")
         assert value(read(body), "podstate_pods", status="drift", provider="runpod") == 1
-        page = metrics.page(_document(report))
+        page = metrics.page(_document(report, "2026-05-28T20:26:40Z"))  # the pass's end
         body, kind = fetch(base + "/")
         if page is None:  # no page maker: / serves the metrics
             assert value(read(body), "podstate_pods", status="ok", provider="runpod") == 1
         else:
             assert kind == "text/html; charset=utf-8" and body == page
+            assert "checked 2026-05-28 20:26:40 UTC" in body
     finally:
         served.close()
 
 
-def _document(report: dict) -> dict:
+def _document(report: dict, checked_at: str | None = None) -> dict:
     from podstate.check import result
 
-    return result.to_json(result.from_json({"pods": report}))
+    return result.to_json(result.from_json({"pods": report}), checked_at=checked_at)
 
 
 @pytest.mark.parametrize("address", ["::1", "[::1]", "localhost"])

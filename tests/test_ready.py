@@ -60,7 +60,7 @@ def test_a_pod_never_applied_to_is_not_ready_and_not_restarted(fresh, tmp_path):
         assert {"role": "Ready", "operation": "Ready marker", "file": "deploy/pod.py"} in entry[
             "changes"
         ]
-    assert document["format_version"] == 5
+    assert document["format_version"] == 6
     waiting = wait(fresh, "--timeout", "0")
     out, _ = waiting.communicate(timeout=120)
     assert waiting.returncode == 1

@@ -30,13 +30,14 @@ def fleet_results() -> dict[str, PodResult]:
     return {name: DRIFT if name == "pod-1" else PodResult() for name in FLEET}
 
 
-def write(directory: Path, name: str, shard: Shard | None) -> str:
+def write(directory: Path, name: str, shard: Shard | None, checked_at: str | None = None) -> str:
     """Write the JSON report ``check --shard K/N --json`` writes for ``shard`` of the fleet
-    (the whole fleet for None), as the check does; return its file name."""
+    (the whole fleet for None), as the check does, read at ``checked_at`` (None: a report
+    that does not say, as format 5's did); return its file name."""
     results = fleet_results()
     if shard is not None:
         results = {n: r for n, r in results.items() if shard_of(n, shard.count) == shard.index}
-    document = result.to_json(results, shard)
+    document = result.to_json(results, shard, checked_at)
     jsonschema.validate(document, SCHEMA)
     (directory / name).write_text(json.dumps(document, indent=2) + "\n")
     return name
@@ -62,7 +63,28 @@ def test_a_shard_report_records_its_shard_and_a_whole_check_none(tmp_path):
     write(tmp_path, "w.json", None)
     assert json.loads((tmp_path / "s.json").read_text())["shard"] == {"index": 2, "count": 3}
     assert json.loads((tmp_path / "w.json").read_text())["shard"] is None
-    assert json.loads((tmp_path / "s.json").read_text())["format_version"] == 5
+    assert json.loads((tmp_path / "s.json").read_text())["format_version"] == 6
+
+
+def test_a_merge_is_as_old_as_its_oldest_shard(tmp_path):
+    """The merged report says when its pods were read: at the oldest shard's check, since
+    its pods are that old; where a shard's report does not say, neither does the merge."""
+    times = {1: "2026-12-05T10:02:03Z", 2: "2026-12-05T09:59:59Z", 3: "2026-12-05T10:30:00Z"}
+    paths = [write(tmp_path, f"shard-{k}.json", Shard(k, 3), times[k]) for k in (1, 2, 3)]
+    run, document = merged(tmp_path, *paths)
+    assert run.returncode == 2 and document["checked_at"] == "2026-12-05T09:59:59Z"
+    paths[1] = write(tmp_path, "shard-2.json", Shard(2, 3), None)
+    run, document = merged(tmp_path, *paths)
+    assert run.returncode == 2 and "checked_at" not in document
+
+
+@given(st.floats(min_value=0, max_value=4e9), st.floats(min_value=0, max_value=4e9))
+@settings(max_examples=200, deadline=None)
+def test_a_stamp_is_valid_and_sorts_as_the_times_do(a: float, b: float):
+    one, two = result.stamp(a), result.stamp(b)
+    jsonschema.validate(result.to_json({}, None, one), SCHEMA)
+    if int(a) != int(b):
+        assert (one < two) == (a < b)
 
 
 def test_a_whole_set_merges_into_the_whole_fleets_report(tmp_path):

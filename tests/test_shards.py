@@ -188,7 +188,7 @@ def test_unreadable_reports_say_why(tmp_path):
     (tmp_path / "other.json").write_text(json.dumps({"pods": {}, "summary": {}}))
     (tmp_path / "dir.json").mkdir()
     paths = [str(tmp_path / n) for n in ("good.json", "garbage.json", "other.json", "dir.json")]
-    merged = merge.merge_files([*paths, str(tmp_path / "gone.json")])
+    merged = merge.merge([merge.load(p) for p in [*paths, str(tmp_path / "gone.json")]])
     errors = {n: r.error for n, r in merged.items() if r.status == "error"}
     assert errors[f"shard report {paths[1]}"].endswith(
         "unreadable: not JSON (Expecting property name enclosed in double quotes, line 1)"

@@ -309,13 +309,14 @@ def render(report: dict[str, Any]) -> str:
         f"podstate check: {', '.join(worst) or 'no drift'} "
         f"({_pods(summary.get('pods', len(results)))}, exit {code})"
     )
-    shard = report.get("shard")
+    shard, checked = report.get("shard"), report.get("checked_at")
     where = f"shard {shard['index']} of {shard['count']}; " if shard else ""
+    when = f"checked {checked.replace('T', ' ').removesuffix('Z')} UTC; " if checked else ""
     keys = reports.host_key_summary(results)
     numbers, diffs = _diffs(results)
     body = [
         f"<h1>{_text(title)}</h1>",
-        f'<p class="muted">{_text(where)}exit {_text(code)}: {_text(VERDICT.get(code, "?"))}'
+        f'<p class="muted">{_text(when + where)}exit {_text(code)}: {_text(VERDICT.get(code, "?"))}'
         f"{'; ' + _text(keys) if keys else ''}</p>",
         _tiles(report, results),
         "<h2>Pods</h2>",

@@ -41,6 +41,7 @@ class Report:
     pods: dict[str, PodResult] | None
     problem: str | None = None
     shard: Shard | None = None
+    checked_at: str | None = None
 
 
 def missing(path: str, reason: str) -> tuple[str, PodResult]:
@@ -66,12 +67,13 @@ def load(path: str) -> Report:
     problem = result.problem(document)
     if problem:
         return Report(path, None, problem)
-    shard = document.get("shard")
+    shard, checked_at = document.get("shard"), document.get("checked_at")
     if shard is None:
-        return Report(path, result.from_json(document))
+        return Report(path, result.from_json(document), checked_at=checked_at)
     if not shard["index"] <= shard["count"]:
         return Report(path, None, f"not a podstate check report (shard: {shard})")
-    return Report(path, result.from_json(document), shard=Shard(shard["index"], shard["count"]))
+    where = Shard(shard["index"], shard["count"])
+    return Report(path, result.from_json(document), shard=where, checked_at=checked_at)
 
 
 def outsiders(reports: list[Report]) -> dict[str, str]:
@@ -149,9 +151,12 @@ def merge(reports: list[Report]) -> dict[str, PodResult]:
     return merged
 
 
-def merge_files(paths: list[str]) -> dict[str, PodResult]:
-    """Return the fleet's results merged from the shard reports at ``paths`` (``merge``)."""
-    return merge([load(path) for path in paths])
+def oldest(reports: list[Report]) -> str | None:
+    """Return when the oldest of the usable ``reports`` read its pods (their ``checked_at``,
+    which sort as the times do): the merged report is as old as that. None when one of them
+    does not say (a report of format 5 or older), or none is usable."""
+    times = [r.checked_at for r in reports if r.pods is not None]
+    return None if not times or None in times else min(t for t in times if t is not None)
 
 
 def problems(results: dict[str, PodResult]) -> list[str]:

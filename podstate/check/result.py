@@ -10,6 +10,7 @@ field added to the report is added once.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -20,10 +21,11 @@ from podstate.inventory import hostkeys
 STATUSES = ("ok", "drift", "restarted", "busy", "violation", "unreachable", "error")
 # 2: violation ids, waived findings, stale waivers; 3: the status restarted (out of drift),
 # restarted, ready; 4: the status busy, holder, and the price and use (cost_per_hour, idle,
-# activity, idle_since, cost_since; the summary's cost_per_hour, cost_unknown); 5: shard.
+# activity, idle_since, cost_since; the summary's cost_per_hour, cost_unknown); 5: shard;
+# 6: checked_at.
 # Fields are never removed or renamed; a version may add a status (docs/reports.md,
 # "Compatibility").
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 # Statuses the exit status 2 stands for: an apply would change the pod, or one is changing it
 CHANGING = ("drift", "restarted", "busy")
 HOST_KEY_COUNTS = {
@@ -154,13 +156,17 @@ def host_key_counts(results: dict[str, PodResult]) -> dict[str, int]:
     return counts
 
 
-def to_json(results: dict[str, PodResult], shard: Shard | None = None) -> dict[str, Any]:
+def to_json(
+    results: dict[str, PodResult], shard: Shard | None = None, checked_at: str | None = None
+) -> dict[str, Any]:
     """Return the JSON report of ``results``: the stable document of
-    schema/check-report.schema.json, pods in name order, with the summary, and the shard
-    they are (None: the whole fleet), which a merge of shard reports reads to tell that
-    one is missing."""
+    schema/check-report.schema.json, pods in name order, with the summary, the shard they
+    are (None: the whole fleet), which a merge of shard reports reads to tell that one is
+    missing, and when they were read (``stamp``; left out when unknown), so that a page or
+    a report kept somewhere says how old it is."""
     return {
         "format_version": FORMAT_VERSION,
+        **({} if checked_at is None else {"checked_at": checked_at}),
         "shard": None if shard is None else {"index": shard.index, "count": shard.count},
         "pods": {name: result.to_json() for name, result in sorted(results.items())},
         "summary": {
@@ -170,6 +176,12 @@ def to_json(results: dict[str, PodResult], shard: Shard | None = None) -> dict[s
             "cost_unknown": fleet_cost(results)[1],
         },
     }
+
+
+def stamp(seconds: float) -> str:
+    """Return the time ``seconds`` since the epoch as a report's ``checked_at`` says it: UTC,
+    ISO 8601 to the second (``2026-12-05T10:02:03Z``), which sorts as the times do."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 def from_json(document: dict[str, Any]) -> dict[str, PodResult]:

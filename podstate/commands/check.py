@@ -12,12 +12,13 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from podstate import progress
 from podstate.check import runner
-from podstate.check.result import PodResult
+from podstate.check.result import PodResult, stamp
 from podstate.jsonfile import replace_text
 from podstate.progress import Progress
 
@@ -125,7 +126,7 @@ def check(args: argparse.Namespace) -> int:
         watched.annotate(results, Path(args.watch_state), datetime.now(UTC))
     if args.metrics:
         _write_metrics(args.metrics, results, Path(args.inventory).stem)
-    return _write_reports(results, args, shard)
+    return _write_reports(results, args, shard, stamp(time.time()))
 
 
 def _write_metrics(path: str, results: dict[str, PodResult], own: str) -> None:
@@ -149,17 +150,21 @@ def _write_metrics(path: str, results: dict[str, PodResult], own: str) -> None:
 
 
 def _write_reports(
-    results: dict[str, PodResult], args: argparse.Namespace, shard: Shard | None = None
+    results: dict[str, PodResult],
+    args: argparse.Namespace,
+    shard: Shard | None = None,
+    checked_at: str | None = None,
 ) -> int:
     """Print the table (to stderr when a report goes to stdout), write the reports ``args``
-    asks for (the JSON one says which ``shard`` it is of); return the fleet's exit status."""
+    asks for (the JSON one and the page say which ``shard`` it is of, and when the pods
+    were read: ``checked_at``); return the fleet's exit status."""
     from podstate.check import reports, result
 
     table = sys.stderr if "-" in _report_paths(args) else sys.stdout
     table.write(reports.table(results, diff=args.diff))
     table.flush()
     if args.json:
-        _write(args.json, json.dumps(result.to_json(results, shard), indent=2) + "\n")
+        _write(args.json, json.dumps(result.to_json(results, shard, checked_at), indent=2) + "\n")
     if args.junit:
         _write(args.junit, reports.junit(results))
     if args.markdown:
@@ -169,7 +174,7 @@ def _write_reports(
     if args.html:
         from podstate.check import html
 
-        _write(args.html, html.render(result.to_json(results, shard)))
+        _write(args.html, html.render(result.to_json(results, shard, checked_at)))
     return result.exit_code(results)
 
 
@@ -207,7 +212,8 @@ def merge(args: argparse.Namespace) -> int:
 
     args.json = args.out
     _report_paths(args)
-    results = merging.merge_files(args.reports)
+    reports = [merging.load(path) for path in args.reports]
+    results = merging.merge(reports)
     for line in merging.problems(results):
         print(f"podstate: {line}", file=sys.stderr)
-    return _write_reports(results, args)
+    return _write_reports(results, args, checked_at=merging.oldest(reports))

@@ -159,6 +159,7 @@ class Metrics:
             registry=r,
         )
         self.report: dict[str, dict[str, Any]] | None = None  # the latest check's pods
+        self.checked = 0.0  # when its pass ended
         self.server: ThreadingWSGIServer | None = None
         # prometheus_client's WSGI application, declared a bare Callable there
         self._metrics: Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -181,7 +182,7 @@ class Metrics:
         self.pass_seconds.observe(seen.seconds)
         self.last.set(seen.time)
         if seen.report is not None:
-            self.report = seen.report
+            self.report, self.checked = seen.report, seen.time
 
     @classmethod
     def serve(cls, address: str, port: int) -> Metrics:
@@ -204,7 +205,8 @@ class Metrics:
         metrics."""
         if environ.get("PATH_INFO") in ("", "/") and self.report is not None:
             try:
-                html = page(result.to_json(result.from_json({"pods": self.report})))
+                pods = result.from_json({"pods": self.report})
+                html = page(result.to_json(pods, checked_at=result.stamp(self.checked)))
             except Exception as e:  # the page's fault, not the watch's: said in one line
                 start_response("500 Internal Server Error", [("Content-Type", "text/plain")])
                 return [f"the fleet page could not be made: {type(e).__name__}\n".encode()]
