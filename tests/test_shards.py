@@ -259,9 +259,10 @@ def drifted(fleet):
 
 
 def _timeless(document: dict) -> dict:
-    """Return ``document`` without each pod's readings of the moment (idle or in use, and
-    the idle clock the probe keeps on the pod), which the shards' checks, made after the
-    whole one, read anew."""
+    """Return ``document`` without when it was read and each pod's readings of the moment
+    (idle or in use, and the idle clock the probe keeps on the pod), which the shards'
+    checks, made after the whole one, read anew."""
+    document.pop("checked_at")
     for entry in document["pods"].values():
         entry.pop("activity", None)
         entry.pop("idle", None)
@@ -291,6 +292,7 @@ def test_two_shards_merged_equal_the_whole_check(drifted, tmp_path):
     document = json.loads((tmp_path / "all.json").read_text())
     jsonschema.validate(document, REPORT_SCHEMA)
     whole_document = json.loads((tmp_path / "whole.json").read_text())
+    assert document["checked_at"] == min(p["checked_at"] for p in parts)  # the oldest shard's
     assert _timeless(document) == _timeless(whole_document)
 
     lost = run(
