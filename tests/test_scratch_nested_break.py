@@ -486,3 +486,29 @@ def test_a_tmpfs_of_its_own_for_tmpdir_inside_another_leaves_when_undeclared(
         assert _report(fleet, tmp_path)["status"] == "ok"
     finally:
         _clean(fleet, outer)
+
+
+def test_three_levels_scrambled_come_back_in_order_at_a_restart(fleet, tmp_path):
+    """Three nested scratch paths, innermost first, with the boot hook: after a restart the
+    hook mounts them outermost first, names no error, and the check finds nothing to do."""
+    from podstate.sandbox import container
+
+    top, mid, low = "/nr", "/nr/mid", "/nr/mid/low"
+    declared = (
+        f"scratch:\n  {low}: {{size: 4M}}\n  {top}: {{size: 16M}}\n  {mid}: {{size: 8M}}\n"
+        "boot: {hook: true}\n"
+    )
+    fleet.host_vars("pod-4", declared)
+    container.set_start_command(
+        "pod-4", "exec bash -c '. /workspace/.podstate/boot.sh; exec /start.sh'"
+    )
+    try:
+        run = _apply(fleet)
+        assert run.returncode == 0, run.stderr
+        container.restart("pod-4")
+        assert _mounts(fleet, top) == f"{top} tmpfs\n{mid} tmpfs\n{low} tmpfs\n"
+        assert "error" not in fleet.out("pod-4", "cat /etc/podstate/boot")
+        assert _report(fleet, tmp_path)["status"] == "ok"
+    finally:
+        container.set_start_command("pod-4", None)
+        _clean(fleet, top)
