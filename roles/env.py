@@ -215,9 +215,9 @@ def apply(wanted: State, probe: Probe) -> None:
                 f"dirs.{name}",
             )
         modes[path] = modes.get(path) or STICKY.get(name)
-    old = made.previous(probe.made)
+    old, run = made.previous(probe.made), findings.of(host)
     for path in modes:  # made by podstate: missing now, or so its record says
-        if probe.paths[path].kind is None or path in old:
+        if (probe.paths[path].kind is None or path in old) and not run.makes(path):  # scratch
             findings.made(DirEntry(path))
             files_role.made_directories(path, probe, old)  # mkdir -p makes them too
     if dirs:

@@ -19,7 +19,6 @@ it, so the next run finishes the job.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Collection
 
 from pyinfra import host
 
@@ -88,7 +87,7 @@ def undo(
     records: tuple[str, ...] = (),
     discard_scratch: bool = False,
     volume: str = VOLUME,
-    staying: Collection[str] = (),
+    staying: set[str] | None = None,
 ) -> Entry | None:
     """Plan taking ``entry`` away as the probe found it (apt packages only with
     ``packages``; the venv and its snapshot not with ``keep_venv``; ``records``: the records'
@@ -343,10 +342,13 @@ def apply(wanted: State, probe: Probe) -> None:
     packages = wanted.packages is not None and wanted.packages.remove_undeclared
     pod_id, where = record_id.own_id(found), boot.volume(wanted)
     records = record_id.record_paths(pod_id, where.volume)
-    mounted = {path for path, entry in new.items() if isinstance(entry, MountEntry)}
+    # what stays mounted: all there is, and what this run mounts, but what it unmounts
+    mounted = {m.target for m in probe.mounts} | {p for p, e in new.items() if e.kind == "mount"}
     for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
-        if path in new:
-            continue
+        if path in new:  # made again; but a tmpfs goes where a directory is declared (dirs)
+            if not isinstance(entry, MountEntry) or isinstance(new[path], MountEntry):
+                continue
+            entry = MountEntry(path, False)  # its mount point stays
         with pyinfra_plan.keyed(host, path):
             kept = undo(
                 entry,
@@ -357,8 +359,6 @@ def apply(wanted: State, probe: Probe) -> None:
                 volume=where.volume,
                 staying=mounted,
             )
-        if isinstance(kept, MountEntry):
-            mounted.add(path)
         if kept is not None:
             after[path] = kept
         elif isinstance(entry, MountEntry) and (
@@ -381,7 +381,7 @@ def _remake_below(
         p: None
         for p, e in new.items()
         if isinstance(e, DirEntry)
-        and p.startswith(f"{path}/")
+        and (p == path or p.startswith(f"{path}/"))
         and p in probe.paths  # the probe read
     }
     if not below or probe.made_found().kinds.get(path) != "mount":

@@ -4,8 +4,7 @@ roles/removal.py calls)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
+from podstate.desired.sections import parents_first
 from podstate.desired.state import State
 from podstate.facts import made
 from podstate.facts.files import PathInfo
@@ -57,9 +56,9 @@ def fresh_mounts(wanted: State, probe: Probe) -> list[str]:
 @role("Scratch", reads)
 def apply(wanted: State, probe: Probe) -> None:
     """Converge each scratch path: a tmpfs where the pod may mount, else a local directory."""
-    old = made.previous(probe.made)
-    for path, item in (wanted.scratch or {}).items():
-        info = probe.paths[path]
+    old, scratch = made.previous(probe.made), wanted.scratch or {}
+    for path in parents_first(list(scratch), lambda p: probe.paths[p].real):  # through links
+        info, item = probe.paths[path], scratch[path]
         if in_the_way(info):
             findings.violation(
                 f"scratch {path} is a {info.kind}, not a directory: podstate neither mounts "
@@ -148,26 +147,36 @@ def unmount(
     *,
     uninstall: bool = False,
     discard: bool = False,
-    staying: Collection[str] = (),
+    staying: set[str] | None = None,
 ) -> Entry | None:
     """Plan unmounting the tmpfs podstate mounted at ``entry.path`` (then removing its mount
     point, when podstate made it and it is empty), which left the desired state
     (roles/removal.py), or goes with ``uninstall``; one that a process uses stays mounted,
     and one that holds files (or may: one podstate cannot read) too, unless ``discard``
     (``podstate uninstall --discard-scratch``): a violation naming the processes or a file,
-    and the record keeps it; so does one with a tmpfs of ``staying`` (those that stay
-    mounted) below it, which the kernel would not unmount. Return what the record names
-    afterwards: a tmpfs already gone (a restart took it) leaves its mount point, when
-    podstate made it, as a directory."""
+    and the record keeps it; so does one with a mount of ``staying`` (what stays mounted,
+    which a planned unmount takes ``entry.path`` out of) below it, which the kernel would
+    not unmount. Return what the record names afterwards: a tmpfs already gone (a restart
+    took it) leaves its mount point, when podstate made it, as a directory; a mount of
+    someone else's there now is not podstate's (named, forgotten)."""
     path, made_it, found = entry.path, entry.made, probe.made_found()
     if (there := found.kinds.get(path)) != "mount":  # unmounted already (a restart, say)
         return DirEntry(path) if made_it and there == "directory" else None  # its mount point
+    shown = next((m for m in reversed(probe.mounts) if m.target == path), None)
+    if shown is not None and shown.source != "podstate":  # the last one there is seen
+        findings.left(
+            path,
+            f"{path} is a {shown.fstype} mount of someone else's now (from {shown.source}), "
+            "not the tmpfs podstate mounted: left as it is",
+        )
+        return None
     gone, next_run = ("to go", "uninstall") if uninstall else ("no longer declared", "apply")
+    staying = set() if staying is None else staying
     if inner := sorted(p for p in staying if p.startswith(f"{path.rstrip('/')}/")):
         findings.violation(
-            f"scratch {path} is {gone}, but the tmpfs at {inner[0]} stays mounted in it: "
-            f"podstate unmounts {path} once nothing is mounted below it (undeclare {inner[0]} "
-            f"too, or declare {path} again)",
+            f"scratch {path} is {gone}, but the mount at {inner[0]} stays in it: "
+            f"podstate unmounts {path} once nothing is mounted below it (unmount or undeclare "
+            f"{inner[0]} too, or declare {path} again)",
             "removal.scratch",
         )
         return entry
@@ -194,6 +203,7 @@ def unmount(
             "removal.scratch",
         )
         return entry
+    staying.discard(path)
     ops.unmount(
         name=f"Unmount {path}",
         path=path,

@@ -230,7 +230,7 @@ def test_a_scratch_with_another_still_mounted_below_it_stays_named(fleet, tmp_pa
         fleet.host_vars("pod-4", {"scratch": {inner: {"size": "8M"}}})
         report = _report(fleet, tmp_path, fleet.api_env())
         [found] = [v["message"] for v in report["violations"] if v["id"] == "removal.scratch"]
-        assert f"scratch {outer} is no longer declared, but the tmpfs at {inner} stays" in found
+        assert f"scratch {outer} is no longer declared, but the mount at {inner} stays" in found
         run = apply(fleet, "--limit", "pod-4", env=fleet.api_env())
         assert run.returncode == 1 and "removal.scratch" in run.stderr, run.stderr
         assert "busy" not in run.stderr
@@ -241,7 +241,7 @@ def test_a_scratch_with_another_still_mounted_below_it_stays_named(fleet, tmp_pa
         uninstall = [str(BIN / "podstate"), "uninstall", "--limit", "pod-4"]
         done = e2e.run(fleet, uninstall, env=fleet.api_env())
         assert done.returncode != 0 and "busy" not in done.stderr, done.stderr
-        assert f"the tmpfs at {inner} stays mounted in it" in done.stdout + done.stderr
+        assert f"the mount at {inner} stays in it" in done.stdout + done.stderr
         assert fleet.out("pod-4", shown) == f"{outer}\n{inner}\n"
 
         fleet.out("pod-4", f"rm {inner}/notes")

@@ -127,7 +127,7 @@ def test_three_levels_scrambled_and_spelt_oddly_mount_in_order_and_leave_in_one_
         fleet.host_vars("pod-4", f"scratch:\n  {low}: {{size: 4M}}\n  {top}: {{size: 16M}}\n")
         entry = _report(fleet, tmp_path)
         [found] = _messages(entry, "removal.scratch")
-        assert f"scratch {mid} is no longer declared, but the tmpfs at {low} stays" in found
+        assert f"scratch {mid} is no longer declared, but the mount at {low} stays" in found
         run = _apply(fleet)
         assert run.returncode == 1 and "removal.scratch" in run.stderr, run.stderr
         assert "busy" not in run.stderr
@@ -160,7 +160,7 @@ def test_a_busy_inner_tmpfs_keeps_the_outer_one_mounted_both_named(fleet, tmp_pa
         [busy] = _messages(entry, "removal.busy")
         assert inner in busy and f"sleep (pid {pid})" in busy
         [stays] = _messages(entry, "removal.scratch")
-        assert f"scratch {outer} is no longer declared, but the tmpfs at {inner} stays" in stays
+        assert f"scratch {outer} is no longer declared, but the mount at {inner} stays" in stays
         run = _apply(fleet)
         assert run.returncode == 1, run.stderr
         assert "removal.busy" in run.stderr and "removal.scratch" in run.stderr
@@ -249,12 +249,6 @@ def test_what_stands_where_a_tmpfs_went_is_never_removed_or_followed(fleet, tmp_
         _clean(fleet, path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a mount of the user's below a podstate tmpfs that leaves the state is not seen: "
-    "the unmount is planned and fails on umount's 'target is busy' at every apply, no "
-    "violation names it (roles/scratch.py unmount's staying holds podstate's tmpfs only)",
-)
 def test_a_mount_of_the_users_below_a_scratch_that_leaves_is_named_not_a_raw_error(fleet, tmp_path):
     """A tmpfs the user mounted inside podstate's: the kernel refuses to unmount the outer
     one; the apply should name it (as for podstate's own below it), not fail on umount."""
@@ -275,14 +269,6 @@ def test_a_mount_of_the_users_below_a_scratch_that_leaves_is_named_not_a_raw_err
         _clean(fleet, outer)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a scratch below another written through a symlinked parent is not ordered: "
-    "declared inner first, the inner tmpfs is mounted first and the outer mount then "
-    "fails ('is not empty: no tmpfs over it'); every later apply refuses it, the inner "
-    "mount point taken for a file in the way (parents_first compares spellings, not where "
-    "they lead)",
-)
 def test_a_scratch_below_another_through_a_linked_parent_is_mounted_after_it(fleet, tmp_path):
     """The outer scratch is written through a symlinked parent (an image's /data ->
     /workspace/data), the inner one through the directory, first: the outer tmpfs should
@@ -346,12 +332,6 @@ def test_nested_scratch_directories_on_a_pod_that_cannot_mount(fleet, tmp_path):
         _clean(fleet, top, "pod-1")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a podstate tmpfs that stays below another through a symlink (declared by a link "
-    "into the outer one) is not seen as below it: the outer unmount is planned and fails "
-    "on umount's 'target is busy' (unmount's staying compares the spellings)",
-)
 def test_an_inner_tmpfs_declared_through_a_link_keeps_the_outer_one_named(fleet, tmp_path):
     """The inner scratch is declared through a symlink into the outer one; the outer one
     leaves, the inner one stays: the outer tmpfs should stay, named (``removal.scratch``),
@@ -415,7 +395,7 @@ def test_uninstall_discarding_scratch_keeps_an_outer_tmpfs_with_a_busy_one_below
         done = _uninstall(fleet, "--discard-scratch")
         said = done.stdout + done.stderr
         assert done.returncode != 0 and "target is busy" not in said, said
-        assert f"the tmpfs at {inner} stays mounted in it" in said
+        assert f"the mount at {inner} stays in it" in said
         assert _mounts(fleet, outer) == f"{outer} tmpfs\n{inner} tmpfs\n"
         assert fleet.out("pod-4", f"cat {outer}/notes") == "mine\n"
     finally:
@@ -424,12 +404,6 @@ def test_uninstall_discarding_scratch_keeps_an_outer_tmpfs_with_a_busy_one_below
         _clean(fleet, outer)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a tmpfs of the user's mounted where podstate's went is taken for podstate's: "
-    "uninstall --discard-scratch unmounts it and its files are lost (roles/scratch.py "
-    "unmount does not look at the mount's source, which _declare does)",
-)
 def test_a_tmpfs_of_the_users_where_podstates_went_is_never_unmounted(fleet, tmp_path):
     """podstate's tmpfs went by hand and the user mounted one of their own there, with a
     file: it is not podstate's, so no removal, not even ``--discard-scratch``, unmounts it."""
@@ -446,13 +420,6 @@ def test_a_tmpfs_of_the_users_where_podstates_went_is_never_unmounted(fleet, tmp
         _clean(fleet, path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a scratch path that is also a dirs directory is recorded as a directory (the env "
-    "role's DirEntry replaces the scratch role's MountEntry, same path): its tmpfs is never "
-    "unmounted once undeclared, and an outer scratch tmpfs leaving fails on umount's "
-    "'target is busy' (the inner one is not in unmount's staying)",
-)
 @pytest.mark.parametrize("leaving", ["both", "inner"])
 def test_a_tmpfs_of_its_own_for_tmpdir_inside_another_leaves_when_undeclared(
     fleet, tmp_path, leaving

@@ -117,6 +117,10 @@ def test_pods_from_the_same_files_share_a_state_but_not_its_object(fleet):
         ),
         ("nccl: {<<: {p2p: On}, ib: auto}", "nccl.p2p: On is not one of: auto, disable, leave;"),
         ("scratch: {/s: {mode: '700'}}", "scratch./s: 'size' is required"),
+        (
+            "scratch: {/s: {size: 1G}, /s/../s/: {size: 2G}}",
+            "scratch: /s/../s/ is /s again: name each path once",
+        ),
         ("disk_reserve: plenty", "disk_reserve: 'plenty' is not a size"),
         (
             "processes: {inert: [jupyter-lab], matter: [jupyter-lab]}",

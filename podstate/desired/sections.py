@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import posixpath
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +25,15 @@ def normpath(path: str) -> str:
     return "/" + normal.lstrip("/")
 
 
-def parents_first(paths: list[str]) -> list[str]:
+def parents_first(paths: list[str], real: Callable[[str], str] = str) -> list[str]:
     """Return the normalized ``paths`` in their order, but each after those of them it lies
-    under: a scratch tmpfs mounted below another is mounted after it (the other way round,
-    the outer one would be refused, its directory holding the inner one's mount point)."""
+    under (where ``real`` says each leads: itself, or as a pod resolves it): a scratch tmpfs
+    mounted below another is mounted after it (the other way round, the outer one would be
+    refused, its directory holding the inner one's mount point)."""
     ordered: dict[str, None] = {}
     for path in paths:
-        above = [other for other in paths if path.startswith(other.rstrip("/") + "/")]
-        ordered.update(dict.fromkeys([*sorted(above, key=len), path]))
+        above = [other for other in paths if real(path).startswith(real(other).rstrip("/") + "/")]
+        ordered.update(dict.fromkeys([*sorted(above, key=lambda other: len(real(other))), path]))
     return list(ordered)
 
 

@@ -97,7 +97,11 @@ def normalize(state: dict[str, Any], root: Path | None = None) -> dict[str, Any]
         else DISK_RESERVE
     }
     if "scratch" in state:
-        given = {normpath(path): item for path, item in state["scratch"].items()}
+        given: dict[str, Any] = {}
+        for path, item in state["scratch"].items():
+            if (normal := normpath(path)) in given:
+                raise SpecError(f"scratch: {path} is {normal} again: name each path once")
+            given[normal] = item
         out["scratch"] = {
             path: {
                 "size": parse_size(given[path]["size"]),

@@ -12,7 +12,6 @@ from pyinfra import host
 from podstate.facts import made, record_id
 from podstate.facts.marker import read
 from podstate.facts.probe import Probe
-from podstate.facts.record import MountEntry
 from podstate.facts.request import Request
 from podstate.operations import removal as ops
 from podstate.operations.boot import Layout
@@ -66,7 +65,8 @@ def apply(
     if not records:
         host.noop("no record of what podstate made on this pod: nothing to remove")
         return
-    kept, paths, mounted = False, record_id.record_paths(found.pod_id, volume), set[str]()
+    kept, paths = False, record_id.record_paths(found.pod_id, volume)
+    mounted = {m.target for m in probe.mounts}  # what stays mounted: what is, but what goes
     for path, entry in sorted(old.items(), reverse=True):  # what is in a directory first
         with pyinfra_plan.keyed(host, path):
             remains = undo(
@@ -81,8 +81,6 @@ def apply(
                 staying=mounted,
             )
         kept |= remains == entry
-        if isinstance(remains, MountEntry):
-            mounted.add(path)
     if kept:
         return
     left = findings.of(host).left.values()
