@@ -361,8 +361,10 @@ def apply(wanted: State, probe: Probe) -> None:
             )
         if kept is not None:
             after[path] = kept
-        elif isinstance(entry, MountEntry) and (
-            mount_point := _remake_below(entry, probe, new, wanted)
+        elif (
+            isinstance(entry, MountEntry)
+            and path not in mounted  # unmounted by this run (a mount of another's stays)
+            and (mount_point := _remake_below(entry, probe, new, wanted))
         ):
             after[path] = mount_point
     after.update(new)

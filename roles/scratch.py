@@ -79,12 +79,7 @@ def apply(wanted: State, probe: Probe) -> None:
                 f"scratch.{path}",
             )
         elif hidden is not None:
-            findings.violation(
-                f"scratch {path} holds {_contents(hidden)}: a tmpfs mounted over it would hide "
-                "them, and what is written there afterwards would vanish at the next restart; "
-                "move them out (the next apply mounts the tmpfs) or choose another scratch path",
-                f"scratch.{path}",
-            )
+            findings.violation(_hiding(path, info, hidden, probe), f"scratch.{path}")
         elif probe.can_mount:
             bookkeeping.tmpfs(
                 name=f"Scratch {path} as tmpfs",
@@ -119,6 +114,23 @@ def in_the_way(info: PathInfo) -> bool:
     """Return whether what stands at a scratch path is no directory (a regular file, a
     socket, ...), which podstate neither mounts over nor replaces."""
     return info.kind is not None and info.kind != "directory"
+
+
+def _hiding(path: str, info: PathInfo, entry: str, probe: Probe) -> str:
+    """Return the violation's words for a scratch ``path`` whose directory holds ``entry``
+    (the one the probe named): files a tmpfs would hide, or a mount (another scratch's)."""
+    inner = f"{info.real.rstrip('/')}/{entry}"
+    if any(m.target == inner for m in probe.mounts):
+        return (
+            f"scratch {path} holds the mount {inner}: a tmpfs mounted over it would hide that "
+            f"mount; unmount it and remove its mount point (what is on it goes), and the next "
+            f"apply mounts {path}, then any scratch declared below it"
+        )
+    return (
+        f"scratch {path} holds {_contents(entry)}: a tmpfs mounted over it would hide them, "
+        "and what is written there afterwards would vanish at the next restart; move them "
+        "out (the next apply mounts the tmpfs) or choose another scratch path"
+    )
 
 
 def _contents(entry: str) -> str:

@@ -252,3 +252,27 @@ def test_a_scratch_with_another_still_mounted_below_it_stays_named(fleet, tmp_pa
     finally:
         fleet.host_vars("pod-4", None)
         fleet.out("pod-4", f"umount {inner} {outer} 2>/dev/null; rm -rf {outer}")
+
+
+def test_an_outer_scratch_around_a_mounted_one_names_the_mount_and_how_to_go_on(fleet, tmp_path):
+    """A scratch declared around one already mounted: a tmpfs over it would hide that mount,
+    so it is refused, and the violation names the mount (not "files (among them in)") and
+    what to do; done, one apply mounts both, the outer first."""
+    outer, inner = "/wrap", "/wrap/in"
+    shown = f"awk '$2 ~ \"^{outer}\" {{print $2}}' /proc/self/mounts"
+    fleet.host_vars("pod-4", {"scratch": {inner: {"size": "4M"}}})
+    try:
+        assert apply(fleet, "--limit", "pod-4", env=fleet.api_env()).returncode == 0
+        fleet.host_vars("pod-4", {"scratch": {outer: {"size": "16M"}, inner: {"size": "4M"}}})
+        report = _report(fleet, tmp_path, fleet.api_env())
+        [found] = [v["message"] for v in report["violations"] if v["id"] == f"scratch.{outer}"]
+        assert f"scratch {outer} holds the mount {inner}: a tmpfs mounted over it" in found
+        assert "unmount it and remove its mount point" in found
+
+        fleet.out("pod-4", f"umount {inner} && rmdir {inner}")  # as it says
+        assert apply(fleet, "--limit", "pod-4", env=fleet.api_env()).returncode == 0
+        assert fleet.out("pod-4", shown) == f"{outer}\n{inner}\n"
+        assert _report(fleet, tmp_path, fleet.api_env())["status"] == "ok"
+    finally:
+        fleet.host_vars("pod-4", None)
+        fleet.out("pod-4", f"umount {inner} {outer} 2>/dev/null; rm -rf {outer}")
