@@ -57,7 +57,7 @@ def fresh_mounts(wanted: State, probe: Probe) -> list[str]:
 def apply(wanted: State, probe: Probe) -> None:
     """Converge each scratch path: a tmpfs where the pod may mount, else a local directory."""
     old, scratch = made.previous(probe.made), wanted.scratch or {}
-    for path in parents_first(list(scratch), lambda p: probe.paths[p].real):  # through links
+    for path in parents_first(list(scratch), lambda p: probe.paths[p].real or p):  # via links
         info, item = probe.paths[path], scratch[path]
         if in_the_way(info):
             findings.violation(

@@ -94,6 +94,16 @@ def _stop(fleet, pid: str) -> None:
     fleet.out("pod-4", f"kill {pid} 2>/dev/null; tail --pid={pid} -f /dev/null")
 
 
+def _apply_takes_all(fleet, tmp_path: Path, top: str) -> None:
+    """Apply on pod-4, which succeeds and leaves nothing mounted at or below ``top``, nor
+    ``top`` itself; the check after it finds nothing to do."""
+    run = _apply(fleet)
+    assert run.returncode == 0, run.stderr
+    assert _mounts(fleet, top) == ""
+    assert fleet.ssh("pod-4", f"test -e {top}").returncode == 1
+    assert _report(fleet, tmp_path)["status"] == "ok"
+
+
 def _clean(fleet, top: str, pod: str = "pod-4") -> None:
     fleet.host_vars(pod, None)
     fleet.out(pod, f"umount -R {top} 2>/dev/null; rm -rf {top}; :")
@@ -136,11 +146,7 @@ def test_three_levels_scrambled_and_spelt_oddly_mount_in_order_and_leave_in_one_
 
         fleet.out("pod-4", f"rm {low}/work")
         fleet.host_vars("pod-4", {})
-        run = _apply(fleet)
-        assert run.returncode == 0, run.stderr
-        assert _mounts(fleet, top) == ""
-        assert fleet.ssh("pod-4", f"test -e {top}").returncode == 1
-        assert _report(fleet, tmp_path)["status"] == "ok"
+        _apply_takes_all(fleet, tmp_path, top)
     finally:
         _clean(fleet, top)
 
@@ -169,11 +175,7 @@ def test_a_busy_inner_tmpfs_keeps_the_outer_one_mounted_both_named(fleet, tmp_pa
 
         _stop(fleet, pid)
         pid = None
-        run = _apply(fleet)
-        assert run.returncode == 0, run.stderr
-        assert _mounts(fleet, outer) == ""
-        assert fleet.ssh("pod-4", f"test -e {outer}").returncode == 1
-        assert _report(fleet, tmp_path)["status"] == "ok"
+        _apply_takes_all(fleet, tmp_path, outer)
     finally:
         if pid is not None:
             _stop(fleet, pid)
@@ -189,11 +191,7 @@ def test_an_inner_tmpfs_gone_by_hand_goes_with_the_outer_one_in_one_apply(fleet,
         assert _apply(fleet).returncode == 0
         fleet.out("pod-4", f"umount {inner}")
         fleet.host_vars("pod-4", {})
-        run = _apply(fleet)
-        assert run.returncode == 0, run.stderr
-        assert _mounts(fleet, outer) == ""
-        assert fleet.ssh("pod-4", f"test -e {outer}").returncode == 1
-        assert _report(fleet, tmp_path)["status"] == "ok"
+        _apply_takes_all(fleet, tmp_path, outer)
     finally:
         _clean(fleet, outer)
 
@@ -365,11 +363,7 @@ def test_a_scratch_below_a_dirs_directory_comes_and_goes_with_it(fleet, tmp_path
         assert _mounts(fleet, top) == f"{inner} tmpfs\n"
         assert _report(fleet, tmp_path)["status"] == "ok"
         fleet.host_vars("pod-4", {})
-        run = _apply(fleet)
-        assert run.returncode == 0, run.stderr
-        assert _mounts(fleet, top) == ""
-        assert fleet.ssh("pod-4", f"test -e {top}").returncode == 1
-        assert _report(fleet, tmp_path)["status"] == "ok"
+        _apply_takes_all(fleet, tmp_path, top)
     finally:
         _clean(fleet, top)
 
