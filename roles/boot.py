@@ -158,8 +158,8 @@ def entries(wanted: State, probe: Probe, marker: bool) -> tuple[list[str], list[
     public = probe.boot.public if probe.boot else None
     if _keep(wanted) and public:
         out.append(f"keys {public}\n")
-    for path, item in (wanted.scratch or {}).items():
-        info = probe.paths[path]
+    for path in scratch.ordered(wanted, probe):  # parents first, as the apply mounts them
+        info, item = probe.paths[path], (wanted.scratch or {})[path]
         mount = info.mount
         own = mount if mount is not None and mount.target == info.real else None
         if (

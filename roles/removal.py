@@ -82,12 +82,12 @@ def undo(
     probe: Probe,
     *,
     uninstall: bool,
+    staying: set[str],
     packages: bool = False,
     keep_venv: bool = False,
     records: tuple[str, ...] = (),
     discard_scratch: bool = False,
     volume: str = VOLUME,
-    staying: set[str] | None = None,
 ) -> Entry | None:
     """Plan taking ``entry`` away as the probe found it (apt packages only with
     ``packages``; the venv and its snapshot not with ``keep_venv``; ``records``: the records'

@@ -8,7 +8,7 @@ from podstate.desired.sections import parents_first
 from podstate.desired.state import State
 from podstate.facts import made
 from podstate.facts.files import PathInfo
-from podstate.facts.mounts import Mount
+from podstate.facts.mounts import Mount, mount_of
 from podstate.facts.probe import Probe
 from podstate.facts.record import DirEntry, Entry, MountEntry
 from podstate.facts.request import Request
@@ -57,7 +57,7 @@ def fresh_mounts(wanted: State, probe: Probe) -> list[str]:
 def apply(wanted: State, probe: Probe) -> None:
     """Converge each scratch path: a tmpfs where the pod may mount, else a local directory."""
     old, scratch = made.previous(probe.made), wanted.scratch or {}
-    for path in parents_first(list(scratch), lambda p: probe.paths[p].real or p):  # via links
+    for path in ordered(wanted, probe):
         info, item = probe.paths[path], scratch[path]
         if in_the_way(info):
             findings.violation(
@@ -110,6 +110,12 @@ def apply(wanted: State, probe: Probe) -> None:
             )
 
 
+def ordered(wanted: State, probe: Probe) -> list[str]:
+    """Return the scratch paths, each after those it lies below where the pod resolves
+    them (through links): the order the apply and the boot hook mount them in."""
+    return parents_first(list(wanted.scratch_paths), lambda p: probe.paths[p].real or p)
+
+
 def in_the_way(info: PathInfo) -> bool:
     """Return whether what stands at a scratch path is no directory (a regular file, a
     socket, ...), which podstate neither mounts over nor replaces."""
@@ -159,7 +165,7 @@ def unmount(
     *,
     uninstall: bool = False,
     discard: bool = False,
-    staying: set[str] | None = None,
+    staying: set[str],
 ) -> Entry | None:
     """Plan unmounting the tmpfs podstate mounted at ``entry.path`` (then removing its mount
     point, when podstate made it and it is empty), which left the desired state
@@ -174,8 +180,8 @@ def unmount(
     path, made_it, found = entry.path, entry.made, probe.made_found()
     if (there := found.kinds.get(path)) != "mount":  # unmounted already (a restart, say)
         return DirEntry(path) if made_it and there == "directory" else None  # its mount point
-    shown = next((m for m in reversed(probe.mounts) if m.target == path), None)
-    if shown is not None and shown.source != "podstate":  # the last one there is seen
+    shown = mount_of(path, probe.mounts)  # the one seen there: the last
+    if shown is not None and shown.target == path and shown.source != "podstate":
         findings.left(
             path,
             f"{path} is a {shown.fstype} mount of someone else's now (from {shown.source}), "
@@ -183,7 +189,6 @@ def unmount(
         )
         return None
     gone, next_run = ("to go", "uninstall") if uninstall else ("no longer declared", "apply")
-    staying = set() if staying is None else staying
     if inner := sorted(p for p in staying if p.startswith(f"{path.rstrip('/')}/")):
         findings.violation(
             f"scratch {path} is {gone}, but the mount at {inner[0]} stays in it: "

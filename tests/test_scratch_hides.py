@@ -276,3 +276,35 @@ def test_an_outer_scratch_around_a_mounted_one_names_the_mount_and_how_to_go_on(
     finally:
         fleet.host_vars("pod-4", None)
         fleet.out("pod-4", f"umount {inner} {outer} 2>/dev/null; rm -rf {outer}")
+
+
+def test_the_boot_hook_mounts_nested_scratch_through_a_link_in_the_applys_order(fleet):
+    """The outer scratch written through a symlinked parent, the inner one through the
+    directory, inner first: the boot hook mounts them in the order the apply did, where the
+    paths lead (it followed the spelling and mounted the inner one first, then refused the
+    outer one, which held its mount point)."""
+    from podstate.sandbox import container
+
+    real, link = "/hk-real", "/hk-link"
+    outer, inner = f"{link}/o", f"{real}/o/in"
+    shown = f"awk '$2 ~ \"^{real}\" {{print $2, $3}}' /proc/self/mounts"
+    make_link = f"mkdir -p {real} && ln -sfn {real} {link}"
+    fleet.out("pod-4", make_link)
+    fleet.host_vars(
+        "pod-4",
+        f"scratch:\n  {inner}: {{size: 4M}}\n  {outer}: {{size: 16M}}\nboot: {{hook: true}}\n",
+    )
+    container.set_start_command(
+        "pod-4", f"exec bash -c '{make_link}; . /workspace/.podstate/boot.sh; exec /start.sh'"
+    )
+    try:
+        run = apply(fleet, "--limit", "pod-4", env=fleet.api_env())
+        assert run.returncode == 0, run.stderr
+        assert fleet.out("pod-4", shown) == f"{real}/o tmpfs\n{inner} tmpfs\n"
+        container.restart("pod-4")
+        assert fleet.out("pod-4", shown) == f"{real}/o tmpfs\n{inner} tmpfs\n"
+        assert "error" not in fleet.out("pod-4", "cat /etc/podstate/boot")
+    finally:
+        container.set_start_command("pod-4", None)
+        fleet.host_vars("pod-4", None)
+        fleet.out("pod-4", f"umount {inner} {real}/o 2>/dev/null; rm -rf {real} {link}")
